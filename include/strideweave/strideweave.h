@@ -1,0 +1,424 @@
+/*
+ * StrideWeave: an embeddable runtime for tensors that do not fit where they are
+ * computed. This is the only public header; it is C99 and C++ compatible.
+ *
+ * Conventions (read once, they hold for every function below)
+ * ------------------------------------------------------------
+ * Errors     Every fallible function returns `sw_error_t*`. NULL means success.
+ *            A non-NULL error is owned by the caller: read it with
+ *            sw_error_code() / sw_error_message() and free it with
+ *            sw_error_free(). When a function fails it changes nothing: no
+ *            out-parameter is written, no value, version or ownership moves.
+ *            Error codes are pinned forever; see sw_error_code_t.
+ * Handles    Every handle is opaque and reference counted. A handle written to
+ *            an `out_*` parameter is a new reference owned by the caller, who
+ *            drops it with the matching sw_<x>_release(). Release is NULL-safe
+ *            and never blocks. Handles passed as arguments are borrowed for the
+ *            duration of the call; the library retains whatever it keeps.
+ * Threads    Reference counting is thread-safe for every handle. Layouts are
+ *            immutable and fully thread-safe. Carriers and tensors may be read
+ *            from several threads at once; concurrent writes to the same
+ *            carrier must be serialised by the caller.
+ * Structs    Structs that may grow begin with `uint32_t struct_size`; fill them
+ *            with the matching sw_<x>_desc_init() before setting fields.
+ * Ordinals   Every ordinal <-> coordinate conversion is first mode fastest
+ *            (colexicographic): coordinate (i, j) of a (M, N) shape is ordinal
+ *            i + M * j. "Dense" layouts and bulk reads/writes use this order.
+ * Versions   Same SW_VERSION_MAJOR means ABI compatible.
+ */
+#ifndef STRIDEWEAVE_STRIDEWEAVE_H_
+#define STRIDEWEAVE_STRIDEWEAVE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SW_API __declspec(dllimport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define SW_API __attribute__((visibility("default")))
+#else
+#define SW_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versioning                                                                */
+/* ------------------------------------------------------------------------ */
+
+#define SW_VERSION_MAJOR 0
+#define SW_VERSION_MINOR 1
+#define SW_VERSION_PATCH 0
+/* Packs a version as major << 22 | minor << 12 | patch. */
+#define SW_MAKE_VERSION(major, minor, patch) \
+  ((((uint32_t)(major)) << 22) | (((uint32_t)(minor)) << 12) | ((uint32_t)(patch)))
+#define SW_VERSION SW_MAKE_VERSION(SW_VERSION_MAJOR, SW_VERSION_MINOR, SW_VERSION_PATCH)
+
+/* The version of the loaded library, packed as SW_MAKE_VERSION. */
+SW_API uint32_t sw_version(void);
+/* The version of the loaded library as "major.minor.patch"; static storage. */
+SW_API const char* sw_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Stable error codes. The numbers never change; new codes are only appended.
+ * The bindings map them one-to-one onto exception kinds (Python in brackets). */
+typedef enum sw_error_code_t {
+  SW_OK = 0,                     /* not an error; sw_error_code(NULL) */
+  SW_ERROR_TYPE = 1,             /* wrong handle kind, dtype or class [TypeError] */
+  SW_ERROR_VALUE = 2,            /* bad shape, size, range or option [ValueError] */
+  SW_ERROR_STATE = 3,            /* released, pending, owned, pinned, conflict,
+                                    modified in-place [RuntimeError] */
+  SW_ERROR_UNSUPPORTED = 4,      /* valid request this build cannot do [NotImplementedError] */
+  SW_ERROR_INDEX = 5,            /* coordinate, slot or axis out of range [IndexError] */
+  SW_ERROR_OUT_OF_MEMORY = 6,    /* allocation failed [MemoryError] */
+  SW_ERROR_IO = 7,               /* file or system I/O failed [OSError] */
+  SW_ERROR_DATA_CORRUPT = 8,     /* stored data failed its checksum or decode */
+  SW_ERROR_DEVICE_LOST = 9,      /* the device was lost */
+  SW_ERROR_STALE_HANDLE = 10,    /* handle from an older device generation */
+  SW_ERROR_TIMEOUT = 11,         /* a wait expired [TimeoutError] */
+  SW_ERROR_CANCELLED = 12,       /* work cancelled, e.g. by shutdown */
+  SW_ERROR_INTERNAL = 13,        /* a bug in StrideWeave; please report it */
+  SW_ERROR_CODE_FORCE32 = 0x7fffffff
+} sw_error_code_t;
+
+typedef struct sw_error_t sw_error_t;
+
+/* The code of `error`; SW_OK for NULL. */
+SW_API sw_error_code_t sw_error_code(const sw_error_t* error);
+/* The message of `error`, naming the problem; "" for NULL. Borrowed: valid
+ * until sw_error_free(error). */
+SW_API const char* sw_error_message(const sw_error_t* error);
+/* Frees an error. NULL-safe. */
+SW_API void sw_error_free(sw_error_t* error);
+/* The name of a code ("TYPE", "VALUE", ...); "UNKNOWN" for other numbers. */
+SW_API const char* sw_error_code_name(sw_error_code_t code);
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sw_dtype_t {
+  SW_DTYPE_INVALID = 0,
+  SW_DTYPE_F32 = 1,
+  SW_DTYPE_F64 = 2,
+  SW_DTYPE_F16 = 3,
+  SW_DTYPE_BF16 = 4,
+  SW_DTYPE_I32 = 5,
+  SW_DTYPE_I64 = 6,
+  SW_DTYPE_U8 = 7,
+  SW_DTYPE_BOOL = 8,
+  SW_DTYPE_FORCE32 = 0x7fffffff
+} sw_dtype_t;
+
+/* Bytes per element; 0 for an unknown dtype. */
+SW_API size_t sw_dtype_size(sw_dtype_t dtype);
+/* "f32", "bf16", ...; "invalid" for an unknown dtype. Static storage. */
+SW_API const char* sw_dtype_name(sw_dtype_t dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A runtime owns the worker threads, the host buffer pool and the hooks the
+ * host installed. Every carrier and tensor belongs to exactly one runtime and
+ * keeps it alive. Several runtimes may live in one process; the library keeps
+ * no process-global mutable state. Thread-safe. */
+typedef struct sw_runtime_t sw_runtime_t;
+
+typedef enum sw_log_level_t {
+  SW_LOG_DEBUG = 0,
+  SW_LOG_INFO = 1,
+  SW_LOG_WARNING = 2,
+  SW_LOG_ERROR = 3,
+  SW_LOG_LEVEL_FORCE32 = 0x7fffffff
+} sw_log_level_t;
+
+/* The library never prints on its own; it reports through this callback,
+ * which may be called from any of the runtime's threads. */
+typedef void (*sw_log_fn)(void* user_data, sw_log_level_t level, const char* message);
+
+/* A host allocator for large buffers. `alloc` returns memory aligned to at
+ * least `alignment` bytes (a power of two) or NULL; `free` gets the same size
+ * and alignment back. Both may be called from any thread. */
+typedef struct sw_allocator_t {
+  void* (*alloc)(void* user_data, size_t size, size_t alignment);
+  void (*free)(void* user_data, void* pointer, size_t size, size_t alignment);
+  void* user_data;
+} sw_allocator_t;
+
+typedef struct sw_runtime_desc_t {
+  uint32_t struct_size;
+  /* Threads computing kernels, the caller included; 0 = one per core. */
+  uint32_t compute_threads;
+  /* Bytes of freed host buffers kept for reuse; SIZE_MAX = default (1 GiB). */
+  size_t pool_limit_bytes;
+  sw_log_fn log;            /* optional */
+  void* log_user_data;
+  sw_log_level_t log_level; /* messages below this level are not reported */
+  const sw_allocator_t* allocator; /* optional; copied at creation */
+} sw_runtime_desc_t;
+
+SW_API void sw_runtime_desc_init(sw_runtime_desc_t* desc);
+/* Creates a runtime. `desc` may be NULL for the defaults. */
+SW_API sw_error_t* sw_runtime_create(const sw_runtime_desc_t* desc, sw_runtime_t** out_runtime);
+SW_API void sw_runtime_retain(sw_runtime_t* runtime);
+SW_API void sw_runtime_release(sw_runtime_t* runtime);
+/* The number of compute threads, the caller included. */
+SW_API sw_error_t* sw_runtime_compute_threads(const sw_runtime_t* runtime, uint32_t* out_threads);
+
+/* ------------------------------------------------------------------------ */
+/* Layouts                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A Layout is a pair of congruent trees (shape, stride), CuTe style: a tuple
+ * of top-level modes, each either a leaf `extent:stride` or a nested tuple.
+ * index(coord) = sum over leaves of coord_leaf * stride_leaf, where a
+ * coordinate of a nested mode is decoded first mode fastest into its leaves.
+ * Written as text: "(4,(2,2)):(1,(4,8))". Immutable and thread-safe. */
+typedef struct sw_layout_t sw_layout_t;
+
+/* Longest rank (top-level modes) accepted by tensors and ops. */
+#define SW_MAX_RANK 16
+
+/* A flat layout with `rank` leaf modes. Extents must be >= 0; strides may be
+ * any value (negative strides are allowed). rank 0 is a scalar (size 1). */
+SW_API sw_error_t* sw_layout_create(const int64_t* shape, const int64_t* stride, size_t rank,
+                                    sw_layout_t** out_layout);
+/* The dense first-mode-fastest layout: stride_i = product of extents before i. */
+SW_API sw_error_t* sw_layout_dense(const int64_t* extents, size_t rank, sw_layout_t** out_layout);
+/* Parses "shape:stride" text such as "(4,(2,2)):(1,(4,8))" or "8:1" (rank 1).
+ * The two trees must be congruent. VALUE error naming the position if not. */
+SW_API sw_error_t* sw_layout_parse(const char* text, sw_layout_t** out_layout);
+/* A layout whose mode i is modes[i]: the single mode of a rank-1 layout, or
+ * the tuple of all modes of a layout of another rank. */
+SW_API sw_error_t* sw_layout_group(const sw_layout_t* const* modes, size_t count,
+                                   sw_layout_t** out_layout);
+/* Reorders the top-level modes: mode i of the result is mode perm[i]. */
+SW_API sw_error_t* sw_layout_permute(const sw_layout_t* layout, const size_t* perm, size_t rank,
+                                     sw_layout_t** out_layout);
+SW_API void sw_layout_retain(sw_layout_t* layout);
+SW_API void sw_layout_release(sw_layout_t* layout);
+
+/* Number of top-level modes. */
+SW_API sw_error_t* sw_layout_rank(const sw_layout_t* layout, size_t* out_rank);
+/* Extent (product of leaf extents) of each top-level mode; `capacity` must be
+ * at least the rank. */
+SW_API sw_error_t* sw_layout_extents(const sw_layout_t* layout, int64_t* out_extents, size_t capacity);
+/* Number of coordinates: the product of all extents. */
+SW_API sw_error_t* sw_layout_size(const sw_layout_t* layout, int64_t* out_size);
+/* One past the largest index reached (0 for an empty layout). Negative strides
+ * are counted by magnitude. */
+SW_API sw_error_t* sw_layout_cosize(const sw_layout_t* layout, int64_t* out_cosize);
+/* Whether distinct coordinates always reach distinct indices. */
+SW_API sw_error_t* sw_layout_is_injective(const sw_layout_t* layout, bool* out_injective);
+/* Whether two layouts have the same trees, extents and strides. */
+SW_API sw_error_t* sw_layout_equal(const sw_layout_t* a, const sw_layout_t* b, bool* out_equal);
+/* index(coord). `count` is either the rank (one coordinate per top-level mode,
+ * decoded into its leaves) or the number of leaves (one per leaf). */
+SW_API sw_error_t* sw_layout_index(const sw_layout_t* layout, const int64_t* coord, size_t count,
+                                   int64_t* out_index);
+/* First-mode-fastest ordinal of a per-mode coordinate (the shape's encode). */
+SW_API sw_error_t* sw_layout_encode(const sw_layout_t* layout, const int64_t* coord, size_t count,
+                                    int64_t* out_ordinal);
+/* Per-mode coordinate of an ordinal (the shape's decode); `capacity` >= rank. */
+SW_API sw_error_t* sw_layout_decode(const sw_layout_t* layout, int64_t ordinal, int64_t* out_coord,
+                                    size_t capacity);
+/* Writes the text form (see sw_layout_parse) and its length without the NUL.
+ * With a too small buffer it writes nothing but *out_length and fails VALUE;
+ * call with buffer NULL and capacity 0 to learn the length. */
+SW_API sw_error_t* sw_layout_to_string(const sw_layout_t* layout, char* buffer, size_t capacity,
+                                       size_t* out_length);
+
+/* ------------------------------------------------------------------------ */
+/* Carriers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A carrier is a flat run of `size` physical slots of one dtype with
+ * - a version counter: +1 per successful public write (never by residency
+ *   moves or by the library's own internal writes);
+ * - an ownership state: a carrier claimed by in-flight work or by a composite
+ *   is not publicly mutable (writes and dispose fail STATE);
+ * - dispose: idempotent; afterwards value access fails STATE.
+ * Reference counting is thread-safe; see the threading note at the top. */
+typedef struct sw_carrier_t sw_carrier_t;
+
+typedef enum sw_carrier_kind_t {
+  SW_CARRIER_CPU = 1,
+  SW_CARRIER_HOST = 2,
+  SW_CARRIER_FILE = 3,
+  SW_CARRIER_ZSTD = 4,
+  SW_CARRIER_VULKAN = 5,
+  SW_CARRIER_TILED = 6,
+  SW_CARRIER_KIND_FORCE32 = 0x7fffffff
+} sw_carrier_kind_t;
+
+/* A zero-filled CPU carrier of `size` slots (0 makes an empty carrier). CPU
+ * carriers are aligned host memory from the runtime's reuse pool; they are the
+ * default compute carrier. */
+SW_API sw_error_t* sw_carrier_create_cpu(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                         sw_carrier_t** out_carrier);
+/* A CPU carrier holding a copy of `size` elements at `data` (NULL allowed
+ * only for size 0). */
+SW_API sw_error_t* sw_carrier_create_cpu_from(sw_runtime_t* runtime, sw_dtype_t dtype,
+                                              const void* data, size_t size,
+                                              sw_carrier_t** out_carrier);
+SW_API void sw_carrier_retain(sw_carrier_t* carrier);
+SW_API void sw_carrier_release(sw_carrier_t* carrier);
+
+SW_API sw_error_t* sw_carrier_kind(const sw_carrier_t* carrier, sw_carrier_kind_t* out_kind);
+SW_API sw_error_t* sw_carrier_dtype(const sw_carrier_t* carrier, sw_dtype_t* out_dtype);
+/* Number of slots. Still answers after dispose. */
+SW_API sw_error_t* sw_carrier_size(const sw_carrier_t* carrier, size_t* out_size);
+SW_API sw_error_t* sw_carrier_version(const sw_carrier_t* carrier, uint64_t* out_version);
+/* Live and not owned: public writes would be accepted. */
+SW_API sw_error_t* sw_carrier_is_mutable(const sw_carrier_t* carrier, bool* out_mutable);
+/* Claimed by in-flight work or by a composite carrier. */
+SW_API sw_error_t* sw_carrier_is_owned(const sw_carrier_t* carrier, bool* out_owned);
+SW_API sw_error_t* sw_carrier_is_disposed(const sw_carrier_t* carrier, bool* out_disposed);
+/* Copies `count` slots starting at `first_slot` into `destination`
+ * (count * dtype size bytes). INDEX if the range is outside the carrier. */
+SW_API sw_error_t* sw_carrier_read(const sw_carrier_t* carrier, size_t first_slot, size_t count,
+                                   void* destination);
+/* Writes `count` slots starting at `first_slot`; one version step. */
+SW_API sw_error_t* sw_carrier_write(sw_carrier_t* carrier, size_t first_slot, size_t count,
+                                    const void* source);
+/* Frees the carrier's values; idempotent. STATE while it is owned. The handle
+ * stays valid (size, dtype and kind still answer). */
+SW_API sw_error_t* sw_carrier_dispose(sw_carrier_t* carrier);
+/* The host address of slot 0 of a CPU carrier, for zero-copy views (NumPy,
+ * DLPack). Writes through it bypass the version counter. UNSUPPORTED for
+ * carriers whose memory is not host addressable. */
+SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_pointer);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor is (carrier, offset, layout): element `c` lives at slot
+ * offset + layout.index(c). Its shape is the layout's top-level extents. A
+ * tensor handle is also its autograd identity (requires_grad, grad, the node
+ * that produced it). Reference counting is thread-safe. */
+typedef struct sw_tensor_t sw_tensor_t;
+
+/* A tensor over an existing carrier. Every reachable slot must lie inside the
+ * carrier (INDEX otherwise). */
+SW_API sw_error_t* sw_tensor_create(sw_carrier_t* carrier, int64_t offset, const sw_layout_t* layout,
+                                    sw_tensor_t** out_tensor);
+/* A dense CPU tensor holding a copy of numel(extents) elements at `data`,
+ * given first mode fastest. */
+SW_API sw_error_t* sw_tensor_from_data(sw_runtime_t* runtime, sw_dtype_t dtype, const int64_t* extents,
+                                       size_t rank, const void* data, sw_tensor_t** out_tensor);
+/* A dense zero-filled CPU tensor. */
+SW_API sw_error_t* sw_tensor_zeros(sw_runtime_t* runtime, sw_dtype_t dtype, const int64_t* extents,
+                                   size_t rank, sw_tensor_t** out_tensor);
+SW_API void sw_tensor_retain(sw_tensor_t* tensor);
+SW_API void sw_tensor_release(sw_tensor_t* tensor);
+
+SW_API sw_error_t* sw_tensor_carrier(const sw_tensor_t* tensor, sw_carrier_t** out_carrier);
+SW_API sw_error_t* sw_tensor_layout(const sw_tensor_t* tensor, sw_layout_t** out_layout);
+SW_API sw_error_t* sw_tensor_offset(const sw_tensor_t* tensor, int64_t* out_offset);
+SW_API sw_error_t* sw_tensor_dtype(const sw_tensor_t* tensor, sw_dtype_t* out_dtype);
+SW_API sw_error_t* sw_tensor_rank(const sw_tensor_t* tensor, size_t* out_rank);
+/* Top-level extents; `capacity` must be at least the rank. */
+SW_API sw_error_t* sw_tensor_shape(const sw_tensor_t* tensor, int64_t* out_extents, size_t capacity);
+SW_API sw_error_t* sw_tensor_numel(const sw_tensor_t* tensor, int64_t* out_numel);
+/* The carrier's version. */
+SW_API sw_error_t* sw_tensor_version(const sw_tensor_t* tensor, uint64_t* out_version);
+/* Reads one element as a double (integers exact up to 2^53, bool as 0/1). */
+SW_API sw_error_t* sw_tensor_get(const sw_tensor_t* tensor, const int64_t* coord, size_t count,
+                                 double* out_value);
+/* Writes one element converted from a double; one version step. VALUE if the
+ * value does not fit an integer dtype or is not integral. */
+SW_API sw_error_t* sw_tensor_set(sw_tensor_t* tensor, const int64_t* coord, size_t count, double value);
+/* Copies every element, first mode fastest, into `destination`, which holds
+ * `capacity_bytes` (at least numel * dtype size). */
+SW_API sw_error_t* sw_tensor_read(const sw_tensor_t* tensor, void* destination, size_t capacity_bytes);
+/* Writes every element from `source` (numel * dtype size bytes, first mode
+ * fastest); one version step. VALUE if the layout is not injective. */
+SW_API sw_error_t* sw_tensor_write(sw_tensor_t* tensor, const void* source, size_t size_bytes);
+/* A view whose mode i is mode perm[i] of `tensor` (same carrier and offset).
+ * Differentiable: gradients flow back through the inverse permutation. */
+SW_API sw_error_t* sw_tensor_permute(sw_tensor_t* tensor, const size_t* perm, size_t rank,
+                                     sw_tensor_t** out_view);
+/* The view with modes `axis0` and `axis1` swapped. */
+SW_API sw_error_t* sw_tensor_transpose(sw_tensor_t* tensor, size_t axis0, size_t axis1,
+                                       sw_tensor_t** out_view);
+
+/* ------------------------------------------------------------------------ */
+/* Operations                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Results are fresh dense tensors on the compute carrier kind of the inputs.
+ * Inputs may have any strided or nested layout. Elementwise ops broadcast
+ * NumPy style (trailing modes aligned, extent 1 stretches). f32 and f64 are
+ * computed natively; matmul also takes f16 and bf16 inputs and accumulates
+ * and returns f32. Both operands must have the same dtype (TYPE otherwise).
+ * With grad mode on and an input that requires grad, the result records one
+ * autograd node. Ops are thread-safe. */
+SW_API sw_error_t* sw_add(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_elementwise_mul(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+/* mul(tensor, tensor) is elementwise_mul; the scalar forms multiply by a weak
+ * scalar that takes the tensor's dtype. */
+SW_API sw_error_t* sw_mul(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_mul_scalar(sw_tensor_t* a, double scalar, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_scalar_mul(double scalar, sw_tensor_t* b, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_relu(sw_tensor_t* a, sw_tensor_t** out_result);
+/* Sums over `axes` (negative counts from the end; duplicates are VALUE,
+ * out of range INDEX). axes == NULL with count 0 sums over every axis. With
+ * keepdims the reduced modes stay with extent 1. */
+SW_API sw_error_t* sw_reduce_sum(sw_tensor_t* a, const int64_t* axes, size_t count, bool keepdims,
+                                 sw_tensor_t** out_result);
+/* NumPy matmul: (..., M, K) @ (..., K, N) -> (..., M, N), batch modes
+ * broadcast; a rank-1 operand is promoted and its mode dropped afterwards. */
+SW_API sw_error_t* sw_matmul(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+
+/* ------------------------------------------------------------------------ */
+/* Autograd                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Grad mode is per thread and on by default. A no-grad scope in C is
+ *   bool previous = sw_set_grad_enabled(false); ... sw_set_grad_enabled(previous); */
+SW_API bool sw_is_grad_enabled(void);
+/* Sets the calling thread's grad mode and returns the previous one. */
+SW_API bool sw_set_grad_enabled(bool enabled);
+
+/* Marks a leaf tensor as requiring gradients. TYPE for non-float dtypes; VALUE
+ * for a tensor produced by a recorded op (not a leaf). */
+SW_API sw_error_t* sw_tensor_set_requires_grad(sw_tensor_t* tensor, bool requires_grad);
+SW_API sw_error_t* sw_tensor_requires_grad(const sw_tensor_t* tensor, bool* out_requires_grad);
+/* Whether the tensor was not produced by a recorded op. */
+SW_API sw_error_t* sw_tensor_is_leaf(const sw_tensor_t* tensor, bool* out_is_leaf);
+/* The accumulated gradient, or NULL written to *out_grad when there is none. */
+SW_API sw_error_t* sw_tensor_grad(const sw_tensor_t* tensor, sw_tensor_t** out_grad);
+/* Drops the accumulated gradient. */
+SW_API sw_error_t* sw_tensor_clear_grad(sw_tensor_t* tensor);
+/* Runs reverse mode from `tensor`. `cotangent` has its shape and dtype, or is
+ * NULL for a one-element tensor (cotangent 1). Every saved tensor's version is
+ * checked before any node runs (STATE "modified in-place"). Contributions to
+ * a node are summed before it runs; leaf gradients accumulate. Without
+ * `retain_graph` the graph's saved tensors are freed and a second backward
+ * through it fails STATE. */
+SW_API sw_error_t* sw_backward(sw_tensor_t* tensor, sw_tensor_t* cotangent, bool retain_graph);
+
+/* ------------------------------------------------------------------------ */
+/* Testing hooks                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Claims a carrier as in-flight work would, so tests can observe the rules
+ * for owned carriers. STATE if it is already owned or disposed. Not for
+ * production use. */
+SW_API sw_error_t* sw_testing_claim(sw_carrier_t* carrier);
+/* Ends a claim made by sw_testing_claim(). STATE if it holds none. */
+SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STRIDEWEAVE_STRIDEWEAVE_H_ */

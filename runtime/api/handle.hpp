@@ -1,0 +1,74 @@
+// Handle <-> object conversion and argument checks for the extern "C" layer.
+// The C shim holds no logic: it checks arguments, calls the core, and lets
+// sw::guard turn exceptions into sw_error_t*.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/object.hpp"
+#include "core/carrier.hpp"
+#include "core/layout.hpp"
+#include "core/runtime.hpp"
+#include "core/tensor.hpp"
+
+namespace sw::api {
+
+template <typename T> constexpr ObjectKind kind_of();
+template <> constexpr ObjectKind kind_of<Runtime>() { return ObjectKind::kRuntime; }
+template <> constexpr ObjectKind kind_of<Layout>() { return ObjectKind::kLayout; }
+template <> constexpr ObjectKind kind_of<Carrier>() { return ObjectKind::kCarrier; }
+template <> constexpr ObjectKind kind_of<Tensor>() { return ObjectKind::kTensor; }
+
+inline const char* kind_name(ObjectKind k) {
+  switch (k) {
+    case ObjectKind::kRuntime: return "runtime";
+    case ObjectKind::kLayout: return "layout";
+    case ObjectKind::kCarrier: return "carrier";
+    case ObjectKind::kTensor: return "tensor";
+    case ObjectKind::kAwait: return "await handle";
+    case ObjectKind::kNode: return "autograd node";
+    default: return "unknown object";
+  }
+}
+
+// The object behind a handle; TYPE for NULL or another kind of handle.
+template <typename T, typename H>
+T* get(H* handle, const char* arg) {
+  if (!handle) type_error(std::string(arg) + ": expected a " + kind_name(kind_of<T>()) + ", got NULL");
+  auto* obj = reinterpret_cast<Object*>(const_cast<std::remove_const_t<H>*>(handle));
+  if (obj->object_kind() != kind_of<T>())
+    type_error(std::string(arg) + ": expected a " + kind_name(kind_of<T>()) + ", got a " +
+               kind_name(obj->object_kind()));
+  return static_cast<T*>(obj);
+}
+
+template <typename T, typename H>
+Ref<T> ref(H* handle, const char* arg) {
+  return Ref<T>(get<T>(handle, arg));
+}
+
+template <typename H, typename T>
+H* to_handle(Ref<T> obj) {
+  return reinterpret_cast<H*>(static_cast<Object*>(obj.detach()));
+}
+
+template <typename P>
+void require(P* p, const char* arg) {
+  if (!p) value_error(std::string(arg) + " must not be NULL");
+}
+
+template <typename T>
+void retain_handle(T* h) {
+  if (h) reinterpret_cast<Object*>(h)->retain();
+}
+template <typename T>
+void release_handle(T* h) {
+  if (h) reinterpret_cast<Object*>(h)->release();
+}
+
+// Copies `count` extents, rejecting NULL with count > 0 and negative extents.
+std::vector<int64_t> extents_arg(const int64_t* extents, size_t count, const char* arg);
+
+}  // namespace sw::api

@@ -1,0 +1,112 @@
+// Reverse mode: discover the reachable graph, check every saved version,
+// then run nodes in dependency order with their contributions summed.
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.hpp"
+#include "base/error.hpp"
+#include "core/dtype.hpp"
+#include "ops/backend.hpp"
+#include "ops/ops.hpp"
+
+namespace sw {
+
+namespace {
+
+Ref<Tensor> sum_into(const Ref<Tensor>& acc, const Ref<Tensor>& g) {
+  if (!acc) return g;
+  ComputeBackend& be = backend_for(g->carrier());
+  auto out = be.empty(g->runtime_ref(), g->dtype(), g->shape());
+  if (out->numel()) be.binary(BinaryOp::kAdd, *acc, *g, *out);
+  return out;
+}
+
+void accumulate_leaf(const Ref<Tensor>& leaf, const Ref<Tensor>& g) {
+  Ref<Tensor> existing = leaf->grad();
+  // A fresh dense tensor either way: .grad never aliases a graph value.
+  Ref<Tensor> next = existing ? sum_into(existing, g) : ops::copy_as(*g, leaf->dtype());
+  leaf->set_grad(next);
+}
+
+}  // namespace
+
+void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool retain_graph) {
+  if (!root->requires_grad())
+    state_error("backward: the tensor does not require grad and has no grad_fn");
+  Ref<Tensor> cot = cotangent_in;
+  if (!cot) {
+    if (root->numel() != 1)
+      value_error("backward: a cotangent is required for a tensor of " + std::to_string(root->numel()) +
+                  " elements; it may be omitted only for a one-element tensor");
+    ops::check_operands("backward", {root.get()});
+    cot = Tensor::empty_cpu(root->runtime_ref(), root->dtype(), root->shape());
+    double_to_element(root->dtype(), 1.0, cot->host_base());
+  } else {
+    if (cot->dtype() != root->dtype())
+      type_error(std::string("backward: cotangent dtype ") + dtype_name(cot->dtype()) + " differs from the tensor's " +
+                 dtype_name(root->dtype()));
+    if (cot->shape() != root->shape()) value_error("backward: cotangent shape differs from the tensor's shape");
+    ops::check_operands("backward", {cot.get()});
+  }
+  NoGradGuard no_grad;
+  if (!root->grad_fn()) {
+    accumulate_leaf(root, cot);
+    return;
+  }
+
+  // Discover reachable nodes and count incoming edges.
+  std::vector<Node*> nodes;
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack{root->grad_fn().get()};
+  seen.insert(stack.back());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    nodes.push_back(n);
+    for (const Edge& e : n->edges()) {
+      if (!e.node) continue;
+      ++deps[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+  // Validate everything before any node runs.
+  for (Node* n : nodes) n->check_saved();
+
+  std::unordered_map<Node*, Ref<Tensor>> pending;
+  std::vector<std::pair<Ref<Tensor>, Ref<Tensor>>> leaves;  // (leaf, summed grad), first-seen order
+  std::unordered_map<Tensor*, size_t> leaf_index;
+  pending[root->grad_fn().get()] = cot;
+  std::deque<Node*> ready{root->grad_fn().get()};
+  while (!ready.empty()) {
+    Node* n = ready.front();
+    ready.pop_front();
+    Ref<Tensor> g;
+    if (auto it = pending.find(n); it != pending.end()) {
+      g = it->second;
+      pending.erase(it);
+    }
+    std::vector<Ref<Tensor>> grads;
+    if (g) grads = n->apply(g);
+    for (size_t i = 0; i < n->edges().size(); ++i) {
+      const Edge& e = n->edges()[i];
+      const Ref<Tensor> gi = i < grads.size() ? grads[i] : Ref<Tensor>();
+      if (e.node) {
+        if (gi) pending[e.node.get()] = sum_into(pending[e.node.get()], gi);
+        if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
+      } else if (e.leaf && gi) {
+        auto [it, inserted] = leaf_index.emplace(e.leaf.get(), leaves.size());
+        if (inserted)
+          leaves.emplace_back(e.leaf, gi);
+        else
+          leaves[it->second].second = sum_into(leaves[it->second].second, gi);
+      }
+    }
+  }
+  for (auto& [leaf, g] : leaves) accumulate_leaf(leaf, g);
+  if (!retain_graph)
+    for (Node* n : nodes) n->free_saved();
+}
+
+}  // namespace sw

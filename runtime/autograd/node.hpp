@@ -1,0 +1,76 @@
+// Autograd graph nodes. A node is created by a differentiable op when grad
+// mode is on and an input requires grad; it holds one edge per input and the
+// tensors its VJP needs, each with the carrier version seen at save time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/object.hpp"
+#include "core/tensor.hpp"
+
+namespace sw {
+
+// Where a gradient flows: into another node, into a leaf's .grad, or nowhere.
+struct Edge {
+  Ref<Node> node;
+  Ref<Tensor> leaf;
+  bool empty() const { return !node && !leaf; }
+};
+
+struct SavedTensor {
+  Ref<Tensor> tensor;
+  uint64_t version = 0;
+};
+
+class Node : public Object {
+ public:
+  Node() : Object(ObjectKind::kNode) {}
+  virtual const char* name() const = 0;
+
+  // Per-input gradients (null where an input needs none), given the summed
+  // cotangent of this node's output. Runs with grad mode off.
+  virtual std::vector<Ref<Tensor>> apply(const Ref<Tensor>& grad) = 0;
+
+  const std::vector<Edge>& edges() const { return edges_; }
+  const std::vector<SavedTensor>& saved() const { return saved_; }
+
+  // Records an edge for each input and returns whether any requires grad.
+  void connect(const std::vector<const Tensor*>& inputs);
+  void save(const Ref<Tensor>& t) { saved_.push_back({t, t->version()}); }
+  const Ref<Tensor>& saved_tensor(size_t i) const { return saved_[i].tensor; }
+
+  // STATE "modified in-place" if a saved tensor's carrier moved on, or STATE
+  // if the saved tensors were freed by an earlier backward.
+  void check_saved() const;
+  void free_saved();
+
+ protected:
+  std::vector<Edge> edges_;
+  std::vector<SavedTensor> saved_;
+  bool freed_ = false;
+};
+
+// Whether an op over `inputs` should record a node now.
+bool should_record(const std::vector<const Tensor*>& inputs);
+
+// Attaches `node` (already holding edges and saved tensors) to `out`.
+void attach(const Ref<Tensor>& out, Ref<Node> node);
+
+// Runs reverse mode (see sw_backward).
+void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent, bool retain_graph);
+
+// The per-thread grad mode.
+bool grad_enabled();
+bool set_grad_enabled(bool enabled);
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(set_grad_enabled(false)) {}
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+
+ private:
+  bool previous_;
+};
+
+}  // namespace sw

@@ -1,0 +1,92 @@
+#include "base/thread_pool.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace sw {
+
+ThreadPool::ThreadPool(uint32_t threads) : threads_(std::max<uint32_t>(1, threads)) {
+  for (uint32_t i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+static void chunk_bounds(int64_t n, uint32_t chunks, uint32_t index, int64_t* begin, int64_t* end) {
+  const int64_t base = n / chunks, extra = n % chunks;
+  *begin = index * base + std::min<int64_t>(index, extra);
+  *end = *begin + base + (static_cast<int64_t>(index) < extra ? 1 : 0);
+}
+
+void ThreadPool::worker_main(uint32_t index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int64_t, int64_t)>* job;
+    int64_t n;
+    uint32_t chunks;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+      n = job_n_;
+      chunks = job_chunks_;
+    }
+    if (index < chunks) {
+      int64_t b, e;
+      chunk_bounds(n, chunks, index, &b, &e);
+      try {
+        if (b < e) (*job)(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--pending_ == 0) done_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t by_grain = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));
+  const uint32_t chunks = static_cast<uint32_t>(std::min<int64_t>(threads_, by_grain));
+  std::unique_lock<std::mutex> run(run_mutex_, std::try_to_lock);
+  if (chunks <= 1 || !run.owns_lock()) {
+    fn(0, n);  // small work, or the pool is busy with another caller
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    job_n_ = n;
+    job_chunks_ = chunks;
+    pending_ = threads_ - 1;
+    error_ = nullptr;
+    ++generation_;
+  }
+  wake_.notify_all();
+  std::exception_ptr mine;
+  int64_t b, e;
+  chunk_bounds(n, chunks, 0, &b, &e);
+  try {
+    fn(b, e);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+  if (mine) std::rethrow_exception(mine);
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+}  // namespace sw

@@ -1,0 +1,46 @@
+// A small fork-join pool: parallel_for splits a range into one chunk per
+// thread and the calling thread runs the first chunk itself.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sw {
+
+class ThreadPool {
+ public:
+  // `threads` counts the caller: a pool of 2 starts one worker.
+  explicit ThreadPool(uint32_t threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  uint32_t threads() const { return threads_; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n). Work below
+  // `grain` items per thread runs inline. Exceptions are rethrown here.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_main(uint32_t index);
+
+  uint32_t threads_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // one parallel_for at a time; others run inline
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  uint32_t job_chunks_ = 0;
+  uint64_t generation_ = 0;
+  uint32_t pending_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+}  // namespace sw

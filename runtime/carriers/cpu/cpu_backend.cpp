@@ -1,0 +1,442 @@
+// CPU kernels: elementwise, copy/convert, reduce_sum and matmul, all driven by
+// the one strided iteration engine and parallelised over the runtime's pool.
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "base/error.hpp"
+#include "carriers/cpu/cpu_carrier.hpp"
+#include "carriers/cpu/iteration.hpp"
+#include "core/dtype.hpp"
+#include "ops/backend.hpp"
+
+namespace sw {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;  // elements per thread below which work runs inline
+
+// Iterates a set of tensors over the same logical shape. If their nested
+// layouts share no refinement, `inputs` are first copied to dense buffers
+// (the output is always dense) and kept alive in `holders`.
+Iteration iterate(std::vector<const Tensor*>& operands, std::vector<Ref<Tensor>>& holders,
+                  void (*materialise)(const Tensor&, std::vector<Ref<Tensor>>&)) {
+  std::vector<const Layout*> layouts;
+  for (const Tensor* t : operands) layouts.push_back(&t->layout());
+  Iteration it;
+  if (build_iteration(layouts, &it)) return it;
+  for (size_t k = 1; k < operands.size(); ++k) {
+    materialise(*operands[k], holders);
+    operands[k] = holders.back().get();
+  }
+  layouts.clear();
+  for (const Tensor* t : operands) layouts.push_back(&t->layout());
+  if (!build_iteration(layouts, &it)) internal_error("dense operands failed to iterate");
+  return it;
+}
+
+// ---- typed element access ------------------------------------------------
+
+template <sw_dtype_t D> struct Elem;
+template <> struct Elem<SW_DTYPE_F32> { using T = float; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
+template <> struct Elem<SW_DTYPE_F64> { using T = double; static double get(T v) { return v; } static T put(double v) { return v; } };
+template <> struct Elem<SW_DTYPE_F16> { using T = uint16_t; static double get(T v) { return f16_to_f32(v); } static T put(double v) { return f32_to_f16(static_cast<float>(v)); } };
+template <> struct Elem<SW_DTYPE_BF16> { using T = uint16_t; static double get(T v) { return bf16_to_f32(v); } static T put(double v) { return f32_to_bf16(static_cast<float>(v)); } };
+template <> struct Elem<SW_DTYPE_I32> { using T = int32_t; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
+template <> struct Elem<SW_DTYPE_I64> { using T = int64_t; static double get(T v) { return static_cast<double>(v); } static T put(double v) { return static_cast<T>(v); } };
+template <> struct Elem<SW_DTYPE_U8> { using T = uint8_t; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
+template <> struct Elem<SW_DTYPE_BOOL> { using T = uint8_t; static double get(T v) { return v ? 1.0 : 0.0; } static T put(double v) { return v != 0.0; } };
+
+template <typename F>
+void dispatch_dtype(sw_dtype_t d, F&& f) {
+  switch (d) {
+    case SW_DTYPE_F32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F32>{}); return;
+    case SW_DTYPE_F64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F64>{}); return;
+    case SW_DTYPE_F16: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F16>{}); return;
+    case SW_DTYPE_BF16: f(std::integral_constant<sw_dtype_t, SW_DTYPE_BF16>{}); return;
+    case SW_DTYPE_I32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I32>{}); return;
+    case SW_DTYPE_I64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I64>{}); return;
+    case SW_DTYPE_U8: f(std::integral_constant<sw_dtype_t, SW_DTYPE_U8>{}); return;
+    case SW_DTYPE_BOOL: f(std::integral_constant<sw_dtype_t, SW_DTYPE_BOOL>{}); return;
+    default: internal_error("kernel: bad dtype");
+  }
+}
+
+template <typename T>
+T* base_of(const Tensor& t) {
+  std::byte* p = t.host_base();
+  if (!p && t.numel() != 0) internal_error("CPU kernel given a tensor without host storage");
+  return reinterpret_cast<T*>(p);
+}
+
+// ---- copy / convert --------------------------------------------------------
+
+void copy_into(const Tensor& src, const Tensor& dst);
+
+void materialise_dense(const Tensor& t, std::vector<Ref<Tensor>>& holders) {
+  auto d = cpu_backend().empty(t.runtime_ref(), t.dtype(), t.shape());
+  copy_into(t, *d);
+  holders.push_back(d);
+}
+
+void copy_into(const Tensor& src, const Tensor& dst) {
+  // Iterate dst first: it is dense, so materialising is never needed here.
+  std::vector<const Layout*> layouts{&dst.layout(), &src.layout()};
+  Iteration it;
+  if (!build_iteration(layouts, &it)) {
+    // Element by element through ordinals: slow but total.
+    const int64_t n = src.numel();
+    const size_t es = dtype_size(src.dtype()), ed = dtype_size(dst.dtype());
+    const std::byte* s = src.host_base();
+    std::byte* d = dst.host_base();
+    for (int64_t o = 0; o < n; ++o)
+      double_to_element(dst.dtype(), element_to_double(src.dtype(), s + src.layout().index_of_ordinal(o) * es),
+                        d + dst.layout().index_of_ordinal(o) * ed);
+    return;
+  }
+  dispatch_dtype(dst.dtype(), [&](auto dd) {
+    dispatch_dtype(src.dtype(), [&](auto sd) {
+      using D = Elem<decltype(dd)::value>;
+      using S = Elem<decltype(sd)::value>;
+      using DT = typename D::T;
+      using ST = typename S::T;
+      DT* d = base_of<DT>(dst);
+      const ST* s = base_of<ST>(src);
+      dst.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t b, int64_t e) {
+        walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+          DT* o = d + off[0];
+          const ST* x = s + off[1];
+          if constexpr (decltype(dd)::value == decltype(sd)::value) {
+            if (st[0] == 1 && st[1] == 1) {
+              std::memcpy(o, x, n * sizeof(DT));
+              return;
+            }
+            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = x[i * st[1]];
+          } else if constexpr (decltype(dd)::value == SW_DTYPE_F32 && decltype(sd)::value == SW_DTYPE_BF16) {
+            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = bf16_to_f32(x[i * st[1]]);
+          } else {
+            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = D::put(S::get(x[i * st[1]]));
+          }
+        });
+      });
+    });
+  });
+}
+
+// ---- elementwise ------------------------------------------------------------
+
+template <typename T, typename Fn>
+void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
+  std::vector<const Tensor*> ops{&out, &a, &b};
+  std::vector<Ref<Tensor>> holders;
+  Iteration it = iterate(ops, holders, materialise_dense);
+  T* o0 = base_of<T>(*ops[0]);
+  const T* a0 = base_of<T>(*ops[1]);
+  const T* b0 = base_of<T>(*ops[2]);
+  out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
+    walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      T* __restrict o = o0 + off[0];
+      const T* __restrict x = a0 + off[1];
+      const T* __restrict y = b0 + off[2];
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
+      } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+        const T yv = *y;
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], yv);
+      } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+        const T xv = *x;
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(xv, y[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn(x[i * st[1]], y[i * st[2]]);
+      }
+    });
+  });
+}
+
+template <typename T, typename Fn>
+void unary_typed(const Tensor& a, const Tensor& out, Fn fn) {
+  std::vector<const Tensor*> ops{&out, &a};
+  std::vector<Ref<Tensor>> holders;
+  Iteration it = iterate(ops, holders, materialise_dense);
+  T* o0 = base_of<T>(*ops[0]);
+  const T* a0 = base_of<T>(*ops[1]);
+  out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
+    walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      T* __restrict o = o0 + off[0];
+      const T* __restrict x = a0 + off[1];
+      if (st[0] == 1 && st[1] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn(x[i * st[1]]);
+      }
+    });
+  });
+}
+
+template <typename F>
+void dispatch_float(sw_dtype_t d, const char* op, F&& f) {
+  if (d == SW_DTYPE_F32) return f(float{});
+  if (d == SW_DTYPE_F64) return f(double{});
+  internal_error(std::string(op) + ": CPU kernel has no " + dtype_name(d) + " variant");
+}
+
+// ---- reduce_sum ---------------------------------------------------------------
+
+template <typename T>
+T sum_contiguous(const T* x, int64_t n) {
+  T acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+  T r = 0;
+  for (; i < n; ++i) r += x[i];
+  for (int j = 0; j < 16; ++j) r += acc[j];
+  return r;
+}
+
+template <typename T>
+void reduce_block(T* o, const T* x, int64_t n, const int64_t* st) {
+  if (st[0] == 0) {
+    if (st[1] == 1) {
+      *o += sum_contiguous(x, n);
+    } else {
+      T r = 0;
+      for (int64_t i = 0; i < n; ++i) r += x[i * st[1]];
+      *o += r;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i * st[0]] += x[i * st[1]];
+  }
+}
+
+template <typename T>
+void reduce_typed(const Tensor& a, const Tensor& out) {
+  // View `out` with a's extents: stride 0 on every reduced mode.
+  std::vector<int64_t> stride(a.rank());
+  int64_t s = 1;
+  for (size_t i = 0; i < a.rank(); ++i) {
+    const bool reduced = out.shape()[i] == 1 && a.shape()[i] != 1;
+    stride[i] = reduced ? 0 : s;
+    s *= out.shape()[i];
+  }
+  Ref<Tensor> out_view = out.view(out.offset(), Layout::flat(a.shape(), stride));
+  std::vector<const Tensor*> ops{out_view.get(), &a};
+  std::vector<Ref<Tensor>> holders;
+  Iteration it = iterate(ops, holders, materialise_dense);
+  T* o0 = base_of<T>(out);
+  const T* a0 = base_of<T>(*ops[1]);
+  const int64_t out_n = out.numel();
+  std::fill(o0, o0 + out_n, T(0));
+  if (it.total == 0) return;
+  ThreadPool& pool = out.runtime().compute();
+  const IterDim& outer = it.dims.back();
+  const int64_t inner = it.total / outer.extent;
+  if (outer.stride[0] != 0 && outer.extent >= static_cast<int64_t>(pool.threads())) {
+    // Disjoint outputs per outer index: no partial sums needed.
+    pool.parallel_for(outer.extent, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inner)),
+                      [&](int64_t lo, int64_t hi) {
+                        walk(it, lo * inner, hi * inner, [&](const int64_t* off, int64_t n, const int64_t* st) {
+                          reduce_block(o0 + off[0], a0 + off[1], n, st);
+                        });
+                      });
+    return;
+  }
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.threads(), it.total / kGrain));
+  std::vector<std::unique_ptr<T[]>> partial(parts);
+  pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      T* dst = o0;
+      if (p > 0) {
+        partial[p].reset(new T[out_n]());
+        dst = partial[p].get();
+      }
+      const int64_t b = it.total * p / parts, e = it.total * (p + 1) / parts;
+      walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+        reduce_block(dst + off[0], a0 + off[1], n, st);
+      });
+    }
+  });
+  for (int64_t p = 1; p < parts; ++p)
+    for (int64_t i = 0; i < out_n; ++i) o0[i] += partial[p][i];
+}
+
+// ---- matmul ---------------------------------------------------------------------
+
+// A matrix operand as BLAS sees it (column major).
+struct BlasMatrix {
+  const void* data;
+  bool transposed;
+  int64_t ld;
+};
+
+// Collapses one top-level mode to a single (extent, stride) if it is affine.
+bool mode_stride(const Layout& l, size_t mode, int64_t* stride) {
+  int64_t s = 0, expect = 0;
+  bool have = false;
+  for (size_t k = l.leaf_begin(mode); k < l.leaf_begin(mode + 1); ++k) {
+    const Leaf& leaf = l.leaves()[k];
+    if (leaf.extent == 1) continue;
+    if (!have) {
+      s = leaf.stride;
+      expect = s * leaf.extent;
+      have = true;
+    } else {
+      if (leaf.stride != expect) return false;
+      expect *= leaf.extent;
+    }
+  }
+  *stride = have ? s : 0;
+  return true;
+}
+
+// Column-major access to a rows x cols matrix with strides (sr, sc), if BLAS can take it.
+bool as_blas(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasMatrix* m) {
+  if (rows == 1) sr = 1;
+  if (cols == 1) sc = std::max<int64_t>(rows, 1);
+  if (sr == 1 && sc >= std::max<int64_t>(1, rows)) {
+    m->transposed = false;
+    m->ld = sc;
+    return true;
+  }
+  if (sc == 1 && sr >= std::max<int64_t>(1, cols)) {
+    m->transposed = true;
+    m->ld = sr;
+    return true;
+  }
+  if (cols == 1 && sr == 1) {
+    m->transposed = false;
+    m->ld = std::max<int64_t>(rows, 1);
+    return true;
+  }
+  return false;
+}
+
+template <typename T>
+void gemm(const BlasMatrix& a, const BlasMatrix& b, T* c, int64_t m, int64_t n, int64_t k, int64_t ldc) {
+  const auto ta = a.transposed ? CblasTrans : CblasNoTrans;
+  const auto tb = b.transposed ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, static_cast<const float*>(a.data), (int)a.ld,
+                static_cast<const float*>(b.data), (int)b.ld, 0.0f, c, (int)ldc);
+  else
+    cblas_dgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, static_cast<const double*>(a.data), (int)a.ld,
+                static_cast<const double*>(b.data), (int)b.ld, 0.0, c, (int)ldc);
+}
+
+void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const size_t r = out.rank();
+  const int64_t M = out.shape()[r - 2], N = out.shape()[r - 1], K = a.shape()[r - 1];
+  if (std::max({M, N, K}) > INT32_MAX) value_error("matmul: a dimension exceeds the BLAS limit of 2^31 - 1");
+  const sw_dtype_t acc = out.dtype();  // f32 or f64
+  const size_t es = dtype_size(acc);
+  int64_t batches = 1;
+  std::vector<int64_t> batch_extents(out.shape().begin(), out.shape().end() - 2);
+  for (int64_t e : batch_extents) batches *= e;
+  if (out.numel() == 0) return;
+  std::byte* obase = out.host_base();
+  if (K == 0) {
+    std::memset(obase, 0, out.numel() * es);
+    return;
+  }
+  auto rt = out.runtime_ref();
+  // Per-operand views of one batch's matrix: modes (r-2, r-1) only.
+  auto matrix_layout = [&](const Layout& l) {
+    return Layout::make({l.modes()[r - 2], l.modes()[r - 1]});
+  };
+  Ref<Layout> la = matrix_layout(a.layout()), lb = matrix_layout(b.layout()), lo = matrix_layout(out.layout());
+  Ref<Layout> batch_l = Layout::dense(batch_extents);
+  std::vector<int64_t> coord(r, 0);
+  Ref<Tensor> ta, tb, tc;  // reused packing buffers
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    if (!batch_extents.empty()) batch_l->decode(bi, coord.data());
+    coord[r - 2] = coord[r - 1] = 0;
+    const int64_t aoff = a.offset() + a.layout().index(coord.data(), r);
+    const int64_t boff = b.offset() + b.layout().index(coord.data(), r);
+    const int64_t ooff = out.offset() + out.layout().index(coord.data(), r);
+    auto operand = [&](const Tensor& t, const Ref<Layout>& ml, int64_t off, int64_t rows, int64_t cols,
+                       Ref<Tensor>& pack) -> BlasMatrix {
+      int64_t sr, sc;
+      BlasMatrix m{};
+      if (t.dtype() == acc && mode_stride(*ml, 0, &sr) && mode_stride(*ml, 1, &sc) && as_blas(rows, cols, sr, sc, &m)) {
+        m.data = t.carrier().host_data() + off * static_cast<int64_t>(es);
+        return m;
+      }
+      if (!pack) pack = cpu_backend().empty(rt, acc, {rows, cols});
+      copy_into(*t.view(off, ml), *pack);
+      return BlasMatrix{pack->host_base(), false, std::max<int64_t>(rows, 1)};
+    };
+    BlasMatrix ma = operand(a, la, aoff, M, K, ta);
+    BlasMatrix mb = operand(b, lb, boff, K, N, tb);
+    int64_t sr, sc;
+    const bool direct = mode_stride(*lo, 0, &sr) && mode_stride(*lo, 1, &sc) && (sr == 1 || M == 1) &&
+                        (N == 1 || sc >= std::max<int64_t>(M, 1));
+    std::byte* cptr;
+    int64_t ldc;
+    if (direct) {
+      cptr = obase + (ooff - out.offset()) * static_cast<int64_t>(es);
+      ldc = N == 1 ? std::max<int64_t>(M, 1) : sc;
+    } else {
+      if (!tc) tc = cpu_backend().empty(rt, acc, {M, N});
+      cptr = tc->host_base();
+      ldc = std::max<int64_t>(M, 1);
+    }
+    if (acc == SW_DTYPE_F32)
+      gemm<float>(ma, mb, reinterpret_cast<float*>(cptr), M, N, K, ldc);
+    else
+      gemm<double>(ma, mb, reinterpret_cast<double*>(cptr), M, N, K, ldc);
+    if (!direct) copy_into(*tc, *out.view(ooff, lo));
+  }
+}
+
+class CpuBackend final : public ComputeBackend {
+ public:
+  const char* name() const override { return "CPU"; }
+  Ref<Tensor> empty(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) override {
+    return Tensor::empty_cpu(rt, dtype, extents);
+  }
+  Ref<Tensor> zeros(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) override {
+    return Tensor::zeros_cpu(rt, dtype, extents);
+  }
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    dispatch_float(out.dtype(), "binary", [&](auto zero) {
+      using T = decltype(zero);
+      switch (op) {
+        case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return x + y; });
+        case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return x * y; });
+        case BinaryOp::kReluGrad: return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : T(0); });
+      }
+    });
+  }
+  void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
+    if (op == UnaryOp::kCopy) return copy_into(a, out);
+    dispatch_float(out.dtype(), "unary", [&](auto zero) {
+      using T = decltype(zero);
+      const T s = static_cast<T>(scalar);
+      switch (op) {
+        case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
+        case UnaryOp::kScale: return unary_typed<T>(a, out, [s](T x) { return x * s; });
+        case UnaryOp::kCopy: return;
+      }
+    });
+  }
+  void reduce_sum(const Tensor& a, const Tensor& out) override {
+    dispatch_float(out.dtype(), "reduce_sum", [&](auto zero) { reduce_typed<decltype(zero)>(a, out); });
+  }
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override { matmul_impl(a, b, out); }
+};
+
+}  // namespace
+
+ComputeBackend& cpu_backend() {
+  static CpuBackend backend;  // stateless
+  return backend;
+}
+
+ComputeBackend& backend_for(const Carrier& carrier) {
+  if (carrier.kind() == SW_CARRIER_CPU) return cpu_backend();
+  type_error(std::string("operations do not compute on a ") + carrier.kind_name() +
+             " carrier; move the tensor to a compute carrier first");
+}
+
+}  // namespace sw

@@ -1,0 +1,85 @@
+#include "carriers/cpu/iteration.hpp"
+
+#include "base/error.hpp"
+
+namespace sw {
+
+namespace {
+
+struct Cursor {
+  const Leaf* leaves;
+  size_t count;
+  size_t pos;
+  int64_t remaining;  // extent left in the current leaf
+  int64_t stride;     // stride at the current position
+
+  void skip_units() {
+    while (pos < count && leaves[pos].extent == 1) ++pos;
+    if (pos < count) {
+      remaining = leaves[pos].extent;
+      stride = leaves[pos].stride;
+    } else {
+      remaining = 1;
+      stride = 0;
+    }
+  }
+};
+
+}  // namespace
+
+bool build_iteration(const std::vector<const Layout*>& layouts, Iteration* out) {
+  const int n = static_cast<int>(layouts.size());
+  if (n > kMaxOperands) internal_error("too many operands for one iteration");
+  const Layout& first = *layouts[0];
+  out->operands = n;
+  out->dims.clear();
+  out->total = first.size();
+  if (out->total == 0) return true;
+  for (size_t m = 0; m < first.rank(); ++m) {
+    Cursor cur[kMaxOperands];
+    for (int k = 0; k < n; ++k) {
+      const Layout& l = *layouts[k];
+      const size_t b = l.leaf_begin(m), e = l.leaf_begin(m + 1);
+      cur[k] = Cursor{l.leaves().data() + b, e - b, 0, 1, 0};
+      cur[k].skip_units();
+    }
+    int64_t left = first.extents()[m];
+    while (left > 1) {
+      int64_t step = left;
+      for (int k = 0; k < n; ++k) step = std::min(step, cur[k].remaining);
+      if (step <= 1) internal_error("operand layouts disagree on a mode's extent");
+      IterDim d{step, {0, 0, 0}};
+      for (int k = 0; k < n; ++k) {
+        if (cur[k].remaining % step != 0) return false;
+        d.stride[k] = cur[k].stride;
+        cur[k].remaining /= step;
+        cur[k].stride *= step;
+        if (cur[k].remaining == 1) {
+          ++cur[k].pos;
+          cur[k].skip_units();
+        }
+      }
+      out->dims.push_back(d);
+      left /= step;
+    }
+  }
+  // Coalesce neighbours that every operand walks contiguously.
+  std::vector<IterDim> merged;
+  for (const IterDim& d : out->dims) {
+    if (!merged.empty()) {
+      IterDim& p = merged.back();
+      bool ok = true;
+      for (int k = 0; k < n && ok; ++k) ok = d.stride[k] == p.stride[k] * p.extent;
+      if (ok) {
+        p.extent *= d.extent;
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  if (merged.size() > 60) internal_error("iteration has too many dimensions");
+  out->dims = std::move(merged);
+  return true;
+}
+
+}  // namespace sw

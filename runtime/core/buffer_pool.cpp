@@ -1,0 +1,130 @@
+#include "core/buffer_pool.hpp"
+
+#include <bit>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+#include "base/error.hpp"
+
+namespace sw {
+
+BufferPool::BufferPool(size_t limit_bytes, const sw_allocator_t* allocator) : limit_(limit_bytes) {
+  if (allocator && allocator->alloc && allocator->free) {
+    allocator_ = *allocator;
+    has_allocator_ = true;
+  }
+}
+
+BufferPool::~BufferPool() {
+  for (auto& [bytes, list] : free_)
+    for (void* p : list) free_raw(p, bytes);
+}
+
+size_t BufferPool::size_class(size_t bytes) {
+  if (bytes <= 64) return 64;
+  // Quarter steps between powers of two: at most 25 % waste.
+  const size_t top = std::bit_floor(bytes);
+  const size_t quarter = top / 4;
+  const size_t rounded = (bytes + quarter - 1) / quarter * quarter;
+  return rounded;
+}
+
+void* BufferPool::allocate_fresh(size_t bytes) {
+  const size_t align = alignment_for(bytes);
+  void* p = nullptr;
+  if (has_allocator_) {
+    p = allocator_.alloc(allocator_.user_data, bytes, align);
+  } else if (posix_memalign(&p, align, bytes) != 0) {
+    p = nullptr;
+  }
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void BufferPool::free_raw(void* p, size_t bytes) noexcept {
+  if (has_allocator_)
+    allocator_.free(allocator_.user_data, p, bytes, alignment_for(bytes));
+  else
+    std::free(p);
+}
+
+void* BufferPool::acquire(size_t bytes, size_t* out_class_bytes) {
+  const size_t cls = size_class(bytes);
+  *out_class_bytes = cls;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      cached_ -= cls;
+      return p;
+    }
+  }
+  try {
+    return allocate_fresh(cls);
+  } catch (const std::bad_alloc&) {
+    // Drop the cache and try once more before reporting.
+    std::unordered_map<size_t, std::vector<void*>> drop;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      drop.swap(free_);
+      cached_ = 0;
+    }
+    for (auto& [b, list] : drop)
+      for (void* p : list) free_raw(p, b);
+    return allocate_fresh(cls);
+  }
+}
+
+void BufferPool::give_back(void* p, size_t cls) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_ + cls <= limit_) {
+      try {
+        free_[cls].push_back(p);
+        cached_ += cls;
+        return;
+      } catch (...) {
+      }
+    }
+  }
+  free_raw(p, cls);
+}
+
+size_t BufferPool::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cached_;
+}
+
+HostBuffer::HostBuffer(std::shared_ptr<BufferPool> pool, size_t bytes) : pool_(std::move(pool)), bytes_(bytes) {
+  if (bytes == 0) return;
+  data_ = static_cast<std::byte*>(pool_->acquire(bytes, &class_bytes_));
+}
+
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept
+    : pool_(std::move(o.pool_)),
+      data_(std::exchange(o.data_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      class_bytes_(std::exchange(o.class_bytes_, 0)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    pool_ = std::move(o.pool_);
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    class_bytes_ = std::exchange(o.class_bytes_, 0);
+  }
+  return *this;
+}
+
+void HostBuffer::reset() noexcept {
+  if (data_) pool_->give_back(data_, class_bytes_);
+  data_ = nullptr;
+  bytes_ = class_bytes_ = 0;
+  pool_.reset();
+}
+
+}  // namespace sw

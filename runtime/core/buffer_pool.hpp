@@ -1,0 +1,62 @@
+// Aligned host buffers with reuse. Fresh pages cost several times more than
+// warm ones (page faults), so freed buffers are kept by size class up to a
+// byte limit and handed out again.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "strideweave/strideweave.h"
+
+namespace sw {
+
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  BufferPool(size_t limit_bytes, const sw_allocator_t* allocator);
+  ~BufferPool();
+
+  // The size class a request of `bytes` is served from.
+  static size_t size_class(size_t bytes);
+  static size_t alignment_for(size_t bytes) { return bytes >= 65536 ? 4096 : 64; }
+
+  // Returns a buffer of at least `bytes` (class-rounded); throws OUT_OF_MEMORY.
+  void* acquire(size_t bytes, size_t* out_class_bytes);
+  void give_back(void* p, size_t class_bytes) noexcept;
+
+  size_t cached_bytes() const;
+
+ private:
+  void* allocate_fresh(size_t bytes);
+  void free_raw(void* p, size_t bytes) noexcept;
+
+  size_t limit_;
+  sw_allocator_t allocator_{};
+  bool has_allocator_ = false;
+  mutable std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+// A buffer from a pool, returned to it on destruction.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(std::shared_ptr<BufferPool> pool, size_t bytes);
+  HostBuffer(HostBuffer&& o) noexcept;
+  HostBuffer& operator=(HostBuffer&& o) noexcept;
+  ~HostBuffer() { reset(); }
+  void reset() noexcept;
+  std::byte* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<BufferPool> pool_;
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+  size_t class_bytes_ = 0;
+};
+
+}  // namespace sw

@@ -1,0 +1,85 @@
+#include "core/carrier.hpp"
+
+#include "base/error.hpp"
+#include "core/dtype.hpp"
+
+namespace sw {
+
+Carrier::Carrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size)
+    : Object(ObjectKind::kCarrier), runtime_(std::move(runtime)), kind_(kind), dtype_(dtype), size_(size) {}
+
+size_t Carrier::element_size() const { return dtype_size(dtype_); }
+
+const char* Carrier::kind_name() const {
+  switch (kind_) {
+    case SW_CARRIER_CPU: return "CPU";
+    case SW_CARRIER_HOST: return "Host";
+    case SW_CARRIER_FILE: return "File";
+    case SW_CARRIER_ZSTD: return "Zstd";
+    case SW_CARRIER_VULKAN: return "Vulkan";
+    case SW_CARRIER_TILED: return "TiledEvictable";
+    default: return "unknown";
+  }
+}
+
+bool Carrier::is_owned() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return !owner_.empty();
+}
+
+void Carrier::check_live(const char* what) const {
+  if (is_disposed()) state_error(std::string(what) + ": the " + kind_name() + " carrier has been released");
+}
+
+void Carrier::check_mutable(const char* what) const {
+  check_live(what);
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (!owner_.empty())
+    state_error(std::string(what) + ": the " + kind_name() + " carrier is owned by " + owner_ +
+                " and is not publicly mutable");
+}
+
+void Carrier::claim(const char* by) {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (is_disposed()) state_error(std::string(by) + ": the " + kind_name() + " carrier has been released");
+  if (!owner_.empty()) state_error(std::string(by) + ": the " + kind_name() + " carrier is already owned by " + owner_);
+  owner_ = by;
+}
+
+void Carrier::unclaim() {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (owner_.empty()) state_error(std::string("the ") + kind_name() + " carrier is not owned");
+  owner_.clear();
+}
+
+static void check_range(size_t first, size_t count, size_t size, const char* what) {
+  if (first > size || count > size - first)
+    index_error(std::string(what) + ": slots [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                ") are outside the carrier of " + std::to_string(size) + " slots");
+}
+
+void Carrier::read(size_t first, size_t count, void* dst) const {
+  check_live("read");
+  check_range(first, count, size_, "read");
+  if (count) read_slots(first, count, dst);
+}
+
+void Carrier::write(size_t first, size_t count, const void* src) {
+  check_mutable("write");
+  check_range(first, count, size_, "write");
+  if (count) write_slots(first, count, src);
+  bump_version();
+}
+
+void Carrier::dispose() {
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (!owner_.empty())
+      state_error(std::string("release: the ") + kind_name() + " carrier is owned by " + owner_ +
+                  "; wait for that work to finish first");
+    if (disposed_.exchange(true)) return;
+  }
+  dispose_storage();
+}
+
+}  // namespace sw

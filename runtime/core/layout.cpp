@@ -1,0 +1,309 @@
+#include "core/layout.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+#include "base/error.hpp"
+
+namespace sw {
+
+static int64_t mul_checked(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) value_error("layout size overflows 64 bits");
+  return r;
+}
+
+int64_t checked_product(const std::vector<int64_t>& extents) {
+  int64_t p = 1;
+  for (int64_t e : extents) p = mul_checked(p, e);
+  return p;
+}
+
+Mode Mode::make_tuple(std::vector<Mode> children) {
+  Mode m;
+  m.leaf = false;
+  m.extent = 1;
+  for (const Mode& c : children) m.extent = mul_checked(m.extent, c.extent);
+  m.children = std::move(children);
+  return m;
+}
+
+bool Mode::operator==(const Mode& o) const {
+  if (leaf != o.leaf) return false;
+  if (leaf) return extent == o.extent && stride == o.stride;
+  return children == o.children;
+}
+
+static void flatten(const Mode& m, std::vector<Leaf>* out) {
+  if (m.leaf) {
+    out->push_back({m.extent, m.stride});
+    return;
+  }
+  for (const Mode& c : m.children) flatten(c, out);
+}
+
+Layout::Layout(std::vector<Mode> modes) : Object(ObjectKind::kLayout), modes_(std::move(modes)) {
+  size_ = 1;
+  for (const Mode& m : modes_) {
+    if (m.leaf && m.extent < 0) value_error("layout extents must be >= 0, got " + std::to_string(m.extent));
+    extents_.push_back(m.extent);
+    leaf_begin_.push_back(leaves_.size());
+    flatten(m, &leaves_);
+    size_ = mul_checked(size_, m.extent);
+  }
+  leaf_begin_.push_back(leaves_.size());
+  for (const Leaf& l : leaves_) {
+    if (l.extent < 0) value_error("layout extents must be >= 0, got " + std::to_string(l.extent));
+    if (size_ == 0) continue;
+    const int64_t span = mul_checked(l.stride, l.extent - 1);
+    if (span > 0) {
+      if (__builtin_add_overflow(max_index_, span, &max_index_)) value_error("layout index overflows 64 bits");
+    } else if (__builtin_add_overflow(min_index_, span, &min_index_)) {
+      value_error("layout index overflows 64 bits");
+    }
+  }
+  if (size_ == 0) min_index_ = max_index_ = 0;
+}
+
+Ref<Layout> Layout::flat(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride) {
+  std::vector<Mode> modes;
+  for (size_t i = 0; i < shape.size(); ++i) modes.push_back(Mode::make_leaf(shape[i], stride[i]));
+  return make(std::move(modes));
+}
+
+Ref<Layout> Layout::dense(const std::vector<int64_t>& extents) {
+  std::vector<int64_t> stride(extents.size());
+  int64_t s = 1;
+  for (size_t i = 0; i < extents.size(); ++i) {
+    if (extents[i] < 0) value_error("extents must be >= 0, got " + std::to_string(extents[i]));
+    stride[i] = s;
+    s = mul_checked(s, std::max<int64_t>(extents[i], 1));
+  }
+  return flat(extents, stride);
+}
+
+bool Layout::is_dense() const {
+  int64_t s = 1;
+  for (size_t i = 0; i < modes_.size(); ++i) {
+    const Mode& m = modes_[i];
+    if (!m.leaf) return false;
+    if (m.extent != 1 && m.stride != s) return false;
+    s *= m.extent;
+  }
+  return true;
+}
+
+bool Layout::equals(const Layout& o) const { return modes_ == o.modes_; }
+
+bool Layout::is_injective() const {
+  if (size_ <= 1) return true;
+  std::vector<Leaf> ls;
+  for (const Leaf& l : leaves_)
+    if (l.extent > 1) {
+      if (l.stride == 0) return false;
+      ls.push_back({l.extent, l.stride < 0 ? -l.stride : l.stride});
+    }
+  std::sort(ls.begin(), ls.end(), [](const Leaf& a, const Leaf& b) { return a.stride < b.stride; });
+  // Sufficient: each stride exceeds the span of all smaller ones.
+  int64_t span = 0;
+  bool nested = true;
+  for (const Leaf& l : ls) {
+    if (l.stride <= span) { nested = false; break; }
+    span += l.stride * (l.extent - 1);
+  }
+  if (nested) return true;
+  // Exact check by enumeration for the remaining (rare) cases.
+  if (size_ > (int64_t{1} << 26)) return false;
+  std::vector<int64_t> idx(static_cast<size_t>(size_));
+  for (int64_t o = 0; o < size_; ++o) idx[o] = index_of_ordinal(o);
+  std::sort(idx.begin(), idx.end());
+  return std::adjacent_find(idx.begin(), idx.end()) == idx.end();
+}
+
+static void check_coord(int64_t c, int64_t extent, size_t axis) {
+  if (c < 0 || c >= extent)
+    index_error("coordinate " + std::to_string(c) + " is out of range for mode " + std::to_string(axis) +
+                " of extent " + std::to_string(extent));
+}
+
+int64_t Layout::index(const int64_t* coord, size_t count) const {
+  if (count == modes_.size()) {
+    int64_t r = 0;
+    for (size_t i = 0; i < modes_.size(); ++i) {
+      check_coord(coord[i], extents_[i], i);
+      int64_t c = coord[i];
+      for (size_t k = leaf_begin_[i]; k < leaf_begin_[i + 1]; ++k) {
+        const Leaf& l = leaves_[k];
+        r += (c % l.extent) * l.stride;
+        c /= l.extent;
+      }
+    }
+    return r;
+  }
+  if (count == leaves_.size()) {
+    int64_t r = 0;
+    for (size_t k = 0; k < leaves_.size(); ++k) {
+      check_coord(coord[k], leaves_[k].extent, k);
+      r += coord[k] * leaves_[k].stride;
+    }
+    return r;
+  }
+  value_error("coordinate has " + std::to_string(count) + " entries; the layout has rank " +
+              std::to_string(modes_.size()) + " and " + std::to_string(leaves_.size()) + " leaves");
+}
+
+int64_t Layout::index_of_ordinal(int64_t ordinal) const {
+  int64_t r = 0;
+  for (const Leaf& l : leaves_) {
+    r += (ordinal % l.extent) * l.stride;
+    ordinal /= l.extent;
+  }
+  return r;
+}
+
+int64_t Layout::encode(const int64_t* coord, size_t count) const {
+  if (count != modes_.size())
+    value_error("coordinate has " + std::to_string(count) + " entries; the shape has rank " +
+                std::to_string(modes_.size()));
+  int64_t r = 0, scale = 1;
+  for (size_t i = 0; i < count; ++i) {
+    check_coord(coord[i], extents_[i], i);
+    r += coord[i] * scale;
+    scale *= extents_[i];
+  }
+  return r;
+}
+
+void Layout::decode(int64_t ordinal, int64_t* coord) const {
+  if (ordinal < 0 || ordinal >= size_)
+    index_error("ordinal " + std::to_string(ordinal) + " is out of range for size " + std::to_string(size_));
+  for (size_t i = 0; i < modes_.size(); ++i) {
+    coord[i] = ordinal % extents_[i];
+    ordinal /= extents_[i];
+  }
+}
+
+Ref<Layout> Layout::permute(const std::vector<size_t>& perm) const {
+  if (perm.size() != modes_.size())
+    value_error("permutation has " + std::to_string(perm.size()) + " entries for rank " +
+                std::to_string(modes_.size()));
+  std::vector<bool> seen(perm.size(), false);
+  std::vector<Mode> modes;
+  for (size_t p : perm) {
+    if (p >= perm.size()) index_error("permutation entry " + std::to_string(p) + " is out of range");
+    if (seen[p]) value_error("permutation repeats mode " + std::to_string(p));
+    seen[p] = true;
+    modes.push_back(modes_[p]);
+  }
+  return make(std::move(modes));
+}
+
+static void print_tree(const Mode& m, bool stride, std::string* out) {
+  if (m.leaf) {
+    *out += std::to_string(stride ? m.stride : m.extent);
+    return;
+  }
+  *out += '(';
+  for (size_t i = 0; i < m.children.size(); ++i) {
+    if (i) *out += ',';
+    print_tree(m.children[i], stride, out);
+  }
+  *out += ')';
+}
+
+std::string Layout::to_string() const {
+  Mode top = Mode::make_tuple(modes_);
+  std::string s;
+  print_tree(top, false, &s);
+  s += ':';
+  print_tree(top, true, &s);
+  return s;
+}
+
+// A tree of integers used while parsing.
+struct IntTree {
+  bool leaf = true;
+  int64_t value = 0;
+  std::vector<IntTree> children;
+};
+
+class Parser {
+ public:
+  explicit Parser(const std::string& t) : t_(t) {}
+  IntTree tree() {
+    skip();
+    IntTree n;
+    if (pos_ < t_.size() && t_[pos_] == '(') {
+      ++pos_;
+      n.leaf = false;
+      skip();
+      if (peek() == ')') { ++pos_; return n; }
+      for (;;) {
+        n.children.push_back(tree());
+        skip();
+        char c = peek();
+        ++pos_;
+        if (c == ')') break;
+        if (c != ',') fail("expected ',' or ')'");
+      }
+      return n;
+    }
+    size_t start = pos_;
+    if (peek() == '-' || peek() == '+') ++pos_;
+    while (pos_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[pos_]))) ++pos_;
+    if (pos_ == start || !std::isdigit(static_cast<unsigned char>(t_[pos_ - 1]))) {
+      pos_ = start;
+      fail("expected an integer or '('");
+    }
+    errno = 0;
+    n.value = std::strtoll(t_.c_str() + start, nullptr, 10);
+    if (errno == ERANGE) fail("integer out of range");
+    return n;
+  }
+  void expect(char c) {
+    skip();
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  void end() {
+    skip();
+    if (pos_ != t_.size()) fail("unexpected trailing text");
+  }
+  [[noreturn]] void fail(const std::string& what) {
+    value_error("cannot parse layout \"" + t_ + "\" at position " + std::to_string(pos_) + ": " + what);
+  }
+
+ private:
+  char peek() const { return pos_ < t_.size() ? t_[pos_] : '\0'; }
+  void skip() {
+    while (pos_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[pos_]))) ++pos_;
+  }
+  const std::string& t_;
+  size_t pos_ = 0;
+};
+
+static Mode zip(const IntTree& s, const IntTree& d, Parser& p) {
+  if (s.leaf != d.leaf || s.children.size() != d.children.size()) p.fail("shape and stride are not congruent");
+  if (s.leaf) {
+    if (s.value < 0) p.fail("negative extent");
+    return Mode::make_leaf(s.value, d.value);
+  }
+  std::vector<Mode> ch;
+  for (size_t i = 0; i < s.children.size(); ++i) ch.push_back(zip(s.children[i], d.children[i], p));
+  return Mode::make_tuple(std::move(ch));
+}
+
+Ref<Layout> Layout::parse(const std::string& text) {
+  Parser p(text);
+  IntTree s = p.tree();
+  p.expect(':');
+  IntTree d = p.tree();
+  p.end();
+  Mode top = zip(s, d, p);
+  if (top.leaf) return make({top});
+  return make(std::move(top.children));
+}
+
+}  // namespace sw

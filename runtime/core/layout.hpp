@@ -1,0 +1,76 @@
+// Hierarchical layouts: congruent (shape, stride) trees, first mode fastest.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/object.hpp"
+
+namespace sw {
+
+// One node of the congruent trees: a leaf (extent, stride) or a tuple.
+struct Mode {
+  bool leaf = true;
+  int64_t extent = 1;  // for a tuple: the product of its children's extents
+  int64_t stride = 0;  // leaves only
+  std::vector<Mode> children;
+
+  static Mode make_leaf(int64_t extent, int64_t stride) { return Mode{true, extent, stride, {}}; }
+  static Mode make_tuple(std::vector<Mode> children);
+  bool operator==(const Mode& o) const;
+};
+
+struct Leaf {
+  int64_t extent;
+  int64_t stride;
+};
+
+class Layout : public Object {
+ public:
+  explicit Layout(std::vector<Mode> modes);
+
+  static Ref<Layout> make(std::vector<Mode> modes) { return make_ref<Layout>(std::move(modes)); }
+  static Ref<Layout> flat(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride);
+  static Ref<Layout> dense(const std::vector<int64_t>& extents);
+  static Ref<Layout> parse(const std::string& text);
+
+  size_t rank() const { return modes_.size(); }
+  const std::vector<Mode>& modes() const { return modes_; }
+  const std::vector<int64_t>& extents() const { return extents_; }
+  const std::vector<Leaf>& leaves() const { return leaves_; }
+  // Leaves of top-level mode i are leaves()[leaf_begin(i) .. leaf_begin(i+1)).
+  size_t leaf_begin(size_t mode) const { return leaf_begin_[mode]; }
+  int64_t size() const { return size_; }
+  int64_t min_index() const { return min_index_; }
+  int64_t max_index() const { return max_index_; }
+  int64_t cosize() const { return size_ == 0 ? 0 : max_index_ + 1; }
+  bool is_injective() const;
+  bool is_dense() const;  // exactly the dense first-mode-fastest layout of its extents
+  bool equals(const Layout& o) const;
+
+  // Index of a per-mode coordinate (count == rank) or a per-leaf coordinate
+  // (count == leaves). Throws VALUE/INDEX.
+  int64_t index(const int64_t* coord, size_t count) const;
+  // Index of the coordinate whose first-mode-fastest ordinal is `ordinal`.
+  int64_t index_of_ordinal(int64_t ordinal) const;
+  int64_t encode(const int64_t* coord, size_t count) const;
+  void decode(int64_t ordinal, int64_t* coord) const;
+
+  Ref<Layout> permute(const std::vector<size_t>& perm) const;
+  std::string to_string() const;
+
+ private:
+  std::vector<Mode> modes_;
+  std::vector<int64_t> extents_;
+  std::vector<Leaf> leaves_;
+  std::vector<size_t> leaf_begin_;
+  int64_t size_ = 1;
+  int64_t min_index_ = 0;
+  int64_t max_index_ = 0;
+};
+
+// Multiplies extents with overflow checking (VALUE on overflow).
+int64_t checked_product(const std::vector<int64_t>& extents);
+
+}  // namespace sw

@@ -1,0 +1,73 @@
+#include "core/tensor.hpp"
+
+#include "autograd/node.hpp"
+#include "base/error.hpp"
+#include "carriers/cpu/cpu_carrier.hpp"
+#include "core/dtype.hpp"
+
+namespace sw {
+
+Tensor::Tensor(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout)
+    : Object(ObjectKind::kTensor), carrier_(std::move(carrier)), offset_(offset), layout_(std::move(layout)) {}
+
+Tensor::~Tensor() = default;
+
+Ref<Tensor> Tensor::create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout) {
+  if (layout->rank() > SW_MAX_RANK)
+    value_error("tensor rank " + std::to_string(layout->rank()) + " exceeds the maximum of " +
+                std::to_string(SW_MAX_RANK));
+  if (layout->size() > 0) {
+    const int64_t lo = offset + layout->min_index();
+    const int64_t hi = offset + layout->max_index();
+    if (lo < 0 || hi >= static_cast<int64_t>(carrier->size()))
+      index_error("tensor reaches slots [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                  "] outside the carrier of " + std::to_string(carrier->size()) + " slots");
+  }
+  return Ref<Tensor>::adopt(new Tensor(std::move(carrier), offset, std::move(layout)));
+}
+
+Ref<Tensor> Tensor::empty_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) {
+  auto layout = Layout::dense(extents);
+  auto carrier = make_ref<CpuCarrier>(rt, dtype, static_cast<size_t>(layout->size()));
+  return Ref<Tensor>::adopt(new Tensor(carrier, 0, layout));
+}
+
+Ref<Tensor> Tensor::zeros_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) {
+  auto layout = Layout::dense(extents);
+  Ref<Carrier> carrier = CpuCarrier::zeros(rt, dtype, static_cast<size_t>(layout->size()));
+  return Ref<Tensor>::adopt(new Tensor(carrier, 0, layout));
+}
+
+Ref<Tensor> Tensor::view(int64_t offset, Ref<Layout> layout) const {
+  return Ref<Tensor>::adopt(new Tensor(carrier_, offset, std::move(layout)));
+}
+
+std::byte* Tensor::host_base() const {
+  std::byte* base = carrier_->host_data();
+  return base ? base + offset_ * static_cast<int64_t>(carrier_->element_size()) : nullptr;
+}
+
+void Tensor::set_grad_fn(Ref<Node> node) { grad_fn_ = std::move(node); }
+
+bool Tensor::requires_grad() const { return requires_grad_ || grad_fn_; }
+
+void Tensor::set_requires_grad(bool value) {
+  if (!is_leaf())
+    value_error("requires_grad can only be set on a leaf tensor; this one was produced by " +
+                std::string(grad_fn_->name()));
+  if (value && !dtype_is_float(dtype()))
+    type_error(std::string("only floating point tensors can require gradients, not ") + dtype_name(dtype()));
+  requires_grad_ = value;
+}
+
+Ref<Tensor> Tensor::grad() const {
+  std::lock_guard<std::mutex> lock(grad_mutex_);
+  return grad_;
+}
+
+void Tensor::set_grad(Ref<Tensor> g) {
+  std::lock_guard<std::mutex> lock(grad_mutex_);
+  grad_ = std::move(g);
+}
+
+}  // namespace sw

@@ -1,0 +1,63 @@
+// A tensor is (carrier, offset, layout) plus its autograd identity.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "base/object.hpp"
+#include "core/carrier.hpp"
+#include "core/layout.hpp"
+
+namespace sw {
+
+class Node;
+
+class Tensor : public Object {
+ public:
+  // Checks that every reachable slot lies inside the carrier (INDEX).
+  ~Tensor() override;
+  static Ref<Tensor> create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout);
+  // A dense, uninitialised tensor on a fresh CPU carrier.
+  static Ref<Tensor> empty_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents);
+  static Ref<Tensor> zeros_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents);
+  // Another view of the same carrier (trusted: bounds are the caller's duty).
+  Ref<Tensor> view(int64_t offset, Ref<Layout> layout) const;
+
+  Carrier& carrier() const { return *carrier_; }
+  const Ref<Carrier>& carrier_ref() const { return carrier_; }
+  Runtime& runtime() const { return carrier_->runtime(); }
+  const Ref<Runtime>& runtime_ref() const { return carrier_->runtime_ref(); }
+  int64_t offset() const { return offset_; }
+  const Layout& layout() const { return *layout_; }
+  const Ref<Layout>& layout_ref() const { return layout_; }
+  sw_dtype_t dtype() const { return carrier_->dtype(); }
+  size_t rank() const { return layout_->rank(); }
+  const std::vector<int64_t>& shape() const { return layout_->extents(); }
+  int64_t numel() const { return layout_->size(); }
+  uint64_t version() const { return carrier_->version(); }
+
+  // Host address of element 0's slot (offset applied); nullptr if not host memory.
+  std::byte* host_base() const;
+
+  // Autograd identity.
+  bool requires_grad() const;
+  void set_requires_grad(bool value);
+  const Ref<Node>& grad_fn() const { return grad_fn_; }
+  void set_grad_fn(Ref<Node> node);
+  bool is_leaf() const { return !grad_fn_; }
+  Ref<Tensor> grad() const;
+  void set_grad(Ref<Tensor> g);
+
+ private:
+  Tensor(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout);
+  Ref<Carrier> carrier_;
+  int64_t offset_;
+  Ref<Layout> layout_;
+  bool requires_grad_ = false;
+  Ref<Node> grad_fn_;
+  mutable std::mutex grad_mutex_;
+  Ref<Tensor> grad_;
+};
+
+}  // namespace sw

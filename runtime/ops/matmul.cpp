@@ -1,0 +1,105 @@
+// matmul with NumPy semantics, and its VJP.
+#include "autograd/node.hpp"
+#include "base/error.hpp"
+#include "core/dtype.hpp"
+#include "ops/backend.hpp"
+#include "ops/ops.hpp"
+
+namespace sw::ops {
+namespace {
+
+bool is_half(sw_dtype_t d) { return d == SW_DTYPE_F16 || d == SW_DTYPE_BF16; }
+
+// Views rank-1 operands as matrices: a (K) -> (1, K), b (K) -> (K, 1).
+Ref<Tensor> as_matrix(const Tensor& t, bool left) {
+  if (t.rank() >= 2) return t.view(t.offset(), t.layout_ref());
+  std::vector<Mode> modes{t.layout().modes()[0]};
+  if (left)
+    modes.insert(modes.begin(), Mode::make_leaf(1, 0));
+  else
+    modes.push_back(Mode::make_leaf(1, 0));
+  return t.view(t.offset(), Layout::make(std::move(modes)));
+}
+
+Ref<Tensor> swap_last(const Tensor& t) {
+  std::vector<size_t> perm(t.rank());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return t.view(t.offset(), t.layout().permute(perm));
+}
+
+// The non-recording matmul over matrices (rank >= 2) of one dtype.
+Ref<Tensor> matmul_matrices(const Ref<Tensor>& a, const Ref<Tensor>& b) {
+  const size_t ra = a->rank(), rb = b->rank();
+  const int64_t M = a->shape()[ra - 2], K = a->shape()[ra - 1], Kb = b->shape()[rb - 2], N = b->shape()[rb - 1];
+  if (K != Kb)
+    value_error("matmul: contraction extents differ (" + std::to_string(K) + " and " + std::to_string(Kb) + ")");
+  std::vector<int64_t> ba(a->shape().begin(), a->shape().end() - 2), bb(b->shape().begin(), b->shape().end() - 2);
+  std::vector<int64_t> batch = broadcast_shapes(ba, bb, "matmul");
+  std::vector<int64_t> sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  so.insert(so.end(), {M, N});
+  ComputeBackend& be = backend_for(a->carrier());
+  const sw_dtype_t out_dtype = is_half(a->dtype()) ? SW_DTYPE_F32 : a->dtype();
+  auto out = be.empty(a->runtime_ref(), out_dtype, so);
+  if (out->numel()) be.matmul(*broadcast_view(*a, sa), *broadcast_view(*b, sb), *out);
+  return out;
+}
+
+Ref<Tensor> as_f32(const Ref<Tensor>& t) { return is_half(t->dtype()) ? copy_as(*t, SW_DTYPE_F32) : t; }
+
+class MatmulNode final : public Node {
+ public:
+  MatmulNode(std::vector<int64_t> a_shape, std::vector<int64_t> b_shape, std::vector<int64_t> out2)
+      : a_shape_(std::move(a_shape)), b_shape_(std::move(b_shape)), out2_(std::move(out2)) {}
+  const char* name() const override { return "matmul"; }
+  std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
+    const Ref<Tensor>& a1 = saved_tensor(0);
+    const Ref<Tensor>& b1 = saved_tensor(1);
+    auto g2 = reshape_dense(g, out2_);
+    Ref<Tensor> ga, gb;
+    if (!edges_[0].empty()) {
+      auto full = matmul_matrices(g2, swap_last(*as_f32(b1)));
+      ga = reshape_dense(sum_to(full, a1->shape()), a_shape_);
+      if (ga->dtype() != a1->dtype()) ga = copy_as(*ga, a1->dtype());
+    }
+    if (!edges_[1].empty()) {
+      auto full = matmul_matrices(swap_last(*as_f32(a1)), g2);
+      gb = reshape_dense(sum_to(full, b1->shape()), b_shape_);
+      if (gb->dtype() != b1->dtype()) gb = copy_as(*gb, b1->dtype());
+    }
+    return {ga, gb};
+  }
+
+ private:
+  std::vector<int64_t> a_shape_, b_shape_, out2_;
+};
+
+}  // namespace
+
+Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
+  check_operands("matmul", {a.get(), b.get()});
+  if (a->dtype() != b->dtype())
+    type_error(std::string("matmul: operand dtypes differ (") + dtype_name(a->dtype()) + " and " +
+               dtype_name(b->dtype()) + ")");
+  if (!dtype_is_float(a->dtype()))
+    type_error(std::string("matmul supports f32, f64, f16 and bf16 tensors, not ") + dtype_name(a->dtype()));
+  if (a->rank() == 0 || b->rank() == 0) value_error("matmul: operands must have rank >= 1, not 0");
+  auto a1 = as_matrix(*a, true), b1 = as_matrix(*b, false);
+  auto out2 = matmul_matrices(a1, b1);
+  std::vector<int64_t> result(out2->shape().begin(), out2->shape().end() - 2);
+  if (a->rank() >= 2) result.push_back(out2->shape()[out2->rank() - 2]);
+  if (b->rank() >= 2) result.push_back(out2->shape()[out2->rank() - 1]);
+  auto out = reshape_dense(out2, result);
+  if (should_record({a.get(), b.get()})) {
+    auto node = make_ref<MatmulNode>(a->shape(), b->shape(), out2->shape());
+    node->save(a1);
+    node->save(b1);
+    node->connect({a.get(), b.get()});
+    attach(out, node);
+  }
+  return out;
+}
+
+}  // namespace sw::ops

@@ -1,0 +1,94 @@
+#include "ops/ops.hpp"
+
+#include <string>
+
+#include "base/error.hpp"
+#include "core/dtype.hpp"
+#include "ops/backend.hpp"
+
+namespace sw::ops {
+
+static std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "(";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+
+void check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
+  for (const Tensor* t : inputs) {
+    t->carrier().check_live(op);
+    backend_for(t->carrier());
+  }
+  for (const Tensor* t : inputs) {
+    if (&t->runtime() != &inputs[0]->runtime())
+      value_error(std::string(op) + ": the operands belong to different runtimes");
+    if (t->carrier().kind() != inputs[0]->carrier().kind())
+      type_error(std::string(op) + ": operands live on different carrier kinds (" + inputs[0]->carrier().kind_name() +
+                 " and " + t->carrier().kind_name() + ")");
+  }
+}
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const char* op) {
+  const size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i + a.size() >= r ? a[i + a.size() - r] : 1;
+    const int64_t y = i + b.size() >= r ? b[i + b.size() - r] : 1;
+    if (x != y && x != 1 && y != 1)
+      value_error(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+Ref<Tensor> broadcast_view(const Tensor& t, const std::vector<int64_t>& shape) {
+  if (t.shape() == shape) return t.view(t.offset(), t.layout_ref());
+  const size_t lead = shape.size() - t.rank();
+  std::vector<Mode> modes;
+  for (size_t i = 0; i < lead; ++i) modes.push_back(Mode::make_leaf(shape[i], 0));
+  for (size_t i = 0; i < t.rank(); ++i) {
+    if (t.shape()[i] == shape[lead + i])
+      modes.push_back(t.layout().modes()[i]);
+    else
+      modes.push_back(Mode::make_leaf(shape[lead + i], 0));
+  }
+  return t.view(t.offset(), Layout::make(std::move(modes)));
+}
+
+Ref<Tensor> copy_as(const Tensor& t, sw_dtype_t dtype) {
+  ComputeBackend& be = backend_for(t.carrier());
+  auto out = be.empty(t.runtime_ref(), dtype, t.shape());
+  if (t.numel()) be.unary(UnaryOp::kCopy, t, 0.0, *out);
+  return out;
+}
+
+Ref<Tensor> contiguous(const Ref<Tensor>& t) {
+  if (t->layout().is_dense()) return t;
+  return copy_as(*t, t->dtype());
+}
+
+Ref<Tensor> reshape_dense(const Ref<Tensor>& t, const std::vector<int64_t>& extents) {
+  Ref<Tensor> d = contiguous(t);
+  auto l = Layout::dense(extents);
+  if (l->size() != d->numel()) internal_error("reshape_dense: element counts differ");
+  return d->view(d->offset(), l);
+}
+
+Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape) {
+  if (g->shape() == shape) return g;
+  const size_t lead = g->rank() - shape.size();
+  std::vector<int64_t> keep(g->rank());
+  bool any = false;
+  for (size_t i = 0; i < g->rank(); ++i) {
+    const bool reduce = i < lead || (shape[i - lead] == 1 && g->shape()[i] != 1);
+    keep[i] = reduce ? 1 : g->shape()[i];
+    any = any || reduce;
+  }
+  if (!any) return reshape_dense(g, shape);
+  ComputeBackend& be = backend_for(g->carrier());
+  auto out = be.zeros(g->runtime_ref(), g->dtype(), keep);
+  if (out->numel()) be.reduce_sum(*g, *out);
+  return reshape_dense(out, shape);
+}
+
+}  // namespace sw::ops

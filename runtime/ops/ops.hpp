@@ -1,0 +1,37 @@
+// Op definitions: argument rules, broadcasting, result shapes and autograd
+// recording. Kernels live behind ComputeBackend. Every function here takes
+// tensors that already passed the API layer's handle checks.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace sw::ops {
+
+// The six differentiable ops (plus the permute view).
+Ref<Tensor> add(const Ref<Tensor>& a, const Ref<Tensor>& b);
+Ref<Tensor> elementwise_mul(const Ref<Tensor>& a, const Ref<Tensor>& b);
+Ref<Tensor> mul_scalar(const Ref<Tensor>& a, double scalar);
+Ref<Tensor> relu(const Ref<Tensor>& a);
+// `axes` null: every axis.
+Ref<Tensor> reduce_sum(const Ref<Tensor>& a, const std::vector<int64_t>* axes, bool keepdims);
+Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b);
+Ref<Tensor> permute(const Ref<Tensor>& a, const std::vector<size_t>& perm);
+
+// Non-recording helpers shared by the VJPs.
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const char* op);
+// A stride-0 view of `t` stretched to `shape` (NumPy rules, already checked).
+Ref<Tensor> broadcast_view(const Tensor& t, const std::vector<int64_t>& shape);
+// `t` itself if dense, else a dense copy on the same compute kind.
+Ref<Tensor> contiguous(const Ref<Tensor>& t);
+// A fresh dense copy, converted to `dtype`.
+Ref<Tensor> copy_as(const Tensor& t, sw_dtype_t dtype);
+// Reinterprets a dense tensor with other extents of the same count.
+Ref<Tensor> reshape_dense(const Ref<Tensor>& t, const std::vector<int64_t>& extents);
+// Sums `g` over its broadcast modes so that it has `shape`.
+Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape);
+// Rejects disposed carriers, non-compute carriers and mixed runtimes.
+void check_operands(const char* op, const std::vector<const Tensor*>& inputs);
+
+}  // namespace sw::ops
