@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what StrideWeave needs to build and test, if it is missing.
+# Idempotent: a second run installs nothing. Debian packages via apt-get,
+# Python packages via pip.
+set -euo pipefail
+
+APT_PACKAGES=(
+  meson ninja-build pkg-config g++
+  libcmocka-dev libuv1-dev libzstd-dev
+  libopenblas-dev libopenblas0-pthread
+)
+PIP_PACKAGES=(numpy pytest)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+pip_missing=()
+for p in "${PIP_PACKAGES[@]}"; do
+  "$PY" -c "import $p" 2>/dev/null || pip_missing+=("$p")
+done
+if ((${#pip_missing[@]})); then
+  echo "install_deps: installing Python packages: ${pip_missing[*]}"
+  "$PY" -m pip install -q "${pip_missing[@]}"
+fi
+echo "install_deps: all dependencies present"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds the release and
+# the AddressSanitizer+UndefinedBehaviorSanitizer configurations, and runs
+# every test suite. Prints one closing line "tests: N passed, N failed".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash tools/install_deps.sh || exit 1
+
+passed=0
+failed=0
+failures=()
+record() {  # record NAME STATUS
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
+}
+
+# Meson suites: count individual tests from meson's summary.
+run_meson() {  # run_meson LABEL DIR [env...]
+  local label=$1 dir=$2
+  shift 2
+  local log
+  log=$(mktemp)
+  env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2 >"$log" 2>&1
+  local status=$?
+  local ok fail
+  ok=$(awk '/^Ok:/ {print $2}' "$log")
+  fail=$(awk '/^Fail:/ {print $2}' "$log")
+  timeout_n=$(awk '/^Timeout:/ {print $2}' "$log")
+  ok=${ok:-0}; fail=${fail:-0}; timeout_n=${timeout_n:-0}
+  fail=$((fail + timeout_n))
+  if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
+  grep -E "^ *[0-9]+/[0-9]+ " "$log" | sed "s/^/[$label] /"
+  if [ "$fail" -ne 0 ]; then
+    cat "$log"
+    failures+=("$label")
+  fi
+  passed=$((passed + ok))
+  failed=$((failed + fail))
+  rm -f "$log"
+}
+
+echo "== build: release"
+bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
+echo "== build: asan+ubsan"
+bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized \
+  || { echo "tests: 0 passed, 1 failed"; exit 1; }
+
+echo "== C suites (release)"
+run_meson c-release build
+echo "== C suites (asan+ubsan)"
+run_meson c-sanitize build-sanitize \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+  echo "== Python suites"
+  python3 -m pytest -q tests/python
+  record python $?
+fi
+
+echo
+if ((${#failures[@]})); then echo "failed: ${failures[*]}"; fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
