@@ -156,6 +156,9 @@ typedef struct sw_runtime_desc_t {
   uint32_t struct_size;
   /* Threads computing kernels, the caller included; 0 = one per core. */
   uint32_t compute_threads;
+  /* Threads for background work (decompression, copies); 0 = 2. File I/O
+   * runs on libuv's own thread pool. */
+  uint32_t worker_threads;
   /* Bytes of freed host buffers kept for reuse; SIZE_MAX = default (1 GiB). */
   size_t pool_limit_bytes;
   sw_log_fn log;            /* optional */
@@ -171,6 +174,12 @@ SW_API void sw_runtime_retain(sw_runtime_t* runtime);
 SW_API void sw_runtime_release(sw_runtime_t* runtime);
 /* The number of compute threads, the caller included. */
 SW_API sw_error_t* sw_runtime_compute_threads(const sw_runtime_t* runtime, uint32_t* out_threads);
+/* Completes every pending await with SW_ERROR_CANCELLED (their carriers are
+ * usable and unchanged afterwards), fires the callbacks still owed, stops the
+ * loop thread and joins the runtime's threads. Later asynchronous calls fail
+ * CANCELLED; synchronous calls keep working. Idempotent; releasing the last
+ * reference shuts down too. Must not be called from a callback. */
+SW_API sw_error_t* sw_runtime_shutdown(sw_runtime_t* runtime);
 
 /* ------------------------------------------------------------------------ */
 /* Layouts                                                                   */
@@ -407,6 +416,152 @@ SW_API sw_error_t* sw_tensor_clear_grad(sw_tensor_t* tensor);
 SW_API sw_error_t* sw_backward(sw_tensor_t* tensor, sw_tensor_t* cotangent, bool retain_graph);
 
 /* ------------------------------------------------------------------------ */
+/* Asynchronous work                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Every asynchronous call validates its arguments first (failing with no
+ * state changed), submits every transfer whose inputs are ready, and returns
+ * an await handle without waiting. Each runtime runs one libuv loop thread
+ * that completes the work; other threads reach it through a queue.
+ *
+ * An await is reference counted and thread-safe: any number of threads may
+ * query or wait on it at once, and every wait observes the same result or the
+ * same error. An await is not a tensor: passing one where a tensor is
+ * expected fails TYPE. In-flight work retains everything it touches, so
+ * handles may be released in any order, the await included. */
+typedef struct sw_await_t sw_await_t;
+
+typedef enum sw_await_kind_t {
+  SW_AWAIT_MOVE = 1,        /* result: a tensor */
+  SW_AWAIT_PROJECTION = 2,  /* result: a tensor */
+  SW_AWAIT_RESIDENCY = 3,   /* result: none */
+  SW_AWAIT_KIND_FORCE32 = 0x7fffffff
+} sw_await_kind_t;
+
+typedef enum sw_await_status_t {
+  SW_AWAIT_PENDING = 0,
+  SW_AWAIT_SUCCEEDED = 1,
+  SW_AWAIT_FAILED = 2,
+  SW_AWAIT_STATUS_FORCE32 = 0x7fffffff
+} sw_await_status_t;
+
+typedef enum sw_callback_mode_t {
+  /* Fires on a thread that waits on this await (sw_await_wait) or calls
+   * sw_runtime_process_events after completion: never spontaneously. */
+  SW_CALLBACK_MODE_WAITING_THREAD = 1,
+  /* Fires on the runtime's loop thread as soon as the await completes. The
+   * callback must not block on other awaits of the same runtime. */
+  SW_CALLBACK_MODE_LOOP_THREAD = 2,
+  SW_CALLBACK_MODE_FORCE32 = 0x7fffffff
+} sw_callback_mode_t;
+
+/* Completion callback: fires exactly once per await, with SW_OK and "" on
+ * success, else the error's code and message (both borrowed for the call).
+ * `await` is borrowed; retain it to keep it. */
+typedef void (*sw_await_callback_fn)(void* user_data, sw_await_t* await, sw_error_code_t code,
+                                     const char* message);
+
+typedef struct sw_await_callback_info_t {
+  uint32_t struct_size;
+  sw_callback_mode_t mode; /* default SW_CALLBACK_MODE_WAITING_THREAD */
+  sw_await_callback_fn callback;
+  void* user_data;
+} sw_await_callback_info_t;
+
+SW_API void sw_await_callback_info_init(sw_await_callback_info_t* info);
+SW_API void sw_await_retain(sw_await_t* await);
+SW_API void sw_await_release(sw_await_t* await);
+SW_API sw_error_t* sw_await_kind(const sw_await_t* await, sw_await_kind_t* out_kind);
+/* Non-blocking. */
+SW_API sw_error_t* sw_await_query(const sw_await_t* await, sw_await_status_t* out_status);
+/* Blocks until the await is terminal or `timeout_ns` passes (negative: no
+ * limit; 0: poll). Returns NULL on success, a copy of the await's error on
+ * failure (the same code and message every time), or SW_ERROR_TIMEOUT when
+ * the time ran out (the await stays pending). Fires a waiting-thread callback
+ * that is still owed before returning. */
+SW_API sw_error_t* sw_await_wait(sw_await_t* await, int64_t timeout_ns);
+/* The result of a succeeded await: the same tensor every call (a new
+ * reference); NULL for an await without a result. STATE while pending; the
+ * await's error if it failed. */
+SW_API sw_error_t* sw_await_result(sw_await_t* await, sw_tensor_t** out_result);
+/* Installs the completion callback. At most once per await (STATE after). If
+ * the await is already terminal, a loop-thread callback fires on the loop
+ * thread soon and a waiting-thread callback on the next wait/process_events. */
+SW_API sw_error_t* sw_await_set_callback(sw_await_t* await, const sw_await_callback_info_t* info);
+
+/* A file descriptor that is readable while completions are ready to be
+ * processed: register it with poll/epoll, asyncio's add_reader or a Java
+ * selector, and call sw_runtime_process_events when it fires. Owned by the
+ * runtime; do not close it. */
+SW_API sw_error_t* sw_runtime_event_fd(sw_runtime_t* runtime, int* out_fd);
+/* Fires every waiting-thread callback owed for awaits that have completed,
+ * on the calling thread, and drains the event fd. Non-blocking. */
+SW_API sw_error_t* sw_runtime_process_events(sw_runtime_t* runtime, size_t* out_fired);
+
+/* Moves the values of `tensor` into `destination`, returning a MOVE await.
+ * The destination must have the tensor's dtype (TYPE) and hold at least its
+ * element count, or be empty (size 0), in which case it is allocated to fit
+ * (VALUE otherwise). Neither carrier may be disposed or owned (STATE), and
+ * they must differ (VALUE). Both are claimed until the await is terminal. On
+ * success the result is a dense tensor of the same shape at slot 0 of the
+ * destination (one version step there) and the source carrier is disposed;
+ * on failure both carriers are usable again and unchanged. With grad mode on
+ * and a tensor that requires grad, the result records a node whose backward
+ * brings the cotangent back to the source's side. */
+SW_API sw_error_t* sw_move_async(sw_tensor_t* tensor, sw_carrier_t* destination, sw_await_t** out_await);
+
+/* ------------------------------------------------------------------------ */
+/* Storage carriers (secondary tiers)                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Plain host memory that is not a compute carrier: a secondary tier. Zeroed. */
+SW_API sw_error_t* sw_carrier_create_host(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                          sw_carrier_t** out_carrier);
+
+typedef struct sw_file_carrier_desc_t {
+  uint32_t struct_size;
+  /* Where a new carrier's file is created; NULL: $TMPDIR or /tmp. */
+  const char* directory;
+  /* Open with O_DIRECT where the file system allows it (transfers are then
+   * aligned to 4096 bytes internally). */
+  bool direct_io;
+  /* Bytes per read or write request; 0 = 4 MiB. */
+  size_t chunk_bytes;
+  /* Requests in flight per transfer; 0 = 4. */
+  uint32_t requests_in_flight;
+} sw_file_carrier_desc_t;
+
+SW_API void sw_file_carrier_desc_init(sw_file_carrier_desc_t* desc);
+/* A zero-filled carrier backed by a new file in desc->directory, removed when
+ * the carrier is disposed or destroyed. IO on failure to create the file. */
+SW_API sw_error_t* sw_carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                          const sw_file_carrier_desc_t* desc, sw_carrier_t** out_carrier);
+/* A read-only carrier over `size` elements at `byte_offset` of an existing
+ * file (a weights file, say). The file is the user's: it is never written or
+ * removed. IO if it cannot be opened; VALUE if the region passes its end.
+ * Public writes fail STATE. */
+SW_API sw_error_t* sw_carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype, const char* path,
+                                        uint64_t byte_offset, size_t size, const sw_file_carrier_desc_t* desc,
+                                        sw_carrier_t** out_carrier);
+
+typedef struct sw_zstd_carrier_desc_t {
+  uint32_t struct_size;
+  int32_t level;           /* zstd level; default 1 */
+  size_t frame_elements;   /* elements per independently compressed frame; 0 = 1 Mi */
+  int32_t shuffle;         /* byte-shuffle filter: -1 auto (on for float dtypes), 0 off, 1 on */
+} sw_zstd_carrier_desc_t;
+
+SW_API void sw_zstd_carrier_desc_init(sw_zstd_carrier_desc_t* desc);
+/* A zero-filled carrier holding its values zstd-compressed in host memory,
+ * one frame per `frame_elements` chunk, each with a content checksum: a
+ * corrupt frame reads as SW_ERROR_DATA_CORRUPT, never as garbage. */
+SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                          const sw_zstd_carrier_desc_t* desc, sw_carrier_t** out_carrier);
+/* Bytes the carrier's storage occupies now (compressed bytes for zstd, file
+ * bytes for file, dtype size * size for memory carriers). */
+SW_API sw_error_t* sw_carrier_stored_bytes(const sw_carrier_t* carrier, uint64_t* out_bytes);
+
+/* ------------------------------------------------------------------------ */
 /* Testing hooks                                                             */
 /* ------------------------------------------------------------------------ */
 
@@ -416,6 +571,22 @@ SW_API sw_error_t* sw_backward(sw_tensor_t* tensor, sw_tensor_t* cotangent, bool
 SW_API sw_error_t* sw_testing_claim(sw_carrier_t* carrier);
 /* Ends a claim made by sw_testing_claim(). STATE if it holds none. */
 SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
+
+typedef enum sw_fault_kind_t {
+  SW_FAULT_ALLOCATION = 1,  /* storage allocation by a carrier or a move */
+  SW_FAULT_READ = 2,        /* one read request of a storage carrier */
+  SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
+  SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
+  SW_FAULT_KIND_FORCE32 = 0x7fffffff
+} sw_fault_kind_t;
+
+/* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
+ * runtime fails (allocation: OUT_OF_MEMORY, read/write: IO, decompress:
+ * DATA_CORRUPT). nth 0 disarms. Not for production use. */
+SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
+/* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
+ * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */
+SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame);
 
 #ifdef __cplusplus
 } /* extern "C" */

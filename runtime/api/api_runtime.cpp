@@ -1,4 +1,7 @@
+#include <cstring>
+
 #include "api/handle.hpp"
+#include "async/loop.hpp"
 
 using namespace sw;
 using namespace sw::api;
@@ -34,11 +37,13 @@ SW_API sw_error_t* sw_runtime_create(const sw_runtime_desc_t* desc, sw_runtime_t
     sw_runtime_desc_t d;
     sw_runtime_desc_init(&d);
     if (desc) {
-      if (desc->struct_size < offsetof(sw_runtime_desc_t, allocator) + sizeof(void*) ||
-          desc->struct_size > sizeof(sw_runtime_desc_t))
+      if (desc->struct_size < sizeof(uint32_t) * 2 || desc->struct_size > sizeof(sw_runtime_desc_t))
         value_error("sw_runtime_create: desc->struct_size " + std::to_string(desc->struct_size) +
                     " is not a size this library knows; call sw_runtime_desc_init first");
-      d = *desc;
+      // A desc from an older header is shorter: its missing fields keep their defaults.
+      std::memcpy(&d, desc, desc->struct_size);
+      if (d.worker_threads > 64)
+        value_error("sw_runtime_create: worker_threads " + std::to_string(d.worker_threads) + " exceeds 64");
       if (d.compute_threads > 256)
         value_error("sw_runtime_create: compute_threads " + std::to_string(d.compute_threads) + " exceeds 256");
       if (d.allocator && (!d.allocator->alloc || !d.allocator->free))
@@ -48,8 +53,46 @@ SW_API sw_error_t* sw_runtime_create(const sw_runtime_desc_t* desc, sw_runtime_t
   });
 }
 
-SW_API void sw_runtime_retain(sw_runtime_t* runtime) { retain_handle(runtime); }
-SW_API void sw_runtime_release(sw_runtime_t* runtime) { release_handle(runtime); }
+SW_API void sw_runtime_retain(sw_runtime_t* runtime) {
+  if (runtime) reinterpret_cast<Runtime*>(reinterpret_cast<Object*>(runtime))->retain_external();
+}
+
+SW_API void sw_runtime_release(sw_runtime_t* runtime) {
+  if (runtime) static_cast<Runtime*>(reinterpret_cast<Object*>(runtime))->release_external();
+}
+
+SW_API sw_error_t* sw_runtime_shutdown(sw_runtime_t* runtime) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (rt->loop().on_loop_thread()) state_error("sw_runtime_shutdown must not be called from a loop-thread callback");
+    rt->shutdown();
+  });
+}
+
+SW_API sw_error_t* sw_runtime_event_fd(sw_runtime_t* runtime, int* out_fd) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    require(out_fd, "out_fd");
+    *out_fd = rt->event_fd();
+  });
+}
+
+SW_API sw_error_t* sw_runtime_process_events(sw_runtime_t* runtime, size_t* out_fired) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    const size_t fired = rt->process_events();
+    if (out_fired) *out_fired = fired;
+  });
+}
+
+SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DECOMPRESS)
+      value_error("sw_testing_inject_fault: unknown fault kind " + std::to_string(static_cast<int>(kind)));
+    rt->arm_fault(static_cast<FaultKind>(kind), nth);
+  });
+}
 
 SW_API sw_error_t* sw_runtime_compute_threads(const sw_runtime_t* runtime, uint32_t* out_threads) {
   return guard([&] {

@@ -33,6 +33,7 @@ void Carrier::check_live(const char* what) const {
 
 void Carrier::check_mutable(const char* what) const {
   check_live(what);
+  if (is_read_only()) state_error(std::string(what) + ": the " + kind_name() + " carrier is read-only");
   std::lock_guard<std::mutex> lock(state_mutex_);
   if (!owner_.empty())
     state_error(std::string(what) + ": the " + kind_name() + " carrier is owned by " + owner_ +
@@ -60,13 +61,13 @@ static void check_range(size_t first, size_t count, size_t size, const char* wha
 
 void Carrier::read(size_t first, size_t count, void* dst) const {
   check_live("read");
-  check_range(first, count, size_, "read");
+  check_range(first, count, size(), "read");
   if (count) read_slots(first, count, dst);
 }
 
 void Carrier::write(size_t first, size_t count, const void* src) {
   check_mutable("write");
-  check_range(first, count, size_, "write");
+  check_range(first, count, size(), "write");
   if (count) write_slots(first, count, src);
   bump_version();
 }
@@ -80,6 +81,28 @@ void Carrier::dispose() {
     if (disposed_.exchange(true)) return;
   }
   dispose_storage();
+}
+
+}  // namespace sw
+
+namespace sw {
+
+void Carrier::read_async(size_t first, size_t count, std::byte* dst, IoDone done) {
+  Ref<Carrier> self(this);
+  runtime().run_on_worker([self, first, count, dst] { self->read_slots(first, count, dst); }, std::move(done));
+}
+
+void Carrier::write_async(size_t first, size_t count, const std::byte* src, IoDone done) {
+  Ref<Carrier> self(this);
+  runtime().run_on_worker([self, first, count, src] { self->write_slots(first, count, src); }, std::move(done));
+}
+
+void Carrier::allocate(size_t size) {
+  if (!is_allocatable())
+    value_error(std::string("the ") + kind_name() + " carrier already has storage and cannot be reallocated");
+  runtime().check_fault(FaultKind::kAllocation, kind_name());
+  allocate_storage(size);
+  size_.store(size, std::memory_order_release);
 }
 
 }  // namespace sw

@@ -4,13 +4,19 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
+
+#include "base/status.hpp"
 
 #include "base/object.hpp"
 #include "core/runtime.hpp"
 
 namespace sw {
+
+// Completion of an asynchronous transfer; runs on the loop thread.
+using IoDone = std::function<void(Status)>;
 
 class Carrier : public Object {
  public:
@@ -20,7 +26,7 @@ class Carrier : public Object {
   const Ref<Runtime>& runtime_ref() const { return runtime_; }
   sw_carrier_kind_t kind() const { return kind_; }
   sw_dtype_t dtype() const { return dtype_; }
-  size_t size() const { return size_; }
+  size_t size() const { return size_.load(std::memory_order_acquire); }
   size_t element_size() const;
   const char* kind_name() const;
 
@@ -54,17 +60,36 @@ class Carrier : public Object {
   virtual bool is_compute() const { return false; }
 
   // Raw slot access without checks or version steps (the library's own moves).
+  // Storage carriers may throw IO / DATA_CORRUPT.
   virtual void read_slots(size_t first, size_t count, void* dst) const = 0;
   virtual void write_slots(size_t first, size_t count, const void* src) = 0;
 
+  // Asynchronous bulk transfer between slots and host memory, without checks
+  // or version steps. Called on the loop thread; `done` runs there too. The
+  // buffers stay valid until `done`. The default runs read_slots /
+  // write_slots on a background worker.
+  virtual void read_async(size_t first, size_t count, std::byte* dst, IoDone done);
+  virtual void write_async(size_t first, size_t count, const std::byte* src, IoDone done);
+
+  // A read-only carrier refuses public writes (STATE) and moves into it.
+  virtual bool is_read_only() const { return false; }
+  // An empty carrier can be given storage by allocate().
+  bool is_allocatable() const { return size() == 0 && !is_read_only(); }
+  // Gives an empty carrier storage for `size` slots (zero-filled).
+  void allocate(size_t size);
+  // Bytes the storage occupies now.
+  virtual uint64_t stored_bytes() const { return static_cast<uint64_t>(size()) * element_size(); }
+
  protected:
   virtual void dispose_storage() = 0;
+  // Creates the storage for allocate(); the base then publishes the size.
+  virtual void allocate_storage(size_t size) = 0;
 
  private:
   Ref<Runtime> runtime_;
   sw_carrier_kind_t kind_;
   sw_dtype_t dtype_;
-  size_t size_;
+  std::atomic<size_t> size_;
   std::atomic<uint64_t> version_{0};
   std::atomic<bool> disposed_{false};
   mutable std::mutex state_mutex_;

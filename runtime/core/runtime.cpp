@@ -1,7 +1,16 @@
 #include "core/runtime.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <future>
 #include <thread>
+
+#include "async/await.hpp"
+#include "async/loop.hpp"
+#include "async/worker_pool.hpp"
+#include "base/error.hpp"
 
 namespace sw {
 
@@ -14,12 +23,157 @@ Runtime::Runtime(const sw_runtime_desc_t& desc) : Object(ObjectKind::kRuntime) {
   log_ = desc.log;
   log_user_data_ = desc.log_user_data;
   log_level_ = desc.log_level;
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) throw_error(SW_ERROR_IO, "cannot create the runtime's event fd");
+  workers_ = std::make_unique<WorkerPool>(desc.worker_threads ? desc.worker_threads : 2);
+  loop_ = std::make_unique<Loop>();
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  // No operation can be pending here: each one holds a reference.
+  loop_.reset();
+  workers_.reset();
+  if (event_fd_ >= 0) close(event_fd_);
+}
 
 void Runtime::log(sw_log_level_t level, const std::string& message) const {
   if (log_ && level >= log_level_) log_(log_user_data_, level, message.c_str());
+}
+
+void Runtime::retain_external() {
+  external_refs_.fetch_add(1, std::memory_order_relaxed);
+  retain();
+}
+
+void Runtime::release_external() {
+  if (external_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) shutdown();
+  release();
+}
+
+void Runtime::submit(std::shared_ptr<Operation> op) {
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (is_shut_down()) throw_error(SW_ERROR_CANCELLED, "the runtime has been shut down");
+    ++pending_count_;
+  }
+  Ref<Runtime> self(this);
+  const bool posted = loop_->post([self, op] {
+    self->pending_.insert(op);
+    op->start();
+  });
+  if (!posted) {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    --pending_count_;
+    throw_error(SW_ERROR_CANCELLED, "the runtime has been shut down");
+  }
+}
+
+void Runtime::finished(Operation* op) {
+  std::shared_ptr<Operation> keep;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it)
+    if (it->get() == op) {
+      keep = *it;
+      pending_.erase(it);
+      break;
+    }
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (keep && --pending_count_ == 0) pending_empty_.notify_all();
+}
+
+void Runtime::run_on_worker(std::function<void()> work, std::function<void(Status)> done) {
+  Ref<Runtime> self(this);
+  workers_->submit([self, work = std::move(work), done = std::move(done)]() mutable {
+    Status st = capture(work);
+    auto finish = [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); };
+    if (!self->loop_->post(std::move(finish))) {
+      // The loop only stops after every operation finished, so nothing is waiting.
+    }
+  });
+}
+
+void Runtime::on_loop(std::function<void()> task) {
+  if (loop_->on_loop_thread()) {
+    task();
+    return;
+  }
+  // After shutdown the loop is gone: run on the caller instead.
+  auto copy = task;
+  if (!loop_->post(std::move(task))) copy();
+}
+
+void Runtime::shutdown() {
+  std::lock_guard<std::mutex> guard(shutdown_mutex_);
+  if (shut_down_.exchange(true)) return;
+  // Cancel what is pending; each operation finishes once its in-flight
+  // requests return, restoring its carriers.
+  auto cancel_all = [this] {
+    std::vector<std::shared_ptr<Operation>> ops(pending_.begin(), pending_.end());
+    for (auto& op : ops) op->cancel();
+  };
+  if (loop_->on_loop_thread()) {
+    // Released from a loop-thread callback: cannot block here. The loop stops
+    // when the runtime is destroyed.
+    cancel_all();
+    return;
+  }
+  Ref<Runtime> self(this);
+  loop_->post([self, cancel_all] { cancel_all(); });
+  {
+    std::unique_lock<std::mutex> lock(pending_mutex_);
+    pending_empty_.wait(lock, [&] { return pending_count_ == 0; });
+  }
+  // Fire the loop-thread callbacks still queued, then stop the loop.
+  std::promise<void> drained;
+  if (loop_->post([&] { drained.set_value(); })) drained.get_future().wait();
+  loop_->stop_and_join();
+  process_events();
+}
+
+void Runtime::owe_callback(Ref<Await> await) {
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    owed_.push_back(std::move(await));
+  }
+  signal_event();
+}
+
+void Runtime::signal_event() {
+  const uint64_t one = 1;
+  ssize_t n = write(event_fd_, &one, sizeof one);
+  (void)n;  // EAGAIN only when the counter is saturated: still readable
+}
+
+size_t Runtime::process_events() {
+  uint64_t counter;
+  ssize_t n = read(event_fd_, &counter, sizeof counter);
+  (void)n;
+  std::deque<Ref<Await>> owed;
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    owed.swap(owed_);
+  }
+  size_t fired = 0;
+  for (auto& a : owed) fired += a->fire_owed_callback() ? 1 : 0;
+  return fired;
+}
+
+void Runtime::arm_fault(FaultKind kind, uint64_t nth) {
+  std::lock_guard<std::mutex> lock(fault_mutex_);
+  fault_countdown_[static_cast<int>(kind)] = nth;
+}
+
+void Runtime::check_fault(FaultKind kind, const char* what) {
+  {
+    std::lock_guard<std::mutex> lock(fault_mutex_);
+    uint64_t& c = fault_countdown_[static_cast<int>(kind)];
+    if (c == 0 || --c != 0) return;
+  }
+  switch (kind) {
+    case FaultKind::kAllocation: throw_error(SW_ERROR_OUT_OF_MEMORY, std::string("injected allocation failure: ") + what);
+    case FaultKind::kRead: throw_error(SW_ERROR_IO, std::string("injected read failure: ") + what);
+    case FaultKind::kWrite: throw_error(SW_ERROR_IO, std::string("injected write failure: ") + what);
+    case FaultKind::kDecompress: throw_error(SW_ERROR_DATA_CORRUPT, std::string("injected decompression failure: ") + what);
+  }
 }
 
 }  // namespace sw

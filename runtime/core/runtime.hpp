@@ -1,14 +1,38 @@
-// The runtime: worker threads, the host buffer pool and the host's hooks.
+// The runtime: compute threads, the host buffer pool, the libuv loop thread,
+// background workers, fault injection and the host's hooks.
 #pragma once
 
+#include <atomic>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "base/object.hpp"
+#include "base/status.hpp"
 #include "base/thread_pool.hpp"
 #include "core/buffer_pool.hpp"
 
 namespace sw {
+
+class Loop;
+class WorkerPool;
+class Await;
+
+enum class FaultKind { kAllocation = 1, kRead = 2, kWrite = 3, kDecompress = 4 };
+
+// Asynchronous work tracked by the runtime from submission to its terminal
+// state. start() and cancel() run on the loop thread.
+class Operation : public std::enable_shared_from_this<Operation> {
+ public:
+  virtual ~Operation() = default;
+  virtual void start() = 0;
+  // Shutdown: stop issuing requests and finish as CANCELLED once nothing is
+  // in flight, restoring every claimed carrier.
+  virtual void cancel() = 0;
+};
 
 class Runtime : public Object {
  public:
@@ -17,14 +41,59 @@ class Runtime : public Object {
 
   ThreadPool& compute() { return *compute_; }
   const std::shared_ptr<BufferPool>& pool() const { return pool_; }
+  WorkerPool& workers() { return *workers_; }
+  Loop& loop() { return *loop_; }
   void log(sw_log_level_t level, const std::string& message) const;
+
+  // Handle references held by the host. When the last one goes, the runtime
+  // shuts down; internal references (carriers, awaits) keep the memory alive.
+  void retain_external();
+  void release_external();
+
+  // Registers `op` and starts it on the loop thread. CANCELLED after shutdown.
+  void submit(std::shared_ptr<Operation> op);
+  // Called by an operation (on the loop thread) when it is terminal.
+  void finished(Operation* op);
+  // Runs `work` on a worker, then `done` with its status on the loop thread.
+  void run_on_worker(std::function<void()> work, std::function<void(Status)> done);
+  // Runs `task` on the loop thread (now, if already there).
+  void on_loop(std::function<void()> task);
+  bool is_shut_down() const { return shut_down_.load(std::memory_order_acquire); }
+  void shutdown();
+
+  // Completion events for waiting-thread callbacks and the pollable fd.
+  void owe_callback(Ref<Await> await);
+  void signal_event();
+  int event_fd() const { return event_fd_; }
+  size_t process_events();
+
+  // Fault injection: throws the fault's error if this operation is the armed one.
+  void arm_fault(FaultKind kind, uint64_t nth);
+  void check_fault(FaultKind kind, const char* what);
 
  private:
   std::unique_ptr<ThreadPool> compute_;
   std::shared_ptr<BufferPool> pool_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<Loop> loop_;
   sw_log_fn log_ = nullptr;
   void* log_user_data_ = nullptr;
   sw_log_level_t log_level_ = SW_LOG_WARNING;
+
+  std::atomic<uint32_t> external_refs_{1};
+  std::atomic<bool> shut_down_{false};
+  std::mutex shutdown_mutex_;
+  std::unordered_set<std::shared_ptr<Operation>> pending_;  // loop thread only
+  std::mutex pending_mutex_;
+  std::condition_variable pending_empty_;
+  size_t pending_count_ = 0;
+
+  int event_fd_ = -1;
+  std::mutex events_mutex_;
+  std::deque<Ref<Await>> owed_;
+
+  std::mutex fault_mutex_;
+  uint64_t fault_countdown_[5] = {0, 0, 0, 0, 0};
 };
 
 }  // namespace sw

@@ -25,6 +25,11 @@
     }                                                                                    \
   } while (0)
 
+/* Whether a message lacks `needle` (never, when needle is NULL). */
+static inline int sw_test_lacks(const char* message, const char* needle) {
+  return needle != NULL && strstr(message, needle) == NULL;
+}
+
 /* Asserts that `expr` fails with `code`; if `needle` is non-NULL the message
  * must contain it. */
 #define SW_FAILS(expr, code, needle)                                                     \
@@ -35,7 +40,7 @@
       fail_msg("%s failed with %s (%s); expected %s", #expr,                             \
                sw_error_code_name(sw_error_code(sw_e_)), sw_error_message(sw_e_),        \
                sw_error_code_name(code));                                                \
-    if ((needle) != NULL && strstr(sw_error_message(sw_e_), (needle)) == NULL)           \
+    if (sw_test_lacks(sw_error_message(sw_e_), (needle)))                                \
       fail_msg("%s message \"%s\" lacks \"%s\"", #expr, sw_error_message(sw_e_),         \
                (const char*)(needle));                                                   \
     sw_error_free(sw_e_);                                                                \

@@ -1,0 +1,32 @@
+// Carriers whose slots are plain host memory from the runtime's pool: CPU
+// (the compute carrier) and Host (a storage tier).
+#pragma once
+
+#include "core/buffer_pool.hpp"
+#include "core/carrier.hpp"
+
+namespace sw {
+
+class MemoryCarrier : public Carrier {
+ public:
+  // Uninitialised storage of `size` slots.
+  MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size);
+
+  std::byte* host_data() const override { return buffer_.data(); }
+  void read_slots(size_t first, size_t count, void* dst) const override;
+  void write_slots(size_t first, size_t count, const void* src) override;
+
+ protected:
+  void dispose_storage() override { buffer_.reset(); }
+  void allocate_storage(size_t size) override;
+
+ private:
+  HostBuffer buffer_;
+};
+
+class HostCarrier final : public MemoryCarrier {
+ public:
+  HostCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size);  // zero-filled
+};
+
+}  // namespace sw
