@@ -229,6 +229,11 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
   const int64_t out_n = out.numel();
   std::fill(o0, o0 + out_n, T(0));
   if (it.total == 0) return;
+  if (it.dims.empty()) {
+    // One element (every extent is 1): nothing to iterate, and no outer dimension.
+    *o0 = a0[0];
+    return;
+  }
   ThreadPool& pool = out.runtime().compute();
   const IterDim& outer = it.dims.back();
   const int64_t inner = it.total / outer.extent;
