@@ -243,10 +243,10 @@ class Parser {
       for (;;) {
         n.children.push_back(tree());
         skip();
-        char c = peek();
+        const char c = peek();
+        if (c != ')' && c != ',') fail("expected ',' or ')'");  // report the offending character
         ++pos_;
         if (c == ')') break;
-        if (c != ',') fail("expected ',' or ')'");
       }
       return n;
     }
