@@ -97,6 +97,16 @@ bool Layout::is_dense() const {
 
 bool Layout::equals(const Layout& o) const { return modes_ == o.modes_; }
 
+int64_t Layout::cosize() const {
+  if (size_ == 0) return 0;
+  // Negative strides count by magnitude: the span from the lowest to the
+  // highest index reached, which is 1 + sum |stride| * (extent - 1).
+  int64_t span, cosize;
+  if (__builtin_sub_overflow(max_index_, min_index_, &span) || __builtin_add_overflow(span, 1, &cosize))
+    value_error("layout cosize overflows 64 bits");
+  return cosize;
+}
+
 bool Layout::is_injective() const {
   if (size_ <= 1) return true;
   std::vector<Leaf> ls;

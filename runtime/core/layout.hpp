@@ -44,7 +44,8 @@ class Layout : public Object {
   int64_t size() const { return size_; }
   int64_t min_index() const { return min_index_; }
   int64_t max_index() const { return max_index_; }
-  int64_t cosize() const { return size_ == 0 ? 0 : max_index_ + 1; }
+  // Span of indices reached, negative strides counted by magnitude (VALUE on overflow).
+  int64_t cosize() const;
   bool is_injective() const;
   bool is_dense() const;  // exactly the dense first-mode-fastest layout of its extents
   bool equals(const Layout& o) const;
