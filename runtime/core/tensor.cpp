@@ -17,8 +17,10 @@ Ref<Tensor> Tensor::create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> lay
     value_error("tensor rank " + std::to_string(layout->rank()) + " exceeds the maximum of " +
                 std::to_string(SW_MAX_RANK));
   if (layout->size() > 0) {
-    const int64_t lo = offset + layout->min_index();
-    const int64_t hi = offset + layout->max_index();
+    int64_t lo, hi;
+    if (__builtin_add_overflow(offset, layout->min_index(), &lo) ||
+        __builtin_add_overflow(offset, layout->max_index(), &hi))
+      index_error("tensor offset " + std::to_string(offset) + " puts its slots outside the 64-bit range");
     if (lo < 0 || hi >= static_cast<int64_t>(carrier->size()))
       index_error("tensor reaches slots [" + std::to_string(lo) + ", " + std::to_string(hi) +
                   "] outside the carrier of " + std::to_string(carrier->size()) + " slots");
