@@ -12,6 +12,7 @@
 #include "core/layout.hpp"
 #include "core/runtime.hpp"
 #include "core/tensor.hpp"
+#include "async/await.hpp"
 
 namespace sw::api {
 
@@ -20,6 +21,7 @@ template <> constexpr ObjectKind kind_of<Runtime>() { return ObjectKind::kRuntim
 template <> constexpr ObjectKind kind_of<Layout>() { return ObjectKind::kLayout; }
 template <> constexpr ObjectKind kind_of<Carrier>() { return ObjectKind::kCarrier; }
 template <> constexpr ObjectKind kind_of<Tensor>() { return ObjectKind::kTensor; }
+template <> constexpr ObjectKind kind_of<Await>() { return ObjectKind::kAwait; }
 
 inline const char* kind_name(ObjectKind k) {
   switch (k) {

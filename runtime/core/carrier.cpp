@@ -105,4 +105,9 @@ void Carrier::allocate(size_t size) {
   size_.store(size, std::memory_order_release);
 }
 
+void Carrier::deallocate() {
+  allocate_storage(0);
+  size_.store(0, std::memory_order_release);
+}
+
 }  // namespace sw

@@ -77,12 +77,15 @@ class Carrier : public Object {
   bool is_allocatable() const { return size() == 0 && !is_read_only(); }
   // Gives an empty carrier storage for `size` slots (zero-filled).
   void allocate(size_t size);
+  // Undoes allocate() after a failed move: back to an empty carrier.
+  void deallocate();
   // Bytes the storage occupies now.
   virtual uint64_t stored_bytes() const { return static_cast<uint64_t>(size()) * element_size(); }
 
  protected:
   virtual void dispose_storage() = 0;
-  // Creates the storage for allocate(); the base then publishes the size.
+  // Replaces the storage with `size` zero-filled slots (size 0 = none); the
+  // base then publishes the size. Used only on empty carriers and to undo.
   virtual void allocate_storage(size_t size) = 0;
 
  private:
