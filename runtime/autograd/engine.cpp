@@ -16,6 +16,12 @@ namespace {
 
 Ref<Tensor> sum_into(const Ref<Tensor>& acc, const Ref<Tensor>& g) {
   if (!acc) return g;
+  if (g->dtype() == SW_DTYPE_F16 || g->dtype() == SW_DTYPE_BF16) {
+    // Half gradients (matmul into a half leaf) are stored, not computed on:
+    // the kernels add f32 and f64 only, so add in f32 and round once.
+    auto wide = sum_into(ops::copy_as(*acc, SW_DTYPE_F32), ops::copy_as(*g, SW_DTYPE_F32));
+    return ops::copy_as(*wide, g->dtype());
+  }
   ComputeBackend& be = backend_for(g->carrier());
   auto out = be.empty(g->runtime_ref(), g->dtype(), g->shape());
   if (out->numel()) be.binary(BinaryOp::kAdd, *acc, *g, *out);
