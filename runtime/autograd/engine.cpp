@@ -53,6 +53,8 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
       type_error(std::string("backward: cotangent dtype ") + dtype_name(cot->dtype()) + " differs from the tensor's " +
                  dtype_name(root->dtype()));
     if (cot->shape() != root->shape()) value_error("backward: cotangent shape differs from the tensor's shape");
+    if (&cot->runtime() != &root->runtime())
+      value_error("backward: the cotangent belongs to a different runtime than the tensor");
     ops::check_operands("backward", {cot.get()});
   }
   NoGradGuard no_grad;
