@@ -1,0 +1,58 @@
+#include <zstd.h>
+
+#include "api/handle.hpp"
+#include "carriers/zstd/zstd_carrier.hpp"
+#include "core/dtype.hpp"
+
+using namespace sw;
+using namespace sw::api;
+
+extern "C" {
+
+SW_API void sw_zstd_carrier_desc_init(sw_zstd_carrier_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_zstd_carrier_desc_t{};
+  desc->struct_size = sizeof(sw_zstd_carrier_desc_t);
+  desc->level = 1;
+  desc->frame_elements = 0;
+  desc->shuffle = -1;
+}
+
+SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                          const sw_zstd_carrier_desc_t* desc, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    check_dtype(dtype, "sw_carrier_create_zstd");
+    require(out_carrier, "out_carrier");
+    ZstdCarrierOptions options;
+    if (desc) {
+      if (desc->struct_size != sizeof(sw_zstd_carrier_desc_t))
+        value_error("sw_carrier_create_zstd: desc->struct_size is " + std::to_string(desc->struct_size) +
+                    ", expected " + std::to_string(sizeof(sw_zstd_carrier_desc_t)) +
+                    "; fill the struct with sw_zstd_carrier_desc_init first");
+      if (desc->level < ZSTD_minCLevel() || desc->level > ZSTD_maxCLevel())
+        value_error("sw_carrier_create_zstd: level " + std::to_string(desc->level) + " is outside " +
+                    std::to_string(ZSTD_minCLevel()) + ".." + std::to_string(ZSTD_maxCLevel()));
+      if (desc->shuffle < -1 || desc->shuffle > 1)
+        value_error("sw_carrier_create_zstd: shuffle " + std::to_string(desc->shuffle) +
+                    " is not -1 (auto), 0 (off) or 1 (on)");
+      options.level = desc->level;
+      if (desc->frame_elements) options.frame_elements = desc->frame_elements;
+      options.shuffle = desc->shuffle;
+    }
+    *out_carrier = to_handle<sw_carrier_t>(make_ref<ZstdCarrier>(rt, dtype, size, options));
+  });
+}
+
+SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame) {
+  return guard([&] {
+    Carrier* c = get<Carrier>(carrier, "carrier");
+    if (c->kind() != SW_CARRIER_ZSTD)
+      unsupported_error(std::string("sw_testing_corrupt_frame: the ") + c->kind_name() +
+                        " carrier has no zstd frames");
+    c->check_live("sw_testing_corrupt_frame");
+    static_cast<ZstdCarrier*>(c)->corrupt_frame(frame);
+  });
+}
+
+}  // extern "C"
