@@ -562,6 +562,241 @@ SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtyp
 SW_API sw_error_t* sw_carrier_stored_bytes(const sw_carrier_t* carrier, uint64_t* out_bytes);
 
 /* ------------------------------------------------------------------------ */
+/* Tile values: TileSet, TileSelection, ResidencyPlan                        */
+/* ------------------------------------------------------------------------ */
+
+/* Immutable, thread-safe values. A TileSet is a finite set of full-rank tile
+ * coordinates, ordered first coordinate fastest (sorted by reversed tuple).
+ * A TileSelection is an ordered Cartesian product of per-axis coordinates,
+ * enumerated first mode fastest. A ResidencyPlan holds three disjoint
+ * TileSets: promote, retain and evict. */
+typedef struct sw_tile_set_t sw_tile_set_t;
+typedef struct sw_tile_selection_t sw_tile_selection_t;
+typedef struct sw_residency_plan_t sw_residency_plan_t;
+
+/* A set of `count` coordinates of `rank` entries each, row after row in
+ * `coords` (count * rank values, any order). VALUE for a negative entry or a
+ * duplicate coordinate. count 0 makes the empty, rank-agnostic set. */
+SW_API sw_error_t* sw_tile_set_create(const int64_t* coords, size_t count, size_t rank,
+                                      sw_tile_set_t** out_set);
+SW_API void sw_tile_set_retain(sw_tile_set_t* set);
+SW_API void sw_tile_set_release(sw_tile_set_t* set);
+SW_API sw_error_t* sw_tile_set_count(const sw_tile_set_t* set, size_t* out_count);
+/* The rank of its coordinates (0 for the empty set). */
+SW_API sw_error_t* sw_tile_set_rank(const sw_tile_set_t* set, size_t* out_rank);
+/* Writes count * rank values in the set's order; `capacity` counts values. */
+SW_API sw_error_t* sw_tile_set_coordinates(const sw_tile_set_t* set, int64_t* out_coords, size_t capacity);
+SW_API sw_error_t* sw_tile_set_equal(const sw_tile_set_t* a, const sw_tile_set_t* b, bool* out_equal);
+
+/* per_axis[i] points at counts[i] coordinates of axis i, in the caller's
+ * order. VALUE for rank 0, an empty axis, a duplicate within an axis or a
+ * negative coordinate. */
+SW_API sw_error_t* sw_tile_selection_create(const int64_t* const* per_axis, const size_t* counts, size_t rank,
+                                            sw_tile_selection_t** out_selection);
+SW_API void sw_tile_selection_retain(sw_tile_selection_t* selection);
+SW_API void sw_tile_selection_release(sw_tile_selection_t* selection);
+SW_API sw_error_t* sw_tile_selection_rank(const sw_tile_selection_t* selection, size_t* out_rank);
+/* Selected count per axis; `capacity` >= rank. */
+SW_API sw_error_t* sw_tile_selection_compact_grid_shape(const sw_tile_selection_t* selection,
+                                                        int64_t* out_shape, size_t capacity);
+/* The coordinates of one axis, in the caller's order; `capacity` >= its count. */
+SW_API sw_error_t* sw_tile_selection_axis(const sw_tile_selection_t* selection, size_t axis,
+                                          int64_t* out_coords, size_t capacity);
+/* Number of selected tiles (product of the per-axis counts). */
+SW_API sw_error_t* sw_tile_selection_count(const sw_tile_selection_t* selection, size_t* out_count);
+/* Every selected source coordinate, first mode fastest: count * rank values. */
+SW_API sw_error_t* sw_tile_selection_coordinates(const sw_tile_selection_t* selection, int64_t* out_coords,
+                                                 size_t capacity);
+/* The selected tiles as a TileSet. */
+SW_API sw_error_t* sw_tile_selection_tile_set(const sw_tile_selection_t* selection, sw_tile_set_t** out_set);
+SW_API sw_error_t* sw_tile_selection_equal(const sw_tile_selection_t* a, const sw_tile_selection_t* b,
+                                           bool* out_equal);
+
+/* Any of the three may be NULL (an empty set). VALUE if a tile occurs in two
+ * fields or the non-empty fields disagree on rank. */
+SW_API sw_error_t* sw_residency_plan_create(const sw_tile_set_t* promote, const sw_tile_set_t* retain,
+                                            const sw_tile_set_t* evict, sw_residency_plan_t** out_plan);
+SW_API void sw_residency_plan_retain(sw_residency_plan_t* plan);
+SW_API void sw_residency_plan_release(sw_residency_plan_t* plan);
+SW_API sw_error_t* sw_residency_plan_promote(const sw_residency_plan_t* plan, sw_tile_set_t** out_set);
+SW_API sw_error_t* sw_residency_plan_retain_set(const sw_residency_plan_t* plan, sw_tile_set_t** out_set);
+SW_API sw_error_t* sw_residency_plan_evict(const sw_residency_plan_t* plan, sw_tile_set_t** out_set);
+
+/* ------------------------------------------------------------------------ */
+/* Residency policies                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sw_residency_purpose_t {
+  SW_PURPOSE_OPERATION = 1,
+  SW_PURPOSE_PROJECTION = 2,
+  SW_PURPOSE_SCATTER = 3,
+  SW_PURPOSE_BACKWARD = 4,
+  SW_PURPOSE_FORCE32 = 0x7fffffff
+} sw_residency_purpose_t;
+
+/* "operation", "projection", "scatter", "backward"; "unknown" otherwise. */
+SW_API const char* sw_residency_purpose_name(sw_residency_purpose_t purpose);
+
+/* A residency policy: plan() receives the tiles a request must read or write
+ * and its purpose, and returns a plan (a new reference the library takes
+ * over) or an error, which is passed through to the caller unchanged before
+ * any transfer starts. Returning success with no plan, or a handle that is
+ * not a plan, fails TYPE; a plan that does not fit the grid fails VALUE. It
+ * is called on the thread that makes the request, at most once per request.
+ * The policy can only optimise: required tiles are always made available,
+ * and evictions wait until no work needs the tile. */
+typedef struct sw_residency_policy_t {
+  uint32_t struct_size;
+  void* user_data;
+  sw_error_t* (*plan)(void* user_data, const sw_tile_set_t* required, sw_residency_purpose_t purpose,
+                      sw_residency_plan_t** out_plan);
+  /* Optional: called once when the last TiledEvictable using it is gone. */
+  void (*destroy)(void* user_data);
+} sw_residency_policy_t;
+
+SW_API void sw_residency_policy_init(sw_residency_policy_t* policy);
+
+/* The built-in LRU policy: keeps at most `budget_tiles` tiles primary,
+ * promotes what a request needs, evicts the least recently used tiles that no
+ * request needs, and promotes prefetch hints while the budget allows. */
+typedef struct sw_lru_policy_t sw_lru_policy_t;
+
+typedef struct sw_lru_stats_t {
+  uint32_t struct_size;
+  uint64_t requests;   /* plan() calls */
+  uint64_t hits;       /* required tiles already resident in the policy's view */
+  uint64_t misses;     /* required tiles it had to promote */
+  uint64_t promoted;   /* tiles planned for promotion (misses and prefetches) */
+  uint64_t evicted;    /* tiles planned for eviction */
+} sw_lru_stats_t;
+
+SW_API sw_error_t* sw_lru_policy_create(size_t budget_tiles, sw_lru_policy_t** out_policy);
+SW_API void sw_lru_policy_retain(sw_lru_policy_t* policy);
+SW_API void sw_lru_policy_release(sw_lru_policy_t* policy);
+/* Fills a policy vtable that uses `policy` (retained until its destroy). */
+SW_API sw_error_t* sw_lru_policy_as_residency_policy(sw_lru_policy_t* policy, sw_residency_policy_t* out_policy);
+/* Tiles expected soon (the next batch's experts, say): promoted by the next
+ * plan() while the budget allows. Replaces earlier hints. */
+SW_API sw_error_t* sw_lru_policy_hint(sw_lru_policy_t* policy, const sw_tile_set_t* tiles);
+SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_stats_t* out_stats);
+
+/* ------------------------------------------------------------------------ */
+/* TiledEvictable                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A TiledEvictable is a carrier (kind SW_CARRIER_TILED) holding one logical
+ * tensor of shape grid_shape * tile_shape (mode by mode), cut into tiles that
+ * live in a primary tier (a compute carrier: CPU) or a secondary tier (a
+ * storage carrier: host, file or zstd), move asynchronously, and are
+ * gathered into compact tensors by projection.
+ *
+ * Geometry: slot s of the carrier decodes (first mode fastest) to a logical
+ * coordinate x; its tile is x / tile_shape and its within-tile index the
+ * first-mode-fastest encoding of x % tile_shape. Each tile's values are kept
+ * contiguously. In the tier carriers, tiles are stored one after another in
+ * tile-ordinal order (first grid mode fastest), each tile's values first mode
+ * fastest: tile k occupies slots [k * T, (k + 1) * T) where T is the tile's
+ * element count. Seeds are read with that layout: a weights file holding one
+ * expert after another can be the secondary tier as it is.
+ *
+ * Both tiers are claimed by the TiledEvictable (owned, not publicly mutable)
+ * and disposed by its dispose. Thread-safe; requests from several threads are
+ * serialised internally. */
+
+typedef enum sw_tile_location_t {
+  SW_TILE_PRIMARY = 1,
+  SW_TILE_SECONDARY = 2,
+  SW_TILE_IMPLICIT = 3, /* a valid implicit zero (gradients) */
+  SW_TILE_INVALID = 4,
+  SW_TILE_LOCATION_FORCE32 = 0x7fffffff
+} sw_tile_location_t;
+
+typedef struct sw_tile_state_t {
+  uint32_t struct_size;
+  sw_tile_location_t location;
+  bool valid;
+  bool dirty; /* primary value not yet written to the secondary tier */
+} sw_tile_state_t;
+
+typedef enum sw_tile_set_kind_t {
+  SW_TILES_PRIMARY = 1,
+  SW_TILES_SECONDARY = 2,
+  SW_TILES_VALID = 3,
+  SW_TILES_DIRTY = 4,
+  SW_TILES_KIND_FORCE32 = 0x7fffffff
+} sw_tile_set_kind_t;
+
+/* `primary` is an empty or full-extent compute carrier, `secondary` an empty
+ * or full-extent storage carrier, of the same dtype. A full primary makes
+ * every tile primary-resident; a full secondary every tile secondary-
+ * resident; with both full the tiles are primary and dirty; with both empty
+ * every tile is invalid. `policy` may be NULL; it is copied. TYPE for wrong
+ * carrier kinds or dtypes, VALUE for shapes (grid and tile ranks differ, an
+ * extent < 1, a tier neither empty nor full), STATE for disposed or owned
+ * tiers. On failure no tier is claimed. */
+SW_API sw_error_t* sw_tiled_create(sw_carrier_t* primary, sw_carrier_t* secondary, const int64_t* grid_shape,
+                                   const int64_t* tile_shape, size_t rank, const sw_residency_policy_t* policy,
+                                   sw_carrier_t** out_tiled);
+/* The full logical tensor: dense layout of the logical shape at offset 0. */
+SW_API sw_error_t* sw_tiled_full_tensor(sw_carrier_t* tiled, sw_tensor_t** out_tensor);
+SW_API sw_error_t* sw_tiled_rank(const sw_carrier_t* tiled, size_t* out_rank);
+SW_API sw_error_t* sw_tiled_grid_shape(const sw_carrier_t* tiled, int64_t* out_shape, size_t capacity);
+SW_API sw_error_t* sw_tiled_tile_shape(const sw_carrier_t* tiled, int64_t* out_shape, size_t capacity);
+/* The tier carriers (new references). */
+SW_API sw_error_t* sw_tiled_primary(const sw_carrier_t* tiled, sw_carrier_t** out_carrier);
+SW_API sw_error_t* sw_tiled_secondary(const sw_carrier_t* tiled, sw_carrier_t** out_carrier);
+/* Whether a residency policy was given at creation. */
+SW_API sw_error_t* sw_tiled_has_policy(const sw_carrier_t* tiled, bool* out_has_policy);
+SW_API sw_error_t* sw_tiled_tile_state(const sw_carrier_t* tiled, const int64_t* coord, size_t rank,
+                                       sw_tile_state_t* out_state);
+SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* tiled, sw_tile_set_kind_t kind, sw_tile_set_t** out_set);
+
+/* Residency transitions. `tiles` is a TileSet (sw_tile_set_t*) or a
+ * TileSelection (sw_tile_selection_t*, meaning its tile set); anything else
+ * is TYPE. VALUE for a rank or range mismatch, STATE for a disposed carrier,
+ * for an invalid tile to promote, for a dirty tile to evict into a read-only
+ * secondary, or when a tile is covered by another incomplete residency
+ * request. Promotion makes every tile valid on primary; eviction writes dirty
+ * values to the secondary tier before dropping primary storage, and waits for
+ * work that still needs a tile. Both commit atomically, are idempotent, and
+ * leave the prior state of the whole set on failure. No autograd node. */
+SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* tiled, const void* tiles, sw_await_t** out_await);
+SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* tiled, const void* tiles, sw_await_t** out_await);
+/* promote_async / evict_async followed by wait. */
+SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* tiled, const void* tiles);
+SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* tiled, const void* tiles);
+
+/* Gathers the selected tiles of the full tensor `tensor` (backed by `tiled`,
+ * tile-footprint compatible) into a compact dense tensor of shape
+ * compact_grid_shape * tile_shape, tiles in selection order. `destination`
+ * is NULL (a fresh CPU carrier) or an empty or large enough, live, mutable
+ * carrier of the primary tier's kind and the dtype. Starts every transfer and
+ * gather it can before returning a PROJECTION await. With grad mode on and a
+ * tensor requiring grad, the result records one gather node whose backward
+ * scatter-adds into a fresh TiledEvictable gradient. Errors before any work:
+ * TYPE (tensor of another carrier, wrong destination kind/dtype), VALUE
+ * (selection rank/range, destination too small, footprints), STATE (disposed,
+ * conflicting residency request, invalid tile). */
+SW_API sw_error_t* sw_tiled_project(sw_carrier_t* tiled, sw_tensor_t* tensor, const sw_tile_selection_t* selection,
+                                    sw_carrier_t* destination, sw_await_t** out_await);
+
+typedef enum sw_scatter_reduction_t {
+  SW_SCATTER_REPLACE = 1,
+  SW_SCATTER_ADD = 2,
+  SW_SCATTER_REDUCTION_FORCE32 = 0x7fffffff
+} sw_scatter_reduction_t;
+
+/* Writes `compact` (a dense-or-strided CPU tensor of the selected region's
+ * shape and the dtype) at the selected tiles of a fresh TiledEvictable with
+ * the template's geometry and tier kinds, returned by a MOVE await as its
+ * full tensor. REPLACE takes compact's values; ADD adds them to the
+ * template's. The selected tiles commit together as valid and dirty with one
+ * version step; the others are invalid. Neither input changes. */
+SW_API sw_error_t* sw_tiled_scatter(sw_carrier_t* tiled, sw_tensor_t* compact, sw_tensor_t* template_tensor,
+                                    const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
+                                    sw_await_t** out_await);
+
+/* ------------------------------------------------------------------------ */
 /* Testing hooks                                                             */
 /* ------------------------------------------------------------------------ */
 

@@ -13,6 +13,7 @@
 #include "core/runtime.hpp"
 #include "core/tensor.hpp"
 #include "async/await.hpp"
+#include "carriers/tiled/tile_values.hpp"
 
 namespace sw::api {
 
@@ -22,6 +23,9 @@ template <> constexpr ObjectKind kind_of<Layout>() { return ObjectKind::kLayout;
 template <> constexpr ObjectKind kind_of<Carrier>() { return ObjectKind::kCarrier; }
 template <> constexpr ObjectKind kind_of<Tensor>() { return ObjectKind::kTensor; }
 template <> constexpr ObjectKind kind_of<Await>() { return ObjectKind::kAwait; }
+template <> constexpr ObjectKind kind_of<TileSet>() { return ObjectKind::kTileSet; }
+template <> constexpr ObjectKind kind_of<TileSelection>() { return ObjectKind::kTileSelection; }
+template <> constexpr ObjectKind kind_of<ResidencyPlan>() { return ObjectKind::kResidencyPlan; }
 
 inline const char* kind_name(ObjectKind k) {
   switch (k) {
@@ -31,6 +35,10 @@ inline const char* kind_name(ObjectKind k) {
     case ObjectKind::kTensor: return "tensor";
     case ObjectKind::kAwait: return "await handle";
     case ObjectKind::kNode: return "autograd node";
+    case ObjectKind::kTileSet: return "TileSet";
+    case ObjectKind::kTileSelection: return "TileSelection";
+    case ObjectKind::kResidencyPlan: return "ResidencyPlan";
+    case ObjectKind::kLruPolicy: return "LRU policy";
     default: return "unknown object";
   }
 }

@@ -14,24 +14,12 @@ namespace sw {
 
 namespace {
 
-Ref<Tensor> sum_into(const Ref<Tensor>& acc, const Ref<Tensor>& g) {
-  if (!acc) return g;
-  if (g->dtype() == SW_DTYPE_F16 || g->dtype() == SW_DTYPE_BF16) {
-    // Half gradients (matmul into a half leaf) are stored, not computed on:
-    // the kernels add f32 and f64 only, so add in f32 and round once.
-    auto wide = sum_into(ops::copy_as(*acc, SW_DTYPE_F32), ops::copy_as(*g, SW_DTYPE_F32));
-    return ops::copy_as(*wide, g->dtype());
-  }
-  ComputeBackend& be = backend_for(g->carrier());
-  auto out = be.empty(g->runtime_ref(), g->dtype(), g->shape());
-  if (out->numel()) be.binary(BinaryOp::kAdd, *acc, *g, *out);
-  return out;
-}
+Ref<Tensor> sum_into(const Ref<Tensor>& acc, const Ref<Tensor>& g) { return acc ? ops::sum_gradients(acc, g) : g; }
 
 void accumulate_leaf(const Ref<Tensor>& leaf, const Ref<Tensor>& g) {
   Ref<Tensor> existing = leaf->grad();
-  // A fresh dense tensor either way: .grad never aliases a graph value.
-  Ref<Tensor> next = existing ? sum_into(existing, g) : ops::copy_as(*g, leaf->dtype());
+  Ref<Tensor> next = ops::leaf_gradient(*leaf, g);
+  if (existing) next = ops::sum_gradients(existing, next);
   leaf->set_grad(next);
 }
 
@@ -55,7 +43,7 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
     if (cot->shape() != root->shape()) value_error("backward: cotangent shape differs from the tensor's shape");
     if (&cot->runtime() != &root->runtime())
       value_error("backward: the cotangent belongs to a different runtime than the tensor");
-    ops::check_operands("backward", {cot.get()});
+    cot->carrier().check_live("backward (cotangent)");
   }
   NoGradGuard no_grad;
   if (!root->grad_fn()) {

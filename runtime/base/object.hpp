@@ -15,6 +15,10 @@ enum class ObjectKind : uint32_t {
   kTensor = 0x53575454,
   kAwait = 0x53574157,
   kNode = 0x5357474e,
+  kTileSet = 0x53575453,
+  kTileSelection = 0x5357534c,
+  kResidencyPlan = 0x53575250,
+  kLruPolicy = 0x53574c52,
   kDead = 0xdeadbeef,
 };
 

@@ -78,7 +78,9 @@ void Carrier::dispose() {
     if (!owner_.empty())
       state_error(std::string("release: the ") + kind_name() + " carrier is owned by " + owner_ +
                   "; wait for that work to finish first");
-    if (disposed_.exchange(true)) return;
+    if (disposed_) return;
+    check_disposable();
+    disposed_ = true;
   }
   dispose_storage();
 }
@@ -103,6 +105,10 @@ void Carrier::allocate(size_t size) {
   runtime().check_fault(FaultKind::kAllocation, kind_name());
   allocate_storage(size);
   size_.store(size, std::memory_order_release);
+}
+
+Ref<Carrier> Carrier::create_empty_like() const {
+  unsupported_error(std::string("the ") + kind_name() + " carrier cannot create an empty carrier like itself");
 }
 
 void Carrier::deallocate() {

@@ -79,11 +79,17 @@ class Carrier : public Object {
   void allocate(size_t size);
   // Undoes allocate() after a failed move: back to an empty carrier.
   void deallocate();
+  // An empty carrier of this kind with the same settings (a new file in the
+  // same directory, the same compression), for gradients and scatter results.
+  // UNSUPPORTED by default.
+  virtual Ref<Carrier> create_empty_like() const;
   // Bytes the storage occupies now.
   virtual uint64_t stored_bytes() const { return static_cast<uint64_t>(size()) * element_size(); }
 
  protected:
   virtual void dispose_storage() = 0;
+  // Refuses dispose (STATE) while work that the carrier does not own is pending.
+  virtual void check_disposable() const {}
   // Replaces the storage with `size` zero-filled slots (size 0 = none); the
   // base then publishes the size. Used only on empty carriers and to undo.
   virtual void allocate_storage(size_t size) = 0;

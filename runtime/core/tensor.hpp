@@ -1,6 +1,7 @@
 // A tensor is (carrier, offset, layout) plus its autograd identity.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -40,6 +41,10 @@ class Tensor : public Object {
   // Host address of element 0's slot (offset applied); nullptr if not host memory.
   std::byte* host_base() const;
 
+  // Set once a TiledEvictable verified this tensor's tile footprints.
+  bool footprints_checked() const { return footprints_checked_.load(std::memory_order_acquire); }
+  void mark_footprints_checked() const { footprints_checked_.store(true, std::memory_order_release); }
+
   // Autograd identity.
   bool requires_grad() const;
   void set_requires_grad(bool value);
@@ -55,6 +60,7 @@ class Tensor : public Object {
   int64_t offset_;
   Ref<Layout> layout_;
   bool requires_grad_ = false;
+  mutable std::atomic<bool> footprints_checked_{false};
   Ref<Node> grad_fn_;
   mutable std::mutex grad_mutex_;
   Ref<Tensor> grad_;

@@ -51,8 +51,8 @@ class MulNode final : public Node {
  public:
   const char* name() const override { return "elementwise_mul"; }
   std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
-    const Ref<Tensor>& a = saved_tensor(0);
-    const Ref<Tensor>& b = saved_tensor(1);
+    const Ref<Tensor> a = resolve(saved_tensor(0), SW_PURPOSE_BACKWARD, name());
+    const Ref<Tensor> b = resolve(saved_tensor(1), SW_PURPOSE_BACKWARD, name());
     Ref<Tensor> ga, gb;
     if (!edges_[0].empty()) ga = sum_to(binary_raw(BinaryOp::kMul, g, b, name()), a->shape());
     if (!edges_[1].empty()) gb = sum_to(binary_raw(BinaryOp::kMul, g, a, name()), b->shape());
@@ -74,7 +74,7 @@ class ReluNode final : public Node {
  public:
   const char* name() const override { return "relu"; }
   std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
-    return {binary_raw(BinaryOp::kReluGrad, g, saved_tensor(0), name())};
+    return {binary_raw(BinaryOp::kReluGrad, g, resolve(saved_tensor(0), SW_PURPOSE_BACKWARD, name()), name())};
   }
 };
 
@@ -96,7 +96,8 @@ Ref<Tensor> binary_op(BinaryOp op, const Ref<Tensor>& a, const Ref<Tensor>& b, c
   check_operands(name, {a.get(), b.get()});
   check_same_dtype(name, *a, *b);
   check_float_dtype(name, *a);
-  auto out = binary_raw(op, a, b, name);
+  broadcast_shapes(a->shape(), b->shape(), name);
+  auto out = binary_raw(op, resolve(a, SW_PURPOSE_OPERATION, name), resolve(b, SW_PURPOSE_OPERATION, name), name);
   if (should_record({a.get(), b.get()})) {
     Ref<Node> node;
     if (op == BinaryOp::kAdd) {
@@ -123,7 +124,7 @@ Ref<Tensor> elementwise_mul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
 Ref<Tensor> mul_scalar(const Ref<Tensor>& a, double scalar) {
   check_operands("mul", {a.get()});
   check_float_dtype("mul", *a);
-  auto out = scale_raw(a, scalar);
+  auto out = scale_raw(resolve(a, SW_PURPOSE_OPERATION, "mul"), scalar);
   if (should_record({a.get()})) {
     auto node = make_ref<ScaleNode>(scalar);
     node->connect({a.get()});
@@ -135,9 +136,10 @@ Ref<Tensor> mul_scalar(const Ref<Tensor>& a, double scalar) {
 Ref<Tensor> relu(const Ref<Tensor>& a) {
   check_operands("relu", {a.get()});
   check_float_dtype("relu", *a);
-  ComputeBackend& be = backend_for(a->carrier());
-  auto out = be.empty(a->runtime_ref(), a->dtype(), a->shape());
-  if (out->numel()) be.unary(UnaryOp::kRelu, *a, 0.0, *out);
+  auto x = resolve(a, SW_PURPOSE_OPERATION, "relu");
+  ComputeBackend& be = backend_for(x->carrier());
+  auto out = be.empty(x->runtime_ref(), x->dtype(), x->shape());
+  if (out->numel()) be.unary(UnaryOp::kRelu, *x, 0.0, *out);
   if (should_record({a.get()})) {
     auto node = make_ref<ReluNode>();
     node->save(a);
@@ -149,6 +151,8 @@ Ref<Tensor> relu(const Ref<Tensor>& a) {
 
 Ref<Tensor> permute(const Ref<Tensor>& a, const std::vector<size_t>& perm) {
   a->carrier().check_live("permute");
+  if (a->carrier().kind() == SW_CARRIER_TILED)
+    unsupported_error("permute is not supported on a tensor backed by a TiledEvictable; project it first");
   auto out = a->view(a->offset(), a->layout().permute(perm));
   if (should_record({a.get()})) {
     auto node = make_ref<PermuteNode>(perm);

@@ -55,8 +55,8 @@ class MatmulNode final : public Node {
       : a_shape_(std::move(a_shape)), b_shape_(std::move(b_shape)), out2_(std::move(out2)) {}
   const char* name() const override { return "matmul"; }
   std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
-    const Ref<Tensor>& a1 = saved_tensor(0);
-    const Ref<Tensor>& b1 = saved_tensor(1);
+    const Ref<Tensor> a1 = as_matrix(*resolve(saved_tensor(0), SW_PURPOSE_BACKWARD, name()), true);
+    const Ref<Tensor> b1 = as_matrix(*resolve(saved_tensor(1), SW_PURPOSE_BACKWARD, name()), false);
     auto g2 = reshape_dense(g, out2_);
     Ref<Tensor> ga, gb;
     if (!edges_[0].empty()) {
@@ -86,7 +86,14 @@ Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
   if (!dtype_is_float(a->dtype()))
     type_error(std::string("matmul supports f32, f64, f16 and bf16 tensors, not ") + dtype_name(a->dtype()));
   if (a->rank() == 0 || b->rank() == 0) value_error("matmul: operands must have rank >= 1, not 0");
-  auto a1 = as_matrix(*a, true), b1 = as_matrix(*b, false);
+  if (a->rank() >= 1 && b->rank() >= 1) {
+    // Shape rules first: a tiled operand is only materialised for valid work.
+    const int64_t K = a->shape().back(), Kb = b->rank() >= 2 ? b->shape()[b->rank() - 2] : b->shape()[0];
+    if (K != Kb)
+      value_error("matmul: contraction extents differ (" + std::to_string(K) + " and " + std::to_string(Kb) + ")");
+  }
+  auto a1 = as_matrix(*resolve(a, SW_PURPOSE_OPERATION, "matmul"), true);
+  auto b1 = as_matrix(*resolve(b, SW_PURPOSE_OPERATION, "matmul"), false);
   auto out2 = matmul_matrices(a1, b1);
   std::vector<int64_t> result(out2->shape().begin(), out2->shape().end() - 2);
   if (a->rank() >= 2) result.push_back(out2->shape()[out2->rank() - 2]);
@@ -94,8 +101,8 @@ Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
   auto out = reshape_dense(out2, result);
   if (should_record({a.get(), b.get()})) {
     auto node = make_ref<MatmulNode>(a->shape(), b->shape(), out2->shape());
-    node->save(a1);
-    node->save(b1);
+    node->save(a);
+    node->save(b);
     node->connect({a.get(), b.get()});
     attach(out, node);
   }

@@ -4,6 +4,8 @@
 
 #include "base/error.hpp"
 #include "core/dtype.hpp"
+#include "autograd/node.hpp"
+#include "carriers/tiled/tiled_grad.hpp"
 #include "ops/backend.hpp"
 
 namespace sw::ops {
@@ -14,17 +16,26 @@ static std::string shape_str(const std::vector<int64_t>& s) {
   return r + (s.size() == 1 ? ",)" : ")");
 }
 
+// The compute carrier kind an operand computes on (a tiled tensor's primary kind).
+static const Carrier& compute_side(const Tensor& t) {
+  if (t.carrier().kind() == SW_CARRIER_TILED) return *static_cast<TiledEvictable&>(t.carrier()).primary_carrier();
+  return t.carrier();
+}
+
 void check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
   for (const Tensor* t : inputs) {
     t->carrier().check_live(op);
-    backend_for(t->carrier());
+    if (t->carrier().kind() == SW_CARRIER_TILED)
+      static_cast<TiledEvictable&>(t->carrier()).check_full(*t, op);
+    else
+      backend_for(t->carrier());
   }
   for (const Tensor* t : inputs) {
     if (&t->runtime() != &inputs[0]->runtime())
       value_error(std::string(op) + ": the operands belong to different runtimes");
-    if (t->carrier().kind() != inputs[0]->carrier().kind())
-      type_error(std::string(op) + ": operands live on different carrier kinds (" + inputs[0]->carrier().kind_name() +
-                 " and " + t->carrier().kind_name() + ")");
+    if (compute_side(*t).kind() != compute_side(*inputs[0]).kind())
+      type_error(std::string(op) + ": operands live on different carrier kinds (" + compute_side(*inputs[0]).kind_name() +
+                 " and " + compute_side(*t).kind_name() + ")");
   }
 }
 
@@ -89,6 +100,42 @@ Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape) {
   auto out = be.zeros(g->runtime_ref(), g->dtype(), keep);
   if (out->numel()) be.reduce_sum(*g, *out);
   return reshape_dense(out, shape);
+}
+
+Ref<Tensor> resolve(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op) {
+  if (t->carrier().kind() != SW_CARRIER_TILED) return t;
+  auto& te = static_cast<TiledEvictable&>(t->carrier());
+  te.check_live(op);
+  te.check_full(*t, op);
+  NoGradGuard no_grad;
+  return te.materialize(t, purpose);
+}
+
+Ref<Tensor> sum_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) {
+  if (a->carrier().kind() == SW_CARRIER_TILED || b->carrier().kind() == SW_CARRIER_TILED) return add_gradients(a, b);
+  if (b->dtype() == SW_DTYPE_F16 || b->dtype() == SW_DTYPE_BF16) {
+    // Half gradients (matmul into a half leaf) are stored, not computed on:
+    // the kernels add f32 and f64 only, so add in f32 and round once.
+    auto wide = sum_gradients(copy_as(*a, SW_DTYPE_F32), copy_as(*b, SW_DTYPE_F32));
+    return copy_as(*wide, b->dtype());
+  }
+  ComputeBackend& be = backend_for(b->carrier());
+  auto out = be.empty(b->runtime_ref(), b->dtype(), b->shape());
+  if (out->numel()) be.binary(BinaryOp::kAdd, *a, *b, *out);
+  return out;
+}
+
+Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) {
+  if (leaf.carrier().kind() == SW_CARRIER_TILED) {
+    if (g->carrier().kind() == SW_CARRIER_TILED) return g;  // already a fresh gradient
+    return tiled_gradient_from_dense(static_cast<TiledEvictable&>(leaf.carrier()), leaf, g);
+  }
+  if (g->carrier().kind() == SW_CARRIER_TILED) {
+    auto& te = static_cast<TiledEvictable&>(g->carrier());
+    return te.materialize(g, SW_PURPOSE_BACKWARD);
+  }
+  // A fresh dense tensor: .grad never aliases a graph value.
+  return copy_as(*g, leaf.dtype());
 }
 
 }  // namespace sw::ops

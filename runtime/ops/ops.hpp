@@ -34,4 +34,13 @@ Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape);
 // Rejects disposed carriers, non-compute carriers and mixed runtimes.
 void check_operands(const char* op, const std::vector<const Tensor*>& inputs);
 
+// A full tensor on a TiledEvictable as a dense compute tensor (every tile made
+// available, blocking; no autograd node); any other tensor as it is.
+Ref<Tensor> resolve(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op);
+// a + b for gradients: tiled if either is, halves added in f32.
+Ref<Tensor> sum_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b);
+// `g` as stored in leaf.grad: a fresh dense tensor of the leaf's dtype, or a
+// tiled gradient for a leaf backed by a TiledEvictable.
+Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g);
+
 }  // namespace sw::ops

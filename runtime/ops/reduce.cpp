@@ -45,9 +45,10 @@ Ref<Tensor> reduce_sum(const Ref<Tensor>& a, const std::vector<int64_t>* axes, b
     kept.push_back(reduced[i] ? 1 : a->shape()[i]);
     if (!reduced[i] || keepdims) result.push_back(kept.back());
   }
-  ComputeBackend& be = backend_for(a->carrier());
-  auto out = be.empty(a->runtime_ref(), a->dtype(), kept);
-  if (out->numel()) be.reduce_sum(*a, *out);
+  auto x = resolve(a, SW_PURPOSE_OPERATION, "reduce_sum");
+  ComputeBackend& be = backend_for(x->carrier());
+  auto out = be.empty(x->runtime_ref(), x->dtype(), kept);
+  if (out->numel()) be.reduce_sum(*x, *out);
   out = reshape_dense(out, result);
   if (should_record({a.get()})) {
     auto node = make_ref<ReduceSumNode>(a->shape(), kept);

@@ -27,6 +27,7 @@ class MemoryCarrier : public Carrier {
 class HostCarrier final : public MemoryCarrier {
  public:
   HostCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size);  // zero-filled
+  Ref<Carrier> create_empty_like() const override { return make_ref<HostCarrier>(runtime_ref(), dtype(), 0); }
 };
 
 }  // namespace sw

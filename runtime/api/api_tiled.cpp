@@ -1,0 +1,419 @@
+#include "api/handle.hpp"
+#include "async/loop.hpp"
+#include "carriers/tiled/policy.hpp"
+#include "carriers/tiled/tiled_carrier.hpp"
+
+using namespace sw;
+using namespace sw::api;
+
+namespace {
+
+TiledEvictable* tiled(const sw_carrier_t* handle, const char* arg) {
+  Carrier* c = get<Carrier>(handle, arg);
+  if (c->kind() != SW_CARRIER_TILED)
+    type_error(std::string(arg) + ": expected a TiledEvictable, got a " + c->kind_name() + " carrier");
+  return static_cast<TiledEvictable*>(c);
+}
+
+// A TileSet or a TileSelection (meaning its tile set).
+Ref<TileSet> tiles_arg(const void* handle, const char* arg) {
+  if (!handle) type_error(std::string(arg) + ": expected a TileSet or TileSelection, got NULL");
+  auto* obj = reinterpret_cast<const Object*>(handle);
+  if (obj->object_kind() == ObjectKind::kTileSet) return Ref<TileSet>(static_cast<TileSet*>(const_cast<Object*>(obj)));
+  if (obj->object_kind() == ObjectKind::kTileSelection) return static_cast<const TileSelection*>(obj)->tile_set();
+  type_error(std::string(arg) + ": expected a TileSet or TileSelection, got a " + kind_name(obj->object_kind()));
+}
+
+std::vector<TileCoord> coords_arg(const int64_t* coords, size_t count, size_t rank) {
+  if (count && !coords) value_error("coords must not be NULL when count is " + std::to_string(count));
+  if (count && rank == 0) value_error("a non-empty TileSet needs rank >= 1");
+  std::vector<TileCoord> out;
+  for (size_t i = 0; i < count; ++i) out.emplace_back(coords + i * rank, coords + (i + 1) * rank);
+  return out;
+}
+
+void write_coords(const std::vector<TileCoord>& cs, int64_t* out, size_t capacity) {
+  size_t need = 0;
+  for (const auto& c : cs) need += c.size();
+  if (need && !out) value_error("out_coords must not be NULL");
+  if (capacity < need)
+    value_error("capacity " + std::to_string(capacity) + " is less than the " + std::to_string(need) + " values needed");
+  for (const auto& c : cs) out = std::copy(c.begin(), c.end(), out);
+}
+
+void write_shape(const std::vector<int64_t>& s, int64_t* out, size_t capacity) {
+  if (!s.empty() && !out) value_error("out_shape must not be NULL");
+  if (capacity < s.size())
+    value_error("capacity " + std::to_string(capacity) + " is less than the rank " + std::to_string(s.size()));
+  std::copy(s.begin(), s.end(), out);
+}
+
+sw_error_t* lru_plan(void* user, const sw_tile_set_t* required, sw_residency_purpose_t, sw_residency_plan_t** out) {
+  return guard([&] {
+    auto* lru = static_cast<LruPolicy*>(user);
+    *out = to_handle<sw_residency_plan_t>(lru->plan(*get<TileSet>(required, "required")));
+  });
+}
+
+void lru_destroy(void* user) { static_cast<LruPolicy*>(user)->release(); }
+
+}  // namespace
+
+extern "C" {
+
+// ---- TileSet -----------------------------------------------------------------
+
+SW_API sw_error_t* sw_tile_set_create(const int64_t* coords, size_t count, size_t rank, sw_tile_set_t** out_set) {
+  return guard([&] {
+    require(out_set, "out_set");
+    *out_set = to_handle<sw_tile_set_t>(make_ref<TileSet>(coords_arg(coords, count, rank), rank));
+  });
+}
+SW_API void sw_tile_set_retain(sw_tile_set_t* set) { retain_handle(set); }
+SW_API void sw_tile_set_release(sw_tile_set_t* set) { release_handle(set); }
+
+SW_API sw_error_t* sw_tile_set_count(const sw_tile_set_t* set, size_t* out_count) {
+  return guard([&] {
+    const TileSet* s = get<TileSet>(set, "set");
+    require(out_count, "out_count");
+    *out_count = s->count();
+  });
+}
+
+SW_API sw_error_t* sw_tile_set_rank(const sw_tile_set_t* set, size_t* out_rank) {
+  return guard([&] {
+    const TileSet* s = get<TileSet>(set, "set");
+    require(out_rank, "out_rank");
+    *out_rank = s->rank();
+  });
+}
+
+SW_API sw_error_t* sw_tile_set_coordinates(const sw_tile_set_t* set, int64_t* out_coords, size_t capacity) {
+  return guard([&] { write_coords(get<TileSet>(set, "set")->coords(), out_coords, capacity); });
+}
+
+SW_API sw_error_t* sw_tile_set_equal(const sw_tile_set_t* a, const sw_tile_set_t* b, bool* out_equal) {
+  return guard([&] {
+    const TileSet* x = get<TileSet>(a, "a");
+    const TileSet* y = get<TileSet>(b, "b");
+    require(out_equal, "out_equal");
+    *out_equal = x->equals(*y);
+  });
+}
+
+// ---- TileSelection ------------------------------------------------------------
+
+SW_API sw_error_t* sw_tile_selection_create(const int64_t* const* per_axis, const size_t* counts, size_t rank,
+                                            sw_tile_selection_t** out_selection) {
+  return guard([&] {
+    require(out_selection, "out_selection");
+    if (rank && (!per_axis || !counts)) value_error("per_axis and counts must not be NULL when rank is " + std::to_string(rank));
+    std::vector<std::vector<int64_t>> axes(rank);
+    for (size_t a = 0; a < rank; ++a) {
+      if (counts[a] && !per_axis[a]) value_error("per_axis[" + std::to_string(a) + "] must not be NULL");
+      axes[a].assign(per_axis[a], per_axis[a] + counts[a]);
+    }
+    *out_selection = to_handle<sw_tile_selection_t>(make_ref<TileSelection>(std::move(axes)));
+  });
+}
+SW_API void sw_tile_selection_retain(sw_tile_selection_t* s) { retain_handle(s); }
+SW_API void sw_tile_selection_release(sw_tile_selection_t* s) { release_handle(s); }
+
+SW_API sw_error_t* sw_tile_selection_rank(const sw_tile_selection_t* selection, size_t* out_rank) {
+  return guard([&] {
+    const TileSelection* s = get<TileSelection>(selection, "selection");
+    require(out_rank, "out_rank");
+    *out_rank = s->rank();
+  });
+}
+
+SW_API sw_error_t* sw_tile_selection_compact_grid_shape(const sw_tile_selection_t* selection, int64_t* out_shape,
+                                                        size_t capacity) {
+  return guard([&] { write_shape(get<TileSelection>(selection, "selection")->compact_grid_shape(), out_shape, capacity); });
+}
+
+SW_API sw_error_t* sw_tile_selection_axis(const sw_tile_selection_t* selection, size_t axis, int64_t* out_coords,
+                                          size_t capacity) {
+  return guard([&] {
+    const TileSelection* s = get<TileSelection>(selection, "selection");
+    if (axis >= s->rank())
+      index_error("axis " + std::to_string(axis) + " is out of range for a selection of rank " + std::to_string(s->rank()));
+    write_shape(s->per_axis()[axis], out_coords, capacity);
+  });
+}
+
+SW_API sw_error_t* sw_tile_selection_count(const sw_tile_selection_t* selection, size_t* out_count) {
+  return guard([&] {
+    const TileSelection* s = get<TileSelection>(selection, "selection");
+    require(out_count, "out_count");
+    *out_count = s->count();
+  });
+}
+
+SW_API sw_error_t* sw_tile_selection_coordinates(const sw_tile_selection_t* selection, int64_t* out_coords,
+                                                 size_t capacity) {
+  return guard([&] { write_coords(get<TileSelection>(selection, "selection")->coordinates(), out_coords, capacity); });
+}
+
+SW_API sw_error_t* sw_tile_selection_tile_set(const sw_tile_selection_t* selection, sw_tile_set_t** out_set) {
+  return guard([&] {
+    const TileSelection* s = get<TileSelection>(selection, "selection");
+    require(out_set, "out_set");
+    *out_set = to_handle<sw_tile_set_t>(s->tile_set());
+  });
+}
+
+SW_API sw_error_t* sw_tile_selection_equal(const sw_tile_selection_t* a, const sw_tile_selection_t* b, bool* out_equal) {
+  return guard([&] {
+    const TileSelection* x = get<TileSelection>(a, "a");
+    const TileSelection* y = get<TileSelection>(b, "b");
+    require(out_equal, "out_equal");
+    *out_equal = x->equals(*y);
+  });
+}
+
+// ---- ResidencyPlan --------------------------------------------------------------
+
+SW_API sw_error_t* sw_residency_plan_create(const sw_tile_set_t* promote, const sw_tile_set_t* retain,
+                                            const sw_tile_set_t* evict, sw_residency_plan_t** out_plan) {
+  return guard([&] {
+    require(out_plan, "out_plan");
+    auto opt = [](const sw_tile_set_t* h, const char* arg) { return h ? ref<TileSet>(h, arg) : Ref<TileSet>(); };
+    *out_plan = to_handle<sw_residency_plan_t>(
+        make_ref<ResidencyPlan>(opt(promote, "promote"), opt(retain, "retain"), opt(evict, "evict")));
+  });
+}
+SW_API void sw_residency_plan_retain(sw_residency_plan_t* plan) { retain_handle(plan); }
+SW_API void sw_residency_plan_release(sw_residency_plan_t* plan) { release_handle(plan); }
+
+SW_API sw_error_t* sw_residency_plan_promote(const sw_residency_plan_t* plan, sw_tile_set_t** out_set) {
+  return guard([&] {
+    const ResidencyPlan* p = get<ResidencyPlan>(plan, "plan");
+    require(out_set, "out_set");
+    *out_set = to_handle<sw_tile_set_t>(p->promote());
+  });
+}
+
+SW_API sw_error_t* sw_residency_plan_retain_set(const sw_residency_plan_t* plan, sw_tile_set_t** out_set) {
+  return guard([&] {
+    const ResidencyPlan* p = get<ResidencyPlan>(plan, "plan");
+    require(out_set, "out_set");
+    *out_set = to_handle<sw_tile_set_t>(p->retain());
+  });
+}
+
+SW_API sw_error_t* sw_residency_plan_evict(const sw_residency_plan_t* plan, sw_tile_set_t** out_set) {
+  return guard([&] {
+    const ResidencyPlan* p = get<ResidencyPlan>(plan, "plan");
+    require(out_set, "out_set");
+    *out_set = to_handle<sw_tile_set_t>(p->evict());
+  });
+}
+
+// ---- policies -------------------------------------------------------------------
+
+SW_API const char* sw_residency_purpose_name(sw_residency_purpose_t purpose) { return purpose_name(purpose); }
+
+SW_API void sw_residency_policy_init(sw_residency_policy_t* policy) {
+  if (!policy) return;
+  *policy = sw_residency_policy_t{};
+  policy->struct_size = sizeof(sw_residency_policy_t);
+}
+
+SW_API sw_error_t* sw_lru_policy_create(size_t budget_tiles, sw_lru_policy_t** out_policy) {
+  return guard([&] {
+    require(out_policy, "out_policy");
+    if (budget_tiles == 0) value_error("sw_lru_policy_create: the budget must be at least one tile");
+    *out_policy = reinterpret_cast<sw_lru_policy_t*>(static_cast<Object*>(make_ref<LruPolicy>(budget_tiles).detach()));
+  });
+}
+
+static LruPolicy* lru(const sw_lru_policy_t* h, const char* arg) {
+  if (!h) type_error(std::string(arg) + ": expected an LRU policy, got NULL");
+  auto* obj = reinterpret_cast<Object*>(const_cast<sw_lru_policy_t*>(h));
+  if (obj->object_kind() != ObjectKind::kLruPolicy)
+    type_error(std::string(arg) + ": expected an LRU policy, got a " + kind_name(obj->object_kind()));
+  return static_cast<LruPolicy*>(obj);
+}
+
+SW_API void sw_lru_policy_retain(sw_lru_policy_t* policy) { retain_handle(policy); }
+SW_API void sw_lru_policy_release(sw_lru_policy_t* policy) { release_handle(policy); }
+
+SW_API sw_error_t* sw_lru_policy_as_residency_policy(sw_lru_policy_t* policy, sw_residency_policy_t* out_policy) {
+  return guard([&] {
+    LruPolicy* p = lru(policy, "policy");
+    require(out_policy, "out_policy");
+    sw_residency_policy_init(out_policy);
+    p->retain();  // released by lru_destroy
+    out_policy->user_data = p;
+    out_policy->plan = lru_plan;
+    out_policy->destroy = lru_destroy;
+  });
+}
+
+SW_API sw_error_t* sw_lru_policy_hint(sw_lru_policy_t* policy, const sw_tile_set_t* tiles) {
+  return guard([&] { lru(policy, "policy")->hint(ref<TileSet>(tiles, "tiles")); });
+}
+
+SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_stats_t* out_stats) {
+  return guard([&] {
+    LruPolicy* p = lru(policy, "policy");
+    require(out_stats, "out_stats");
+    if (out_stats->struct_size != sizeof(sw_lru_stats_t))
+      value_error("out_stats->struct_size must be sizeof(sw_lru_stats_t)");
+    *out_stats = p->stats();
+  });
+}
+
+// ---- TiledEvictable ------------------------------------------------------------
+
+SW_API sw_error_t* sw_tiled_create(sw_carrier_t* primary, sw_carrier_t* secondary, const int64_t* grid_shape,
+                                   const int64_t* tile_shape, size_t rank, const sw_residency_policy_t* policy,
+                                   sw_carrier_t** out_tiled) {
+  return guard([&] {
+    auto p = ref<Carrier>(primary, "primary");
+    auto s = ref<Carrier>(secondary, "secondary");
+    require(out_tiled, "out_tiled");
+    if (rank && (!grid_shape || !tile_shape)) value_error("grid_shape and tile_shape must not be NULL");
+    if (policy && policy->struct_size != sizeof(sw_residency_policy_t))
+      value_error("policy->struct_size is not a size this library knows; call sw_residency_policy_init first");
+    std::vector<int64_t> g(grid_shape, grid_shape + rank), t(tile_shape, tile_shape + rank);
+    *out_tiled = to_handle<sw_carrier_t>(TiledEvictable::create(p, s, g, t, policy));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_full_tensor(sw_carrier_t* handle, sw_tensor_t** out_tensor) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_tensor, "out_tensor");
+    te->check_live("full_tensor");
+    *out_tensor = to_handle<sw_tensor_t>(Tensor::create(Ref<Carrier>(te), 0, Layout::dense(te->geometry().logical)));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_rank(const sw_carrier_t* handle, size_t* out_rank) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_rank, "out_rank");
+    *out_rank = te->geometry().rank();
+  });
+}
+
+SW_API sw_error_t* sw_tiled_grid_shape(const sw_carrier_t* handle, int64_t* out_shape, size_t capacity) {
+  return guard([&] { write_shape(tiled(handle, "tiled")->geometry().grid, out_shape, capacity); });
+}
+
+SW_API sw_error_t* sw_tiled_tile_shape(const sw_carrier_t* handle, int64_t* out_shape, size_t capacity) {
+  return guard([&] { write_shape(tiled(handle, "tiled")->geometry().tile, out_shape, capacity); });
+}
+
+SW_API sw_error_t* sw_tiled_primary(const sw_carrier_t* handle, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_carrier, "out_carrier");
+    *out_carrier = to_handle<sw_carrier_t>(te->primary_carrier());
+  });
+}
+
+SW_API sw_error_t* sw_tiled_secondary(const sw_carrier_t* handle, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_carrier, "out_carrier");
+    *out_carrier = to_handle<sw_carrier_t>(te->secondary_carrier());
+  });
+}
+
+SW_API sw_error_t* sw_tiled_has_policy(const sw_carrier_t* handle, bool* out_has_policy) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_has_policy, "out_has_policy");
+    *out_has_policy = te->has_policy();
+  });
+}
+
+SW_API sw_error_t* sw_tiled_tile_state(const sw_carrier_t* handle, const int64_t* coord, size_t rank,
+                                       sw_tile_state_t* out_state) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_state, "out_state");
+    if (rank && !coord) value_error("coord must not be NULL");
+    if (out_state->struct_size != sizeof(sw_tile_state_t))
+      value_error("out_state->struct_size must be sizeof(sw_tile_state_t)");
+    *out_state = te->tile_state(TileCoord(coord, coord + rank));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* handle, sw_tile_set_kind_t kind, sw_tile_set_t** out_set) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    require(out_set, "out_set");
+    *out_set = to_handle<sw_tile_set_t>(te->tiles(kind));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* handle, const void* tiles, sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto set = tiles_arg(tiles, "tiles");
+    require(out_await, "out_await");
+    *out_await = to_handle<sw_await_t>(te->promote_async(set));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* handle, const void* tiles, sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto set = tiles_arg(tiles, "tiles");
+    require(out_await, "out_await");
+    *out_await = to_handle<sw_await_t>(te->evict_async(set));
+  });
+}
+
+static void wait_or_raise(const Ref<Await>& a) {
+  if (a->runtime().loop().on_loop_thread() && a->status() == SW_AWAIT_PENDING)
+    state_error("a blocking residency call on the loop thread would deadlock; use the async form");
+  Status st = a->wait(-1);
+  if (!st.ok()) st.raise();
+}
+
+SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* handle, const void* tiles) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    wait_or_raise(te->promote_async(tiles_arg(tiles, "tiles")));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* handle, const void* tiles) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    wait_or_raise(te->evict_async(tiles_arg(tiles, "tiles")));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_project(sw_carrier_t* handle, sw_tensor_t* tensor, const sw_tile_selection_t* selection,
+                                    sw_carrier_t* destination, sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto t = ref<Tensor>(tensor, "tensor");
+    auto sel = ref<TileSelection>(selection, "selection");
+    Ref<Carrier> dst;
+    if (destination) dst = ref<Carrier>(destination, "destination");
+    require(out_await, "out_await");
+    *out_await = to_handle<sw_await_t>(te->project(t, sel, dst));
+  });
+}
+
+SW_API sw_error_t* sw_tiled_scatter(sw_carrier_t* handle, sw_tensor_t* compact, sw_tensor_t* template_tensor,
+                                    const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
+                                    sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto c = ref<Tensor>(compact, "compact");
+    auto t = ref<Tensor>(template_tensor, "template");
+    auto sel = ref<TileSelection>(selection, "selection");
+    require(out_await, "out_await");
+    *out_await = to_handle<sw_await_t>(te->scatter(c, t, sel, reduction));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,213 @@
+#include "carriers/tiled/geometry.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "base/error.hpp"
+#include "carriers/cpu/iteration.hpp"
+
+namespace sw {
+
+TileGeometry::TileGeometry(std::vector<int64_t> grid_shape, std::vector<int64_t> tile_shape)
+    : grid(std::move(grid_shape)), tile(std::move(tile_shape)) {
+  for (size_t i = 0; i < grid.size(); ++i) {
+    int64_t l;
+    if (__builtin_mul_overflow(grid[i], tile[i], &l)) value_error("TiledEvictable: logical extent overflows");
+    logical.push_back(l);
+    if (__builtin_mul_overflow(tiles, grid[i], &tiles) || __builtin_mul_overflow(tile_size, tile[i], &tile_size))
+      value_error("TiledEvictable: size overflows");
+  }
+  int64_t total;
+  if (__builtin_mul_overflow(tiles, tile_size, &total)) value_error("TiledEvictable: size overflows");
+}
+
+int64_t TileGeometry::ordinal(const TileCoord& c) const {
+  int64_t r = 0, scale = 1;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    r += c[i] * scale;
+    scale *= grid[i];
+  }
+  return r;
+}
+
+TileCoord TileGeometry::coord(int64_t k) const {
+  TileCoord c(grid.size());
+  for (size_t i = 0; i < grid.size(); ++i) {
+    c[i] = k % grid[i];
+    k /= grid[i];
+  }
+  return c;
+}
+
+void TileGeometry::locate(int64_t slot, int64_t* tile_ordinal, int64_t* within) const {
+  int64_t k = 0, w = 0, kscale = 1, wscale = 1;
+  for (size_t i = 0; i < logical.size(); ++i) {
+    const int64_t x = slot % logical[i];
+    slot /= logical[i];
+    k += (x / tile[i]) * kscale;
+    w += (x % tile[i]) * wscale;
+    kscale *= grid[i];
+    wscale *= tile[i];
+  }
+  *tile_ordinal = k;
+  *within = w;
+}
+
+static bool is_canonical(const TileGeometry& g, const Tensor& t) {
+  return t.offset() == 0 && t.layout().is_dense() && t.shape() == g.logical;
+}
+
+void check_footprints(const TileGeometry& g, const Tensor& full) {
+  if (full.footprints_checked()) return;
+  if (full.shape() != g.logical) {
+    std::string s;
+    for (int64_t e : full.shape()) s += (s.empty() ? "" : ", ") + std::to_string(e);
+    value_error("the tensor's shape (" + s + ") is not the TiledEvictable's logical shape, so its tile footprints cannot match");
+  }
+  if (!is_canonical(g, full)) {
+    const Layout& l = full.layout();
+    const int64_t n = l.size();
+    std::vector<bool> seen(static_cast<size_t>(g.size()), false);
+    std::vector<int64_t> x(g.rank());
+    for (int64_t o = 0; o < n; ++o) {
+      const int64_t slot = full.offset() + l.index_of_ordinal(o);
+      if (slot < 0 || slot >= g.size()) value_error("a logical tile reaches slots outside the carrier's tile footprints");
+      // Tensor tile of logical coordinate o.
+      int64_t rem = o, k = 0, scale = 1;
+      for (size_t i = 0; i < g.rank(); ++i) {
+        const int64_t xi = rem % g.logical[i];
+        rem /= g.logical[i];
+        k += (xi / g.tile[i]) * scale;
+        scale *= g.grid[i];
+      }
+      int64_t carrier_tile, within;
+      g.locate(slot, &carrier_tile, &within);
+      if (carrier_tile != k)
+        value_error("the tensor's logical tile " + std::to_string(k) + " reaches a slot of carrier tile " +
+                    std::to_string(carrier_tile) + ": tile footprints differ");
+      if (seen[static_cast<size_t>(slot)])
+        value_error("the tensor repeats slot " + std::to_string(slot) + " within its tile footprints");
+      seen[static_cast<size_t>(slot)] = true;
+    }
+    // Same count, injective and in range: every footprint slot is reached.
+  }
+  full.mark_footprints_checked();
+}
+
+namespace {
+
+template <typename T>
+void copy_run(T* dst, int64_t ds, const T* src, int64_t ss, int64_t n) {
+  if (ds == 1 && ss == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i * ds] = src[i * ss];
+}
+
+void copy_elements(std::byte* dst, int64_t ds, const std::byte* src, int64_t ss, int64_t n, size_t es) {
+  switch (es) {
+    case 1: return copy_run(reinterpret_cast<uint8_t*>(dst), ds, reinterpret_cast<const uint8_t*>(src), ss, n);
+    case 2: return copy_run(reinterpret_cast<uint16_t*>(dst), ds, reinterpret_cast<const uint16_t*>(src), ss, n);
+    case 4: return copy_run(reinterpret_cast<uint32_t*>(dst), ds, reinterpret_cast<const uint32_t*>(src), ss, n);
+    case 8: return copy_run(reinterpret_cast<uint64_t*>(dst), ds, reinterpret_cast<const uint64_t*>(src), ss, n);
+    default: internal_error("transfer_tiles: unsupported element size");
+  }
+}
+
+}  // namespace
+
+void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
+                    const std::vector<int64_t>& sources, const std::vector<std::byte*>& buffers,
+                    std::byte* compact, size_t es, bool to_compact, ThreadPool& pool) {
+  const size_t r = g.rank();
+  std::vector<int64_t> cshape(r), cstride(r);
+  int64_t s = 1;
+  for (size_t i = 0; i < r; ++i) {
+    cshape[i] = compact_grid[i] * g.tile[i];
+    cstride[i] = s;
+    s *= cshape[i];
+  }
+  const size_t nt = sources.size();
+  // Compact offset of each compact tile's origin.
+  std::vector<int64_t> base(nt);
+  for (size_t j = 0; j < nt; ++j) {
+    int64_t rem = static_cast<int64_t>(j), b = 0;
+    for (size_t i = 0; i < r; ++i) {
+      b += (rem % compact_grid[i]) * g.tile[i] * cstride[i];
+      rem /= compact_grid[i];
+    }
+    base[j] = b;
+  }
+  if (is_canonical(g, full)) {
+    // Within-tile coordinates map to compact strides and dense tile strides.
+    std::vector<int64_t> tstride(r);
+    int64_t t = 1;
+    for (size_t i = 0; i < r; ++i) {
+      tstride[i] = t;
+      t *= g.tile[i];
+    }
+    auto lc = Layout::flat(g.tile, cstride), lt = Layout::flat(g.tile, tstride);
+    Iteration it;
+    if (!build_iteration({lc.get(), lt.get()}, &it)) internal_error("transfer_tiles: flat layouts failed to iterate");
+    // Blocks of within-tile ordinals, each copied for every tile, so that the
+    // compact block stays in cache while the tiles interleave into it.
+    const int64_t block = std::max<int64_t>(1, (int64_t{256} << 10) / static_cast<int64_t>(es * std::max<size_t>(nt, 1)));
+    const int64_t blocks = (g.tile_size + block - 1) / block;
+    pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t lo = b * block, hi = std::min(g.tile_size, lo + block);
+        for (size_t j = 0; j < nt; ++j) {
+          std::byte* cbase = compact + base[j] * static_cast<int64_t>(es);
+          std::byte* tbase = buffers[j];
+          walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+            std::byte* c = cbase + off[0] * static_cast<int64_t>(es);
+            std::byte* tb = tbase + off[1] * static_cast<int64_t>(es);
+            if (to_compact)
+              copy_elements(c, st[0], tb, st[1], n, es);
+            else
+              copy_elements(tb, st[1], c, st[0], n, es);
+          });
+        }
+      }
+    });
+    return;
+  }
+  // General compatible layout: element by element through the slot map.
+  const int64_t total = static_cast<int64_t>(nt) * g.tile_size;
+  pool.parallel_for(total, 1 << 14, [&](int64_t lo, int64_t hi) {
+    std::vector<int64_t> y(r), x(r);
+    for (int64_t o = lo; o < hi; ++o) {
+      // Compact coordinate y of ordinal o.
+      int64_t rem = o;
+      for (size_t i = 0; i < r; ++i) {
+        y[i] = rem % cshape[i];
+        rem /= cshape[i];
+      }
+      // Compact tile j and the source logical coordinate x.
+      int64_t j = 0, scale = 1;
+      for (size_t i = 0; i < r; ++i) {
+        j += (y[i] / g.tile[i]) * scale;
+        scale *= compact_grid[i];
+      }
+      const TileCoord src = g.coord(sources[static_cast<size_t>(j)]);
+      int64_t xo = 0;
+      scale = 1;
+      for (size_t i = 0; i < r; ++i) {
+        xo += (src[i] * g.tile[i] + y[i] % g.tile[i]) * scale;
+        scale *= g.logical[i];
+      }
+      const int64_t slot = full.offset() + full.layout().index_of_ordinal(xo);
+      int64_t k, w;
+      g.locate(slot, &k, &w);
+      std::byte* tb = buffers[static_cast<size_t>(j)] + w * static_cast<int64_t>(es);
+      std::byte* c = compact + o * static_cast<int64_t>(es);
+      if (to_compact)
+        std::memcpy(c, tb, es);
+      else
+        std::memcpy(tb, c, es);
+    }
+  });
+}
+
+}  // namespace sw

@@ -1,0 +1,46 @@
+// Canonical tile geometry of a TiledEvictable and the one gather routine that
+// moves values between tile buffers and compact dense tensors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.hpp"
+#include "carriers/tiled/tile_values.hpp"
+#include "core/tensor.hpp"
+
+namespace sw {
+
+struct TileGeometry {
+  std::vector<int64_t> grid, tile, logical;
+  int64_t tiles = 1;     // number of tiles
+  int64_t tile_size = 1; // elements per tile (T)
+
+  TileGeometry() = default;
+  TileGeometry(std::vector<int64_t> grid_shape, std::vector<int64_t> tile_shape);
+
+  int64_t size() const { return tiles * tile_size; }
+  size_t rank() const { return grid.size(); }
+  int64_t ordinal(const TileCoord& c) const;  // first grid mode fastest
+  TileCoord coord(int64_t ordinal) const;
+  // Canonical slot -> (tile ordinal, within-tile index).
+  void locate(int64_t slot, int64_t* tile_ordinal, int64_t* within) const;
+  bool operator==(const TileGeometry& o) const { return grid == o.grid && tile == o.tile; }
+};
+
+// Throws VALUE (message contains "tile footprints") unless `full` (a tensor
+// over a carrier with this geometry) is tile-footprint compatible. The verdict
+// is cached in the tensor.
+void check_footprints(const TileGeometry& g, const Tensor& full);
+
+// The one gather routine. `sources[j]` is the tile ordinal packed at compact
+// tile j (first mode fastest over `compact_grid`), `buffers[j]` its values
+// (within-tile first mode fastest). Gathers into, or (to_compact false)
+// scatters out of, the dense compact tensor whose elements start at `compact`.
+// The mapping of logical coordinates to tile slots follows `full`'s offset
+// and layout. Parallel over `pool`.
+void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
+                    const std::vector<int64_t>& sources, const std::vector<std::byte*>& buffers,
+                    std::byte* compact, size_t element_size, bool to_compact, ThreadPool& pool);
+
+}  // namespace sw

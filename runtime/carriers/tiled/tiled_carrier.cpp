@@ -1,0 +1,317 @@
+#include "carriers/tiled/tiled_carrier.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "async/loop.hpp"
+#include "autograd/node.hpp"
+#include "base/error.hpp"
+#include "carriers/host/memory_carrier.hpp"
+#include "carriers/tiled/tile_request.hpp"
+#include "core/dtype.hpp"
+#include "ops/backend.hpp"
+#include "ops/ops.hpp"
+
+namespace sw {
+
+namespace {
+
+std::string coord_str(const TileCoord& c) {
+  std::string s = "(";
+  for (size_t i = 0; i < c.size(); ++i) s += (i ? ", " : "") + std::to_string(c[i]);
+  return s + (c.size() == 1 ? ",)" : ")");
+}
+
+bool is_storage_kind(sw_carrier_kind_t k) {
+  return k == SW_CARRIER_HOST || k == SW_CARRIER_FILE || k == SW_CARRIER_ZSTD;
+}
+
+}  // namespace
+
+TiledEvictable::TiledEvictable(Ref<Runtime> rt, sw_dtype_t dtype, TileGeometry geo)
+    : Carrier(std::move(rt), SW_CARRIER_TILED, dtype, static_cast<size_t>(geo.size())), geo_(std::move(geo)) {
+  tiles_.resize(static_cast<size_t>(geo_.tiles));
+}
+
+TiledEvictable::~TiledEvictable() {
+  // Tier carriers are owned: end the claims so they can be destroyed.
+  for (Carrier* c : {primary_seed_.get(), secondary_.get()})
+    if (c && c->is_owned()) c->unclaim();
+}
+
+Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Ref<Carrier>& secondary,
+                                           std::vector<int64_t> grid, std::vector<int64_t> tile,
+                                           const sw_residency_policy_t* policy) {
+  if (!primary->is_compute())
+    type_error(std::string("TiledEvictable: the primary tier must be a compute carrier, not ") + primary->kind_name());
+  if (!is_storage_kind(secondary->kind()))
+    type_error(std::string("TiledEvictable: the secondary tier must be a host, file or zstd carrier, not ") +
+               secondary->kind_name());
+  if (primary->dtype() != secondary->dtype())
+    type_error(std::string("TiledEvictable: tier dtypes differ (") + dtype_name(primary->dtype()) + " and " +
+               dtype_name(secondary->dtype()) + ")");
+  if (&primary->runtime() != &secondary->runtime()) value_error("TiledEvictable: the tiers belong to different runtimes");
+  if (grid.empty()) value_error("TiledEvictable: the grid needs at least one mode");
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (grid[i] < 1) value_error("TiledEvictable: grid extent " + std::to_string(grid[i]) + " on mode " + std::to_string(i) + " is < 1");
+    if (tile[i] < 1) value_error("TiledEvictable: tile extent " + std::to_string(tile[i]) + " on mode " + std::to_string(i) + " is < 1");
+  }
+  if (grid.size() > SW_MAX_RANK) value_error("TiledEvictable: rank exceeds SW_MAX_RANK");
+  TileGeometry geo(grid, tile);
+  const size_t n = static_cast<size_t>(geo.size());
+  for (const Ref<Carrier>* c : {&primary, &secondary}) {
+    if ((*c)->size() != 0 && (*c)->size() != n)
+      value_error(std::string("TiledEvictable: the ") + (c == &primary ? "primary" : "secondary") + " tier holds " +
+                  std::to_string((*c)->size()) + " slots; it must be empty or hold the full extent of " +
+                  std::to_string(n));
+  }
+  primary->check_mutable("TiledEvictable (primary tier)");
+  if (secondary->is_read_only())
+    secondary->check_live("TiledEvictable (secondary tier)");
+  else
+    secondary->check_mutable("TiledEvictable (secondary tier)");
+  if (secondary->is_owned()) state_error("TiledEvictable (secondary tier): the carrier is already owned");
+  if (policy && !policy->plan) type_error("TiledEvictable: the residency policy has no plan function");
+  if (primary.get() == secondary.get()) value_error("TiledEvictable: the tiers must be different carriers");
+
+  Ref<TiledEvictable> te = Ref<TiledEvictable>::adopt(new TiledEvictable(primary->runtime_ref(), primary->dtype(), geo));
+  primary->claim("a TiledEvictable");
+  try {
+    secondary->claim("a TiledEvictable");
+  } catch (...) {
+    primary->unclaim();
+    throw;
+  }
+  te->primary_seed_ = primary;
+  te->secondary_ = secondary;
+  if (policy) te->policy_ = std::make_shared<Policy>(*policy);
+  const bool full_primary = primary->size() == n, full_secondary = secondary->size() == n;
+  const size_t es = dtype_size(primary->dtype());
+  for (int64_t k = 0; k < geo.tiles; ++k) {
+    Tile& t = te->tiles_[static_cast<size_t>(k)];
+    t.secondary_valid = full_secondary;
+    if (full_primary) {
+      t.primary = te->new_tile_buffer(false);
+      primary->read_slots(static_cast<size_t>(k * geo.tile_size), static_cast<size_t>(geo.tile_size),
+                          t.primary->host_data());
+      t.dirty = full_secondary;  // the secondary seed may hold other values
+      (void)es;
+    }
+  }
+  if (full_primary) {
+    // Its values now live in the per-tile buffers.
+    primary->unclaim();
+    primary->dispose();
+    primary->claim("a TiledEvictable");
+  }
+  return te;
+}
+
+Ref<TiledEvictable> TiledEvictable::fresh_like(const TiledEvictable& like, bool gradient) {
+  Ref<Carrier> primary = like.primary_seed_->create_empty_like();
+  Ref<Carrier> secondary;
+  try {
+    secondary = like.secondary_->create_empty_like();
+  } catch (const Error&) {
+    secondary = make_ref<HostCarrier>(like.runtime_ref(), like.dtype(), 0);
+  }
+  auto te = create(primary, secondary, like.geo_.grid, like.geo_.tile, nullptr);
+  if (gradient)
+    for (Tile& t : te->tiles_) t.implicit = true;
+  return te;
+}
+
+Ref<Carrier> TiledEvictable::new_tile_buffer(bool zero) const {
+  runtime().check_fault(FaultKind::kAllocation, "tile buffer");
+  ComputeBackend& be = backend_for(*primary_seed_);
+  auto t = zero ? be.zeros(runtime_ref(), dtype(), {geo_.tile_size}) : be.empty(runtime_ref(), dtype(), {geo_.tile_size});
+  return t->carrier_ref();
+}
+
+void TiledEvictable::ensure_secondary_storage() {
+  if (secondary_->size() == 0) secondary_->allocate(static_cast<size_t>(geo_.size()));
+}
+
+sw_tile_state_t TiledEvictable::tile_state(const TileCoord& c) const {
+  check_live("tile_state");
+  auto set = make_ref<TileSet>(std::vector<TileCoord>{c}, c.size());
+  set->check_grid(geo_.grid, "tile_state");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Tile& t = tiles_[static_cast<size_t>(geo_.ordinal(c))];
+  sw_tile_state_t s{};
+  s.struct_size = sizeof s;
+  s.location = t.primary ? SW_TILE_PRIMARY : t.secondary_valid ? SW_TILE_SECONDARY : t.implicit ? SW_TILE_IMPLICIT : SW_TILE_INVALID;
+  s.valid = s.location != SW_TILE_INVALID;
+  s.dirty = t.primary && t.dirty;
+  return s;
+}
+
+Ref<TileSet> TiledEvictable::tiles(sw_tile_set_kind_t kind) const {
+  check_live("tiles");
+  std::vector<TileCoord> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int64_t k = 0; k < geo_.tiles; ++k) {
+    const Tile& t = tiles_[static_cast<size_t>(k)];
+    bool in = false;
+    switch (kind) {
+      case SW_TILES_PRIMARY: in = static_cast<bool>(t.primary); break;
+      case SW_TILES_SECONDARY: in = !t.primary && t.secondary_valid; break;
+      case SW_TILES_VALID: in = t.primary || t.secondary_valid || t.implicit; break;
+      case SW_TILES_DIRTY: in = t.primary && t.dirty; break;
+      default: value_error("tiles: unknown tile set kind " + std::to_string(static_cast<int>(kind)));
+    }
+    if (in) out.push_back(geo_.coord(k));
+  }
+  return make_ref<TileSet>(std::move(out), geo_.rank());
+}
+
+void TiledEvictable::check_no_owner(int64_t k, const char* what) const {
+  if (tiles_[static_cast<size_t>(k)].owner)
+    state_error(std::string(what) + ": tile " + coord_str(geo_.coord(k)) +
+                " is covered by another incomplete residency request; wait for it first");
+}
+
+void TiledEvictable::check_valid(int64_t k, const char* what) const {
+  const Tile& t = tiles_[static_cast<size_t>(k)];
+  if (!t.primary && !t.secondary_valid && !t.implicit)
+    state_error(std::string(what) + ": tile " + coord_str(geo_.coord(k)) +
+                " is invalid: it holds no value until a scatter initialises it");
+}
+
+std::vector<int64_t> TiledEvictable::ordinals(const TileSet& set, const char* what) const {
+  set.check_grid(geo_.grid, what);
+  std::vector<int64_t> out;
+  for (const TileCoord& c : set.coords()) out.push_back(geo_.ordinal(c));
+  return out;
+}
+
+void TiledEvictable::check_full(const Tensor& t, const char* what) const {
+  if (&t.carrier() != this)
+    type_error(std::string(what) + ": the tensor is backed by a " + t.carrier().kind_name() +
+               " carrier, not by this TiledEvictable");
+  check_footprints(geo_, t);
+}
+
+Ref<Tensor> TiledEvictable::full_tensor_like(const Tensor& like) {
+  return Tensor::create(Ref<Carrier>(this), like.offset(), like.layout_ref());
+}
+
+void TiledEvictable::check_disposable() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pending_ > 0)
+    state_error("release: " + std::to_string(pending_) +
+                " request(s) involving this TiledEvictable are not terminal; wait for them first");
+}
+
+void TiledEvictable::dispose_storage() {
+  std::vector<Tile> drop;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drop.swap(tiles_);
+  }
+  for (Carrier* c : {primary_seed_.get(), secondary_.get()}) {
+    if (c->is_owned()) c->unclaim();
+    c->dispose();
+  }
+}
+
+void TiledEvictable::request_done() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --pending_;
+}
+
+// ---- blocking tile access -------------------------------------------------------
+
+bool TiledEvictable::tile_is_zero(int64_t k) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Tile& t = tiles_[static_cast<size_t>(k)];
+  return !t.primary && !t.secondary_valid && t.implicit;
+}
+
+void TiledEvictable::read_tile(int64_t k, std::byte* dst) const {
+  Ref<Carrier> primary;
+  bool secondary = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    check_valid(k, "read");
+    const Tile& t = tiles_[static_cast<size_t>(k)];
+    primary = t.primary;
+    secondary = t.secondary_valid;
+  }
+  const size_t bytes = static_cast<size_t>(geo_.tile_size) * element_size();
+  if (primary)
+    std::memcpy(dst, primary->host_data(), bytes);
+  else if (secondary)
+    secondary_->read_slots(static_cast<size_t>(k * geo_.tile_size), static_cast<size_t>(geo_.tile_size), dst);
+  else
+    std::memset(dst, 0, bytes);
+}
+
+void TiledEvictable::set_tile(int64_t k, Ref<Carrier> values) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Tile& t = tiles_[static_cast<size_t>(k)];
+  t.primary = std::move(values);
+  t.dirty = true;
+  t.implicit = false;
+}
+
+void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {
+  const size_t es = element_size();
+  std::vector<std::byte> tile(static_cast<size_t>(geo_.tile_size) * es);
+  int64_t loaded = -1;
+  for (size_t i = 0; i < count; ++i) {
+    int64_t k, w;
+    geo_.locate(static_cast<int64_t>(first + i), &k, &w);
+    if (k != loaded) {
+      read_tile(k, tile.data());
+      loaded = k;
+    }
+    std::memcpy(static_cast<std::byte*>(dst) + i * es, tile.data() + w * static_cast<int64_t>(es), es);
+  }
+}
+
+void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {
+  const size_t es = element_size();
+  // Check every touched tile first: a refused write changes nothing.
+  std::set<int64_t> touched;
+  for (size_t i = 0; i < count; ++i) {
+    int64_t k, w;
+    geo_.locate(static_cast<int64_t>(first + i), &k, &w);
+    touched.insert(k);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int64_t k : touched) {
+      check_no_owner(k, "write");
+      check_valid(k, "write");
+      if (tiles_[static_cast<size_t>(k)].pins)
+        state_error("write: tile " + coord_str(geo_.coord(k)) + " is in use by pending tiled work; wait for it first");
+    }
+  }
+  // Bring the touched tiles to primary, then write.
+  for (int64_t k : touched) {
+    bool has_primary;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      has_primary = static_cast<bool>(tiles_[static_cast<size_t>(k)].primary);
+    }
+    if (has_primary) continue;
+    auto buf = new_tile_buffer(false);
+    read_tile(k, buf->host_data());
+    std::lock_guard<std::mutex> lock(mutex_);
+    Tile& t = tiles_[static_cast<size_t>(k)];
+    if (!t.primary) t.primary = buf;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t k, w;
+    geo_.locate(static_cast<int64_t>(first + i), &k, &w);
+    Tile& t = tiles_[static_cast<size_t>(k)];
+    std::memcpy(t.primary->host_data() + w * static_cast<int64_t>(es), static_cast<const std::byte*>(src) + i * es, es);
+    t.dirty = true;
+    t.implicit = false;
+  }
+}
+
+}  // namespace sw

@@ -1,0 +1,95 @@
+// TiledEvictable: one logical tensor cut into tiles that live in a primary
+// (compute) tier or a secondary (storage) tier, move asynchronously, and are
+// gathered into compact tensors. See the public header for the contract.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "async/await.hpp"
+#include "carriers/tiled/geometry.hpp"
+#include "carriers/tiled/policy.hpp"
+#include "core/carrier.hpp"
+
+namespace sw {
+
+class TileRequest;
+
+struct Tile {
+  Ref<Carrier> primary;          // T slots of the primary kind while primary-resident
+  bool secondary_valid = false;  // the secondary tier holds this tile's value
+  bool implicit = false;         // the value is an implicit zero (when no copy says otherwise)
+  bool dirty = false;            // primary value not yet in the secondary tier
+  int pins = 0;                  // tiled work that still needs the value
+  const void* owner = nullptr;   // an incomplete residency request covering the tile
+};
+
+class TiledEvictable final : public Carrier {
+ public:
+  static Ref<TiledEvictable> create(const Ref<Carrier>& primary, const Ref<Carrier>& secondary,
+                                    std::vector<int64_t> grid, std::vector<int64_t> tile,
+                                    const sw_residency_policy_t* policy);
+  // A fresh carrier with `like`'s geometry and tier kinds: tiles implicit zero
+  // (a gradient) or invalid (a partial scatter result). No policy.
+  static Ref<TiledEvictable> fresh_like(const TiledEvictable& like, bool gradient);
+  ~TiledEvictable() override;
+
+  const TileGeometry& geometry() const { return geo_; }
+  const Ref<Carrier>& primary_carrier() const { return primary_seed_; }
+  const Ref<Carrier>& secondary_carrier() const { return secondary_; }
+  bool has_policy() const { return static_cast<bool>(policy_); }
+  const std::shared_ptr<Policy>& policy() const { return policy_; }
+  // A zero-filled or uninitialised tile buffer on the primary kind.
+  Ref<Carrier> new_tile_buffer(bool zero) const;
+
+  sw_tile_state_t tile_state(const TileCoord& c) const;
+  Ref<TileSet> tiles(sw_tile_set_kind_t kind) const;
+
+  Ref<Await> promote_async(const Ref<TileSet>& tiles);
+  Ref<Await> evict_async(const Ref<TileSet>& tiles);
+  Ref<Await> project(const Ref<Tensor>& full, const Ref<TileSelection>& selection, Ref<Carrier> destination);
+  Ref<Await> scatter(const Ref<Tensor>& compact, const Ref<Tensor>& full_template, const Ref<TileSelection>& selection,
+                     sw_scatter_reduction_t reduction);
+  // The whole logical tensor as a dense compute tensor (blocking; no node).
+  Ref<Tensor> materialize(const Ref<Tensor>& full, sw_residency_purpose_t purpose);
+  // The full tensor with `like`'s offset and layout on this carrier.
+  Ref<Tensor> full_tensor_like(const Tensor& like);
+  // Checks that `t` is a full tensor over this carrier (TYPE, VALUE "tile footprints").
+  void check_full(const Tensor& t, const char* what) const;
+
+  // Gradient building on fresh carriers (blocking).
+  void set_tile(int64_t k, Ref<Carrier> values);  // primary, valid, dirty
+  bool tile_is_zero(int64_t k) const;             // implicit and not materialised
+  void read_tile(int64_t k, std::byte* dst) const;
+  // A TileRequest ends: the carrier may be disposed once none is pending.
+  void request_done();
+
+  void read_slots(size_t first, size_t count, void* dst) const override;
+  void write_slots(size_t first, size_t count, const void* src) override;
+
+ protected:
+  void check_disposable() const override;
+  void dispose_storage() override;
+  void allocate_storage(size_t) override { value_error("a TiledEvictable cannot be reallocated"); }
+
+ private:
+  friend class TileRequest;
+  TiledEvictable(Ref<Runtime> rt, sw_dtype_t dtype, TileGeometry geo);
+  void ensure_secondary_storage();
+  // Validation shared by requests (under mutex_): STATE for conflicts and invalid tiles.
+  void check_no_owner(int64_t k, const char* what) const;
+  void check_valid(int64_t k, const char* what) const;
+  std::vector<int64_t> ordinals(const TileSet& set, const char* what) const;
+
+  TileGeometry geo_;
+  Ref<Carrier> primary_seed_;  // kept (claimed) for its kind; storage released at creation
+  Ref<Carrier> secondary_;
+  std::shared_ptr<Policy> policy_;
+  mutable std::mutex mutex_;
+  std::vector<Tile> tiles_;
+  int pending_ = 0;  // non-terminal requests involving this carrier
+  std::vector<std::weak_ptr<TileRequest>> deferred_;  // evictions waiting for pins
+};
+
+}  // namespace sw
