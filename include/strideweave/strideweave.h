@@ -796,6 +796,16 @@ SW_API sw_error_t* sw_tiled_scatter(sw_carrier_t* tiled, sw_tensor_t* compact, s
                                     const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
                                     sw_await_t** out_await);
 
+/* Writes `compact` (as for scatter) into the selected tiles of `tiled`
+ * itself: REPLACE stores it, ADD adds it (an optimiser step). This is a
+ * public write of the full tensor `tensor`: one version step, and the tiles
+ * become primary, valid and dirty (written to the secondary tier on eviction).
+ * STATE while a selected tile is in use by pending work or covered by a
+ * residency request. Returns a MOVE await without a result; no autograd. */
+SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* tiled, sw_tensor_t* tensor, sw_tensor_t* compact,
+                                         const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
+                                         sw_await_t** out_await);
+
 /* ------------------------------------------------------------------------ */
 /* Testing hooks                                                             */
 /* ------------------------------------------------------------------------ */

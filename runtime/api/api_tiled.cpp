@@ -416,4 +416,17 @@ SW_API sw_error_t* sw_tiled_scatter(sw_carrier_t* handle, sw_tensor_t* compact, 
   });
 }
 
+SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* handle, sw_tensor_t* tensor, sw_tensor_t* compact,
+                                         const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
+                                         sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto t = ref<Tensor>(tensor, "tensor");
+    auto c = ref<Tensor>(compact, "compact");
+    auto sel = ref<TileSelection>(selection, "selection");
+    require(out_await, "out_await");
+    *out_await = to_handle<sw_await_t>(te->update(t, c, sel, reduction));
+  });
+}
+
 }  // extern "C"

@@ -329,6 +329,56 @@ void gemm(const BlasMatrix& a, const BlasMatrix& b, T* c, int64_t m, int64_t n, 
                 static_cast<const double*>(b.data), (int)b.ld, 0.0, c, (int)ldc);
 }
 
+// The single (extent, stride) walking modes [0, count) of `l` in order, if
+// they form one affine run.
+bool fused_modes(const Layout& l, size_t count, int64_t* extent, int64_t* stride) {
+  int64_t e = 1, s = 0, expect = 0;
+  bool have = false;
+  for (size_t k = 0; k < l.leaf_begin(count); ++k) {
+    const Leaf& leaf = l.leaves()[k];
+    e *= leaf.extent;
+    if (leaf.extent == 1) continue;
+    if (!have) {
+      s = leaf.stride;
+      expect = s * leaf.extent;
+      have = true;
+    } else if (leaf.stride != expect) {
+      return false;
+    } else {
+      expect *= leaf.extent;
+    }
+  }
+  *extent = e;
+  *stride = have ? s : 0;
+  return true;
+}
+
+bool all_broadcast(const Layout& l, size_t count) {
+  for (size_t k = 0; k < l.leaf_begin(count); ++k)
+    if (l.leaves()[k].extent != 1 && l.leaves()[k].stride != 0) return false;
+  return true;
+}
+
+void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// Batch modes that only `a` walks (b is broadcast over them) fold into M when
+// a's and out's batch and M modes are one affine run: one GEMM of batches*M
+// rows instead of a loop. Dense first-mode-fastest results put the batch
+// modes right before M in memory, so a compact expert stack times shared
+// tokens takes this path.
+bool matmul_fold_batches(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const size_t r = out.rank();
+  if (r < 3 || !all_broadcast(b.layout(), r - 2)) return false;
+  int64_t ae, as, oe, os;
+  if (!fused_modes(a.layout(), r - 1, &ae, &as) || !fused_modes(out.layout(), r - 1, &oe, &os)) return false;
+  if (ae != oe || ae > INT32_MAX || (os != 1 && oe != 1)) return false;
+  auto a2 = a.view(a.offset(), Layout::make({Mode::make_leaf(ae, as), a.layout().modes()[r - 1]}));
+  auto b2 = b.view(b.offset(), Layout::make({b.layout().modes()[r - 2], b.layout().modes()[r - 1]}));
+  auto o2 = out.view(out.offset(), Layout::make({Mode::make_leaf(oe, os), out.layout().modes()[r - 1]}));
+  matmul_impl(*a2, *b2, *o2);
+  return true;
+}
+
 void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
   const size_t r = out.rank();
   const int64_t M = out.shape()[r - 2], N = out.shape()[r - 1], K = a.shape()[r - 1];
@@ -344,6 +394,7 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
     std::memset(obase, 0, out.numel() * es);
     return;
   }
+  if (batches > 1 && matmul_fold_batches(a, b, out)) return;
   auto rt = out.runtime_ref();
   // Per-operand views of one batch's matrix: modes (r-2, r-1) only.
   auto matrix_layout = [&](const Layout& l) {

@@ -19,6 +19,10 @@ void TileRequest::submit() {
     for (int64_t k : pinned_) te_->check_no_owner(k, what);
     for (int64_t k : evicts) te_->check_no_owner(k, what);
     for (int64_t k : pinned_) te_->check_valid(k, what);
+    if (exclusive)
+      for (int64_t k : pinned_)
+        if (te_->tiles_[static_cast<size_t>(k)].pins)
+          state_error("update: tile " + std::to_string(k) + " is in use by pending tiled work; wait for it first");
     if (residency)
       for (int64_t k : evicts) {
         const Tile& t = te_->tiles_[static_cast<size_t>(k)];
@@ -26,7 +30,7 @@ void TileRequest::submit() {
           state_error("evict: tile " + std::to_string(k) + " is dirty and the secondary tier is read-only");
       }
     for (int64_t k : pinned_) ++te_->tiles_[static_cast<size_t>(k)].pins;
-    if (residency) {
+    if (residency || exclusive) {
       for (int64_t k : pinned_) te_->tiles_[static_cast<size_t>(k)].owner = this;
       for (int64_t k : evicts) te_->tiles_[static_cast<size_t>(k)].owner = this;
     }

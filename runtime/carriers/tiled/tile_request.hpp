@@ -23,6 +23,7 @@ class TileRequest final : public Operation {
   std::vector<int64_t> promotes;  // tiles made primary at commit
   std::vector<int64_t> evicts;    // tiles evicted once the work is done
   bool residency = false;         // an explicit promote/evict: owns its tiles, evictions wait for pins
+  bool exclusive = false;         // writes its tiles in place: owns them and refuses pinned ones
   // Runs on a worker with values[i] holding tile reads[i] (T elements each).
   std::function<void(const std::vector<std::byte*>& values)> work;
   // Runs on the loop thread after the commit; its object is the await's result.

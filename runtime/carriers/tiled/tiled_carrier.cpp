@@ -95,16 +95,15 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
       t.primary = te->new_tile_buffer(false);
       primary->read_slots(static_cast<size_t>(k * geo.tile_size), static_cast<size_t>(geo.tile_size),
                           t.primary->host_data());
-      t.dirty = full_secondary;  // the secondary seed may hold other values
+      // Dirty either way: the secondary tier holds no copy, or a seed that
+      // may hold other values.
+      t.dirty = true;
       (void)es;
     }
   }
-  if (full_primary) {
-    // Its values now live in the per-tile buffers.
-    primary->unclaim();
-    primary->dispose();
-    primary->claim("a TiledEvictable");
-  }
+  // Its values now live in the per-tile buffers. The seed stays claimed (a
+  // disposed carrier cannot be claimed), so free its storage instead.
+  if (full_primary) primary->deallocate();
   return te;
 }
 
@@ -254,6 +253,15 @@ void TiledEvictable::set_tile(int64_t k, Ref<Carrier> values) {
   t.primary = std::move(values);
   t.dirty = true;
   t.implicit = false;
+}
+
+void TiledEvictable::mark_written(const std::vector<int64_t>& ks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int64_t k : ks) {
+    Tile& t = tiles_[static_cast<size_t>(k)];
+    t.dirty = true;
+    t.implicit = false;
+  }
 }
 
 void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {

@@ -51,6 +51,9 @@ class TiledEvictable final : public Carrier {
   Ref<Await> project(const Ref<Tensor>& full, const Ref<TileSelection>& selection, Ref<Carrier> destination);
   Ref<Await> scatter(const Ref<Tensor>& compact, const Ref<Tensor>& full_template, const Ref<TileSelection>& selection,
                      sw_scatter_reduction_t reduction);
+  // Public in-place write of the selected tiles (see sw_tiled_update_async).
+  Ref<Await> update(const Ref<Tensor>& full, const Ref<Tensor>& compact, const Ref<TileSelection>& selection,
+                    sw_scatter_reduction_t reduction);
   // The whole logical tensor as a dense compute tensor (blocking; no node).
   Ref<Tensor> materialize(const Ref<Tensor>& full, sw_residency_purpose_t purpose);
   // The full tensor with `like`'s offset and layout on this carrier.
@@ -60,6 +63,7 @@ class TiledEvictable final : public Carrier {
 
   // Gradient building on fresh carriers (blocking).
   void set_tile(int64_t k, Ref<Carrier> values);  // primary, valid, dirty
+  void mark_written(const std::vector<int64_t>& tiles);  // primary tiles now dirty
   bool tile_is_zero(int64_t k) const;             // implicit and not materialised
   void read_tile(int64_t k, std::byte* dst) const;
   // A TileRequest ends: the carrier may be disposed once none is pending.

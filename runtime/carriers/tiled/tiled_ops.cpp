@@ -195,23 +195,71 @@ Ref<Tensor> TiledEvictable::materialize(const Ref<Tensor>& full, sw_residency_pu
   return Ref<Tensor>(static_cast<Tensor*>(r.get()));
 }
 
+// The argument rules shared by scatter and update.
+static void check_compact_write(const TiledEvictable& te, const Tensor& compact, const Tensor& full,
+                                const TileSelection& sel, sw_scatter_reduction_t reduction, const char* what) {
+  te.check_live(what);
+  const Carrier& kind = *te.primary_carrier();
+  if (compact.carrier().kind() != kind.kind() || !compact.carrier().is_compute())
+    type_error(std::string(what) + ": the compact tensor must be backed by a " + kind.kind_name() + " carrier, not " +
+               compact.carrier().kind_name());
+  te.check_full(full, what);
+  compact.carrier().check_live(what);
+  if (reduction != SW_SCATTER_REPLACE && reduction != SW_SCATTER_ADD)
+    value_error(std::string(what) + ": reduction " + std::to_string(static_cast<int>(reduction)) +
+                " is neither replace nor add");
+  if (compact.dtype() != te.dtype())
+    type_error(std::string(what) + ": the compact dtype " + dtype_name(compact.dtype()) + " differs from " +
+               dtype_name(te.dtype()));
+  sel.check_grid(te.geometry().grid, what);
+  if (compact.shape() != compact_shape(te.geometry(), sel))
+    value_error(std::string(what) + ": the compact shape differs from the selected region's shape");
+}
+
+Ref<Await> TiledEvictable::update(const Ref<Tensor>& full, const Ref<Tensor>& compact_in,
+                                  const Ref<TileSelection>& sel, sw_scatter_reduction_t reduction) {
+  check_compact_write(*this, *compact_in, *full, *sel, reduction, "update");
+  full->carrier().check_mutable("update");
+  Ref<Tensor> compact = ops::copy_as(*compact_in, compact_in->dtype());
+  auto await = make_ref<Await>(runtime_ref(), SW_AWAIT_MOVE);
+  auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(this), await);
+  req->reads = selection_ordinals(geo_, *sel);
+  req->promotes = req->reads;
+  req->exclusive = true;
+  Ref<TiledEvictable> self(this);
+  Ref<TileSelection> selection = sel;
+  Ref<Tensor> target = full;
+  const bool add = reduction == SW_SCATTER_ADD;
+  req->work = [self, compact, selection, target, add](const std::vector<std::byte*>& values) {
+    const TileGeometry& geo = self->geometry();
+    const auto ks = selection_ordinals(geo, *selection);
+    if (!add) {
+      transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, values, compact->host_base(),
+                     self->element_size(), false, self->runtime().compute());
+      return;
+    }
+    std::vector<Ref<Carrier>> parts;
+    std::vector<std::byte*> ptrs;
+    for (size_t j = 0; j < ks.size(); ++j) {
+      parts.push_back(self->new_tile_buffer(false));
+      ptrs.push_back(parts.back()->host_data());
+    }
+    transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, ptrs, compact->host_base(), self->element_size(),
+                   false, self->runtime().compute());
+    for (size_t j = 0; j < ks.size(); ++j) add_tile_values(self->dtype(), values[j], ptrs[j], geo.tile_size);
+  };
+  req->publish = [self, selection]() -> Ref<Object> {
+    self->mark_written(selection_ordinals(self->geometry(), *selection));
+    self->bump_version();
+    return nullptr;
+  };
+  req->submit();
+  return await;
+}
+
 Ref<Await> TiledEvictable::scatter(const Ref<Tensor>& compact_in, const Ref<Tensor>& full_template,
                                    const Ref<TileSelection>& sel, sw_scatter_reduction_t reduction) {
-  check_live("scatter");
-  const Carrier& kind = *primary_seed_;
-  if (compact_in->carrier().kind() != kind.kind() || !compact_in->carrier().is_compute())
-    type_error(std::string("scatter: the compact tensor must be backed by a ") + kind.kind_name() + " carrier, not " +
-               compact_in->carrier().kind_name());
-  check_full(*full_template, "scatter (template)");
-  compact_in->carrier().check_live("scatter (compact)");
-  if (reduction != SW_SCATTER_REPLACE && reduction != SW_SCATTER_ADD)
-    value_error("scatter: reduction " + std::to_string(static_cast<int>(reduction)) + " is neither replace nor add");
-  if (compact_in->dtype() != dtype())
-    type_error(std::string("scatter: the compact dtype ") + dtype_name(compact_in->dtype()) + " differs from " +
-               dtype_name(dtype()));
-  sel->check_grid(geo_.grid, "scatter");
-  const std::vector<int64_t> cshape = compact_shape(geo_, *sel);
-  if (compact_in->shape() != cshape) value_error("scatter: the compact shape differs from the selected region's shape");
+  check_compact_write(*this, *compact_in, *full_template, *sel, reduction, "scatter");
   Ref<ResidencyPlan> plan;
   if (policy_) plan = policy_->plan(sel->tile_set(), SW_PURPOSE_SCATTER, geo_.grid);
   const bool add = reduction == SW_SCATTER_ADD;
