@@ -105,6 +105,31 @@ void copy_run(T* dst, int64_t ds, const T* src, int64_t ss, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i * ds] = src[i * ss];
 }
 
+// Compact tiles that interleave element by element (the first selected mode
+// has tile extent 1, so S consecutive compact tiles alternate in memory):
+// compact[i * S + s] <-> tile[s][i], walked with contiguous compact accesses.
+template <typename T>
+void interleave(T* compact, T* const* tiles, int64_t S, int64_t lo, int64_t hi, bool to_compact) {
+  if (to_compact) {
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t s = 0; s < S; ++s) compact[i * S + s] = tiles[s][i];
+  } else {
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t s = 0; s < S; ++s) tiles[s][i] = compact[i * S + s];
+  }
+}
+
+void interleave_elements(std::byte* compact, std::byte* const* tiles, int64_t S, int64_t lo, int64_t hi, size_t es,
+                         bool to_compact) {
+  switch (es) {
+    case 1: return interleave(reinterpret_cast<uint8_t*>(compact), reinterpret_cast<uint8_t* const*>(tiles), S, lo, hi, to_compact);
+    case 2: return interleave(reinterpret_cast<uint16_t*>(compact), reinterpret_cast<uint16_t* const*>(tiles), S, lo, hi, to_compact);
+    case 4: return interleave(reinterpret_cast<uint32_t*>(compact), reinterpret_cast<uint32_t* const*>(tiles), S, lo, hi, to_compact);
+    case 8: return interleave(reinterpret_cast<uint64_t*>(compact), reinterpret_cast<uint64_t* const*>(tiles), S, lo, hi, to_compact);
+    default: internal_error("transfer_tiles: unsupported element size");
+  }
+}
+
 void copy_elements(std::byte* dst, int64_t ds, const std::byte* src, int64_t ss, int64_t n, size_t es) {
   switch (es) {
     case 1: return copy_run(reinterpret_cast<uint8_t*>(dst), ds, reinterpret_cast<const uint8_t*>(src), ss, n);
@@ -150,6 +175,20 @@ void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector
     auto lc = Layout::flat(g.tile, cstride), lt = Layout::flat(g.tile, tstride);
     Iteration it;
     if (!build_iteration({lc.get(), lt.get()}, &it)) internal_error("transfer_tiles: flat layouts failed to iterate");
+    if (it.dims.size() == 1 && it.dims[0].stride[1] == 1 && it.dims[0].stride[0] > 1) {
+      const int64_t S = it.dims[0].stride[0];
+      bool groups = static_cast<int64_t>(nt) % S == 0;
+      for (size_t j = 0; groups && j < nt; ++j) groups = base[j] == base[j - j % S] + static_cast<int64_t>(j % S);
+      if (groups) {
+        const int64_t n = it.dims[0].extent;
+        pool.parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
+          for (size_t g0 = 0; g0 < nt; g0 += static_cast<size_t>(S))
+            interleave_elements(compact + base[g0] * static_cast<int64_t>(es), buffers.data() + g0, S, lo, hi, es,
+                                to_compact);
+        });
+        return;
+      }
+    }
     // Blocks of within-tile ordinals, each copied for every tile, so that the
     // compact block stays in cache while the tiles interleave into it.
     const int64_t block = std::max<int64_t>(1, (int64_t{256} << 10) / static_cast<int64_t>(es * std::max<size_t>(nt, 1)));
