@@ -63,6 +63,18 @@ static double median(const double* values, int n) {
   return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
+/* The 1-minute load average, or -1 where /proc/loadavg is missing: other
+ * processes competing for the cores make every figure noisy. */
+static double load_average(void) {
+  double load = -1;
+  FILE* f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%lf", &load) != 1) load = -1;
+    fclose(f);
+  }
+  return load;
+}
+
 static void* alloc_pages(size_t bytes) {
   void* p = NULL;
   if (posix_memalign(&p, 4096, bytes) != 0) {
@@ -345,6 +357,7 @@ int main(int argc, char** argv) {
     printf("WARNING: OpenBLAS runs %d thread(s) but --threads is %d: set OPENBLAS_NUM_THREADS=%d before starting\n",
            blas_threads, threads, threads);
 
+  const double load_before = load_average();
   sw_runtime_desc_t desc;
   sw_runtime_desc_init(&desc);
   desc.compute_threads = (uint32_t)threads;
@@ -356,6 +369,8 @@ int main(int argc, char** argv) {
   mm[1] = bench_matmul(rt, "moe 64x4096->1024", 64, 4096, 1024, 2 * reps < 255 ? 2 * reps : 255);
   stream_result_t st = bench_stream(rt, threads, reps, mib);
   sw_runtime_release(rt);
+  const double load_after = load_average();
+  printf("load average (1 min, this benchmark included): %.2f before, %.2f after\n", load_before, load_after);
 
   printf("\nf32 matmul, GFLOP/s          StrideWeave    cblas_sgemm    ratio   same bits\n");
   for (int i = 0; i < 2; ++i)
@@ -369,8 +384,8 @@ int main(int argc, char** argv) {
     printf("  %-40s %7.2f %12.3f %10.3f\n", kOpNames[op], st.op_gbs[op], st.op_gbs[op] / st.read_gbs,
            st.op_gbs[op] / st.memcpy_gbs);
 
-  printf("\nBENCH_JSON {\"threads\": %d, \"openblas_threads\": %d, \"reps\": %d, \"mib\": %d, \"matmul\": [", threads,
-         blas_threads, reps, mib);
+  printf("\nBENCH_JSON {\"threads\": %d, \"openblas_threads\": %d, \"reps\": %d, \"mib\": %d, \"load\": [%.2f, %.2f], \"matmul\": [",
+         threads, blas_threads, reps, mib, load_before, load_after);
   for (int i = 0; i < 2; ++i)
     printf("%s{\"shape\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"sw_gflops\": %.2f, "
            "\"blas_gflops\": %.2f, \"ratio\": %.4f, \"identical\": %s}",

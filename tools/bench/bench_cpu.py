@@ -140,7 +140,12 @@ def main():
 
     med = statistics.median
     summary = {"runs": args.runs, "reps": args.reps, "mib": args.mib, "matmul": [], "elementwise": []}
+    loads = [x for t in THREADS for c, _ in runs[t] for x in c.get("load", [])]
     print("\n==== summary: medians over %d run(s) per thread count ====" % args.runs)
+    if loads:
+        print("load average during the runs: %.2f to %.2f on %d cores (other work makes figures noisy)"
+              % (min(loads), max(loads), os.cpu_count() or 0))
+        summary["load"] = [min(loads), max(loads)]
     print("\nf32 matmul, GFLOP/s")
     print("threads  shape                 StrideWeave   cblas   NumPy   SW/cblas  SW/NumPy  target >= %.2f"
           % MATMUL_TARGET)
