@@ -1,0 +1,41 @@
+"""StrideWeave: tensors that do not fit where they are computed.
+
+A thin Python layer over libstrideweave's C ABI (through the private SWIG
+module strideweave._native). See docs/PYTHON_API.md for the surface.
+"""
+from . import _native
+from ._errors import (CLASSES_BY_CODE as _CLASSES_BY_CODE, CancelledError, DataCorruptError, DeviceLostError, Error,
+                      ErrorCode, InternalError, StaleHandleError, StrideWeaveIndexError, StrideWeaveMemoryError,
+                      StrideWeaveNotImplementedError, StrideWeaveOSError, StrideWeaveRuntimeError,
+                      StrideWeaveTimeoutError, StrideWeaveTypeError, StrideWeaveValueError)
+
+_native.set_error_classes(_CLASSES_BY_CODE)
+
+from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8  # noqa: E402
+from ._runtime import Runtime, default_runtime  # noqa: E402
+from ._layout import Layout, Shape, Stride  # noqa: E402
+from ._tensor import Tensor  # noqa: E402
+from ._ops import add, elementwise_mul, matmul, mul, reduce_sum, relu  # noqa: E402
+from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from ._interop import from_dlpack, from_numpy  # noqa: E402
+from ._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult  # noqa: E402
+from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet  # noqa: E402
+from . import carriers  # noqa: E402
+from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState  # noqa: E402
+from ._move import move_async  # noqa: E402
+
+__version__ = _native.sw_version_string()
+
+__all__ = [
+    "Error", "ErrorCode", "StrideWeaveTypeError", "StrideWeaveValueError", "StrideWeaveRuntimeError",
+    "StrideWeaveNotImplementedError", "StrideWeaveIndexError", "StrideWeaveMemoryError", "StrideWeaveOSError",
+    "DataCorruptError", "DeviceLostError", "StaleHandleError", "StrideWeaveTimeoutError", "CancelledError",
+    "InternalError",
+    "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
+    "Runtime", "default_runtime", "Shape", "Stride", "Layout", "Tensor",
+    "add", "elementwise_mul", "mul", "relu", "reduce_sum", "matmul", "move_async",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "from_numpy", "from_dlpack",
+    "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
+    "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
+    "TiledEvictable", "TiledResidencyFacet", "TileState", "carriers",
+]

@@ -1,0 +1,236 @@
+"""NumPy and DLPack interop.
+
+StrideWeave layouts are first mode fastest, so a Fortran-ordered array maps
+to a dense layout and a C-ordered array to the permuted-stride layout with
+the same strides. tensor.numpy() and __dlpack__ share the carrier's memory
+when it is host addressable and every top-level mode is one arithmetic
+progression; otherwise they copy. Importing (from_numpy, from_dlpack) always
+copies: the C ABI has no carrier over foreign memory.
+"""
+import numpy as np
+
+from . import _dtypes
+from . import _handles
+from . import _native as N
+from . import _runtime
+from ._errors import (StrideWeaveNotImplementedError, StrideWeaveRuntimeError, StrideWeaveTypeError,
+                      StrideWeaveValueError)
+from ._layout import Layout, Stride, flat_strides
+
+_UNSUPPORTED = N.SW_ERROR_UNSUPPORTED
+
+
+class _ArrayView:
+    """The base object of an exported view: holds the interface dict and keeps
+    what owns the memory alive; counts as an export of its carrier (which
+    then refuses release())."""
+
+    __slots__ = ("__array_interface__", "_owner", "_carrier", "__weakref__")
+
+    def __init__(self, interface, owner, carrier=None):
+        self.__array_interface__ = interface
+        self._owner = owner
+        self._carrier = carrier
+        if carrier is not None:
+            carrier._exports += 1
+
+    def __del__(self):
+        c = self._carrier
+        if c is not None:
+            c._exports -= 1
+
+
+def _interface(address, shape, byte_strides, typestr, read_only=False):
+    return {"version": 3, "shape": tuple(shape), "typestr": typestr, "data": (address, read_only),
+            "strides": None if byte_strides is None else tuple(byte_strides)}
+
+
+def _view_params(t):
+    """(carrier, address, element strides) for a zero-copy view, or None."""
+    dtype = t.dtype
+    if dtype.numpy is None:
+        return None
+    strides = flat_strides(t.layout)
+    if strides is None:
+        return None
+    carrier = t.carrier
+    if carrier.size() == 0 or t.numel() == 0:
+        return None
+    try:
+        base = N.sw_carrier_host_pointer(carrier._h)
+    except StrideWeaveNotImplementedError:
+        return None
+    if not base:
+        return None
+    return carrier, base + t.offset * dtype.itemsize, strides
+
+
+def array_interface(t):
+    params = _view_params(t)
+    if params is None:
+        raise AttributeError("this tensor's memory cannot be viewed in place; use tensor.numpy()")
+    _, address, strides = params
+    item = t.dtype.itemsize
+    return _interface(address, t.shape, [s * item for s in strides], t.dtype.numpy.str)
+
+
+def to_numpy(t):
+    params = _view_params(t)
+    dtype = t.dtype
+    if params is not None:
+        carrier, address, strides = params
+        item = dtype.itemsize
+        view = _ArrayView(_interface(address, t.shape, [s * item for s in strides], dtype.numpy.str), t, carrier)
+        return np.asarray(view)
+    return _copy_out(t)
+
+
+def _copy_out(t):
+    """Every element, read first mode fastest into a Fortran-ordered array."""
+    dtype = t.dtype
+    raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
+    out = np.empty(t.shape, dtype=raw, order="F")
+    if out.size:
+        N.tensor_read_into(t._h, out.T)
+    if dtype is _dtypes.bfloat16:
+        out = (out.astype(np.uint32) << 16).view(np.float32)
+    return out
+
+
+def _bf16_bits(values):
+    """Rounds float values to bfloat16 bits (round to nearest even)."""
+    f = np.asarray(values, dtype=np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = np.isnan(f)
+    return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
+
+
+def _numpy_dtype_of(array):
+    if array.dtype.name == "bfloat16":  # ml_dtypes, if the caller uses it
+        return _dtypes.bfloat16
+    found = _dtypes.from_numpy_dtype(array.dtype)
+    if found is None:
+        raise StrideWeaveTypeError(f"NumPy dtype {array.dtype} has no StrideWeave counterpart")
+    return found
+
+
+def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
+    """A tensor holding a copy of `array` on a new carrier of `carrier_class`
+    (default carriers.CPU), keeping its strides when it is C- or
+    Fortran-contiguous and packing it first mode fastest otherwise."""
+    from .carriers import CPU
+
+    carrier_class = CPU if carrier_class is None else carrier_class
+    rt = _runtime.resolve(runtime)
+    array = np.asarray(array)
+    sw_dtype = _numpy_dtype_of(array) if dtype is None else dtype
+    if array.ndim > N.SW_MAX_RANK:
+        raise StrideWeaveValueError(f"rank {array.ndim} exceeds the maximum of {N.SW_MAX_RANK}")
+    item = array.itemsize
+    if array.flags.f_contiguous or array.flags.c_contiguous:
+        strides = tuple(s // item for s in array.strides)
+        if array.flags.f_contiguous:
+            layout = Layout.dense(*array.shape)
+        else:
+            layout = Layout(array.shape, Stride(*strides))
+    else:
+        array = np.asfortranarray(array)
+        layout = Layout.dense(*array.shape)
+    flat = array.ravel(order="K")
+    if array.ndim == 0:
+        flat = array.reshape(1)
+    carrier = carrier_class._from_host(flat.view(np.uint8) if flat.size else b"", sw_dtype, flat.size, rt)
+    from ._tensor import Tensor
+
+    return Tensor(carrier, 0, layout)
+
+
+def scalar_tensor(value, dtype, rt):
+    """A rank-0 CPU tensor holding `value` in `dtype` (weak scalars)."""
+    from .carriers import CPU
+
+    if dtype is _dtypes.bfloat16:
+        data = _bf16_bits([value]).tobytes()
+    else:
+        data = np.asarray([value], dtype=dtype.numpy).tobytes()
+    carrier = CPU._from_host(data, dtype, 1, rt)
+    from ._tensor import Tensor
+
+    return Tensor(carrier, 0, _SCALAR_LAYOUT)
+
+
+_SCALAR_LAYOUT = Layout(())
+
+
+# ---- DLPack ----------------------------------------------------------------
+
+_DL_CPU = 1
+
+
+def dlpack_export(t, stream, max_version, dl_device, copy):
+    if stream is not None and stream != -1:
+        raise BufferError("a CPU tensor takes no stream")
+    if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
+        raise BufferError(f"cannot export to device {tuple(dl_device)}; this tensor is on the CPU")
+    versioned = max_version is not None and tuple(max_version)[0] >= 1
+    code, bits = t.dtype.dlpack
+    params = None if copy else _view_params(t)
+    if params is not None:
+        carrier, address, strides = params
+        owner = _ArrayView(None, t, carrier)
+        copied = False
+    else:
+        if copy is False:
+            raise BufferError("this tensor cannot be exported without a copy (carrier or layout)")
+        array = _copy_out(t) if t.dtype is not _dtypes.bfloat16 else _copy_out_raw(t)
+        if array.size == 0:
+            array = np.empty(t.shape, dtype=array.dtype, order="F")
+        address = array.ctypes.data
+        strides = tuple(s // array.itemsize for s in array.strides)
+        owner = array
+        copied = True
+    return N.dlpack_export(address, t.shape, strides, code, bits, owner, versioned, False, copied)
+
+
+def _copy_out_raw(t):
+    out = np.empty(t.shape, dtype=np.uint16, order="F")
+    if out.size:
+        N.tensor_read_into(t._h, out.T)
+    return out
+
+
+def from_dlpack(x, carrier_class=None, *, runtime=None):
+    """A tensor holding a copy of a DLPack producer's CPU tensor (an object
+    with __dlpack__, or a capsule)."""
+    if hasattr(x, "__dlpack__"):
+        if hasattr(x, "__dlpack_device__"):
+            device = tuple(x.__dlpack_device__())
+            if device[0] != _DL_CPU:
+                raise StrideWeaveNotImplementedError(
+                    f"from_dlpack takes CPU tensors; this one is on DLPack device {device}")
+        try:
+            capsule = x.__dlpack__(max_version=(1, 0))
+        except TypeError:
+            capsule = x.__dlpack__()
+    elif type(x).__name__ == "PyCapsule":
+        capsule = x
+    else:
+        raise StrideWeaveTypeError(f"from_dlpack needs an object with __dlpack__ or a capsule, "
+                                   f"not {type(x).__name__}")
+    address, device_type, _, code, bits, lanes, shape, strides, read_only, keeper = N.dlpack_import(capsule)
+    if device_type != _DL_CPU:
+        raise StrideWeaveNotImplementedError(f"from_dlpack takes CPU tensors, not DLPack device type {device_type}")
+    dtype = _dtypes.from_dlpack_dtype(code, bits, lanes)
+    if dtype is None:
+        raise StrideWeaveTypeError(f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no "
+                                   "StrideWeave counterpart")
+    raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
+    if 0 in shape:
+        array = np.empty(shape, dtype=raw)
+    else:
+        byte_strides = None if strides is None else [s * raw.itemsize for s in strides]
+        array = np.asarray(_ArrayView(_interface(address, shape, byte_strides, raw.str, read_only), keeper))
+    tensor = from_numpy(array, carrier_class, runtime=runtime, dtype=dtype)
+    del array
+    return tensor

@@ -1,0 +1,273 @@
+"""Tensor: (carrier, offset, layout), the autograd identity."""
+import numbers
+
+import numpy as np
+
+from . import _dtypes
+from . import _handles
+from . import _native as N
+from ._errors import StrideWeaveTypeError
+from ._layout import Layout
+
+_tensor_release = N.sw_tensor_release
+_new = object.__new__
+
+
+class Tensor:
+    """Element `c` of a tensor lives at slot `offset + layout.index(c)` of
+    its carrier. Float tensors take part in autograd."""
+
+    __slots__ = ("_h", "_rt", "_carrier", "_layout", "_shape", "_dtype", "__weakref__")
+
+    def __init__(self, carrier, offset, layout):
+        from .carriers import Carrier
+
+        if not isinstance(carrier, Carrier):
+            raise StrideWeaveTypeError(f"carrier must be a strideweave Carrier, not {type(carrier).__name__}")
+        offset = _handles.integer(offset, "offset")
+        if not isinstance(layout, Layout):
+            raise StrideWeaveTypeError(f"layout must be a strideweave.Layout, not {type(layout).__name__}")
+        self._h = N.sw_tensor_create(carrier._h, offset, layout._h)
+        self._rt = carrier._rt
+        self._carrier = carrier
+        self._layout = layout
+        _handles._tensors[int(self._h)] = self
+
+    @classmethod
+    def _adopt(cls, h, rt):
+        t = _new(cls)
+        t._h = h
+        t._rt = rt
+        return t
+
+    def __del__(self):
+        try:
+            _tensor_release(self._h)
+        except Exception:
+            pass
+
+    # ---- structure ----
+
+    @property
+    def carrier(self):
+        try:
+            return self._carrier
+        except AttributeError:
+            c = self._carrier = _handles.adopt_carrier(N.sw_tensor_carrier(self._h), self._rt)
+            return c
+
+    @property
+    def offset(self):
+        return N.sw_tensor_offset(self._h)
+
+    @property
+    def layout(self):
+        try:
+            return self._layout
+        except AttributeError:
+            layout = self._layout = Layout._adopt(N.sw_tensor_layout(self._h))
+            return layout
+
+    @property
+    def shape(self):
+        try:
+            return self._shape
+        except AttributeError:
+            s = self._shape = N.tensor_shape(self._h)
+            return s
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return N.sw_tensor_numel(self._h)
+
+    @property
+    def size(self):
+        """Number of elements (NumPy's ndarray.size)."""
+        return N.sw_tensor_numel(self._h)
+
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise StrideWeaveTypeError("len() of a rank-0 tensor")
+        return shape[0]
+
+    @property
+    def dtype(self):
+        try:
+            return self._dtype
+        except AttributeError:
+            d = self._dtype = _dtypes.by_code(N.sw_tensor_dtype(self._h))
+            return d
+
+    @property
+    def version(self):
+        return N.sw_tensor_version(self._h)
+
+    # ---- elements ----
+
+    def __getitem__(self, coord):
+        value = N.sw_tensor_get(self._h, _coord(coord))
+        return _to_python(value, self.dtype)
+
+    def __setitem__(self, coord, value):
+        if isinstance(value, Tensor) or not isinstance(value, (numbers.Real, np.generic)):
+            raise StrideWeaveTypeError(f"tensor elements are set from numbers, not {type(value).__name__}")
+        N.sw_tensor_set(self._h, _coord(coord), float(value))
+
+    def item(self):
+        if self.numel() != 1:
+            from ._errors import StrideWeaveValueError
+
+            raise StrideWeaveValueError(f"item() needs a one-element tensor; this one has {self.numel()}")
+        return self[(0,) * self.ndim]
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def permute(self, *perm):
+        if len(perm) == 1 and isinstance(perm[0], (list, tuple)):
+            perm = tuple(perm[0])
+        perm = [_handles.integer(p, "permutation entry") for p in perm]
+        return Tensor._adopt(N.tensor_permute(self._h, perm), self._rt)
+
+    def transpose(self, axis0, axis1):
+        a0 = _handles.integer(axis0, "axis0")
+        a1 = _handles.integer(axis1, "axis1")
+        n = self.ndim
+        a0, a1 = a0 + n if a0 < 0 else a0, a1 + n if a1 < 0 else a1
+        if not (0 <= a0 < n and 0 <= a1 < n):
+            from ._errors import StrideWeaveIndexError
+
+            raise StrideWeaveIndexError(f"axes ({axis0}, {axis1}) are out of range for rank {n}")
+        return Tensor._adopt(N.sw_tensor_transpose(self._h, a0, a1), self._rt)
+
+    @property
+    def T(self):
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    # ---- autograd ----
+
+    @property
+    def requires_grad(self):
+        return N.sw_tensor_requires_grad(self._h)
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        N.sw_tensor_set_requires_grad(self._h, bool(value))
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return N.sw_tensor_is_leaf(self._h)
+
+    @property
+    def grad(self):
+        return _handles.adopt_tensor(N.sw_tensor_grad(self._h), self._rt)
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise StrideWeaveTypeError("grad can only be cleared (set to None)")
+        N.sw_tensor_clear_grad(self._h)
+
+    def backward(self, cotangent=None, retain_graph=False):
+        """Reverse mode from this tensor; no cotangent only for one element."""
+        if cotangent is not None and not isinstance(cotangent, Tensor):
+            raise StrideWeaveTypeError(f"cotangent must be a Tensor or None, not {type(cotangent).__name__}")
+        N.sw_backward(self._h, None if cotangent is None else cotangent._h, bool(retain_graph))
+
+    # ---- operators (strideweave._ops) ----
+
+    def __add__(self, other):
+        return _ops.add(self, other)
+
+    def __radd__(self, other):
+        return _ops.add(other, self)
+
+    def __mul__(self, other):
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops.mul(other, self)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(other, self)
+
+    def __neg__(self):
+        return _ops.mul(self, -1.0)
+
+    def __sub__(self, other):
+        return _ops.add(self, _ops.mul(other, -1.0))
+
+    def __rsub__(self, other):
+        return _ops.add(other, _ops.mul(self, -1.0))
+
+    def relu(self):
+        return _ops.relu(self)
+
+    def sum(self, axes=None, keepdims=False):
+        return _ops.reduce_sum(self, axes, keepdims)
+
+    # ---- interop (strideweave._interop) ----
+
+    def numpy(self):
+        """A NumPy array sharing memory where the carrier and layout allow,
+        else a copy (tiled or compressed carriers, nested modes)."""
+        return _interop.to_numpy(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = _interop.to_numpy(self) if not copy else _interop.to_numpy(self).copy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    @property
+    def __array_interface__(self):
+        return _interop.array_interface(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return _interop.dlpack_export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    @staticmethod
+    def from_numpy(array, carrier_class=None, *, runtime=None):
+        return _interop.from_numpy(array, carrier_class, runtime=runtime)
+
+    def __repr__(self):
+        try:
+            values = self.numpy() if self.numel() <= 64 else None
+        except Exception:
+            values = None
+        head = f"shape={self.shape}, dtype={self.dtype.name}"
+        if values is not None:
+            body = np.array2string(np.asarray(values), separator=", ", prefix="Tensor(")
+            return f"Tensor({body}, {head})"
+        return f"Tensor({head})"
+
+
+def _coord(coord):
+    if isinstance(coord, tuple):
+        return coord
+    if isinstance(coord, list):
+        return tuple(coord)
+    return (coord,)
+
+
+def _to_python(value, dtype):
+    if dtype is _dtypes.bool_:
+        return bool(value)
+    if dtype.is_floating:
+        return value
+    return int(value)
+
+
+from . import _interop, _ops  # noqa: E402  (circular: they use Tensor)

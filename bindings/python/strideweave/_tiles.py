@@ -1,0 +1,414 @@
+"""Tile values (TileSelection, TileSet, ResidencyPlan), the ResidencyPolicy
+protocol and the built-in LRU policy.
+
+The values are immutable, hashable and equal by value. They are checked
+here, in Python, before any C call: the C API sees only int64 and cannot
+tell a bool, a float or an endless iterator from an integer sequence.
+"""
+import itertools
+import numbers
+from collections.abc import Iterable, Sized
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from . import _native as N
+from ._errors import StrideWeaveTypeError, StrideWeaveValueError
+
+# An iterable without len() is consumed up to this many items; one that
+# yields more is taken for endless.
+MAX_ITERABLE_ITEMS = 1 << 22
+_ENDLESS = (itertools.count, itertools.cycle)
+
+
+def _finite(obj, what):
+    """The items of a finite iterable as a tuple; TypeError otherwise."""
+    if isinstance(obj, (tuple, list, range)):
+        return tuple(obj)
+    if isinstance(obj, (str, bytes, bytearray, memoryview)):
+        raise StrideWeaveTypeError(f"{what} must be a finite iterable of integers, not {type(obj).__name__}")
+    if isinstance(obj, _ENDLESS):
+        raise StrideWeaveTypeError(f"{what} must be a finite iterable; {type(obj).__name__} never ends")
+    if isinstance(obj, itertools.repeat):
+        try:
+            obj.__length_hint__()
+        except TypeError:
+            raise StrideWeaveTypeError(f"{what} must be a finite iterable; itertools.repeat without times "
+                                       "never ends") from None
+    if isinstance(obj, Sized) and isinstance(obj, Iterable):
+        try:
+            return tuple(obj)
+        except TypeError as e:  # e.g. a 0-d NumPy array
+            raise StrideWeaveTypeError(f"{what} must be a finite iterable: {e}") from None
+    try:
+        iterator = iter(obj)
+    except TypeError:
+        raise StrideWeaveTypeError(f"{what} must be a finite iterable, not {type(obj).__name__}") from None
+    items = tuple(itertools.islice(iterator, MAX_ITERABLE_ITEMS + 1))
+    if len(items) > MAX_ITERABLE_ITEMS:
+        raise StrideWeaveTypeError(f"{what} must be a finite iterable; it yielded more than "
+                                   f"{MAX_ITERABLE_ITEMS} items")
+    return items
+
+
+def _coordinate(value, what):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise StrideWeaveTypeError(f"{what} must be an integer, not {type(value).__name__}")
+    return int(value)
+
+
+def _fmf_key(coord):
+    return coord[::-1]
+
+
+class _Frozen:
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)
+
+    def __del__(self):
+        try:
+            h = self._h
+        except AttributeError:
+            return
+        try:
+            self._release(h)
+        except Exception:
+            pass
+
+
+class TileSet(_Frozen):
+    """An immutable finite set of full-rank tile coordinates, ordered first
+    coordinate fastest (sorted by reversed tuple)."""
+
+    __slots__ = ("_coordinates", "_h")
+    _release = staticmethod(N.sw_tile_set_release)
+
+    def __init__(self, coordinates=()):
+        entries = _finite(coordinates, "TileSet coordinates")
+        coords = []
+        for i, entry in enumerate(entries):
+            items = _finite(entry, f"TileSet coordinate {i}")
+            coords.append(tuple(_coordinate(c, f"TileSet coordinate {i} component") for c in items))
+        self._set("_coordinates", self._check(coords))
+
+    @staticmethod
+    def _check(coords):
+        ranks = {len(c) for c in coords}
+        if len(ranks) > 1:
+            raise StrideWeaveValueError(f"TileSet coordinates mix ranks {sorted(ranks)}")
+        if ranks == {0}:
+            raise StrideWeaveValueError("a TileSet coordinate must have at least one component")
+        for c in coords:
+            if any(v < 0 for v in c):
+                raise StrideWeaveValueError(f"TileSet coordinate {c} has a negative component")
+        ordered = sorted(coords, key=_fmf_key)
+        for a, b in zip(ordered, ordered[1:]):
+            if a == b:
+                raise StrideWeaveValueError(f"TileSet coordinate {a} occurs twice")
+        return tuple(ordered)
+
+    @classmethod
+    def _of(cls, coords):
+        """From coordinates already checked and ordered."""
+        obj = object.__new__(cls)
+        obj._set("_coordinates", coords)
+        return obj
+
+    @classmethod
+    def _from_handle(cls, h):
+        """A TileSet with the coordinates of a borrowed sw_tile_set_t."""
+        return cls._of(N.tile_set_coordinates(h))
+
+    @classmethod
+    def _adopt(cls, h):
+        """A TileSet with the coordinates of a new sw_tile_set_t reference."""
+        obj = cls._of(N.tile_set_coordinates(h))
+        obj._set("_h", h)
+        return obj
+
+    def _handle(self):
+        try:
+            return self._h
+        except AttributeError:
+            coords = self._coordinates
+            rank = len(coords[0]) if coords else 0
+            h = N.tile_set_create([v for c in coords for v in c], rank)
+            self._set("_h", h)
+            return h
+
+    @property
+    def coordinates(self):
+        return self._coordinates
+
+    @property
+    def rank(self):
+        """The coordinates' rank; None for the empty, rank-agnostic set."""
+        return len(self._coordinates[0]) if self._coordinates else None
+
+    def __len__(self):
+        return len(self._coordinates)
+
+    def __iter__(self):
+        return iter(self._coordinates)
+
+    def __contains__(self, coord):
+        return tuple(coord) in set(self._coordinates) if isinstance(coord, (tuple, list)) else False
+
+    def __eq__(self, other):
+        if not isinstance(other, TileSet):
+            return NotImplemented
+        return self._coordinates == other._coordinates
+
+    def __hash__(self):
+        return hash(("TileSet", self._coordinates))
+
+    def __repr__(self):
+        return f"TileSet(coordinates={self._coordinates!r})"
+
+    def union(self, other):
+        return TileSet(set(self._coordinates) | set(_as_tile_set(other)._coordinates))
+
+    def difference(self, other):
+        return TileSet(set(self._coordinates) - set(_as_tile_set(other)._coordinates))
+
+    def intersection(self, other):
+        return TileSet(set(self._coordinates) & set(_as_tile_set(other)._coordinates))
+
+    __or__ = union
+    __sub__ = difference
+    __and__ = intersection
+
+
+class TileSelection(_Frozen):
+    """An ordered Cartesian product of per-axis tile coordinates, enumerated
+    first mode fastest, gathered into one compact tensor by projection."""
+
+    __slots__ = ("_per_axis", "_coordinates", "_tile_set", "_h")
+    _release = staticmethod(N.sw_tile_selection_release)
+
+    def __init__(self, per_axis):
+        axes = _finite(per_axis, "per_axis")
+        raw = [_finite(axis, f"per_axis[{i}]") for i, axis in enumerate(axes)]
+        checked = tuple(tuple(_coordinate(c, f"per_axis[{i}] coordinate") for c in axis)
+                        for i, axis in enumerate(raw))
+        if not checked:
+            raise StrideWeaveValueError("a TileSelection needs at least one axis")
+        for i, axis in enumerate(checked):
+            if not axis:
+                raise StrideWeaveValueError(f"per_axis[{i}] is empty")
+            if any(c < 0 for c in axis):
+                raise StrideWeaveValueError(f"per_axis[{i}] has a negative coordinate")
+            if len(set(axis)) != len(axis):
+                raise StrideWeaveValueError(f"per_axis[{i}] repeats a coordinate")
+        self._set("_per_axis", checked)
+
+    def _handle(self):
+        try:
+            return self._h
+        except AttributeError:
+            h = N.tile_selection_create(self._per_axis)
+            self._set("_h", h)
+            return h
+
+    @property
+    def per_axis(self):
+        return self._per_axis
+
+    @property
+    def rank(self):
+        return len(self._per_axis)
+
+    @property
+    def compact_grid_shape(self):
+        return tuple(len(axis) for axis in self._per_axis)
+
+    @property
+    def coordinates(self):
+        """Every source coordinate, first axis fastest, each axis in its order."""
+        try:
+            return self._coordinates
+        except AttributeError:
+            coords = tuple(c[::-1] for c in itertools.product(*reversed(self._per_axis)))
+            self._set("_coordinates", coords)
+            return coords
+
+    @property
+    def tile_set(self):
+        try:
+            return self._tile_set
+        except AttributeError:
+            ts = TileSet._of(tuple(sorted(self.coordinates, key=_fmf_key)))
+            self._set("_tile_set", ts)
+            return ts
+
+    def __len__(self):
+        n = 1
+        for axis in self._per_axis:
+            n *= len(axis)
+        return n
+
+    def __eq__(self, other):
+        if not isinstance(other, TileSelection):
+            return NotImplemented
+        return self._per_axis == other._per_axis
+
+    def __hash__(self):
+        return hash(("TileSelection", self._per_axis))
+
+    def __repr__(self):
+        return f"TileSelection(per_axis={self._per_axis!r})"
+
+
+class ResidencyPlan(_Frozen):
+    """One immutable residency decision: three disjoint TileSets."""
+
+    __slots__ = ("_promote", "_retain", "_evict", "_h")
+    _release = staticmethod(N.sw_residency_plan_release)
+
+    def __init__(self, promote=None, retain=None, evict=None):
+        fields = {}
+        for name, value in (("promote", promote), ("retain", retain), ("evict", evict)):
+            if value is None:
+                value = _EMPTY
+            elif not isinstance(value, TileSet):
+                raise StrideWeaveTypeError(f"ResidencyPlan {name} must be a TileSet or None, "
+                                           f"not {type(value).__name__}")
+            fields[name] = value
+        ranks = {s.rank for s in fields.values() if s.rank is not None}
+        if len(ranks) > 1:
+            raise StrideWeaveValueError(f"ResidencyPlan fields mix ranks {sorted(ranks)}")
+        seen = {}
+        for name, value in fields.items():
+            for c in value:
+                if c in seen:
+                    raise StrideWeaveValueError(f"tile {c} occurs in both {seen[c]} and {name}")
+                seen[c] = name
+        self._set("_promote", fields["promote"])
+        self._set("_retain", fields["retain"])
+        self._set("_evict", fields["evict"])
+
+    def _handle(self):
+        try:
+            return self._h
+        except AttributeError:
+            h = N.sw_residency_plan_create(self._promote._handle(), self._retain._handle(),
+                                           self._evict._handle())
+            self._set("_h", h)
+            return h
+
+    @property
+    def promote(self):
+        return self._promote
+
+    @property
+    def retain(self):
+        return self._retain
+
+    @property
+    def evict(self):
+        return self._evict
+
+    def __eq__(self, other):
+        if not isinstance(other, ResidencyPlan):
+            return NotImplemented
+        return (self._promote, self._retain, self._evict) == (other._promote, other._retain, other._evict)
+
+    def __hash__(self):
+        return hash(("ResidencyPlan", self._promote, self._retain, self._evict))
+
+    def __repr__(self):
+        return f"ResidencyPlan(promote={self._promote!r}, retain={self._retain!r}, evict={self._evict!r})"
+
+
+_EMPTY = TileSet._of(())
+
+
+def _as_tile_set(tiles):
+    if isinstance(tiles, TileSet):
+        return tiles
+    if isinstance(tiles, TileSelection):
+        return tiles.tile_set
+    raise StrideWeaveTypeError(f"expected a TileSet or TileSelection, not {type(tiles).__name__}")
+
+
+PURPOSES = ("operation", "projection", "scatter", "backward")
+
+
+@runtime_checkable
+class ResidencyPolicy(Protocol):
+    """Anything with plan(required: TileSet, purpose: str) -> ResidencyPlan.
+
+    purpose is one of "operation", "projection", "scatter", "backward". It is
+    called on the requesting thread before any transfer; its exceptions reach
+    the caller unchanged."""
+
+    def plan(self, required: TileSet, purpose: str) -> ResidencyPlan: ...
+
+
+class LRUPolicy:
+    """The built-in policy: at most `budget_tiles` tiles primary, least
+    recently used evicted first, prefetch hints promoted while the budget
+    allows (sw_lru_policy_*). Runs in C: no Python call per request."""
+
+    __slots__ = ("_h", "__weakref__")
+
+    def __init__(self, budget_tiles):
+        from ._handles import integer
+
+        budget = integer(budget_tiles, "budget_tiles")
+        if budget < 1:
+            raise StrideWeaveValueError(f"budget_tiles must be at least 1, got {budget}")
+        self._h = N.sw_lru_policy_create(budget)
+
+    def __del__(self):
+        try:
+            N.sw_lru_policy_release(self._h)
+        except Exception:
+            pass
+
+    def hint(self, tiles):
+        """Tiles expected soon; replaces earlier hints."""
+        N.sw_lru_policy_hint(self._h, _as_tile_set(tiles)._handle())
+
+    def stats(self):
+        """{"requests", "hits", "misses", "promoted", "evicted"} counters."""
+        return N.lru_policy_stats(self._h)
+
+    def plan(self, required, purpose):
+        """The plan the policy makes for `required` (also updates its state)."""
+        if not isinstance(required, TileSet):
+            raise StrideWeaveTypeError(f"required must be a TileSet, not {type(required).__name__}")
+        if purpose not in PURPOSES:
+            raise StrideWeaveValueError(f"purpose must be one of {PURPOSES}, not {purpose!r}")
+        h = N.lru_policy_plan(self._h, required._handle(), PURPOSES.index(purpose) + 1)
+        try:
+            return ResidencyPlan(TileSet._adopt(N.sw_residency_plan_promote(h)),
+                                 TileSet._adopt(N.sw_residency_plan_retain_set(h)),
+                                 TileSet._adopt(N.sw_residency_plan_evict(h)))
+        finally:
+            N.sw_residency_plan_release(h)
+
+    def __repr__(self):
+        return f"<strideweave.LRUPolicy {self.stats()}>"
+
+
+def planner(policy):
+    """The callable the native trampoline calls for a Python policy."""
+
+    def plan(required_handle, purpose):
+        required = TileSet._from_handle(required_handle)
+        result = policy.plan(required, purpose)
+        if not isinstance(result, ResidencyPlan):
+            raise StrideWeaveTypeError(f"{type(policy).__name__}.plan returned {type(result).__name__}, "
+                                       "not a ResidencyPlan")
+        return result._handle()
+
+    return plan

@@ -1,0 +1,236 @@
+"""Carrier base class and the ordinary carriers: CPU, Host, File, Zstd, and
+Vulkan (not yet in the C ABI)."""
+import numbers
+import os
+
+import numpy as np
+
+from .. import _dtypes
+from .. import _handles
+from .. import _native as N
+from .. import _runtime
+from .._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, StrideWeaveRuntimeError,
+                       StrideWeaveTypeError, StrideWeaveValueError)
+
+_carrier_release = N.sw_carrier_release
+
+
+def _size(size):
+    size = _handles.integer(size, "size")
+    if size < 0:
+        raise StrideWeaveValueError(f"size must be >= 0, got {size}")
+    return size
+
+
+class Carrier:
+    """A flat run of physical slots of one dtype, with a version counter,
+    an ownership state and release()."""
+
+    __slots__ = ("_h", "_rt", "_exports", "__weakref__")
+    _kind = None
+
+    def __init__(self, *args, **kwargs):
+        raise StrideWeaveTypeError("Carrier is abstract; use one of strideweave.carriers' classes")
+
+    @classmethod
+    def _adopt(cls, h, rt):
+        """The wrapper for a new carrier reference."""
+        obj = object.__new__(cls)
+        obj._h = h
+        obj._rt = rt
+        obj._exports = 0
+        _handles.register_carrier(obj)
+        return obj
+
+    def _init(self, h, rt):
+        self._h = h
+        self._rt = rt
+        self._exports = 0
+        _handles.register_carrier(self)
+
+    @classmethod
+    def _from_host(cls, data, dtype, size, rt):
+        """A carrier of this class holding `size` elements copied from bytes."""
+        carrier = cls(size, dtype=dtype, runtime=rt)
+        if size:
+            N.carrier_write_from(carrier._h, 0, size, data)
+        return carrier
+
+    def __del__(self):
+        try:
+            _carrier_release(self._h)
+        except Exception:
+            pass
+
+    def size(self):
+        """Number of slots (still answers after release)."""
+        return N.sw_carrier_size(self._h)
+
+    def __len__(self):
+        return self.size()
+
+    @property
+    def dtype(self):
+        return _dtypes.by_code(N.sw_carrier_dtype(self._h))
+
+    @property
+    def version(self):
+        """+1 per successful public write; residency moves never change it."""
+        return N.sw_carrier_version(self._h)
+
+    def stored_bytes(self):
+        """Bytes the storage occupies now (compressed bytes for Zstd)."""
+        return N.sw_carrier_stored_bytes(self._h)
+
+    def is_mutable(self):
+        return N.sw_carrier_is_mutable(self._h)
+
+    def is_owned(self):
+        return N.sw_carrier_is_owned(self._h)
+
+    def is_released(self):
+        return N.sw_carrier_is_disposed(self._h)
+
+    def release(self):
+        """Frees the values; idempotent. RuntimeError while the carrier is
+        owned (in-flight work, a composite) or viewed by an exported array."""
+        if self._exports:
+            raise StrideWeaveRuntimeError(
+                f"the carrier's memory is shared with {self._exports} NumPy/DLPack view(s); "
+                "drop them before release()")
+        N.sw_carrier_dispose(self._h)
+
+    def _slot(self, slot):
+        slot = _handles.integer(slot, "slot")
+        size = self.size()
+        if slot < 0:
+            slot += size
+        if not 0 <= slot < size:
+            raise StrideWeaveIndexError(f"slot {slot} is out of range for a carrier of {size} slots")
+        return slot
+
+    def __getitem__(self, slot):
+        dtype = self.dtype
+        raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
+        out = np.empty(1, dtype=raw)
+        N.carrier_read_into(self._h, self._slot(slot), 1, out)
+        if dtype is _dtypes.bfloat16:
+            return float((out.astype(np.uint32) << 16).view(np.float32)[0])
+        return out[0].item()
+
+    def __setitem__(self, slot, value):
+        from .._interop import _bf16_bits
+
+        if not isinstance(value, (numbers.Real, np.generic)):
+            raise StrideWeaveTypeError(f"carrier slots are set from numbers, not {type(value).__name__}")
+        dtype = self.dtype
+        data = _bf16_bits([value]) if dtype is _dtypes.bfloat16 else np.asarray([value], dtype=dtype.numpy)
+        N.carrier_write_from(self._h, self._slot(slot), 1, data)
+
+    def require_facet(self, facet):
+        """The facet object of class `facet` this carrier provides; TypeError
+        for a facet it does not provide."""
+        raise StrideWeaveTypeError(f"a {type(self).__name__} carrier provides no {getattr(facet, '__name__', facet)}")
+
+    def __repr__(self):
+        state = ", released" if self.is_released() else ""
+        return f"{type(self).__name__}(size={self.size()}, dtype={self.dtype.name}{state})"
+
+
+class CPU(Carrier):
+    """Aligned host memory, the compute carrier. Zero-filled."""
+
+    __slots__ = ()
+    _kind = N.SW_CARRIER_CPU
+
+    def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
+        rt = _runtime.resolve(runtime)
+        self._init(N.sw_carrier_create_cpu(rt._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+
+    @classmethod
+    def _from_host(cls, data, dtype, size, rt):
+        obj = object.__new__(cls)
+        obj._init(N.carrier_create_cpu_from(rt._h, dtype.code, data, size), rt)
+        return obj
+
+    @classmethod
+    def from_values(cls, iterable, *, dtype=_dtypes.float32, runtime=None):
+        """A CPU carrier holding `iterable`'s values in order."""
+        from .._interop import _bf16_bits
+        from .._tiles import _finite
+
+        dtype = _dtypes.as_dtype(dtype)
+        values = _finite(iterable, "values")
+        for v in values:
+            if not isinstance(v, (numbers.Real, np.generic)):
+                raise StrideWeaveTypeError(f"values must be numbers, not {type(v).__name__}")
+        data = _bf16_bits(values) if dtype is _dtypes.bfloat16 else np.asarray(values, dtype=dtype.numpy)
+        return cls._from_host(data.reshape(-1).view(np.uint8) if len(values) else b"", dtype, len(values),
+                              _runtime.resolve(runtime))
+
+
+class Host(Carrier):
+    """Plain host memory that is not a compute carrier: a secondary tier."""
+
+    __slots__ = ()
+    _kind = N.SW_CARRIER_HOST
+
+    def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
+        rt = _runtime.resolve(runtime)
+        self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+
+
+class File(Carrier):
+    """A secondary tier in a scratch file (removed on release), or with
+    File.open a read-only window on an existing file."""
+
+    __slots__ = ()
+    _kind = N.SW_CARRIER_FILE
+
+    def __init__(self, size, *, dtype=_dtypes.float32, directory=None, direct_io=False, runtime=None):
+        rt = _runtime.resolve(runtime)
+        if directory is not None:
+            directory = os.fspath(directory)
+        self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, _size(size), directory,
+                                         bool(direct_io)), rt)
+
+    @classmethod
+    def open(cls, path, offset, size, *, dtype=_dtypes.float32, direct_io=False, runtime=None):
+        """A read-only carrier over `size` elements at byte `offset` of `path`."""
+        rt = _runtime.resolve(runtime)
+        offset = _handles.integer(offset, "offset")
+        if offset < 0:
+            raise StrideWeaveValueError(f"offset must be >= 0, got {offset}")
+        obj = object.__new__(cls)
+        obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, _size(size),
+                                      bool(direct_io)), rt)
+        return obj
+
+
+class Zstd(Carrier):
+    """Compressed host memory: checksummed zstd frames; a corrupt frame
+    raises DataCorruptError, never returns garbage."""
+
+    __slots__ = ()
+    _kind = N.SW_CARRIER_ZSTD
+
+    def __init__(self, size, *, dtype=_dtypes.float32, level=1, frame_elements=0, shuffle=None, runtime=None):
+        rt = _runtime.resolve(runtime)
+        level = _handles.integer(level, "level")
+        frame_elements = _handles.integer(frame_elements, "frame_elements")
+        shuffle = -1 if shuffle is None else int(bool(shuffle))
+        self._init(N.carrier_create_zstd(rt._h, _dtypes.as_dtype(dtype).code, _size(size), level,
+                                         frame_elements, shuffle), rt)
+
+
+class Vulkan(Carrier):
+    """Device memory through the Vulkan device bridge. Not available yet:
+    the C ABI has no Vulkan section, so construction raises
+    NotImplementedError."""
+
+    __slots__ = ()
+    _kind = N.SW_CARRIER_VULKAN
+
+    def __init__(self, size, *, dtype=_dtypes.float32, device=None, runtime=None):
+        raise StrideWeaveNotImplementedError(
+            "the Vulkan backend is not available: libstrideweave's C ABI has no Vulkan carrier yet")

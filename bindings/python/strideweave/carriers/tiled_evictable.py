@@ -1,0 +1,277 @@
+"""TiledEvictable: one logical tensor cut into tiles that live in a primary
+(compute) tier or a secondary (storage) tier, move asynchronously, and are
+gathered into compact tensors by projection."""
+import numbers
+
+from .. import _handles
+from .. import _native as N
+from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
+from .._errors import StrideWeaveTypeError, StrideWeaveValueError
+from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, _finite, planner
+from ._carrier import Carrier
+
+__all__ = [
+    "TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "AwaitProjection",
+    "AwaitResidency", "AwaitMove", "AwaitResult", "TiledResidencyFacet", "TileState",
+]
+
+_LOCATIONS = {N.SW_TILE_PRIMARY: "primary", N.SW_TILE_SECONDARY: "secondary", N.SW_TILE_IMPLICIT: "implicit",
+              N.SW_TILE_INVALID: "invalid"}
+_REDUCTIONS = {"replace": N.SW_SCATTER_REPLACE, "add": N.SW_SCATTER_ADD}
+
+
+class TileState:
+    """Residency metadata of one tile: location in "primary", "secondary",
+    "implicit" (a valid implicit zero) or "invalid"; valid; dirty."""
+
+    __slots__ = ("location", "valid", "dirty")
+
+    def __init__(self, location, valid, dirty):
+        object.__setattr__(self, "location", location)
+        object.__setattr__(self, "valid", valid)
+        object.__setattr__(self, "dirty", dirty)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("TileState is immutable")
+
+    def __eq__(self, other):
+        if not isinstance(other, TileState):
+            return NotImplemented
+        return (self.location, self.valid, self.dirty) == (other.location, other.valid, other.dirty)
+
+    def __hash__(self):
+        return hash((self.location, self.valid, self.dirty))
+
+    def __repr__(self):
+        return f"TileState(location={self.location!r}, valid={self.valid}, dirty={self.dirty})"
+
+
+def _shape_arg(value, what):
+    items = _finite(value, what)
+    return tuple(_handles.integer(v, f"{what} entry") for v in items)
+
+
+def _tensor(value, what):
+    from .._tensor import Tensor
+
+    if isinstance(value, AwaitResult):
+        raise StrideWeaveTypeError(f"{what}: got an {type(value).__name__}, not a Tensor; call .wait() first")
+    if not isinstance(value, Tensor):
+        raise StrideWeaveTypeError(f"{what} must be a Tensor, not {type(value).__name__}")
+    return value
+
+
+def _selection(value):
+    if not isinstance(value, TileSelection):
+        raise StrideWeaveTypeError(f"selection must be a TileSelection, not {type(value).__name__}")
+    return value
+
+
+class TiledEvictable(Carrier):
+    """TiledEvictable(primary, secondary, grid_shape, tile_shape, *, residency_policy=None)
+
+    `primary` is a compute carrier (CPU), `secondary` a storage carrier
+    (Host, File, Zstd); each is empty or holds the full logical extent as a
+    seed, tiles one after another in tile order, first mode fastest. Both
+    are claimed by the TiledEvictable until its release()."""
+
+    __slots__ = ("_primary", "_secondary", "_policy")
+    _kind = N.SW_CARRIER_TILED
+
+    def __init__(self, primary, secondary, grid_shape, tile_shape, *, residency_policy=None):
+        if not isinstance(primary, Carrier):
+            raise StrideWeaveTypeError(f"primary must be a Carrier, not {type(primary).__name__}")
+        if not isinstance(secondary, Carrier):
+            raise StrideWeaveTypeError(f"secondary must be a Carrier, not {type(secondary).__name__}")
+        grid = _shape_arg(grid_shape, "grid_shape")
+        tile = _shape_arg(tile_shape, "tile_shape")
+        if len(grid) != len(tile):
+            raise StrideWeaveValueError(f"grid_shape {grid} and tile_shape {tile} differ in rank")
+        if residency_policy is None:
+            native_policy = None
+        elif isinstance(residency_policy, LRUPolicy):
+            native_policy = residency_policy._h
+        elif callable(getattr(residency_policy, "plan", None)):
+            native_policy = planner(residency_policy)
+        else:
+            raise StrideWeaveTypeError(
+                f"residency_policy must be None or a ResidencyPolicy (an object with a callable "
+                f"plan(required, purpose)), not {type(residency_policy).__name__}")
+        h = N.tiled_create(primary._h, secondary._h, grid, tile, native_policy)
+        self._init(h, primary._rt)
+        self._primary = primary
+        self._secondary = secondary
+        self._policy = residency_policy
+
+    @classmethod
+    def _adopt(cls, h, rt):
+        obj = super()._adopt(h, rt)
+        obj._primary = None
+        obj._secondary = None
+        obj._policy = None
+        return obj
+
+    # ---- structure ----
+
+    @property
+    def primary(self):
+        if self._primary is None:
+            self._primary = _handles.adopt_carrier(N.sw_tiled_primary(self._h), self._rt)
+        return self._primary
+
+    @property
+    def secondary(self):
+        if self._secondary is None:
+            self._secondary = _handles.adopt_carrier(N.sw_tiled_secondary(self._h), self._rt)
+        return self._secondary
+
+    @property
+    def grid_shape(self):
+        return N.tiled_grid_shape(self._h)
+
+    @property
+    def tile_shape(self):
+        return N.tiled_tile_shape(self._h)
+
+    @property
+    def logical_shape(self):
+        return tuple(g * t for g, t in zip(self.grid_shape, self.tile_shape))
+
+    @property
+    def residency_policy(self):
+        return self._policy
+
+    def full_tensor(self):
+        """The full logical tensor: dense layout of logical_shape at offset 0."""
+        from .._tensor import Tensor
+
+        t = Tensor._adopt(N.sw_tiled_full_tensor(self._h), self._rt)
+        t._carrier = self
+        return t
+
+    # ---- residency ----
+
+    def tile_state(self, coord):
+        items = (coord,) if isinstance(coord, numbers.Integral) else _finite(coord, "coord")
+        coord = tuple(_handles.integer(c, "coord entry") for c in items)
+        location, valid, dirty = N.tiled_tile_state(self._h, coord)
+        return TileState(_LOCATIONS[location], valid, dirty)
+
+    def _tiles(self, kind):
+        return TileSet._adopt(N.sw_tiled_tiles(self._h, kind))
+
+    @property
+    def primary_tiles(self):
+        return self._tiles(N.SW_TILES_PRIMARY)
+
+    @property
+    def secondary_tiles(self):
+        return self._tiles(N.SW_TILES_SECONDARY)
+
+    @property
+    def valid_tiles(self):
+        return self._tiles(N.SW_TILES_VALID)
+
+    @property
+    def dirty_tiles(self):
+        return self._tiles(N.SW_TILES_DIRTY)
+
+    def _residency(self, tiles, evict, blocking):
+        if isinstance(tiles, TileSelection):
+            h = tiles._handle()
+        elif isinstance(tiles, TileSet):
+            h = tiles._handle()
+        else:
+            raise StrideWeaveTypeError(f"tiles must be a TileSet or TileSelection, not {type(tiles).__name__}")
+        result = N.tiled_residency(self._h, h, evict, blocking)
+        return None if blocking else AwaitResidency._adopt(result, self._rt)
+
+    def promote_async(self, tiles):
+        """Starts making every tile valid on primary; returns AwaitResidency."""
+        return self._residency(tiles, False, False)
+
+    def evict_async(self, tiles):
+        """Starts moving tiles to secondary (dirty values written first)."""
+        return self._residency(tiles, True, False)
+
+    def promote(self, tiles):
+        """promote_async(tiles).wait(), with the GIL released throughout."""
+        self._residency(tiles, False, True)
+
+    def evict(self, tiles):
+        """evict_async(tiles).wait(), with the GIL released throughout."""
+        self._residency(tiles, True, True)
+
+    # ---- data ----
+
+    def project(self, tensor, selection, destination=None):
+        """Starts gathering the selected tiles of the full `tensor` into a
+        compact dense tensor; returns AwaitProjection."""
+        tensor = _tensor(tensor, "tensor")
+        selection = _selection(selection)
+        if destination is not None:
+            if isinstance(destination, TiledEvictable) or not isinstance(destination, Carrier):
+                raise StrideWeaveTypeError(
+                    f"destination must be an ordinary carrier of the primary tier's class, not "
+                    f"{type(destination).__name__}")
+            dest_h = destination._h
+        else:
+            dest_h = None
+        h = N.sw_tiled_project(self._h, tensor._h, selection._handle(), dest_h)
+        return AwaitProjection._adopt(h, self._rt)
+
+    def scatter(self, compact, template, selection, reduction="replace"):
+        """Starts writing `compact` at the selected tiles of a fresh
+        TiledEvictable shaped like `template`; returns AwaitMove."""
+        compact = _tensor(compact, "compact")
+        template = _tensor(template, "template")
+        selection = _selection(selection)
+        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
+            raise StrideWeaveValueError(f"reduction must be 'replace' or 'add', not {reduction!r}")
+        h = N.sw_tiled_scatter(self._h, compact._h, template._h, selection._handle(), _REDUCTIONS[reduction])
+        policy = self._policy
+
+        def adopt_policy(result):
+            carrier = result.carrier
+            if isinstance(carrier, TiledEvictable) and carrier._policy is None:
+                carrier._policy = policy
+
+        return AwaitMove._adopt(h, self._rt, adopt_policy if policy is not None else None)
+
+    def require_facet(self, facet):
+        if facet is TiledResidencyFacet:
+            return _FACET
+        return super().require_facet(facet)
+
+    def __repr__(self):
+        state = ", released" if self.is_released() else ""
+        return (f"TiledEvictable(grid_shape={self.grid_shape}, tile_shape={self.tile_shape}, "
+                f"dtype={self.dtype.name}{state})")
+
+
+class TiledResidencyFacet:
+    """The residency surface of a tiled carrier, as a facet:
+    carrier.require_facet(TiledResidencyFacet).promote_async(carrier, tiles)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _carrier(carrier):
+        if not isinstance(carrier, TiledEvictable):
+            raise StrideWeaveTypeError(f"expected a TiledEvictable, not {type(carrier).__name__}")
+        return carrier
+
+    def promote_async(self, carrier, tiles):
+        return self._carrier(carrier).promote_async(tiles)
+
+    def evict_async(self, carrier, tiles):
+        return self._carrier(carrier).evict_async(tiles)
+
+    def promote(self, carrier, tiles):
+        return self._carrier(carrier).promote(tiles)
+
+    def evict(self, carrier, tiles):
+        return self._carrier(carrier).evict(tiles)
+
+
+_FACET = TiledResidencyFacet()
