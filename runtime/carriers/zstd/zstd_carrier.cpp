@@ -387,4 +387,12 @@ void ZstdCarrier::allocate_storage(size_t size) {
   stored_bytes_ = bytes;
 }
 
+Ref<Carrier> ZstdCarrier::create_empty_like() const {
+  ZstdCarrierOptions o;
+  o.level = level_;
+  o.frame_elements = frame_elements_;
+  o.shuffle = shuffle_ ? 1 : 0;
+  return make_ref<ZstdCarrier>(runtime_ref(), dtype(), 0, o);
+}
+
 }  // namespace sw

@@ -106,6 +106,8 @@ class ZstdCarrier final : public Carrier {
 
   // Total compressed bytes of the frames.
   uint64_t stored_bytes() const override;
+  // An empty zstd carrier with the same level, frame length and shuffle.
+  Ref<Carrier> create_empty_like() const override;
 
   size_t frame_elements() const { return frame_elements_; }
   size_t frame_count() const;
