@@ -33,7 +33,7 @@ class Carrier : public Object {
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
   bool is_disposed() const { return disposed_.load(std::memory_order_acquire); }
   bool is_owned() const;
-  bool is_mutable() const { return !is_disposed() && !is_owned(); }
+  bool is_mutable() const { return !is_disposed() && !is_owned() && !is_read_only(); }
 
   // STATE if disposed; `what` names the operation in the message.
   void check_live(const char* what) const;
