@@ -182,11 +182,14 @@ void TileRequest::commit_evictions() {
         t.secondary_valid = true;
         t.dirty = false;
       }
-      if (!t.primary) {
+      const bool busy = t.pins > 0 || (t.owner && t.owner != this);
+      // A tile that pending work is still fetching is not primary yet, but
+      // that work may promote it: an explicit eviction waits for it too, so
+      // that the eviction, issued later, has the last word.
+      if (!t.primary && !(residency && busy)) {
         if (t.owner == this) t.owner = nullptr;
         continue;
       }
-      const bool busy = t.pins > 0 || (t.owner && t.owner != this);
       if (busy) {
         if (residency) remaining.push_back(k);  // waits until the work no longer needs it
         continue;
