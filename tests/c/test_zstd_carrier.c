@@ -278,6 +278,36 @@ static void shuffle_modes_hold_identical_values(void** state) {
   free(v);
 }
 
+/* Reads of several MiB take the streaming-store path: every destination
+ * alignment, element-aligned or not, must give the same bytes. */
+static void large_reads_at_any_alignment(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const sw_dtype_t dtypes[] = {SW_DTYPE_F32, SW_DTYPE_BF16, SW_DTYPE_F64};
+  for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; ++d) {
+    const size_t es = sw_dtype_size(dtypes[d]), n = ((size_t)10 << 20) / es + 3;
+    sw_carrier_t* c = make_zstd(rt, dtypes[d], n, 0, -1);
+    unsigned char* v = (unsigned char*)malloc(n * es);
+    fill_random(dtypes[d], v, n, 77 + d);
+    SW_OK_(sw_carrier_write(c, 0, n, v));
+    unsigned char* raw = (unsigned char*)malloc(n * es + 64);
+    const size_t offsets[] = {0, 1, es, 16 + es, 48};
+    for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; ++o) {
+      memset(raw, 0xee, n * es + 64);
+      SW_OK_(sw_carrier_read(c, 0, n, raw + offsets[o]));
+      assert_memory_equal(raw + offsets[o], v, n * es);
+      memset(raw, 0xee, n * es + 64);
+      SW_OK_(sw_carrier_read(c, 5, n - 7, raw + offsets[o]));
+      assert_memory_equal(raw + offsets[o], v + 5 * es, (n - 7) * es);
+      /* Nothing written outside the range. */
+      if (offsets[o]) assert_int_equal(raw[offsets[o] - 1], 0xee);
+      assert_int_equal(raw[offsets[o] + (n - 7) * es], 0xee);
+    }
+    free(raw);
+    free(v);
+    sw_carrier_release(c);
+  }
+}
+
 /* ---- compression --------------------------------------------------------- */
 
 static void compression_happens(void** state) {
@@ -709,6 +739,7 @@ int main(void) {
       T(round_trips_every_dtype_and_shuffle_mode),
       T(frame_sizes_at_the_edges),
       T(shuffle_modes_hold_identical_values),
+      T(large_reads_at_any_alignment),
       T(compression_happens),
       T(versions_dispose_and_empty),
       T(corrupt_frame_reads_as_data_corrupt),

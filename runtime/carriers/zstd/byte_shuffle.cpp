@@ -1,5 +1,6 @@
 #include "carriers/zstd/byte_shuffle.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -9,6 +10,10 @@
 // even/odd byte extractions. Generic vector extensions keep this portable.
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define SW_BYTE_SHUFFLE_VECTORS 1
+#endif
+#if defined(SW_BYTE_SHUFFLE_VECTORS) && defined(__SSE2__)
+#include <emmintrin.h>
+#define SW_BYTE_SHUFFLE_STREAMING 1
 #endif
 
 namespace sw {
@@ -65,11 +70,29 @@ void shuffle_vectors(const u8* __restrict in, size_t count, u8* __restrict plane
   shuffle_scalar<E>(in + i * E, count - i, planes + i, stride);
 }
 
+template <bool kStream>
+inline void store16(u8* p, Bytes16 v) {
+#ifdef SW_BYTE_SHUFFLE_STREAMING
+  if constexpr (kStream) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), reinterpret_cast<__m128i>(v));
+    return;
+  }
+#endif
+  std::memcpy(p, &v, 16);
+}
+
 // The inverse rounds: interleaving vector m with vector m + E/2, log2(E)
-// times, turns E planes of 16 bytes into 16 consecutive elements.
-template <size_t E>
+// times, turns E planes of 16 bytes into 16 consecutive elements. Streaming
+// stores need 16-byte aligned targets, so a scalar head of elements first
+// brings `out` there (the caller checked that `out` is E-byte aligned).
+template <size_t E, bool kStream = false>
 void unshuffle_vectors(const u8* __restrict planes, size_t stride, size_t count, u8* __restrict out) {
   size_t i = 0;
+  if constexpr (kStream) {
+    const size_t misaligned = reinterpret_cast<uintptr_t>(out) & 15;
+    i = std::min(count, misaligned ? (16 - misaligned) / E : 0);
+    unshuffle_scalar<E>(planes, stride, i, out);
+  }
   for (; i + 16 <= count; i += 16) {
     Bytes16 v[E];
     for (size_t b = 0; b < E; ++b) std::memcpy(&v[b], planes + b * stride + i, 16);
@@ -81,8 +104,13 @@ void unshuffle_vectors(const u8* __restrict planes, size_t stride, size_t count,
       }
       for (size_t m = 0; m < E; ++m) v[m] = w[m];
     }
-    for (size_t m = 0; m < E; ++m) std::memcpy(out + i * E + 16 * m, &v[m], 16);
+    for (size_t m = 0; m < E; ++m) store16<kStream>(out + i * E + 16 * m, v[m]);
   }
+#ifdef SW_BYTE_SHUFFLE_STREAMING
+  // Streaming stores are weakly ordered: fence them before the caller
+  // publishes the result to another thread.
+  if constexpr (kStream) _mm_sfence();
+#endif
   unshuffle_scalar<E>(planes + i, stride, count - i, out + i * E);
 }
 #else
@@ -90,7 +118,7 @@ template <size_t E>
 void shuffle_vectors(const u8* in, size_t count, u8* planes, size_t stride) {
   shuffle_scalar<E>(in, count, planes, stride);
 }
-template <size_t E>
+template <size_t E, bool kStream = false>
 void unshuffle_vectors(const u8* planes, size_t stride, size_t count, u8* out) {
   unshuffle_scalar<E>(planes, stride, count, out);
 }
@@ -114,14 +142,22 @@ void shuffle_bytes(const std::byte* elements, size_t count, size_t element_size,
 }
 
 void unshuffle_bytes(const std::byte* planes, size_t plane_stride, size_t count, size_t element_size,
-                     std::byte* elements) {
+                     std::byte* elements, bool streaming) {
   const auto* in = reinterpret_cast<const u8*>(planes);
   auto* out = reinterpret_cast<u8*>(elements);
+  // A head of whole elements can only align an element-aligned target.
+  streaming = streaming && element_size > 1 && reinterpret_cast<uintptr_t>(out) % element_size == 0;
   switch (element_size) {
     case 1: std::memcpy(out, in, count); return;
-    case 2: return unshuffle_vectors<2>(in, plane_stride, count, out);
-    case 4: return unshuffle_vectors<4>(in, plane_stride, count, out);
-    case 8: return unshuffle_vectors<8>(in, plane_stride, count, out);
+    case 2:
+      return streaming ? unshuffle_vectors<2, true>(in, plane_stride, count, out)
+                       : unshuffle_vectors<2>(in, plane_stride, count, out);
+    case 4:
+      return streaming ? unshuffle_vectors<4, true>(in, plane_stride, count, out)
+                       : unshuffle_vectors<4>(in, plane_stride, count, out);
+    case 8:
+      return streaming ? unshuffle_vectors<8, true>(in, plane_stride, count, out)
+                       : unshuffle_vectors<8>(in, plane_stride, count, out);
     default:
       for (size_t i = 0; i < count; ++i)
         for (size_t b = 0; b < element_size; ++b) out[i * element_size + b] = in[b * plane_stride + i];

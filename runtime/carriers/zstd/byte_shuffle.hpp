@@ -14,7 +14,10 @@ void shuffle_bytes(const std::byte* elements, size_t count, size_t element_size,
                    size_t plane_stride);
 
 // The inverse: element i is gathered from planes[b * plane_stride + i].
+// `streaming` asks for non-temporal stores where the target supports them:
+// for outputs far larger than the caches, which would only be evicted again,
+// they save the read-for-ownership of every destination line.
 void unshuffle_bytes(const std::byte* planes, size_t plane_stride, size_t count, size_t element_size,
-                     std::byte* elements);
+                     std::byte* elements, bool streaming = false);
 
 }  // namespace sw

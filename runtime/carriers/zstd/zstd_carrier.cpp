@@ -35,6 +35,11 @@ size_t checked_bytes(size_t count, size_t element_size) {
   return bytes;
 }
 
+// Reads at least this large unshuffle with streaming stores: the output
+// leaves the caches before anyone reads it, and skipping the destination's
+// read-for-ownership is what keeps the shuffled path near raw zstd speed.
+constexpr size_t kStreamingReadBytes = size_t{8} << 20;
+
 [[noreturn]] void corrupt(size_t f, const std::string& why) {
   throw_error(SW_ERROR_DATA_CORRUPT, "zstd frame " + std::to_string(f) + " of the Zstd carrier is corrupt: " + why);
 }
@@ -179,6 +184,7 @@ void ZstdCarrier::decode(size_t first, size_t count, std::byte* dst) const {
   const std::vector<FramePtr> frames = snapshot(f0, f1);
   auto dctx = dctx_pool_.acquire();
   HostBuffer scratch;
+  const bool streaming = count * es >= kStreamingReadBytes;
   for (size_t f = f0; f < f1; ++f) {
     const size_t begin = f * frame_elements_;
     const size_t n = frame_length(f, size);
@@ -195,7 +201,7 @@ void ZstdCarrier::decode(size_t first, size_t count, std::byte* dst) const {
     if (!scratch.data()) scratch = HostBuffer(runtime().pool(), std::min(frame_elements_, size) * es);
     decompress(f, frame, scratch.data(), n * es, dctx.get());
     if (shuffle_)
-      unshuffle_bytes(scratch.data() + (lo - begin), n, hi - lo, es, out);
+      unshuffle_bytes(scratch.data() + (lo - begin), n, hi - lo, es, out, streaming);
     else
       std::memcpy(out, scratch.data() + (lo - begin) * es, (hi - lo) * es);
   }
