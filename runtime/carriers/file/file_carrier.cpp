@@ -50,6 +50,7 @@ std::string default_directory() {
 
 FileCarrier::FileCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, const FileCarrierOptions& options)
     : Carrier(std::move(runtime), SW_CARRIER_FILE, dtype, size),
+      options_(options),
       direct_io_(options.direct_io),
       chunk_bytes_(std::min(std::max<size_t>(options.chunk_bytes, 1), kMaxChunkBytes)),
       requests_in_flight_(std::max<uint32_t>(options.requests_in_flight, 1)) {
@@ -80,6 +81,7 @@ Ref<FileCarrier> FileCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t dty
 
   // From here on the carrier owns the file: a failure below removes it.
   auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, size, options));
+  carrier->options_.directory = directory;
   carrier->path_ = path.data();
   carrier->fd_ = fd;
   carrier->owns_file_ = true;
@@ -98,6 +100,7 @@ Ref<FileCarrier> FileCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype
   if (fd < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(errno));
 
   auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, size, options));
+  carrier->options_.directory.clear();
   carrier->path_ = path;
   carrier->fd_ = fd;
   carrier->read_only_ = true;
@@ -116,6 +119,8 @@ Ref<FileCarrier> FileCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype
   carrier->open_direct(O_RDONLY);
   return carrier;
 }
+
+Ref<Carrier> FileCarrier::create_empty_like() const { return create(runtime_ref(), dtype(), 0, options_); }
 
 void FileCarrier::open_direct(int flags) {
   if (!direct_io_) return;

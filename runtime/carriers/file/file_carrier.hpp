@@ -41,6 +41,11 @@ class FileCarrier final : public Carrier {
   void read_async(size_t first, size_t count, std::byte* dst, IoDone done) override;
   void write_async(size_t first, size_t count, const std::byte* src, IoDone done) override;
 
+  // A new empty scratch carrier with the same settings, in the same
+  // directory (the default one for a read-only carrier: the user's file's
+  // directory may not be writable).
+  Ref<Carrier> create_empty_like() const override;
+
   bool is_read_only() const override { return read_only_; }
   uint64_t stored_bytes() const override;
   const std::string& path() const { return path_; }
@@ -75,6 +80,7 @@ class FileCarrier final : public Carrier {
   void transfer_async(bool write, uint64_t file_offset, std::byte* buffer, size_t total, IoDone done);
   [[noreturn]] void io_failure(bool write, uint64_t file_offset, int error_number) const;
 
+  FileCarrierOptions options_;
   std::string path_;
   int fd_ = -1;
   int direct_fd_ = -1;
