@@ -610,12 +610,6 @@ static sw_tensor_t* move_and_wait(sw_tensor_t* t, sw_carrier_t* destination) {
   return result;
 }
 
-static sw_carrier_t* carrier_of(const sw_tensor_t* t) {
-  sw_carrier_t* c = NULL;
-  SW_OK_(sw_tensor_carrier(t, &c));
-  return c; /* a new reference */
-}
-
 /* CPU -> file -> CPU through many pipelined requests, with and without
  * O_DIRECT, into an empty file carrier and into a sized one. */
 static void move_through_file_round_trip(void** state) {
