@@ -140,19 +140,22 @@ static void sw_py_decref_anywhere(PyObject* object) {
 }
 %}
 
+/* Success returns the out-parameters, or None when there are none. The
+ * result starts NULL so that every SWIG version's AppendOutput replaces it. */
 %typemap(out) sw_error_t* {
   if ($1) {
     sw_py_raise($1);
     SWIG_fail;
   }
-  $result = SWIG_Py_Void();
+  $result = NULL;
 }
+%typemap(ret) sw_error_t* "if (!$result) $result = SWIG_Py_Void();";
 
 /* Out-handles: the new reference becomes a SWIG pointer (None for NULL). */
 %define SW_OUT_HANDLE(TYPE)
 %typemap(in, numinputs=0) TYPE** (TYPE* temp = NULL) "$1 = &temp;";
-%typemap(argout) TYPE** {
-  $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*descriptor, 0));
+%typemap(argout, noblock=1) TYPE** {
+  %append_output(SWIG_NewPointerObj(SWIG_as_voidptr(*$1), $*descriptor, 0));
 }
 %enddef
 SW_OUT_HANDLE(sw_runtime_t)
@@ -168,7 +171,7 @@ SW_OUT_HANDLE(sw_lru_policy_t)
 /* Out-scalars. */
 %define SW_OUT_SCALAR(TYPE, NAME, CONVERT)
 %typemap(in, numinputs=0) TYPE* NAME (TYPE temp) "memset(&temp, 0, sizeof temp); $1 = &temp;";
-%typemap(argout) TYPE* NAME "$result = SWIG_Python_AppendOutput($result, CONVERT(*$1));";
+%typemap(argout, noblock=1) TYPE* NAME { %append_output(CONVERT(*$1)); }
 %enddef
 %define SW_BOOL(x) PyBool_FromLong(x) %enddef
 SW_OUT_SCALAR(bool, out_mutable, PyBool_FromLong)
@@ -740,8 +743,9 @@ PyObject* lru_policy_stats(const sw_lru_policy_t* policy) {
 %{
 /* The policy vtable for a Python callable `planner(required, purpose)`:
  * `required` is a borrowed sw_tile_set_t handle valid for the call only,
- * `purpose` the purpose's name. It returns an sw_residency_plan_t handle
- * (which the trampoline retains for the library), or None for "no plan",
+ * `purpose` the purpose's name. It returns a new sw_residency_plan_t
+ * reference, which the library takes over (the Python object that made it
+ * may be gone by then), or None for "no plan",
  * which the library reports as TYPE. A Python exception is stashed and
  * re-raised unchanged in the frame that made the request. */
 static sw_error_t* sw_py_policy_plan(void* user_data, const sw_tile_set_t* required,
@@ -763,7 +767,6 @@ static sw_error_t* sw_py_policy_plan(void* user_data, const sw_tile_set_t* requi
       PyErr_SetString(SW_PY_TYPE_ERROR, "the policy adapter returned something other than a plan handle");
       error = sw_py_stash_exception();
     } else {
-      sw_residency_plan_retain((sw_residency_plan_t*)plan);
       *out_plan = (sw_residency_plan_t*)plan;
     }
   }

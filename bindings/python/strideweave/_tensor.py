@@ -206,7 +206,7 @@ class Tensor:
         return _ops.mul(self, -1.0)
 
     def __sub__(self, other):
-        return _ops.add(self, _ops.mul(other, -1.0))
+        return _ops.add(self, -other if _ops._is_number(other) else _ops.mul(other, -1.0))
 
     def __rsub__(self, other):
         return _ops.add(other, _ops.mul(self, -1.0))

@@ -409,6 +409,8 @@ def planner(policy):
         if not isinstance(result, ResidencyPlan):
             raise StrideWeaveTypeError(f"{type(policy).__name__}.plan returned {type(result).__name__}, "
                                        "not a ResidencyPlan")
-        return result._handle()
+        h = result._handle()
+        N.sw_residency_plan_retain(h)  # the library takes this reference over
+        return h
 
     return plan

@@ -1,0 +1,54 @@
+"""Makes the build tree's package importable: build/bindings/python (or
+$STRIDEWEAVE_PYTHONPATH) holds strideweave with its compiled extension."""
+import os
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+_build = os.environ.get("STRIDEWEAVE_PYTHONPATH") or str(ROOT / "build" / "bindings" / "python")
+if (pathlib.Path(_build) / "strideweave").is_dir():
+    sys.path.insert(0, _build)
+
+import pytest  # noqa: E402
+import numpy as np  # noqa: E402
+import strideweave as sw  # noqa: E402
+
+
+@pytest.fixture
+def runtime():
+    rt = sw.Runtime()
+    yield rt
+    rt.shutdown()
+
+
+def seeded_tiled(values, grid, tile, secondary=sw.carriers.Host, policy=None, **kwargs):
+    """A TiledEvictable whose secondary tier is seeded with `values` (tiles
+    one after another, each first mode fastest) and whose primary is empty."""
+    values = np.asarray(values, dtype=np.float32).reshape(-1)
+    sec = secondary(values.size, dtype=sw.float32, **kwargs)
+    if values.size:
+        from strideweave import _native as N
+
+        N.carrier_write_from(sec._h, 0, values.size, values)
+    return sw.TiledEvictable(sw.carriers.CPU(0), sec, grid, tile, residency_policy=policy)
+
+
+def tiles_to_logical(values, grid, tile):
+    """The logical array of a tiled carrier seeded with `values` (canonical
+    geometry: tiles in tile-ordinal order, each first mode fastest)."""
+    grid, tile = tuple(grid), tuple(tile)
+    values = np.asarray(values).reshape(-1)
+    per = int(np.prod(tile))
+    out = np.empty(tuple(g * t for g, t in zip(grid, tile)), dtype=values.dtype)
+    for k in range(int(np.prod(grid))):
+        g = np.unravel_index(k, grid, order="F")
+        block = values[k * per:(k + 1) * per].reshape(tile, order="F")
+        out[tuple(slice(gi * ti, (gi + 1) * ti) for gi, ti in zip(g, tile))] = block
+    return out
+
+
+def exact(excinfo, cls):
+    """Asserts the raised exception's class is exactly `cls`."""
+    assert type(excinfo.value) is cls, f"{type(excinfo.value).__name__} is not {cls.__name__}"
+    assert isinstance(excinfo.value, sw.Error)
+    return excinfo.value

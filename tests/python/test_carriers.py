@@ -1,0 +1,124 @@
+"""Ordinary carriers: CPU, Host, File, Zstd, Vulkan."""
+import os
+
+import numpy as np
+import pytest
+
+import strideweave as sw
+from strideweave import carriers
+from conftest import exact
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: carriers.CPU(n), lambda n: carriers.Host(n), lambda n: carriers.File(n),
+    lambda n: carriers.Zstd(n, level=3),
+])
+def test_common_carrier_surface(make):
+    c = make(6)
+    assert c.size() == 6 and len(c) == 6 and c.dtype is sw.float32
+    assert c.is_mutable() and not c.is_owned() and not c.is_released()
+    assert all(c[i] == 0.0 for i in range(6))
+    v = c.version
+    c[2] = 4.5
+    assert c[2] == 4.5 and c[-4] == 4.5 and c.version == v + 1
+    with pytest.raises(IndexError) as e:
+        c[6]
+    exact(e, sw.StrideWeaveIndexError)
+    with pytest.raises(sw.StrideWeaveTypeError):
+        c[1.0]
+    c.release()
+    c.release()  # idempotent
+    assert c.is_released() and c.size() == 6 and not c.is_mutable()
+    with pytest.raises(RuntimeError) as e:
+        c[0]
+    exact(e, sw.StrideWeaveRuntimeError)
+
+
+def test_size_zero_makes_an_empty_carrier():
+    for cls in (carriers.CPU, carriers.Host, carriers.File, carriers.Zstd):
+        assert cls(0).size() == 0
+
+
+def test_cpu_from_values_and_dtypes():
+    c = carriers.CPU.from_values([1, 2, 3], dtype=sw.int32)
+    assert c.dtype is sw.int32 and [c[i] for i in range(3)] == [1, 2, 3]
+    c = carriers.CPU.from_values(iter([0.5, 1.5]), dtype=sw.bfloat16)
+    assert [c[0], c[1]] == [0.5, 1.5]
+    with pytest.raises(sw.StrideWeaveTypeError):
+        carriers.CPU.from_values(["a"], dtype=sw.float32)
+    with pytest.raises(sw.StrideWeaveTypeError):
+        carriers.CPU(4, dtype="complex64")
+    with pytest.raises(sw.StrideWeaveValueError):
+        carriers.CPU(-1)
+    with pytest.raises(sw.StrideWeaveTypeError):
+        carriers.CPU(2.0)
+
+
+def test_file_scratch_carrier_lives_in_its_directory_and_is_removed(tmp_path):
+    c = carriers.File(1024, dtype=sw.float64, directory=tmp_path)
+    c[1000] = 3.25
+    assert c[1000] == 3.25 and len(os.listdir(tmp_path)) == 1
+    c.release()
+    assert os.listdir(tmp_path) == []
+
+
+def test_file_open_is_a_read_only_window(tmp_path):
+    path = tmp_path / "weights.bin"
+    data = np.arange(10, dtype=np.float32)
+    path.write_bytes(b"HEAD" + data.tobytes())
+    c = carriers.File.open(path, 4, 10, dtype=sw.float32)
+    assert [c[i] for i in range(10)] == list(map(float, data))
+    assert not c.is_mutable()
+    with pytest.raises(RuntimeError) as e:
+        c[0] = 1.0
+    exact(e, sw.StrideWeaveRuntimeError)
+    with pytest.raises(ValueError) as e:
+        carriers.File.open(path, 4, 11, dtype=sw.float32)
+    exact(e, sw.StrideWeaveValueError)
+    with pytest.raises(OSError) as e:
+        carriers.File.open(tmp_path / "missing.bin", 0, 1)
+    exact(e, sw.StrideWeaveOSError)
+    c.release()
+    assert path.exists()
+
+
+def test_zstd_compresses_and_detects_corruption():
+    c = carriers.Zstd(1 << 16, level=1, frame_elements=1 << 12)
+    assert c.stored_bytes() < (1 << 16) * 4 // 10
+    c[5] = 1.0
+    sw._native.sw_testing_corrupt_frame(c._h, 0)
+    with pytest.raises(ValueError) as e:
+        c[5]
+    err = exact(e, sw.DataCorruptError)
+    assert err.code == sw.ErrorCode.DATA_CORRUPT
+
+
+def test_vulkan_is_not_available_yet():
+    with pytest.raises(NotImplementedError) as e:
+        carriers.Vulkan(16, dtype=sw.float32)
+    exact(e, sw.StrideWeaveNotImplementedError)
+    assert "Vulkan" in str(e.value)
+
+
+def test_owned_carrier_refuses_writes_and_release():
+    c = carriers.CPU(4)
+    sw._native.sw_testing_claim(c._h)
+    assert c.is_owned() and not c.is_mutable()
+    with pytest.raises(sw.StrideWeaveRuntimeError):
+        c[0] = 1.0
+    with pytest.raises(sw.StrideWeaveRuntimeError):
+        c.release()
+    sw._native.sw_testing_unclaim(c._h)
+    c.release()
+
+
+def test_tensor_carrier_identity_and_runtime_keyword(runtime):
+    c = carriers.CPU(4, runtime=runtime)
+    t = sw.Tensor(c, 0, sw.Layout.dense(4))
+    assert t.carrier is c
+    view = t.permute(0)
+    assert view.carrier is c
+    with pytest.raises(sw.StrideWeaveTypeError):
+        carriers.CPU(4, runtime="default")
+    assert sw.default_runtime() is sw.default_runtime()
+    assert sw.default_runtime().compute_threads >= 1
