@@ -50,8 +50,6 @@ class AwaitResult:
         """Blocks (GIL released) until terminal or `timeout` seconds pass
         (TimeoutError; the work stays pending). Returns the same result
         object every time, or raises the work's error every time."""
-        if self._has_result:
-            return self._result
         if timeout is None:
             ns = -1
         else:
@@ -60,6 +58,8 @@ class AwaitResult:
             if not timeout >= 0:
                 raise StrideWeaveValueError(f"timeout must be >= 0, got {timeout}")
             ns = int(timeout * 1e9)
+        if self._has_result:
+            return self._result
         N.await_wait(self._h, ns)
         return self._finish()
 
