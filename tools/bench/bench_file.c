@@ -1,0 +1,252 @@
+/*
+ * bench_file: promotion bandwidth from the file tier against plain pread, in
+ * the same process so that the ratio survives this machine's 10-30 % drift.
+ *
+ *   StrideWeave   sw_move_async of a dense f32 tensor on a read-only file
+ *                 carrier (sw_carrier_open_file over the benchmark's file,
+ *                 chunk_bytes = the chunk size, requests_in_flight = K) into
+ *                 an empty CPU carrier, which the move allocates; timed from
+ *                 sw_move_async to the end of sw_await_wait.
+ *   peer          K pthreads taking chunk-sized pieces of the same file from a
+ *                 shared counter and pread()ing them into a warm buffer.
+ *
+ * for K = 1 and 4. The file (default 512 MiB in 4 MiB chunks) is written once
+ * and read once before timing, so both sides read from the page cache; run it
+ * on a file system that keeps the file cached (not tmpfs for O_DIRECT runs).
+ *
+ * Usage:
+ *   build/tools/bench/bench_file [--mib 512] [--chunk-mib 4] [--reps 7] [--dir DIR]
+ *
+ * Every figure is the median of R timed repetitions after a warm-up; the
+ * StrideWeave move and its peer alternate within each repetition so that
+ * noise from other processes hits both alike. The target is a ratio of at
+ * least 0.80. The last line is "BENCH_JSON {...}" for scripts.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "strideweave/strideweave.h"
+
+#define MAX_REPS 64
+
+static void check(sw_error_t* err, const char* what) {
+  if (!err) return;
+  fprintf(stderr, "bench_file: %s failed: %s: %s\n", what, sw_error_code_name(sw_error_code(err)),
+          sw_error_message(err));
+  sw_error_free(err);
+  exit(2);
+}
+#define CHECK(call) check((call), #call)
+
+static void die(const char* what) {
+  fprintf(stderr, "bench_file: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static double median(const double* values, int n) {
+  double sorted[MAX_REPS];
+  memcpy(sorted, values, (size_t)n * sizeof(double));
+  qsort(sorted, (size_t)n, sizeof(double), compare_doubles);
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+static float value_at(size_t i) { return (float)(i % 1000003) * 0.25f - 7.0f; }
+
+/* ---- the peer: pthreads doing pread --------------------------------------- */
+
+typedef struct {
+  int fd;
+  unsigned char* buffer;
+  size_t bytes, chunk;
+  atomic_size_t next;
+} pread_job_t;
+
+static void* pread_worker(void* arg) {
+  pread_job_t* job = (pread_job_t*)arg;
+  for (;;) {
+    const size_t offset = atomic_fetch_add(&job->next, job->chunk);
+    if (offset >= job->bytes) return NULL;
+    size_t length = job->bytes - offset < job->chunk ? job->bytes - offset : job->chunk;
+    for (size_t done = 0; done < length;) {
+      ssize_t n = pread(job->fd, job->buffer + offset + done, length - done, (off_t)(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) die("pread");
+      done += (size_t)n;
+    }
+  }
+}
+
+static double pread_seconds(int fd, unsigned char* buffer, size_t bytes, size_t chunk, int threads) {
+  pread_job_t job = {fd, buffer, bytes, chunk, 0};
+  pthread_t tid[16];
+  const double t0 = now_seconds();
+  for (int t = 0; t < threads; ++t) pthread_create(&tid[t], NULL, pread_worker, &job);
+  for (int t = 0; t < threads; ++t) pthread_join(tid[t], NULL);
+  return now_seconds() - t0;
+}
+
+/* ---- StrideWeave: move a file-carrier tensor into an empty CPU carrier ---- */
+
+/* Whether this build moves out of read-only file carriers; if not, each
+ * repetition fills a scratch file carrier with the same values (untimed). */
+static int read_only_source = 1;
+
+static double move_seconds(sw_runtime_t* rt, const char* path, const char* dir, const float* contents, size_t n,
+                           size_t chunk, int in_flight, int verify) {
+  sw_file_carrier_desc_t desc;
+  sw_file_carrier_desc_init(&desc);
+  desc.chunk_bytes = chunk;
+  desc.requests_in_flight = (uint32_t)in_flight;
+  sw_carrier_t* file = NULL;
+  if (read_only_source) {
+    CHECK(sw_carrier_open_file(rt, SW_DTYPE_F32, path, 0, n, &desc, &file));
+  } else {
+    desc.directory = dir;
+    CHECK(sw_carrier_create_file(rt, SW_DTYPE_F32, n, &desc, &file));
+    CHECK(sw_carrier_write(file, 0, n, contents));
+  }
+  const int64_t extent = (int64_t)n;
+  sw_layout_t* layout = NULL;
+  CHECK(sw_layout_dense(&extent, 1, &layout));
+  sw_tensor_t* tensor = NULL;
+  CHECK(sw_tensor_create(file, 0, layout, &tensor));
+  sw_carrier_t* cpu = NULL;
+  CHECK(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 0, &cpu));
+
+  sw_await_t* await = NULL;
+  const double t0 = now_seconds();
+  sw_error_t* refused = sw_move_async(tensor, cpu, &await);
+  if (refused && read_only_source && sw_error_code(refused) == SW_ERROR_STATE) {
+    fprintf(stderr, "bench_file: this build refuses moves out of a read-only file carrier (%s); "
+                    "using scratch file carriers filled before each timed move\n", sw_error_message(refused));
+    sw_error_free(refused);
+    sw_tensor_release(tensor);
+    sw_layout_release(layout);
+    sw_carrier_release(cpu);
+    sw_carrier_release(file);
+    read_only_source = 0;
+    return move_seconds(rt, path, dir, contents, n, chunk, in_flight, verify);
+  }
+  check(refused, "sw_move_async(tensor, cpu, &await)");
+  CHECK(sw_await_wait(await, -1));
+  const double seconds = now_seconds() - t0;
+
+  sw_tensor_t* result = NULL;
+  CHECK(sw_await_result(await, &result));
+  if (verify) {
+    void* p = NULL;
+    CHECK(sw_carrier_host_pointer(cpu, &p));
+    const float* values = (const float*)p;
+    for (size_t i = 0; i < n; ++i)
+      if (values[i] != value_at(i)) {
+        fprintf(stderr, "bench_file: moved value %zu is %g, expected %g\n", i, (double)values[i], (double)value_at(i));
+        exit(2);
+      }
+  }
+  /* Released here, the destination's buffer returns to the runtime's pool
+   * and the next repetition reuses it warm. */
+  sw_tensor_release(result);
+  sw_await_release(await);
+  sw_tensor_release(tensor);
+  sw_layout_release(layout);
+  sw_carrier_release(cpu);
+  sw_carrier_release(file);
+  return seconds;
+}
+
+int main(int argc, char** argv) {
+  size_t mib = 512, chunk_mib = 4;
+  int reps = 7;
+  const char* dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
+      mib = (size_t)atol(argv[++i]);
+    else if (strcmp(argv[i], "--chunk-mib") == 0 && i + 1 < argc)
+      chunk_mib = (size_t)atol(argv[++i]);
+    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+      dir = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--mib M] [--chunk-mib C] [--reps R] [--dir DIR]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1 || reps > MAX_REPS || mib == 0 || chunk_mib == 0) {
+    fprintf(stderr, "bench_file: need 1 <= reps <= %d and non-zero sizes\n", MAX_REPS);
+    return 2;
+  }
+  const size_t bytes = mib << 20, chunk = chunk_mib << 20, n = bytes / sizeof(float);
+
+  /* The file, written in chunks, then read once so it sits in the page cache. */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/bench_file_XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0) die("mkstemp");
+  float* block = (float*)malloc(chunk);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t len = bytes - off < chunk ? bytes - off : chunk;
+    for (size_t i = 0; i < len / sizeof(float); ++i) block[i] = value_at(off / sizeof(float) + i);
+    if (pwrite(fd, block, len, (off_t)off) != (ssize_t)len) die("pwrite");
+  }
+  free(block);
+  unsigned char* warm = NULL;
+  if (posix_memalign((void**)&warm, 4096, bytes) != 0) die("posix_memalign");
+  memset(warm, 0, bytes);
+  pread_seconds(fd, warm, bytes, chunk, 1);
+
+  sw_runtime_t* rt = NULL;
+  CHECK(sw_runtime_create(NULL, &rt));
+
+  const int in_flight[2] = {1, 4};
+  double sw_gbps[2], peer_gbps[2];
+  for (int k = 0; k < 2; ++k) {
+    double sw_s[MAX_REPS], peer_s[MAX_REPS];
+    move_seconds(rt, path, dir, (const float*)warm, n, chunk, in_flight[k], k == 0); /* warm-up; checks every value once */
+    pread_seconds(fd, warm, bytes, chunk, in_flight[k]);
+    for (int r = 0; r < reps; ++r) {
+      sw_s[r] = move_seconds(rt, path, dir, (const float*)warm, n, chunk, in_flight[k], 0);
+      peer_s[r] = pread_seconds(fd, warm, bytes, chunk, in_flight[k]);
+    }
+    sw_gbps[k] = (double)bytes / median(sw_s, reps) / 1e9;
+    peer_gbps[k] = (double)bytes / median(peer_s, reps) / 1e9;
+    printf("promotion from file, %d in flight: StrideWeave %6.2f GB/s, pread %6.2f GB/s, ratio %.3f%s\n",
+           in_flight[k], sw_gbps[k], peer_gbps[k], sw_gbps[k] / peer_gbps[k],
+           sw_gbps[k] / peer_gbps[k] >= 0.80 ? "" : "  (below the 0.80 target)");
+  }
+
+  printf("\nBENCH_JSON {\"bench\": \"file\", \"mib\": %zu, \"chunk_mib\": %zu, \"reps\": %d, \"source\": \"%s\", "
+         "\"promotion\": [",
+         mib, chunk_mib, reps, read_only_source ? "read_only_user_file" : "scratch_file");
+  for (int k = 0; k < 2; ++k)
+    printf("%s{\"in_flight\": %d, \"sw_gbps\": %.3f, \"pread_gbps\": %.3f, \"ratio\": %.4f}", k ? ", " : "",
+           in_flight[k], sw_gbps[k], peer_gbps[k], sw_gbps[k] / peer_gbps[k]);
+  printf("]}\n");
+
+  sw_runtime_release(rt);
+  free(warm);
+  close(fd);
+  unlink(path);
+  return 0;
+}
