@@ -8,7 +8,15 @@ APT_PACKAGES=(
   meson ninja-build pkg-config g++
   libcmocka-dev libuv1-dev libzstd-dev
   libopenblas-dev libopenblas0-pthread
+  swig
 )
+# The Python bindings compile against the headers of the python3 that runs the
+# tests; Debian's python3 needs python3-dev for them (pyenv builds ship them).
+if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
+  APT_PACKAGES+=(python3-dev)
+fi
+# PyTorch is not installed: PyPI's torch pulls CUDA wheels of several GB, so the
+# PyTorch interop tests and the overhead benchmark fall back (skip / NumPy).
 PIP_PACKAGES=(numpy pytest)
 
 missing=()
