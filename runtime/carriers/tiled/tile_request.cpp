@@ -159,7 +159,7 @@ void TileRequest::evict_phase() {
     auto me = self();
     const int64_t tile = k;
     Ref<Carrier> keep = buf;
-    te_->secondary_->write_async(static_cast<size_t>(k) * T, T, buf->host_data(), [me, tile, keep](Status s) {
+    te_->write_secondary(static_cast<size_t>(k) * T, T, buf->host_data(), [me, tile, keep](Status s) {
       if (!s.ok() && me->error_.ok()) me->error_ = s;
       if (s.ok()) me->written_.push_back(tile);
       if (--me->in_flight_ == 0) me->commit_evictions();

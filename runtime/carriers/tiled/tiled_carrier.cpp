@@ -220,6 +220,26 @@ void TiledEvictable::request_done() {
   --pending_;
 }
 
+void TiledEvictable::write_secondary(size_t first, size_t count, const std::byte* src, IoDone done) {
+  writes_.push_back({first, count, src, std::move(done)});
+  if (!writing_) start_next_write();
+}
+
+void TiledEvictable::start_next_write() {
+  if (writes_.empty()) return;
+  SecondaryWrite w = std::move(writes_.front());
+  writes_.pop_front();
+  writing_ = true;
+  Ref<TiledEvictable> self(this);
+  IoDone done = std::move(w.done);
+  secondary_->write_async(w.first, w.count, w.src, [self, done](Status st) {
+    // Start the next write before `done`, which may queue more.
+    self->writing_ = false;
+    self->start_next_write();
+    done(std::move(st));
+  });
+}
+
 // ---- blocking tile access -------------------------------------------------------
 
 bool TiledEvictable::tile_is_zero(int64_t k) const {

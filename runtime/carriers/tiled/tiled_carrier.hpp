@@ -3,6 +3,7 @@
 // gathered into compact tensors. See the public header for the contract.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -68,6 +69,10 @@ class TiledEvictable final : public Carrier {
   void read_tile(int64_t k, std::byte* dst) const;
   // A TileRequest ends: the carrier may be disposed once none is pending.
   void request_done();
+  // Writes tile values to the secondary tier (loop thread). Carriers require
+  // concurrent writes to be serialised by their caller (a zstd frame holding
+  // several tiles is rewritten whole), so writes run one at a time in order.
+  void write_secondary(size_t first, size_t count, const std::byte* src, IoDone done);
 
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
@@ -94,6 +99,14 @@ class TiledEvictable final : public Carrier {
   std::vector<Tile> tiles_;
   int pending_ = 0;  // non-terminal requests involving this carrier
   std::vector<std::weak_ptr<TileRequest>> deferred_;  // evictions waiting for pins
+  struct SecondaryWrite {
+    size_t first, count;
+    const std::byte* src;
+    IoDone done;
+  };
+  void start_next_write();
+  std::deque<SecondaryWrite> writes_;  // loop thread only
+  bool writing_ = false;
 };
 
 }  // namespace sw
