@@ -1250,6 +1250,50 @@ static void refuse_hidden_waiting_on_external_transition(void** state) {
   sw_runtime_release(rt);
 }
 
+/* Eviction writes many dirty tiles that share one zstd frame (and one file):
+ * none of the writes may be lost, within one request or across two. */
+static void evictions_keep_every_dirty_tile_of_a_shared_frame(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  const sw_carrier_kind_t kinds[3] = {SW_CARRIER_ZSTD, SW_CARRIER_FILE, SW_CARRIER_HOST};
+  for (int round = 0; round < 12; ++round) {
+    tt_fix_t f;
+    const int64_t grid[2] = {16, 1}, tile[2] = {1, 4};
+    tt_make(&f, rt, SW_DTYPE_F32, 2, grid, tile, true, kinds[round % 3], false, NULL);
+    expect_all(&f, SW_TILE_PRIMARY, true);
+    if (round % 2 == 0) {
+      int64_t ks[16];
+      for (int k = 0; k < 16; ++k) ks[k] = k;
+      sw_tile_set_t* all = tt_set_ordinals(&f, ks, 16);
+      SW_OK_(sw_tiled_evict(f.te, all));
+      sw_tile_set_release(all);
+    } else {
+      /* Two requests at once, over interleaved halves. */
+      int64_t even[8], odd[8];
+      for (int k = 0; k < 8; ++k) {
+        even[k] = 2 * k;
+        odd[k] = 2 * k + 1;
+      }
+      sw_tile_set_t* a = tt_set_ordinals(&f, even, 8);
+      sw_tile_set_t* b = tt_set_ordinals(&f, odd, 8);
+      sw_await_t *wa = NULL, *wb = NULL;
+      SW_OK_(sw_tiled_evict_async(f.te, a, &wa));
+      SW_OK_(sw_tiled_evict_async(f.te, b, &wb));
+      SW_OK_(sw_await_wait(wa, -1));
+      SW_OK_(sw_await_wait(wb, -1));
+      sw_await_release(wa);
+      sw_await_release(wb);
+      sw_tile_set_release(a);
+      sw_tile_set_release(b);
+    }
+    expect_all(&f, SW_TILE_SECONDARY, false);
+    expect_secondary_tier(&f, (float)tt_seed(0, 0));
+    expect_full_seeded(&f);
+    tt_free(&f);
+  }
+  sw_runtime_release(rt);
+}
+
 /* ---- direct execution ----------------------------------------------------- */
 
 static void execute_on_partially_resident_full_tensor(void** state) {
@@ -1664,6 +1708,7 @@ int main(void) {
       cmocka_unit_test(prefetch_without_changing_autograd),
       cmocka_unit_test(evict_selected_dirty_tile_set),
       cmocka_unit_test(eviction_races_with_execution),
+      cmocka_unit_test(evictions_keep_every_dirty_tile_of_a_shared_frame),
       cmocka_unit_test(refuse_hidden_waiting_on_external_transition),
       cmocka_unit_test(execute_on_partially_resident_full_tensor),
       cmocka_unit_test(reject_pending_projection_operand),
