@@ -85,16 +85,20 @@ def to_numpy(t):
     return _copy_out(t)
 
 
-def _copy_out(t):
-    """Every element, read first mode fastest into a Fortran-ordered array."""
+def _copy_out(t, raw=False):
+    """Every element, read first mode fastest into a Fortran-ordered array;
+    bfloat16 as float32 values, or as its uint16 bits with raw=True."""
     dtype = t.dtype
-    raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
-    out = np.empty(t.shape, dtype=raw, order="F")
+    out = np.empty(t.shape, dtype=dtype.numpy if dtype.numpy is not None else np.uint16, order="F")
     if out.size:
         N.tensor_read_into(t._h, out.T)
-    if dtype is _dtypes.bfloat16:
-        out = (out.astype(np.uint32) << 16).view(np.float32)
+    if dtype is _dtypes.bfloat16 and not raw:
+        out = bf16_to_float32(out)
     return out
+
+
+def bf16_to_float32(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def _bf16_bits(values):
@@ -183,21 +187,12 @@ def dlpack_export(t, stream, max_version, dl_device, copy):
     else:
         if copy is False:
             raise BufferError("this tensor cannot be exported without a copy (carrier or layout)")
-        array = _copy_out(t) if t.dtype is not _dtypes.bfloat16 else _copy_out_raw(t)
-        if array.size == 0:
-            array = np.empty(t.shape, dtype=array.dtype, order="F")
+        array = _copy_out(t, raw=True)
         address = array.ctypes.data
         strides = tuple(s // array.itemsize for s in array.strides)
         owner = array
         copied = True
     return N.dlpack_export(address, t.shape, strides, code, bits, owner, versioned, False, copied)
-
-
-def _copy_out_raw(t):
-    out = np.empty(t.shape, dtype=np.uint16, order="F")
-    if out.size:
-        N.tensor_read_into(t._h, out.T)
-    return out
 
 
 def from_dlpack(x, carrier_class=None, *, runtime=None):

@@ -115,7 +115,9 @@ class Carrier:
         out = np.empty(1, dtype=raw)
         N.carrier_read_into(self._h, self._slot(slot), 1, out)
         if dtype is _dtypes.bfloat16:
-            return float((out.astype(np.uint32) << 16).view(np.float32)[0])
+            from .._interop import bf16_to_float32
+
+            return float(bf16_to_float32(out)[0])
         return out[0].item()
 
     def __setitem__(self, slot, value):
