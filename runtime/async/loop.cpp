@@ -15,7 +15,7 @@ Loop::Loop() : shared_(std::make_shared<Shared>()) {
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
   });
-  thread_id_ = thread_.get_id();
+  thread_id_.store(thread_.get_id(), std::memory_order_release);
 }
 
 Loop::~Loop() { stop_and_join(); }
@@ -54,10 +54,12 @@ void Loop::stop_and_join() {
     shared_->stopping = true;
     uv_async_send(&shared_->wake);
   }
-  if (on_loop_thread())
+  if (on_loop_thread()) {
     thread_.detach();
-  else
+  } else {
     thread_.join();
+    thread_id_.store(std::thread::id(), std::memory_order_release);
+  }
 }
 
 }  // namespace sw

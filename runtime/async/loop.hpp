@@ -6,6 +6,7 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -24,7 +25,7 @@ class Loop {
   // Runs `task` on the loop thread. Thread-safe. Returns false (and drops the
   // task) once the loop is stopping.
   bool post(std::function<void()> task);
-  bool on_loop_thread() const { return std::this_thread::get_id() == thread_id_; }
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread_id_.load(std::memory_order_acquire); }
   // Only on the loop thread.
   uv_loop_t* uv() { return &shared_->loop; }
   // Lets in-flight requests finish, closes the loop and joins the thread.
@@ -41,7 +42,8 @@ class Loop {
   static void on_wake(uv_async_t* handle);
   std::shared_ptr<Shared> shared_;
   std::thread thread_;
-  std::thread::id thread_id_;
+  // Cleared once the thread is joined: a later thread may get the same id.
+  std::atomic<std::thread::id> thread_id_;
 };
 
 }  // namespace sw
