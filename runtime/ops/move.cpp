@@ -57,6 +57,7 @@ class MoveOp final : public Operation {
   }
 
   void cancel() override {
+    if (completed_) return;
     cancelled_ = true;
     if (!in_flight_) finish(cancelled_status());
   }
@@ -165,6 +166,10 @@ class MoveOp final : public Operation {
   }
 
   void done(Status error) {
+    // A loop-thread callback fired by the await may release the last runtime
+    // reference, which cancels what is pending, this operation included:
+    // from here on there is nothing left to cancel or undo.
+    completed_ = true;
     Runtime& rt = dst_->runtime();
     auto keep = shared_from_this();
     if (error.ok())
@@ -184,7 +189,7 @@ class MoveOp final : public Operation {
   bool record_;
   size_t n_ = 0, es_ = 0;
   bool allocate_ = false, allocated_ = false, dst_dirty_ = false;
-  bool in_flight_ = false, cancelled_ = false;
+  bool in_flight_ = false, cancelled_ = false, completed_ = false;
   Ref<Carrier> staging_, raw_, backup_;
   Ref<Tensor> result_;
 };
