@@ -33,16 +33,16 @@ void Await::complete(sw_await_status_t status, Ref<Object> result, Status error)
         cb = callback_;
         fire_now = true;
       } else {
+        // Queued in the critical section that makes it owed, so that a
+        // waiter firing it always finds the entry to drop.
+        runtime_->owe_callback(Ref<Await>(this));
         owe = true;
       }
     }
   }
   done_.notify_all();
   if (fire_now) fire(cb);
-  if (owe)
-    runtime_->owe_callback(Ref<Await>(this));
-  else
-    runtime_->signal_event();
+  if (!owe) runtime_->signal_event();
 }
 
 Status Await::wait(int64_t timeout_ns) {
@@ -57,7 +57,9 @@ Status Await::wait(int64_t timeout_ns) {
     }
     result = status_ == SW_AWAIT_FAILED ? error_ : Status{};
   }
-  fire_owed_callback();
+  // The runtime's owed list holds a reference to this await (and so to its
+  // result) until process_events; once fired here, nothing is owed.
+  if (fire_owed_callback()) runtime_->forget_owed(this);
   return result;
 }
 
@@ -76,6 +78,7 @@ void Await::set_callback(const sw_await_callback_info_t& info) {
     has_callback_ = true;
     callback_ = info;
     terminal = status_ != SW_AWAIT_PENDING;
+    if (terminal && info.mode == SW_CALLBACK_MODE_WAITING_THREAD) runtime_->owe_callback(Ref<Await>(this));
   }
   if (!terminal) return;
   if (info.mode == SW_CALLBACK_MODE_LOOP_THREAD) {
@@ -90,8 +93,6 @@ void Await::set_callback(const sw_await_callback_info_t& info) {
       }
       self->fire(cb);
     });
-  } else {
-    runtime_->owe_callback(Ref<Await>(this));
   }
 }
 

@@ -137,6 +137,17 @@ void Runtime::owe_callback(Ref<Await> await) {
   signal_event();
 }
 
+void Runtime::forget_owed(const Await* await) {
+  Ref<Await> drop;  // released after the lock
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  for (auto it = owed_.begin(); it != owed_.end(); ++it)
+    if (it->get() == await) {
+      drop = std::move(*it);
+      owed_.erase(it);
+      return;
+    }
+}
+
 void Runtime::signal_event() {
   const uint64_t one = 1;
   ssize_t n = write(event_fd_, &one, sizeof one);

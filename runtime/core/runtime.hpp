@@ -63,6 +63,8 @@ class Runtime : public Object {
 
   // Completion events for waiting-thread callbacks and the pollable fd.
   void owe_callback(Ref<Await> await);
+  // Drops `await` from the owed list after its callback fired elsewhere.
+  void forget_owed(const Await* await);
   void signal_event();
   int event_fd() const { return event_fd_; }
   size_t process_events();
