@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "api/handle.hpp"
 #include "async/loop.hpp"
 #include "carriers/tiled/policy.hpp"
@@ -13,6 +15,17 @@ TiledEvictable* tiled(const sw_carrier_t* handle, const char* arg) {
   if (c->kind() != SW_CARRIER_TILED)
     type_error(std::string(arg) + ": expected a TiledEvictable, got a " + c->kind_name() + " carrier");
   return static_cast<TiledEvictable*>(c);
+}
+
+// An enum argument as the 32 bits a C caller passed. Loading a value outside
+// the enumerators' range as the C++ enum type is undefined, so such values are
+// refused as integers before the enum is read.
+template <typename E>
+void check_enum_bits(const E& value, const char* what) {
+  static_assert(sizeof(E) == sizeof(uint32_t), "32-bit C enums");
+  uint32_t raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  if (raw > 0x7fffffffu) value_error(std::string(what) + " " + std::to_string(raw) + " is not a known value");
 }
 
 // A TileSet or a TileSelection (meaning its tile set).
@@ -347,6 +360,7 @@ SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* handle, sw_tile_set_kind_t
   return guard([&] {
     TiledEvictable* te = tiled(handle, "tiled");
     require(out_set, "out_set");
+    check_enum_bits(kind, "tiles: tile set kind");
     *out_set = to_handle<sw_tile_set_t>(te->tiles(kind));
   });
 }
@@ -412,6 +426,7 @@ SW_API sw_error_t* sw_tiled_scatter(sw_carrier_t* handle, sw_tensor_t* compact, 
     auto t = ref<Tensor>(template_tensor, "template");
     auto sel = ref<TileSelection>(selection, "selection");
     require(out_await, "out_await");
+    check_enum_bits(reduction, "scatter: reduction");
     *out_await = to_handle<sw_await_t>(te->scatter(c, t, sel, reduction));
   });
 }
@@ -425,6 +440,7 @@ SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* handle, sw_tensor_t* tens
     auto c = ref<Tensor>(compact, "compact");
     auto sel = ref<TileSelection>(selection, "selection");
     require(out_await, "out_await");
+    check_enum_bits(reduction, "update: reduction");
     *out_await = to_handle<sw_await_t>(te->update(t, c, sel, reduction));
   });
 }
