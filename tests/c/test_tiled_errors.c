@@ -604,6 +604,12 @@ static void residency_rejects_rank_or_range(void** state) {
   st.struct_size = sizeof st;
   SW_FAILS(sw_tiled_tile_state(f.te, far, 3, &st), SW_ERROR_VALUE, "outside the grid");
   SW_FAILS(sw_tiled_tile_state(f.te, r2, 2, &st), SW_ERROR_VALUE, "rank");
+  /* Unknown tile set kinds. */
+  sw_tile_set_t* none = NULL;
+  SW_FAILS(sw_tiled_tiles(f.te, (sw_tile_set_kind_t)99, &none), SW_ERROR_VALUE, "kind");
+  SW_FAILS(sw_tiled_tiles(f.te, (sw_tile_set_kind_t)0, &none), SW_ERROR_VALUE, "kind");
+  SW_FAILS(sw_tiled_tiles(f.te, (sw_tile_set_kind_t)-1, &none), SW_ERROR_VALUE, "kind");
+  assert_null(none);
   tt_expect_snapshot(&f, &snap);
   tt_free(&f);
   sw_runtime_release(rt);
