@@ -807,6 +807,233 @@ SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* tiled, sw_tensor_t* tenso
                                          sw_await_t** out_await);
 
 /* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A device is one backend's memory (host, fake or Vulkan) seen through the
+ * device bridge: allocations, copies with exact byte ranges, and views. It
+ * has a generation, 1 at creation, bumped by every restart (explicit, or a
+ * lost device) and never lowered; each allocation, copy event and view
+ * belongs to the generation it was made in, and once the generation moves on
+ * every call taking it fails SW_ERROR_STALE_HANDLE. A device keeps its
+ * runtime alive. Thread-safe: any thread may call any function below.
+ *
+ * Failures are typed: a backend allocation failure is OUT_OF_MEMORY, a copy
+ * failure IO, a view the backend cannot provide IO, a lost device
+ * DEVICE_LOST (the device has then restarted: pending copies are abandoned
+ * and never complete, the generation is bumped). */
+typedef struct sw_device_t sw_device_t;
+/* A device allocation: reference counted; the handle's last release frees
+ * the memory once nothing uses it. Thread-safe. */
+typedef struct sw_device_allocation_t sw_device_allocation_t;
+/* A view over an allocation, the descriptor fed to NumPy, DLPack and
+ * tinygrad. A live view counts as a use of its allocation. Thread-safe. */
+typedef struct sw_device_view_t sw_device_view_t;
+
+typedef enum sw_device_kind_t {
+  SW_DEVICE_HOST = 1,
+  SW_DEVICE_FAKE = 2,
+  SW_DEVICE_VULKAN = 3,
+  SW_DEVICE_KIND_FORCE32 = 0x7fffffff
+} sw_device_kind_t;
+
+/* What an allocation holds: the tensor view spec of its role. */
+typedef struct sw_object_spec_t {
+  uint32_t struct_size;
+  sw_dtype_t dtype;
+  size_t rank;
+  int64_t shape[SW_MAX_RANK];
+  /* Largest extent an allocation of this object may have, in bytes. */
+  uint64_t max_extent_bytes;
+  /* Alignment of the allocation's start, a power of two; 0 = 16. */
+  uint64_t alignment;
+} sw_object_spec_t;
+
+SW_API void sw_object_spec_init(sw_object_spec_t* spec);
+
+/* A copy event: {generation, id}. Plain data; copy it freely. */
+typedef struct sw_copy_event_t {
+  uint32_t struct_size;
+  uint64_t generation;
+  uint64_t id;
+} sw_copy_event_t;
+
+/* A view's description. strides_bytes are first mode fastest (dense: stride
+ * i is the product of the extents before i, times the dtype size). `pointer`
+ * is the host address of element 0, or NULL when the memory is not host
+ * visible. */
+typedef struct sw_view_info_t {
+  uint32_t struct_size;
+  void* pointer;
+  sw_dtype_t dtype;
+  size_t rank;
+  int64_t shape[SW_MAX_RANK];
+  int64_t strides_bytes[SW_MAX_RANK];
+} sw_view_info_t;
+
+SW_API void sw_view_info_init(sw_view_info_t* info);
+
+/* The fake backend's hooks, so an embedder can plug its own device. Every
+ * function may be NULL: the built-in fake then does that part itself (host
+ * memory). Return SW_OK or an error code; a failure becomes an error of that
+ * code. Called with the device's lock held, on the thread making the call,
+ * or on the thread calling sw_fake_device_complete for asynchronous copies:
+ * hooks must not call back into the device. */
+typedef struct sw_fake_device_vtable_t {
+  uint32_t struct_size;
+  void* user_data;
+  sw_error_code_t (*allocate)(void* user_data, uint64_t allocation_id, uint64_t bytes, uint64_t alignment,
+                              void** out_host_pointer);
+  void (*free)(void* user_data, uint64_t allocation_id);
+  sw_error_code_t (*host_to_device)(void* user_data, uint64_t allocation_id, uint64_t offset, const void* host,
+                                    uint64_t bytes);
+  sw_error_code_t (*device_to_host)(void* user_data, uint64_t allocation_id, uint64_t offset, void* host,
+                                    uint64_t bytes);
+  /* Called when the device restarts: every allocation is gone. */
+  void (*restart)(void* user_data, uint64_t new_generation);
+  /* Called once when the device is destroyed. */
+  void (*destroy)(void* user_data);
+} sw_fake_device_vtable_t;
+
+SW_API void sw_fake_device_vtable_init(sw_fake_device_vtable_t* vtable);
+
+/* Lets an embedder hand in its own Vulkan objects (VkInstance,
+ * VkPhysicalDevice, VkDevice, VkQueue as void*); all NULL makes the library
+ * create its own on the first physical device. Handed-in objects stay the
+ * embedder's: they must outlive the device and are never destroyed by it. */
+typedef struct sw_vulkan_device_desc_t {
+  uint32_t struct_size;
+  void* instance;
+  void* physical_device;
+  void* device;
+  void* queue;
+  uint32_t queue_family_index;
+} sw_vulkan_device_desc_t;
+
+SW_API void sw_vulkan_device_desc_init(sw_vulkan_device_desc_t* desc);
+
+/* Host memory behind the bridge: copies are memcpy (asynchronous ones on a
+ * background worker, completed on the loop thread). */
+SW_API sw_error_t* sw_device_create_host(sw_runtime_t* runtime, sw_device_t** out_device);
+/* The fake backend: logs every call with its exact arguments (see
+ * sw_fake_device_log_entry), fails one armed call, and performs an
+ * asynchronous copy only when sw_fake_device_complete says so, reading or
+ * writing the host bytes at that moment. `vtable` may be NULL; it is copied. */
+SW_API sw_error_t* sw_device_create_fake(sw_runtime_t* runtime, const sw_fake_device_vtable_t* vtable,
+                                         sw_device_t** out_device);
+/* A Vulkan device (device-local buffers, staging copies, fences; asynchronous
+ * completions arrive through the runtime's loop). `desc` may be NULL.
+ * UNSUPPORTED, naming the missing part, when the build has no Vulkan or no
+ * Vulkan driver (ICD) is present. */
+SW_API sw_error_t* sw_device_create_vulkan(sw_runtime_t* runtime, const sw_vulkan_device_desc_t* desc,
+                                           sw_device_t** out_device);
+SW_API void sw_device_retain(sw_device_t* device);
+SW_API void sw_device_release(sw_device_t* device);
+SW_API sw_error_t* sw_device_kind(const sw_device_t* device, sw_device_kind_t* out_kind);
+SW_API sw_error_t* sw_device_generation(const sw_device_t* device, uint64_t* out_generation);
+/* Abandons every pending copy (it never reports complete), frees every
+ * allocation in the backend and bumps the generation. */
+SW_API sw_error_t* sw_device_restart(sw_device_t* device);
+
+/* Allocates `extent_bytes` for an object of `spec`. VALUE, without calling
+ * the backend, for extent 0, an extent below the spec's element bytes or
+ * above its max_extent_bytes, or an alignment that is not a power of two;
+ * TYPE for an invalid dtype; OUT_OF_MEMORY when the backend fails. */
+SW_API sw_error_t* sw_device_alloc(sw_device_t* device, const sw_object_spec_t* spec, uint64_t extent_bytes,
+                                   sw_device_allocation_t** out_allocation);
+/* Frees the memory now (the handle stays, for release). STATE with "in use"
+ * while compute (sw_device_compute_begin), a pending copy or a live view
+ * uses it; STATE when already freed; STALE_HANDLE for an older generation. */
+SW_API sw_error_t* sw_device_free(sw_device_allocation_t* allocation);
+SW_API void sw_device_allocation_retain(sw_device_allocation_t* allocation);
+SW_API void sw_device_allocation_release(sw_device_allocation_t* allocation);
+SW_API sw_error_t* sw_device_allocation_extent(const sw_device_allocation_t* allocation, uint64_t* out_bytes);
+SW_API sw_error_t* sw_device_allocation_generation(const sw_device_allocation_t* allocation,
+                                                   uint64_t* out_generation);
+/* Marks compute work that uses the allocation (free is refused until the
+ * matching end). STALE_HANDLE for an older generation. */
+SW_API sw_error_t* sw_device_compute_begin(sw_device_allocation_t* allocation);
+SW_API sw_error_t* sw_device_compute_end(sw_device_allocation_t* allocation);
+
+/* Copies exactly `bytes` host bytes into [device_offset, device_offset +
+ * bytes) of the allocation. INDEX when the range passes the extent, VALUE for
+ * 0 bytes or a NULL pointer; STATE when freed; STALE_HANDLE for an older
+ * generation; IO when the copy fails. Synchronous (async false): on return
+ * the host bytes may be released and the copy is complete. Asynchronous: the
+ * host bytes must stay untouched until the event reports host_released;
+ * `out_event` gets the event either way (may be NULL when synchronous). */
+SW_API sw_error_t* sw_device_host_to_device(sw_device_allocation_t* allocation, uint64_t device_offset,
+                                            const void* host, uint64_t bytes, bool async,
+                                            sw_copy_event_t* out_event);
+/* Copies exactly [device_offset, device_offset + bytes) into `host`, with the
+ * same checks. The host bytes are valid on return (synchronous) or once the
+ * event reports complete; they must not be freed before host_released. */
+SW_API sw_error_t* sw_device_device_to_host(sw_device_allocation_t* allocation, uint64_t device_offset,
+                                            void* host, uint64_t bytes, bool async, sw_copy_event_t* out_event);
+/* Non-blocking. STALE_HANDLE for an event of an older generation (abandoned
+ * by a restart); VALUE for an unknown id; IO when the copy failed. */
+SW_API sw_error_t* sw_device_event_query(sw_device_t* device, const sw_copy_event_t* event,
+                                         bool* out_host_released, bool* out_complete);
+/* Blocks until the event is complete or `timeout_ns` passes (negative: no
+ * limit). TIMEOUT when the time ran out; errors as for query. */
+SW_API sw_error_t* sw_device_event_wait(sw_device_t* device, const sw_copy_event_t* event, int64_t timeout_ns);
+
+/* A view of the allocation as a dense first-mode-fastest tensor. TYPE when
+ * `dtype` is not the spec's, then VALUE when `shape` is not the spec's; IO
+ * when the backend cannot map the memory; STALE_HANDLE / STATE as above. */
+SW_API sw_error_t* sw_device_view(sw_device_allocation_t* allocation, sw_dtype_t dtype, const int64_t* shape,
+                                  size_t rank, sw_device_view_t** out_view);
+SW_API void sw_device_view_retain(sw_device_view_t* view);
+SW_API void sw_device_view_release(sw_device_view_t* view);
+SW_API sw_error_t* sw_device_view_describe(const sw_device_view_t* view, sw_view_info_t* out_info);
+/* Exports a host-visible view as a DLPack DLManagedTensor* (dlpack.h v0.8
+ * layout, kDLCPU) written to *out_managed_tensor; the tensor keeps the view
+ * alive until its deleter runs. UNSUPPORTED when the memory is not host
+ * visible. Hand it to tinygrad with
+ *   Tensor.from_blob(info.pointer, shape, dtype=...)  (see docs/interop.md). */
+SW_API sw_error_t* sw_device_view_to_dlpack(sw_device_view_t* view, void** out_managed_tensor);
+/* Exports a CPU tensor (flat layout: one leaf per mode) the same way; the
+ * DLPack tensor keeps the tensor alive. UNSUPPORTED for other carriers or
+ * nested layouts. */
+SW_API sw_error_t* sw_tensor_to_dlpack(sw_tensor_t* tensor, void** out_managed_tensor);
+
+/* The fake backend's call log: one line per backend call, e.g.
+ * "alloc alloc=1 bytes=256 alignment=64", "host_to_device alloc=3 offset=16
+ * bytes=64 async=1", "complete event=2", "free alloc=1", "restart
+ * generation=2". TYPE for a device that is not fake. */
+SW_API sw_error_t* sw_fake_device_log_count(const sw_device_t* device, size_t* out_count);
+/* Writes line `index` (NUL-terminated) and its length without the NUL; with a
+ * too small buffer only *out_length, failing VALUE. INDEX past the end. */
+SW_API sw_error_t* sw_fake_device_log_entry(const sw_device_t* device, size_t index, char* buffer,
+                                            size_t capacity, size_t* out_length);
+SW_API sw_error_t* sw_fake_device_log_clear(sw_device_t* device);
+
+typedef enum sw_fake_failure_t {
+  SW_FAKE_FAIL_ALLOCATION = 1,   /* next allocation: OUT_OF_MEMORY */
+  SW_FAKE_FAIL_COPY = 2,         /* next copy (sync: at the call; async: at completion): IO */
+  SW_FAKE_FAIL_VIEW = 4,         /* next view: IO */
+  SW_FAKE_FAIL_DEVICE_LOST = 8,  /* next backend call: DEVICE_LOST and a restart */
+  SW_FAKE_FAILURE_FORCE32 = 0x7fffffff
+} sw_fake_failure_t;
+
+/* Arms one-shot failures (a bitwise OR of sw_fake_failure_t). */
+SW_API sw_error_t* sw_fake_device_arm_failure(sw_device_t* device, uint32_t failures);
+/* Performs one pending asynchronous copy now (both host_released and complete
+ * afterwards). VALUE when the event is not pending; STALE_HANDLE as above. */
+SW_API sw_error_t* sw_fake_device_complete(sw_device_t* device, const sw_copy_event_t* event);
+/* Performs every pending asynchronous copy, oldest first. */
+SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_completed);
+
+/* A compute carrier of `size` zero-filled slots in device-local memory of a
+ * Vulkan device. Ops on it run as SPIR-V compute shaders (f32), batched and
+ * submitted when values are read; sw_move_async moves tensors between it and
+ * CPU carriers, and it can be the primary tier of a TiledEvictable.
+ * TYPE when `device` is not a Vulkan device; UNSUPPORTED in builds without
+ * Vulkan. */
+SW_API sw_error_t* sw_carrier_create_vulkan(sw_runtime_t* runtime, sw_device_t* device, sw_dtype_t dtype,
+                                            size_t size, sw_carrier_t** out_carrier);
+
+/* ------------------------------------------------------------------------ */
 /* Testing hooks                                                             */
 /* ------------------------------------------------------------------------ */
 

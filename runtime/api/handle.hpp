@@ -14,6 +14,7 @@
 #include "core/tensor.hpp"
 #include "async/await.hpp"
 #include "carriers/tiled/tile_values.hpp"
+#include "device/bridge.hpp"
 
 namespace sw::api {
 
@@ -26,6 +27,9 @@ template <> constexpr ObjectKind kind_of<Await>() { return ObjectKind::kAwait; }
 template <> constexpr ObjectKind kind_of<TileSet>() { return ObjectKind::kTileSet; }
 template <> constexpr ObjectKind kind_of<TileSelection>() { return ObjectKind::kTileSelection; }
 template <> constexpr ObjectKind kind_of<ResidencyPlan>() { return ObjectKind::kResidencyPlan; }
+template <> constexpr ObjectKind kind_of<Device>() { return ObjectKind::kDevice; }
+template <> constexpr ObjectKind kind_of<DeviceAllocation>() { return ObjectKind::kDeviceAllocation; }
+template <> constexpr ObjectKind kind_of<DeviceView>() { return ObjectKind::kDeviceView; }
 
 inline const char* kind_name(ObjectKind k) {
   switch (k) {
@@ -39,6 +43,9 @@ inline const char* kind_name(ObjectKind k) {
     case ObjectKind::kTileSelection: return "TileSelection";
     case ObjectKind::kResidencyPlan: return "ResidencyPlan";
     case ObjectKind::kLruPolicy: return "LRU policy";
+    case ObjectKind::kDevice: return "device";
+    case ObjectKind::kDeviceAllocation: return "device allocation";
+    case ObjectKind::kDeviceView: return "device view";
     default: return "unknown object";
   }
 }

@@ -36,6 +36,12 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
     ops::check_operands("backward", {root.get()});
     cot = Tensor::empty_cpu(root->runtime_ref(), root->dtype(), root->shape());
     double_to_element(root->dtype(), 1.0, cot->host_base());
+    if (root->carrier().is_compute() && root->carrier().kind() != SW_CARRIER_CPU) {
+      // The seed lives where the root computes (a Vulkan device, say).
+      auto seed = backend_for(root->carrier()).empty(root->runtime_ref(), root->dtype(), root->shape());
+      seed->carrier().write_slots(0, 1, cot->host_base());
+      cot = seed;
+    }
   } else {
     if (cot->dtype() != root->dtype())
       type_error(std::string("backward: cotangent dtype ") + dtype_name(cot->dtype()) + " differs from the tensor's " +

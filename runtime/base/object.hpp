@@ -19,6 +19,9 @@ enum class ObjectKind : uint32_t {
   kTileSelection = 0x5357534c,
   kResidencyPlan = 0x53575250,
   kLruPolicy = 0x53574c52,
+  kDevice = 0x53574456,
+  kDeviceAllocation = 0x53574441,
+  kDeviceView = 0x53575657,
   kDead = 0xdeadbeef,
 };
 

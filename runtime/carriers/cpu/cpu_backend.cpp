@@ -11,6 +11,9 @@
 #include "carriers/cpu/iteration.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
+#ifdef SW_HAVE_VULKAN
+#include "carriers/vulkan/vulkan_carrier.hpp"
+#endif
 
 namespace sw {
 namespace {
@@ -491,6 +494,9 @@ ComputeBackend& cpu_backend() {
 
 ComputeBackend& backend_for(const Carrier& carrier) {
   if (carrier.kind() == SW_CARRIER_CPU) return cpu_backend();
+#ifdef SW_HAVE_VULKAN
+  if (carrier.kind() == SW_CARRIER_VULKAN) return vulkan_backend_for(carrier);
+#endif
   type_error(std::string("operations do not compute on a ") + carrier.kind_name() +
              " carrier; move the tensor to a compute carrier first");
 }

@@ -1,0 +1,11 @@
+// The Vulkan bridge backend: device-local buffers, staging copies, fences
+// waited on a background worker, completions through the loop.
+#pragma once
+
+#include "device/bridge.hpp"
+
+namespace sw {
+
+std::unique_ptr<DeviceBackend> make_vulkan_backend(Ref<Runtime> runtime, const sw_vulkan_device_desc_t* desc);
+
+}  // namespace sw

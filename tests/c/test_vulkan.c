@@ -1,0 +1,273 @@
+/* The Vulkan device and compute carrier on whatever ICD is present (Mesa
+ * lavapipe in CI): exact-range round trips at offsets, every op against the
+ * CPU carrier's result, moves both ways. Skips, saying why, without an ICD. */
+#include "sw_test.h"
+
+typedef struct {
+  sw_runtime_t* rt;
+  sw_device_t* dev;
+} fixture_t;
+
+static int setup(void** state) {
+  fixture_t* f = calloc(1, sizeof(*f));
+  if (sw_runtime_create(NULL, &f->rt)) return -1;
+  sw_error_t* e = sw_device_create_vulkan(f->rt, NULL, &f->dev);
+  if (e) {
+    fprintf(stderr, "test_vulkan: no Vulkan device (%s: %s); Vulkan tests skip\n",
+            sw_error_code_name(sw_error_code(e)), sw_error_message(e));
+    sw_error_free(e);
+    f->dev = NULL;
+  }
+  *state = f;
+  return 0;
+}
+
+static int teardown(void** state) {
+  fixture_t* f = *state;
+  sw_device_release(f->dev);
+  sw_runtime_release(f->rt);
+  free(f);
+  return 0;
+}
+
+#define NEED_DEVICE(f)                                                   \
+  do {                                                                   \
+    if (!(f)->dev) {                                                     \
+      fprintf(stderr, "skipped: no Vulkan ICD present\n");               \
+      skip();                                                            \
+    }                                                                    \
+  } while (0)
+
+static void test_round_trip_at_offsets(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  sw_object_spec_t s;
+  sw_object_spec_init(&s);
+  s.dtype = SW_DTYPE_U8;
+  s.rank = 1;
+  s.shape[0] = 1000;
+  sw_device_allocation_t* a = NULL;
+  SW_OK_(sw_device_alloc(f->dev, &s, 1000, &a));
+  uint8_t in[333], out[1000];
+  for (int i = 0; i < 333; ++i) in[i] = (uint8_t)(i * 7 + 1);
+  SW_OK_(sw_device_host_to_device(a, 13, in, 333, false, NULL));
+  SW_OK_(sw_device_device_to_host(a, 0, out, 1000, false, NULL));
+  for (int i = 0; i < 1000; ++i) assert_int_equal(out[i], (i >= 13 && i < 346) ? in[i - 13] : 0);
+  /* Asynchronous: host bytes are released at submission, valid at completion. */
+  sw_copy_event_t e1, e2;
+  SW_OK_(sw_device_host_to_device(a, 501, in, 100, true, &e1));
+  bool released = false, complete = false;
+  SW_OK_(sw_device_event_query(f->dev, &e1, &released, &complete));
+  assert_true(released);
+  SW_OK_(sw_device_event_wait(f->dev, &e1, -1));
+  uint8_t back[7] = {0};
+  SW_OK_(sw_device_device_to_host(a, 503, back, 7, true, &e2));
+  SW_OK_(sw_device_event_wait(f->dev, &e2, -1));
+  SW_OK_(sw_device_event_query(f->dev, &e2, &released, &complete));
+  assert_true(released && complete);
+  assert_memory_equal(back, in + 2, 7);
+  SW_FAILS(sw_device_host_to_device(a, 990, in, 11, false, NULL), SW_ERROR_INDEX, NULL);
+  SW_OK_(sw_device_free(a));
+  sw_device_allocation_release(a);
+}
+
+static sw_tensor_t* vk_tensor(fixture_t* f, const int64_t* shape, size_t rank, const float* data) {
+  size_t n = 1;
+  for (size_t i = 0; i < rank; ++i) n *= (size_t)shape[i];
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, n, &c));
+  SW_OK_(sw_carrier_write(c, 0, n, data));
+  sw_layout_t* l = NULL;
+  SW_OK_(sw_layout_dense(shape, rank, &l));
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_create(c, 0, l, &t));
+  sw_layout_release(l);
+  sw_carrier_release(c);
+  return t;
+}
+
+static void assert_close(sw_tensor_t* cpu, sw_tensor_t* vk) {
+  int64_t n = 0, m = 0;
+  SW_OK_(sw_tensor_numel(cpu, &n));
+  SW_OK_(sw_tensor_numel(vk, &m));
+  assert_int_equal(n, m);
+  float* a = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  float* b = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  SW_OK_(sw_tensor_read(cpu, a, sizeof(float) * (size_t)n));
+  SW_OK_(sw_tensor_read(vk, b, sizeof(float) * (size_t)n));
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_tensor_carrier(vk, &c));
+  sw_carrier_kind_t kind;
+  SW_OK_(sw_carrier_kind(c, &kind));
+  assert_int_equal(kind, SW_CARRIER_VULKAN);
+  sw_carrier_release(c);
+  for (int64_t i = 0; i < n; ++i) {
+    float tol = 1e-4f * (1.0f + fabsf(a[i]));
+    if (fabsf(a[i] - b[i]) > tol) fail_msg("element %lld: cpu %g vulkan %g", (long long)i, a[i], b[i]);
+  }
+  free(a);
+  free(b);
+}
+
+static void fill(float* x, size_t n, float seed) {
+  for (size_t i = 0; i < n; ++i) x[i] = sinf(seed + (float)i * 0.37f) * 3.0f;
+}
+
+static void test_ops_match_cpu(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  int64_t sa[3] = {3, 4, 5}, sb[2] = {4, 5}, sm[2] = {5, 6};
+  float xa[60], xb[20], xm[30];
+  fill(xa, 60, 0.1f);
+  fill(xb, 20, 1.3f);
+  fill(xm, 30, 2.2f);
+  sw_tensor_t *ca, *cb, *cm, *va, *vb, *vm;
+  SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, sa, 3, xa, &ca));
+  SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, sb, 2, xb, &cb));
+  SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, sm, 2, xm, &cm));
+  va = vk_tensor(f, sa, 3, xa);
+  vb = vk_tensor(f, sb, 2, xb);
+  vm = vk_tensor(f, sm, 2, xm);
+  sw_tensor_t *r1, *r2;
+#define BOTH(call_cpu, call_vk)   \
+  SW_OK_(call_cpu);               \
+  SW_OK_(call_vk);                \
+  assert_close(r1, r2);           \
+  sw_tensor_release(r1);          \
+  sw_tensor_release(r2)
+  BOTH(sw_add(ca, cb, &r1), sw_add(va, vb, &r2));                 /* broadcast */
+  BOTH(sw_elementwise_mul(ca, cb, &r1), sw_elementwise_mul(va, vb, &r2));
+  BOTH(sw_mul(ca, ca, &r1), sw_mul(va, va, &r2));
+  BOTH(sw_mul_scalar(ca, -1.5, &r1), sw_mul_scalar(va, -1.5, &r2));
+  BOTH(sw_scalar_mul(2.0, cb, &r1), sw_scalar_mul(2.0, vb, &r2));
+  BOTH(sw_relu(ca, &r1), sw_relu(va, &r2));
+  int64_t axes[2] = {0, 2};
+  BOTH(sw_reduce_sum(ca, axes, 2, false, &r1), sw_reduce_sum(va, axes, 2, false, &r2));
+  BOTH(sw_reduce_sum(ca, NULL, 0, true, &r1), sw_reduce_sum(va, NULL, 0, true, &r2));
+  BOTH(sw_matmul(cb, cm, &r1), sw_matmul(vb, vm, &r2));            /* (4,5)@(5,6) */
+  BOTH(sw_matmul(ca, cm, &r1), sw_matmul(va, vm, &r2));            /* batched */
+  sw_tensor_t *ct, *vt;
+  SW_OK_(sw_tensor_transpose(cb, 0, 1, &ct));
+  SW_OK_(sw_tensor_transpose(vb, 0, 1, &vt));
+  BOTH(sw_matmul(ct, cb, &r1), sw_matmul(vt, vb, &r2));            /* strided operand */
+  BOTH(sw_relu(ct, &r1), sw_relu(vt, &r2));
+  sw_tensor_release(ct);
+  sw_tensor_release(vt);
+  sw_tensor_release(ca); sw_tensor_release(cb); sw_tensor_release(cm);
+  sw_tensor_release(va); sw_tensor_release(vb); sw_tensor_release(vm);
+}
+
+/* Backward kernels: the gradients of relu(a * b + a) @ m summed. */
+static void grads(fixture_t* f, int vulkan, float* out_ga, float* out_gb) {
+  int64_t sa[2] = {4, 5}, sm[2] = {5, 3};
+  float xa[20], xb[20], xm[15];
+  fill(xa, 20, 0.5f);
+  fill(xb, 20, 1.7f);
+  fill(xm, 15, 2.9f);
+  sw_tensor_t *a, *b, *m;
+  if (vulkan) {
+    a = vk_tensor(f, sa, 2, xa);
+    b = vk_tensor(f, sa, 2, xb);
+    m = vk_tensor(f, sm, 2, xm);
+  } else {
+    SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, sa, 2, xa, &a));
+    SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, sa, 2, xb, &b));
+    SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, sm, 2, xm, &m));
+  }
+  SW_OK_(sw_tensor_set_requires_grad(a, true));
+  SW_OK_(sw_tensor_set_requires_grad(b, true));
+  sw_tensor_t *p, *q, *r, *s, *t;
+  SW_OK_(sw_elementwise_mul(a, b, &p));
+  SW_OK_(sw_add(p, a, &q));
+  SW_OK_(sw_relu(q, &r));
+  SW_OK_(sw_matmul(r, m, &s));
+  SW_OK_(sw_reduce_sum(s, NULL, 0, false, &t));
+  SW_OK_(sw_backward(t, NULL, false));
+  sw_tensor_t *ga, *gb;
+  SW_OK_(sw_tensor_grad(a, &ga));
+  SW_OK_(sw_tensor_grad(b, &gb));
+  SW_OK_(sw_tensor_read(ga, out_ga, sizeof(float) * 20));
+  SW_OK_(sw_tensor_read(gb, out_gb, sizeof(float) * 20));
+  sw_tensor_t* all[] = {a, b, m, p, q, r, s, t, ga, gb};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) sw_tensor_release(all[i]);
+}
+
+static void test_backward_matches_cpu(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  float ga_c[20], gb_c[20], ga_v[20], gb_v[20];
+  grads(f, 0, ga_c, gb_c);
+  grads(f, 1, ga_v, gb_v);
+  for (int i = 0; i < 20; ++i) {
+    assert_true(fabsf(ga_c[i] - ga_v[i]) <= 1e-4f * (1 + fabsf(ga_c[i])));
+    assert_true(fabsf(gb_c[i] - gb_v[i]) <= 1e-4f * (1 + fabsf(gb_c[i])));
+  }
+}
+
+static void test_move_between_cpu_and_vulkan(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  int64_t shape[2] = {3, 7};
+  float x[21];
+  fill(x, 21, 0.9f);
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, shape, 2, x, &t));
+  sw_carrier_t* vc = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 0, &vc));
+  sw_await_t* aw = NULL;
+  SW_OK_(sw_move_async(t, vc, &aw));
+  SW_OK_(sw_await_wait(aw, -1));
+  sw_tensor_t* on_vk = NULL;
+  SW_OK_(sw_await_result(aw, &on_vk));
+  sw_await_release(aw);
+  sw_tensor_t* doubled = NULL;
+  SW_OK_(sw_mul_scalar(on_vk, 2.0, &doubled));
+  sw_carrier_t* cc = NULL;
+  SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cc));
+  SW_OK_(sw_move_async(doubled, cc, &aw));
+  SW_OK_(sw_await_wait(aw, -1));
+  sw_tensor_t* back = NULL;
+  SW_OK_(sw_await_result(aw, &back));
+  float y[21];
+  SW_OK_(sw_tensor_read(back, y, sizeof y));
+  for (int i = 0; i < 21; ++i) assert_true(y[i] == 2.0f * x[i]);
+  sw_await_release(aw);
+  sw_tensor_release(back);
+  sw_tensor_release(doubled);
+  sw_tensor_release(on_vk);
+  sw_tensor_release(t);
+  sw_carrier_release(vc);
+  sw_carrier_release(cc);
+}
+
+static void test_wrong_device_and_dtype(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  sw_device_t* fake = NULL;
+  SW_OK_(sw_device_create_fake(f->rt, NULL, &fake));
+  sw_carrier_t* c = NULL;
+  SW_FAILS(sw_carrier_create_vulkan(f->rt, fake, SW_DTYPE_F32, 4, &c), SW_ERROR_TYPE, "not a Vulkan device");
+  sw_device_release(fake);
+  int64_t shape[1] = {4};
+  sw_carrier_t* vc = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F64, 4, &vc));
+  sw_layout_t* l = NULL;
+  SW_OK_(sw_layout_dense(shape, 1, &l));
+  sw_tensor_t *t = NULL, *r = NULL;
+  SW_OK_(sw_tensor_create(vc, 0, l, &t));
+  SW_FAILS(sw_relu(t, &r), SW_ERROR_UNSUPPORTED, "f32");
+  sw_tensor_release(t);
+  sw_layout_release(l);
+  sw_carrier_release(vc);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_round_trip_at_offsets, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ops_match_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_backward_matches_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_device_and_dtype, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
