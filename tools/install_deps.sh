@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libcmocka-dev libuv1-dev libzstd-dev
   libopenblas-dev libopenblas0-pthread
   swig
+  glslc libvulkan-dev mesa-vulkan-drivers
 )
 # The Python bindings compile against the headers of the python3 that runs the
 # tests; Debian's python3 needs python3-dev for them (pyenv builds ship them).
