@@ -94,6 +94,7 @@ FEATURE sw_backward;
 FEATURE sw_move_async;
 FEATURE sw_tiled_project;
 FEATURE sw_tiled_scatter;
+FEATURE sw_tiled_update_async;
 FEATURE sw_tiled_full_tensor;
 %enddef
 

@@ -568,3 +568,22 @@ def test_release_refuses_while_work_is_pending():
     assert float(h.wait().numpy().sum()) == 3 * BIG
     te.release()
     assert te.is_released()
+
+
+# ---- in-place update ----------------------------------------------------------------------------
+
+def test_update_in_place_adds_into_the_selected_tiles():
+    te, logical = experts()
+    full = te.full_tensor()
+    sel = sw.TileSelection([[3, 1], [0], [0]])
+    version = te.version
+    h = te.update_async(full, sw.from_numpy(np.ones((2, O, I), np.float32)), sel, reduction="add")
+    assert isinstance(h, sw.AwaitMove) and h.wait() is None
+    assert te.version == version + 1 and te.dirty_tiles == sel.tile_set
+    want = logical.copy()
+    want[[3, 1]] += 1
+    np.testing.assert_array_equal(full.numpy(), want)
+    with pytest.raises(sw.StrideWeaveValueError):
+        te.update_async(full, sw.from_numpy(np.ones((2, O, I), np.float32)), sel, reduction="mul")
+    with pytest.raises(sw.StrideWeaveTypeError):
+        te.update_async(full, np.ones((2, O, I), np.float32), sel)

@@ -238,6 +238,19 @@ class TiledEvictable(Carrier):
 
         return AwaitMove._adopt(h, self._rt, adopt_policy if policy is not None else None)
 
+    def update_async(self, tensor, compact, selection, reduction="replace"):
+        """Starts writing `compact` into the selected tiles of this carrier
+        itself ("replace", or "add" for an optimiser step): a public write of
+        the full `tensor`, no autograd. Returns an AwaitMove whose wait()
+        returns None."""
+        tensor = _tensor(tensor, "tensor")
+        compact = _tensor(compact, "compact")
+        selection = _selection(selection)
+        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
+            raise StrideWeaveValueError(f"reduction must be 'replace' or 'add', not {reduction!r}")
+        h = N.sw_tiled_update_async(self._h, tensor._h, compact._h, selection._handle(), _REDUCTIONS[reduction])
+        return AwaitMove._adopt(h, self._rt)
+
     def require_facet(self, facet):
         if facet is TiledResidencyFacet:
             return _FACET
