@@ -171,3 +171,29 @@ def test_builtin_lru_policy_keeps_a_budget():
     with pytest.raises(sw.StrideWeaveValueError):
         sw.LRUPolicy(0)
     np.testing.assert_array_equal(full.numpy(), logical)
+
+
+def test_python_policy_from_several_threads():
+    import threading
+
+    rec = Recorder()
+    te, logical = make(rec, grid=(8,), tile=(4,))
+    full = te.full_tensor()
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(20):
+                tile = (k + i) % 8
+                got = te.project(full, sw.TileSelection([[tile]])).wait().numpy()
+                np.testing.assert_array_equal(got, logical[4 * tile:4 * tile + 4])
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(rec.calls) == 80
