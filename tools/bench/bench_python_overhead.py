@@ -4,7 +4,10 @@
 Times sw.add, sw.mul, sw.relu and sw.matmul on 4x4 and 64x64 float32 tensors,
 and the same calls of PyTorch in the same run (target: within 2x of PyTorch,
 docs/PERFORMANCE.md). Without PyTorch it compares against NumPy and says so.
-Per call: the median over --repeats of the mean over --number calls.
+Per call: the median over --repeats of the mean over --number calls. The
+"C call" column times the same op through the private SWIG layer alone
+(strideweave._native, plus the release of the result), which splits the
+figure into the C library's own cost and the Python package's.
 
     bash tools/build.sh build
     python3 tools/bench/bench_python_overhead.py [--number 20000] [--repeats 7]
@@ -67,7 +70,18 @@ def cases(name, lib, n):
             "relu": lambda: np.maximum(a_np, 0),
             "matmul": lambda: np.matmul(a_np, b_np),
         }
-    return ours, theirs
+    from strideweave import _native as N
+
+    ah, bh, release = a._h, b._h, N.sw_tensor_release
+    raw = {
+        "add": lambda: release(N.sw_add(ah, bh)),
+        "mul": lambda: release(N.sw_mul(ah, bh)),
+        "relu": lambda: release(N.sw_relu(ah)),
+        "matmul": lambda: release(N.sw_matmul(ah, bh)),
+    }
+    # keep a and b alive as long as the raw lambdas use their handles
+    raw["_keep"] = (a, b)
+    return ours, theirs, raw
 
 
 def per_call(fn, number, repeats):
@@ -87,18 +101,19 @@ def main(argv=None):
               "against PyTorch)")
     print(f"strideweave {sw.__version__} from {pathlib.Path(sw.__file__).parent}; peer: {name}; "
           f"load average {os.getloadavg()[0]:.2f}")
-    print(f"{'op':8} {'shape':>7} {'strideweave us':>15} {name + ' us':>10} {'ratio':>7}")
+    print(f"{'op':8} {'shape':>7} {'strideweave us':>15} {'C call us':>10} {name + ' us':>10} {'ratio':>7}")
     results = []
     for n in SIZES:
-        ours, theirs = cases(name, lib, n)
+        ours, theirs, raw = cases(name, lib, n)
         for op in ours:
             number = args.number if n == 4 else max(args.number // 10, 100)
             t_sw = per_call(ours[op], number, args.repeats)
+            t_raw = per_call(raw[op], number, args.repeats)
             t_peer = per_call(theirs[op], number, args.repeats)
             ratio = t_sw / t_peer
-            results.append({"op": op, "n": n, "strideweave_us": t_sw * 1e6, "peer_us": t_peer * 1e6,
-                            "ratio": ratio})
-            print(f"{op:8} {f'{n}x{n}':>7} {t_sw * 1e6:15.2f} {t_peer * 1e6:10.2f} {ratio:7.2f}"
+            results.append({"op": op, "n": n, "strideweave_us": t_sw * 1e6, "c_call_us": t_raw * 1e6,
+                            "peer_us": t_peer * 1e6, "ratio": ratio})
+            print(f"{op:8} {f'{n}x{n}':>7} {t_sw * 1e6:15.2f} {t_raw * 1e6:10.2f} {t_peer * 1e6:10.2f} {ratio:7.2f}"
                   f"{'' if ratio <= 2 or lib is None else '  MISS'}")
     worst = max(r["ratio"] for r in results)
     print(f"worst ratio {worst:.2f} against {name}")
