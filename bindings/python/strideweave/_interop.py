@@ -10,11 +10,9 @@ copies: the C ABI has no carrier over foreign memory.
 import numpy as np
 
 from . import _dtypes
-from . import _handles
 from . import _native as N
 from . import _runtime
-from ._errors import (StrideWeaveNotImplementedError, StrideWeaveRuntimeError, StrideWeaveTypeError,
-                      StrideWeaveValueError)
+from ._errors import StrideWeaveNotImplementedError, StrideWeaveTypeError, StrideWeaveValueError
 from ._layout import Layout, Stride, flat_strides
 
 _UNSUPPORTED = N.SW_ERROR_UNSUPPORTED

@@ -3,7 +3,7 @@ import math
 import re
 
 from . import _native as N
-from ._errors import StrideWeaveIndexError, StrideWeaveTypeError, StrideWeaveValueError
+from ._errors import StrideWeaveIndexError, StrideWeaveValueError
 from ._handles import integer
 
 
