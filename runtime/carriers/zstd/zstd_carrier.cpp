@@ -54,9 +54,9 @@ struct FrameHeader {
 
 bool parse_frame_header(const std::byte* data, size_t size, FrameHeader* out) {
   if (size < 5) return false;
-  uint32_t magic;
-  std::memcpy(&magic, data, 4);
-  if (magic != ZSTD_MAGICNUMBER) return false;  // little endian on every target we build
+  uint32_t magic = 0;
+  for (int i = 3; i >= 0; --i) magic = magic << 8 | static_cast<uint32_t>(data[i]);  // little endian
+  if (magic != ZSTD_MAGICNUMBER) return false;
   const auto descriptor = static_cast<unsigned>(data[4]);
   const unsigned content_size_flag = descriptor >> 6;
   const bool single_segment = (descriptor >> 5) & 1;
