@@ -20,8 +20,11 @@
  *
  * Every figure is the median of R timed repetitions after warm-up; the
  * StrideWeave call and its peer alternate within each repetition so that
- * noise from other processes hits both alike. The last line is
- * "BENCH_JSON {...}" for scripts.
+ * noise from other processes hits both alike. The "best" columns use the
+ * fastest repetition instead: when other work competes for the cores (see
+ * the load average printed at the end) medians of 2-thread runs mostly
+ * measure the scheduler, while the fastest repetitions still compare the
+ * code. The last line is "BENCH_JSON {...}" for scripts.
  */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -73,6 +76,13 @@ static double load_average(void) {
     fclose(f);
   }
   return load;
+}
+
+static double fastest(const double* values, int n) {
+  double m = values[0];
+  for (int i = 1; i < n; ++i)
+    if (values[i] < m) m = values[i];
+  return m;
 }
 
 static void* alloc_pages(size_t bytes) {
@@ -203,7 +213,8 @@ static void roof_stop(roof_team_t* team) {
 typedef struct matmul_result_t {
   const char* name;
   int64_t m, k, n;
-  double sw_gflops, blas_gflops;
+  double sw_gflops, blas_gflops; /* medians */
+  double sw_best, blas_best;     /* fastest repetitions */
   int identical;
 } matmul_result_t;
 
@@ -243,7 +254,14 @@ static matmul_result_t bench_matmul(sw_runtime_t* rt, const char* name, int64_t 
     }
   }
   const double flops = 2.0 * (double)m * (double)n * (double)k;
-  matmul_result_t res = {name, m, k, n, flops / median(t_sw, reps) * 1e-9, flops / median(t_blas, reps) * 1e-9,
+  matmul_result_t res = {name,
+                         m,
+                         k,
+                         n,
+                         flops / median(t_sw, reps) * 1e-9,
+                         flops / median(t_blas, reps) * 1e-9,
+                         flops / fastest(t_sw, reps) * 1e-9,
+                         flops / fastest(t_blas, reps) * 1e-9,
                          memcmp(c_sw, c_blas, (size_t)(m * n) * sizeof(float)) == 0};
   sw_tensor_release(a);
   sw_tensor_release(b);
@@ -276,7 +294,8 @@ static double run_op(int op, sw_tensor_t* a, sw_tensor_t* b) {
 }
 
 typedef struct stream_result_t {
-  double read_gbs, memcpy_gbs, op_gbs[OP_COUNT];
+  double read_gbs, memcpy_gbs, op_gbs[OP_COUNT];    /* medians */
+  double read_best, memcpy_best, op_best[OP_COUNT]; /* fastest repetitions */
 } stream_result_t;
 
 static stream_result_t bench_stream(sw_runtime_t* rt, int threads, int reps, int mib) {
@@ -318,7 +337,12 @@ static stream_result_t bench_stream(sw_runtime_t* rt, int threads, int reps, int
   const double gb = (double)STREAM_BYTES * 1e-9;
   res.read_gbs = gb / median(t_read, reps);
   res.memcpy_gbs = 2 * gb / median(t_copy, reps);
-  for (int op = 0; op < OP_COUNT; ++op) res.op_gbs[op] = kOpOperands[op] * gb / median(t_op[op], reps);
+  res.read_best = gb / fastest(t_read, reps);
+  res.memcpy_best = 2 * gb / fastest(t_copy, reps);
+  for (int op = 0; op < OP_COUNT; ++op) {
+    res.op_gbs[op] = kOpOperands[op] * gb / median(t_op[op], reps);
+    res.op_best[op] = kOpOperands[op] * gb / fastest(t_op[op], reps);
+  }
   return res;
 }
 
@@ -372,29 +396,36 @@ int main(int argc, char** argv) {
   const double load_after = load_average();
   printf("load average (1 min, this benchmark included): %.2f before, %.2f after\n", load_before, load_after);
 
-  printf("\nf32 matmul, GFLOP/s          StrideWeave    cblas_sgemm    ratio   same bits\n");
+  printf("\nf32 matmul, GFLOP/s          StrideWeave    cblas_sgemm    ratio   best: ratio   same bits\n");
   for (int i = 0; i < 2; ++i)
-    printf("  %-26s %11.1f %14.1f %8.3f   %s\n", mm[i].name, mm[i].sw_gflops, mm[i].blas_gflops,
-           mm[i].sw_gflops / mm[i].blas_gflops, mm[i].identical ? "yes" : "NO");
-  printf("\n%d MiB f32, GB/s moved (reads + writes)      GB/s   / read roof   / memcpy\n", mib);
-  printf("  %-40s %7.2f %12.3f %10.3f\n", "roof: read (sum)", st.read_gbs, 1.0, st.read_gbs / st.memcpy_gbs);
-  printf("  %-40s %7.2f %12.3f %10.3f\n", "roof: memcpy, warm destination", st.memcpy_gbs,
-         st.memcpy_gbs / st.read_gbs, 1.0);
+    printf("  %-26s %11.1f %14.1f %8.3f %13.3f   %s\n", mm[i].name, mm[i].sw_gflops, mm[i].blas_gflops,
+           mm[i].sw_gflops / mm[i].blas_gflops, mm[i].sw_best / mm[i].blas_best, mm[i].identical ? "yes" : "NO");
+  printf("\n%d MiB f32, GB/s moved (reads + writes)   GB/s   / read roof   / memcpy   best: GB/s   / roof\n", mib);
+  printf("  %-37s %7.2f %12.3f %10.3f %12.2f %8.3f\n", "roof: read (sum)", st.read_gbs, 1.0,
+         st.read_gbs / st.memcpy_gbs, st.read_best, 1.0);
+  printf("  %-37s %7.2f %12.3f %10.3f %12.2f %8.3f\n", "roof: memcpy, warm destination", st.memcpy_gbs,
+         st.memcpy_gbs / st.read_gbs, 1.0, st.memcpy_best, st.memcpy_best / st.read_best);
   for (int op = 0; op < OP_COUNT; ++op)
-    printf("  %-40s %7.2f %12.3f %10.3f\n", kOpNames[op], st.op_gbs[op], st.op_gbs[op] / st.read_gbs,
-           st.op_gbs[op] / st.memcpy_gbs);
+    printf("  %-37s %7.2f %12.3f %10.3f %12.2f %8.3f\n", kOpNames[op], st.op_gbs[op], st.op_gbs[op] / st.read_gbs,
+           st.op_gbs[op] / st.memcpy_gbs, st.op_best[op], st.op_best[op] / st.read_best);
 
   printf("\nBENCH_JSON {\"threads\": %d, \"openblas_threads\": %d, \"reps\": %d, \"mib\": %d, \"load\": [%.2f, %.2f], \"matmul\": [",
          threads, blas_threads, reps, mib, load_before, load_after);
   for (int i = 0; i < 2; ++i)
     printf("%s{\"shape\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"sw_gflops\": %.2f, "
-           "\"blas_gflops\": %.2f, \"ratio\": %.4f, \"identical\": %s}",
+           "\"blas_gflops\": %.2f, \"ratio\": %.4f, \"sw_best\": %.2f, \"blas_best\": %.2f, "
+           "\"ratio_best\": %.4f, \"identical\": %s}",
            i ? ", " : "", mm[i].name, (long long)mm[i].m, (long long)mm[i].k, (long long)mm[i].n, mm[i].sw_gflops,
-           mm[i].blas_gflops, mm[i].sw_gflops / mm[i].blas_gflops, mm[i].identical ? "true" : "false");
-  printf("], \"roof\": {\"read_gbs\": %.3f, \"memcpy_gbs\": %.3f}, \"elementwise\": [", st.read_gbs, st.memcpy_gbs);
+           mm[i].blas_gflops, mm[i].sw_gflops / mm[i].blas_gflops, mm[i].sw_best, mm[i].blas_best,
+           mm[i].sw_best / mm[i].blas_best, mm[i].identical ? "true" : "false");
+  printf("], \"roof\": {\"read_gbs\": %.3f, \"memcpy_gbs\": %.3f, \"read_best\": %.3f, \"memcpy_best\": %.3f}, "
+         "\"elementwise\": [",
+         st.read_gbs, st.memcpy_gbs, st.read_best, st.memcpy_best);
   for (int op = 0; op < OP_COUNT; ++op)
-    printf("%s{\"op\": \"%s\", \"gbs\": %.3f, \"ratio_read_roof\": %.4f, \"ratio_memcpy\": %.4f}", op ? ", " : "",
-           kOpNames[op], st.op_gbs[op], st.op_gbs[op] / st.read_gbs, st.op_gbs[op] / st.memcpy_gbs);
+    printf("%s{\"op\": \"%s\", \"gbs\": %.3f, \"ratio_read_roof\": %.4f, \"ratio_memcpy\": %.4f, "
+           "\"best\": %.3f, \"ratio_best\": %.4f}",
+           op ? ", " : "", kOpNames[op], st.op_gbs[op], st.op_gbs[op] / st.read_gbs, st.op_gbs[op] / st.memcpy_gbs,
+           st.op_best[op], st.op_best[op] / st.read_best);
   printf("]}\n");
   return 0;
 }
