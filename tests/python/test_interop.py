@@ -150,3 +150,13 @@ def test_torch_round_trips():
     np.testing.assert_array_equal(back.numpy(), np.arange(6, dtype=np.float64).reshape(2, 3).T)
     bf = sw.from_dlpack(torch.tensor([1.0, 2.5], dtype=torch.bfloat16))
     assert bf.dtype is sw.bfloat16 and bf.numpy().tolist() == [1.0, 2.5]
+
+
+def test_array_protocol_copy_keyword():
+    t = sw.from_numpy(np.arange(4, dtype=np.float32))
+    assert np.shares_memory(np.asarray(t, copy=False), t.numpy())
+    assert not np.shares_memory(np.array(t, copy=True), t.numpy())
+    z = sw.from_numpy(np.arange(4, dtype=np.float32), carriers.Zstd)
+    with pytest.raises(ValueError):
+        np.asarray(z, copy=False)
+    np.testing.assert_array_equal(np.asarray(z, dtype=np.float64), np.arange(4))

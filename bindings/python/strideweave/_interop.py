@@ -63,6 +63,10 @@ def _view_params(t):
     return carrier, base + t.offset * dtype.itemsize, strides
 
 
+def can_view(t):
+    return _view_params(t) is not None
+
+
 def array_interface(t):
     params = _view_params(t)
     if params is None:

@@ -225,8 +225,12 @@ class Tensor:
         return _interop.to_numpy(self)
 
     def __array__(self, dtype=None, copy=None):
-        a = _interop.to_numpy(self) if not copy else _interop.to_numpy(self).copy()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        if copy is False and not _interop.can_view(self):
+            raise ValueError("this tensor cannot be viewed without a copy (its carrier or layout)")
+        a = _interop.to_numpy(self)
+        if copy:
+            a = a.copy()
+        return a if dtype is None else a.astype(dtype, copy=bool(copy))
 
     @property
     def __array_interface__(self):
