@@ -841,23 +841,19 @@ done:
   return result;
 }
 
-PyObject* tiled_grid_shape(const sw_carrier_t* tiled) {
+static PyObject* sw_py_tiled_shape(const sw_carrier_t* tiled,
+                                   sw_error_t* (*get)(const sw_carrier_t*, int64_t*, size_t)) {
   size_t rank = 0;
   int64_t shape[SW_MAX_RANK + 1];
   SW_PY_CHECK(sw_tiled_rank(tiled, &rank));
   if (rank > SW_MAX_RANK) return PyErr_Format(SW_PY_VALUE_ERROR, "rank %zu exceeds %d", rank, SW_MAX_RANK);
-  SW_PY_CHECK(sw_tiled_grid_shape(tiled, shape, SW_MAX_RANK));
+  SW_PY_CHECK(get(tiled, shape, SW_MAX_RANK));
   return sw_py_tuple_from_int64(shape, rank);
 }
 
-PyObject* tiled_tile_shape(const sw_carrier_t* tiled) {
-  size_t rank = 0;
-  int64_t shape[SW_MAX_RANK + 1];
-  SW_PY_CHECK(sw_tiled_rank(tiled, &rank));
-  if (rank > SW_MAX_RANK) return PyErr_Format(SW_PY_VALUE_ERROR, "rank %zu exceeds %d", rank, SW_MAX_RANK);
-  SW_PY_CHECK(sw_tiled_tile_shape(tiled, shape, SW_MAX_RANK));
-  return sw_py_tuple_from_int64(shape, rank);
-}
+PyObject* tiled_grid_shape(const sw_carrier_t* tiled) { return sw_py_tiled_shape(tiled, sw_tiled_grid_shape); }
+
+PyObject* tiled_tile_shape(const sw_carrier_t* tiled) { return sw_py_tiled_shape(tiled, sw_tiled_tile_shape); }
 
 /* (location, valid, dirty) of one tile. */
 PyObject* tiled_tile_state(const sw_carrier_t* tiled, PyObject* coord) {
