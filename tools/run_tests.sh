@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds the release and
-# the AddressSanitizer+UndefinedBehaviorSanitizer configurations, and runs
-# every test suite. Prints one closing line "tests: N passed, N failed".
+# The README's test command: installs what is missing, builds the release, the
+# AddressSanitizer+UndefinedBehaviorSanitizer and the ThreadSanitizer
+# configurations, and runs every test suite (under TSan only the suites of the
+# "async" label: OpenBLAS is not instrumented). Prints one closing line
+# "tests: N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,12 +17,15 @@ record() {  # record NAME STATUS
 }
 
 # Meson suites: count individual tests from meson's summary.
-run_meson() {  # run_meson LABEL DIR [env...]
+run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
   local label=$1 dir=$2
   shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
   local log
   log=$(mktemp)
-  env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2 >"$log" 2>&1
+  env ${envs[@]+"${envs[@]}"} meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" >"$log" 2>&1
   local status=$?
   local ok fail
   ok=$(awk '/^Ok:/ {print $2}' "$log")
@@ -44,12 +49,17 @@ bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
 echo "== build: asan+ubsan"
 bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled \
   || { echo "tests: 0 passed, 1 failed"; exit 1; }
+echo "== build: tsan"
+bash tools/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled \
+  || { echo "tests: 0 passed, 1 failed"; exit 1; }
 
 echo "== C suites (release)"
 run_meson c-release build
 echo "== C suites (asan+ubsan)"
 run_meson c-sanitize build-sanitize \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+echo "== async suites (tsan)"
+run_meson async-tsan build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 -- --suite async
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   echo "== Python suites"
