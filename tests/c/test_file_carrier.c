@@ -732,6 +732,110 @@ static void move_with_injected_write_fault(void** state) {
   free(before);
 }
 
+/* A failed move into an empty file carrier leaves it empty, file included. */
+static void failed_move_into_empty_file_stays_empty(void** state) {
+  fixture_t* f = FIXTURE(state);
+  const size_t n = 40009;
+  float* v = pattern_array(n, 17);
+  sw_file_carrier_desc_t d = small_chunks(f->dir, false);
+  sw_carrier_t* file = create_file(f, SW_DTYPE_F32, 0, &d);
+  sw_carrier_t* cpu = NULL;
+  SW_OK_(sw_carrier_create_cpu_from(f->rt, SW_DTYPE_F32, v, n, &cpu));
+  sw_tensor_t* t = dense_view(cpu, (int64_t)n);
+  char path[512];
+  assert_int_equal(count_entries(f->dir, path, sizeof path), 1);
+  struct stat st;
+
+  /* The allocation itself fails: OUT_OF_MEMORY. */
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_ALLOCATION, 1));
+  sw_await_t* a = NULL;
+  SW_OK_(sw_move_async(t, file, &a));
+  SW_FAILS(sw_await_wait(a, -1), SW_ERROR_OUT_OF_MEMORY, NULL);
+  sw_await_release(a);
+  assert_int_equal(size_of(file), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_size, 0);
+
+  /* A write request fails half way: the file is truncated back to nothing. */
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 20));
+  SW_OK_(sw_move_async(t, file, &a));
+  SW_FAILS(sw_await_wait(a, -1), SW_ERROR_IO, "injected write failure");
+  sw_await_release(a);
+  assert_int_equal(size_of(file), 0);
+  assert_int_equal(version_of(file), 0);
+  assert_false(is_owned(file));
+  assert_false(is_disposed(cpu));
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_size, 0);
+  uint64_t stored = 1;
+  SW_OK_(sw_carrier_stored_bytes(file, &stored));
+  assert_int_equal(stored, 0);
+
+  sw_tensor_t* result = move_and_wait(t, file);
+  assert_int_equal(size_of(file), n);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_size, n * sizeof(float));
+  expect_f32(file, v, n);
+  sw_tensor_release(result);
+  sw_tensor_release(t);
+  sw_carrier_release(cpu);
+  sw_carrier_release(file);
+  free(v);
+}
+
+/* Shutting the runtime down while a promotion is in flight: the await ends
+ * (CANCELLED, or succeeded if it won the race), the file carrier keeps its
+ * values when cancelled, and synchronous access keeps working. */
+static void shutdown_during_promotion(void** state) {
+  fixture_t* f = FIXTURE(state);
+  const size_t n = 1 << 20;
+  float* v = pattern_array(n, 18);
+  sw_file_carrier_desc_t d = small_chunks(f->dir, false);
+  d.requests_in_flight = 1;
+  sw_carrier_t* file = create_file(f, SW_DTYPE_F32, n, &d);
+  SW_OK_(sw_carrier_write(file, 0, n, v));
+  sw_tensor_t* t = dense_view(file, (int64_t)n);
+  sw_carrier_t* cpu = NULL;
+  SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cpu));
+  sw_await_t* a = NULL;
+  SW_OK_(sw_move_async(t, cpu, &a));
+  SW_OK_(sw_runtime_shutdown(f->rt));
+  sw_await_status_t status = SW_AWAIT_PENDING;
+  SW_OK_(sw_await_query(a, &status));
+  assert_int_not_equal(status, SW_AWAIT_PENDING);
+  sw_error_t* e = sw_await_wait(a, 0);
+  assert_false(is_owned(file));
+  assert_false(is_owned(cpu));
+  if (e) {
+    assert_int_equal(sw_error_code(e), SW_ERROR_CANCELLED);
+    sw_error_free(e);
+    assert_false(is_disposed(file));
+    assert_int_equal(size_of(cpu), 0);
+    expect_f32(file, v, n);
+    assert_int_equal(count_entries(f->dir, NULL, 0), 1);
+  } else {
+    assert_true(is_disposed(file));
+    expect_f32(cpu, v, n);
+  }
+  sw_await_release(a);
+  /* Asynchronous calls now fail CANCELLED; synchronous ones still work. */
+  sw_carrier_t* other = create_file(f, SW_DTYPE_F32, n, &d);
+  SW_OK_(sw_carrier_write(other, 0, n, v));
+  expect_f32(other, v, n);
+  sw_carrier_t* cpu2 = NULL;
+  SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cpu2));
+  sw_tensor_t* t2 = dense_view(other, (int64_t)n);
+  SW_FAILS(sw_move_async(t2, cpu2, &a), SW_ERROR_CANCELLED, NULL);
+  sw_tensor_release(t2);
+  sw_carrier_release(cpu2);
+  sw_carrier_release(other);
+  sw_tensor_release(t);
+  sw_carrier_release(cpu);
+  sw_carrier_release(file);
+  assert_int_equal(count_entries(f->dir, NULL, 0), 0);
+  free(v);
+}
+
 static sw_carrier_t* open_weights(fixture_t* f, char* path, size_t capacity, const float* v, size_t n) {
   snprintf(path, capacity, "%s/weights.bin", f->dir);
   write_whole_file(path, v, n * sizeof(float));
@@ -830,6 +934,8 @@ int main(void) {
       T(move_through_file_round_trip),
       T(move_with_injected_read_fault),
       T(move_with_injected_write_fault),
+      T(failed_move_into_empty_file_stays_empty),
+      T(shutdown_during_promotion),
       T(move_into_read_only_file_is_state),
       T(move_from_read_only_file),
   };
