@@ -1294,6 +1294,139 @@ static void evictions_keep_every_dirty_tile_of_a_shared_frame(void** state) {
   sw_runtime_release(rt);
 }
 
+/* Projections from several threads while the main thread promotes and
+ * evicts: every completed projection holds exact values; a projection may
+ * only be refused (STATE) for a tile covered by a pending residency request. */
+typedef struct stress_arg_t {
+  const tt_fix_t* f;
+  const double* canon;
+  uint64_t seed;
+  int done, refused, wrong;
+  char message[256];
+} stress_arg_t;
+
+static void* stress_projections(void* p) {
+  stress_arg_t* a = (stress_arg_t*)p;
+  uint64_t x = a->seed;
+  for (int i = 0; i < 60; ++i) {
+    int64_t axes[2][8];
+    size_t counts[2];
+    for (int ax = 0; ax < 2; ++ax) {
+      const int64_t g = a->f->grid[ax];
+      int64_t perm[8];
+      for (int64_t c = 0; c < g; ++c) perm[c] = c;
+      for (int64_t c = g - 1; c > 0; --c) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int64_t j = (int64_t)((x >> 33) % (uint64_t)(c + 1));
+        const int64_t t = perm[c];
+        perm[c] = perm[j];
+        perm[j] = t;
+      }
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      counts[ax] = 1 + (size_t)((x >> 33) % (uint64_t)g);
+      memcpy(axes[ax], perm, sizeof(int64_t) * counts[ax]);
+    }
+    const int64_t* ptrs[2] = {axes[0], axes[1]};
+    sw_tile_selection_t* sel = NULL;
+    sw_error_t* e = sw_tile_selection_create(ptrs, counts, 2, &sel);
+    sw_await_t* aw = NULL;
+    if (!e) e = sw_tiled_project(a->f->te, a->f->full, sel, NULL, &aw);
+    if (e) {
+      if (sw_error_code(e) == SW_ERROR_STATE && strstr(sw_error_message(e), "residency request")) {
+        a->refused += 1;
+      } else if (!a->wrong) {
+        a->wrong = 1;
+        snprintf(a->message, sizeof a->message, "project: %s", sw_error_message(e));
+      }
+      sw_error_free(e);
+      sw_tile_selection_release(sel);
+      continue;
+    }
+    e = sw_await_wait(aw, -1);
+    sw_tensor_t* r = NULL;
+    if (!e) e = sw_await_result(aw, &r);
+    if (e) {
+      if (!a->wrong) {
+        a->wrong = 1;
+        snprintf(a->message, sizeof a->message, "wait: %s", sw_error_message(e));
+      }
+      sw_error_free(e);
+    } else {
+      /* Compare with the seed values. */
+      const int64_t n = (int64_t)(counts[0] * counts[1]) * a->f->T;
+      float* got = (float*)malloc(sizeof(float) * (size_t)n);
+      e = sw_tensor_read(r, got, sizeof(float) * (size_t)n);
+      if (e) sw_error_free(e);
+      const int64_t cs0 = (int64_t)counts[0] * a->f->tile[0];
+      for (int64_t o = 0; o < n && !a->wrong; ++o) {
+        const int64_t y0 = o % cs0, y1 = o / cs0;
+        const int64_t x0 = axes[0][y0 / a->f->tile[0]] * a->f->tile[0] + y0 % a->f->tile[0];
+        const int64_t x1 = axes[1][y1 / a->f->tile[1]] * a->f->tile[1] + y1 % a->f->tile[1];
+        const double want = a->canon[x0 + a->f->logical[0] * x1];
+        if (got[o] != (float)want) {
+          a->wrong = 1;
+          snprintf(a->message, sizeof a->message, "element %lld: %g, expected %g", (long long)o, got[o], want);
+        }
+      }
+      free(got);
+      a->done += 1;
+    }
+    sw_tensor_release(r);
+    sw_await_release(aw);
+    sw_tile_selection_release(sel);
+  }
+  return NULL;
+}
+
+static void concurrent_projections_and_residency(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  tt_fix_t f;
+  const int64_t grid[2] = {4, 3}, tile[2] = {8, 16};
+  tt_make(&f, rt, SW_DTYPE_F32, 2, grid, tile, false, SW_CARRIER_FILE, true, NULL);
+  double* canon = full_seed_values(&f);
+  stress_arg_t args[4];
+  pthread_t threads[4];
+  for (int i = 0; i < 4; ++i) {
+    memset(&args[i], 0, sizeof args[i]);
+    args[i].f = &f;
+    args[i].canon = canon;
+    args[i].seed = 1234567 + 7919 * (uint64_t)i;
+    assert_int_equal(pthread_create(&threads[i], NULL, stress_projections, &args[i]), 0);
+  }
+  /* Meanwhile: residency requests over random tile sets. */
+  uint64_t x = 42;
+  for (int i = 0; i < 80; ++i) {
+    int64_t ks[12];
+    size_t n = 0;
+    for (int64_t k = 0; k < 12; ++k) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      if ((x >> 40) & 1) ks[n++] = k;
+    }
+    sw_tile_set_t* set = tt_set_ordinals(&f, ks, n);
+    sw_await_t* a = NULL;
+    /* Projections neither own tiles nor refuse residency requests. */
+    SW_OK_((i % 2) ? sw_tiled_evict_async(f.te, set, &a) : sw_tiled_promote_async(f.te, set, &a));
+    SW_OK_(sw_await_wait(a, -1));
+    sw_await_release(a);
+    sw_tile_set_release(set);
+  }
+  int done = 0;
+  for (int i = 0; i < 4; ++i) {
+    assert_int_equal(pthread_join(threads[i], NULL), 0);
+    if (args[i].wrong) fail_msg("thread %d: %s", i, args[i].message);
+    done += args[i].done;
+  }
+  assert_true(done > 0);
+  tt_expect_tile_sets_consistent(&f);
+  for (int64_t k = 0; k < 12; ++k) assert_false(tt_state(&f, k).dirty);
+  expect_full_seeded(&f);
+  assert_int_equal(tt_version(f.te), 0);
+  free(canon);
+  tt_free(&f);
+  sw_runtime_release(rt);
+}
+
 /* ---- direct execution ----------------------------------------------------- */
 
 static void execute_on_partially_resident_full_tensor(void** state) {
@@ -1709,6 +1842,7 @@ int main(void) {
       cmocka_unit_test(evict_selected_dirty_tile_set),
       cmocka_unit_test(eviction_races_with_execution),
       cmocka_unit_test(evictions_keep_every_dirty_tile_of_a_shared_frame),
+      cmocka_unit_test(concurrent_projections_and_residency),
       cmocka_unit_test(refuse_hidden_waiting_on_external_transition),
       cmocka_unit_test(execute_on_partially_resident_full_tensor),
       cmocka_unit_test(reject_pending_projection_operand),
