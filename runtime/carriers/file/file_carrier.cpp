@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "async/loop.hpp"
+#include "async/worker_pool.hpp"
 #include "base/error.hpp"
 #include "core/dtype.hpp"
 
@@ -26,6 +28,8 @@ namespace {
 constexpr size_t kDirectAlignment = 4096;
 // Larger requests gain nothing and Linux caps one read at ~2 GiB anyway.
 constexpr size_t kMaxChunkBytes = size_t{1} << 30;
+// Scratch files at least this large are closed by a worker (see close_file).
+constexpr uint64_t kDeferredCloseBytes = uint64_t{16} << 20;
 
 std::string describe_errno(int error_number) {
   char text[256];
@@ -140,16 +144,28 @@ void FileCarrier::open_direct(int flags) {
 }
 
 void FileCarrier::close_file() noexcept {
-  if (fd_ >= 0) {
-    if (owns_file_) ::unlink(path_.c_str());
-    ::close(fd_);
-    fd_ = -1;
-  }
+  direct_ok_.store(false, std::memory_order_relaxed);
   if (direct_fd_ >= 0) {
     ::close(direct_fd_);
     direct_fd_ = -1;
   }
-  direct_ok_.store(false, std::memory_order_relaxed);
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  if (owns_file_) {
+    ::unlink(path_.c_str());
+    // The last close of an unlinked file drops its page cache, which takes
+    // tens of milliseconds for a large file; dispose often runs on the loop
+    // thread (a move's commit), so a worker does that close.
+    if (static_cast<uint64_t>(size()) * element_size() >= kDeferredCloseBytes) {
+      try {
+        runtime().workers().submit([fd] { ::close(fd); });
+        return;
+      } catch (...) {
+        // No memory for the job: close here.
+      }
+    }
+  }
+  ::close(fd);
 }
 
 uint64_t FileCarrier::stored_bytes() const {
