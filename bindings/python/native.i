@@ -167,6 +167,9 @@ SW_OUT_HANDLE(sw_tile_set_t)
 SW_OUT_HANDLE(sw_tile_selection_t)
 SW_OUT_HANDLE(sw_residency_plan_t)
 SW_OUT_HANDLE(sw_lru_policy_t)
+SW_OUT_HANDLE(sw_device_t)
+SW_OUT_HANDLE(sw_device_allocation_t)
+SW_OUT_HANDLE(sw_device_view_t)
 
 /* Out-scalars. */
 %define SW_OUT_SCALAR(TYPE, NAME, CONVERT)
@@ -201,6 +204,8 @@ SW_OUT_SCALAR(sw_dtype_t, out_dtype, PyLong_FromLong)
 SW_OUT_SCALAR(sw_carrier_kind_t, out_kind, PyLong_FromLong)
 SW_OUT_SCALAR(sw_await_kind_t, out_kind, PyLong_FromLong)
 SW_OUT_SCALAR(sw_await_status_t, out_status, PyLong_FromLong)
+SW_OUT_SCALAR(sw_device_kind_t, out_kind, PyLong_FromLong)
+SW_OUT_SCALAR(uint64_t, out_generation, PyLong_FromUnsignedLongLong)
 SW_OUT_SCALAR(void*, out_pointer, PyLong_FromVoidPtr)
 
 /* Integer sequences in: (const int64_t* NAME, size_t COUNT). */

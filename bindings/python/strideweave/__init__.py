@@ -23,6 +23,7 @@ from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, Ti
 from . import carriers  # noqa: E402
 from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState  # noqa: E402
 from ._move import move_async  # noqa: E402
+from ._device import Device  # noqa: E402
 
 __version__ = _native.sw_version_string()
 
@@ -37,5 +38,5 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "from_numpy", "from_dlpack",
     "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
-    "TiledEvictable", "TiledResidencyFacet", "TileState", "carriers",
+    "TiledEvictable", "TiledResidencyFacet", "TileState", "Device", "carriers",
 ]

@@ -152,15 +152,22 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
     return Tensor(carrier, 0, layout)
 
 
-def scalar_tensor(value, dtype, rt):
-    """A rank-0 CPU tensor holding `value` in `dtype` (weak scalars)."""
-    from .carriers import CPU
+def scalar_tensor(value, like):
+    """A rank-0 tensor holding `value` in the dtype of `like`, on a carrier of
+    its compute kind (a weak scalar for ops without a scalar form)."""
+    from .carriers import CPU, Vulkan
 
+    dtype, rt = like.dtype, like._rt
     if dtype is _dtypes.bfloat16:
         data = _bf16_bits([value]).tobytes()
     else:
         data = np.asarray([value], dtype=dtype.numpy).tobytes()
-    carrier = CPU._from_host(data, dtype, 1, rt)
+    home = like.carrier
+    if isinstance(home, Vulkan):
+        carrier = Vulkan(1, dtype=dtype, device=home._device, runtime=rt)
+        N.carrier_write_from(carrier._h, 0, 1, data)
+    else:
+        carrier = CPU._from_host(data, dtype, 1, rt)
     from ._tensor import Tensor
 
     return Tensor(carrier, 0, _SCALAR_LAYOUT)

@@ -35,7 +35,7 @@ def _scalar_tensor(value, like):
     """A rank-0 tensor holding `value` in the dtype of `like`."""
     from ._interop import scalar_tensor
 
-    return scalar_tensor(value, like.dtype, like._rt)
+    return scalar_tensor(value, like)
 
 
 def _binary(a, b, op):

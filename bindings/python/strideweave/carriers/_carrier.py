@@ -226,13 +226,27 @@ class Zstd(Carrier):
 
 
 class Vulkan(Carrier):
-    """Device memory through the Vulkan device bridge. Not available yet:
-    the C ABI has no Vulkan section, so construction raises
-    NotImplementedError."""
+    """Device-local memory of a Vulkan device: a compute carrier whose ops run
+    as SPIR-V shaders (f32). `device` defaults to the runtime's default Vulkan
+    device (Device.vulkan). NotImplementedError, naming the missing part,
+    when the library was built without Vulkan or no Vulkan driver is present."""
 
-    __slots__ = ()
+    __slots__ = ("_device",)
     _kind = N.SW_CARRIER_VULKAN
 
     def __init__(self, size, *, dtype=_dtypes.float32, device=None, runtime=None):
-        raise StrideWeaveNotImplementedError(
-            "the Vulkan backend is not available: libstrideweave's C ABI has no Vulkan carrier yet")
+        from .._device import Device
+
+        rt = _runtime.resolve(runtime)
+        if device is None:
+            device = Device.vulkan(runtime=rt)
+        elif not isinstance(device, Device):
+            raise StrideWeaveTypeError(f"device must be a strideweave.Device, not {type(device).__name__}")
+        self._init(N.sw_carrier_create_vulkan(rt._h, device._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._device = device
+
+    @classmethod
+    def _adopt(cls, h, rt):
+        obj = super()._adopt(h, rt)
+        obj._device = None
+        return obj
