@@ -9,7 +9,7 @@ from .. import _dtypes
 from .. import _handles
 from .. import _native as N
 from .. import _runtime
-from .._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, StrideWeaveRuntimeError,
+from .._errors import (StrideWeaveIndexError, StrideWeaveRuntimeError,
                        StrideWeaveTypeError, StrideWeaveValueError)
 
 _carrier_release = N.sw_carrier_release
