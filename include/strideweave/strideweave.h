@@ -501,8 +501,10 @@ SW_API sw_error_t* sw_runtime_process_events(sw_runtime_t* runtime, size_t* out_
 /* Moves the values of `tensor` into `destination`, returning a MOVE await.
  * The destination must have the tensor's dtype (TYPE) and hold at least its
  * element count, or be empty (size 0), in which case it is allocated to fit
- * (VALUE otherwise). Neither carrier may be disposed or owned (STATE), and
- * they must differ (VALUE). Both are claimed until the await is terminal. On
+ * (VALUE otherwise). Neither carrier may be disposed or owned (STATE), the
+ * destination may not be read-only (STATE; a read-only source such as a
+ * weights file is fine: disposing it closes it untouched), and they must
+ * differ (VALUE). Both are claimed until the await is terminal. On
  * success the result is a dense tensor of the same shape at slot 0 of the
  * destination (one version step there) and the source carrier is disposed;
  * on failure both carriers are usable again and unchanged. With grad mode on

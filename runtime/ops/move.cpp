@@ -205,7 +205,10 @@ Ref<Await> move_async(const Ref<Tensor>& tensor, const Ref<Carrier>& destination
   if (src.dtype() != dst.dtype())
     type_error(std::string("move_async: the destination's dtype ") + dtype_name(dst.dtype()) +
                " differs from the tensor's " + dtype_name(src.dtype()));
-  src.check_mutable("move_async (source)");
+  // A read-only source (a weights file) may be moved out of: the move only
+  // reads it, and disposing it closes the file without touching it.
+  src.check_live("move_async (source)");
+  if (src.is_owned()) src.check_mutable("move_async (source)");
   dst.check_mutable("move_async (destination)");
   const size_t n = static_cast<size_t>(tensor->numel());
   if (dst.size() < n && !dst.is_allocatable())

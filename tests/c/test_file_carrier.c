@@ -896,21 +896,7 @@ static void move_from_read_only_file(void** state) {
   sw_carrier_t* cpu = NULL;
   SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cpu));
   sw_await_t* a = NULL;
-  sw_error_t* e = sw_move_async(t, cpu, &a);
-  if (e && sw_error_code(e) == SW_ERROR_STATE && strstr(sw_error_message(e), "(source)") &&
-      strstr(sw_error_message(e), "read-only")) {
-    /* sw_move_async checks the source with the destination's rule (mutable,
-     * hence not read-only); the header only forbids moves into read-only
-     * carriers. Skipped until the move accepts read-only sources. */
-    print_message("skipped: %s\n", sw_error_message(e));
-    sw_error_free(e);
-    sw_tensor_release(t);
-    sw_carrier_release(cpu);
-    sw_carrier_release(weights);
-    free(v);
-    skip();
-  }
-  SW_OK_(e);
+  SW_OK_(sw_move_async(t, cpu, &a));
   SW_OK_(sw_await_wait(a, -1));
   sw_tensor_t* promoted = NULL;
   SW_OK_(sw_await_result(a, &promoted));
