@@ -728,7 +728,8 @@ typedef enum sw_tile_set_kind_t {
   SW_TILES_KIND_FORCE32 = 0x7fffffff
 } sw_tile_set_kind_t;
 
-/* `primary` is an empty or full-extent compute carrier, `secondary` an empty
+/* `primary` is an empty or full-extent compute carrier (CPU in this release:
+ * other kinds fail UNSUPPORTED), `secondary` an empty
  * or full-extent storage carrier, of the same dtype. A full primary makes
  * every tile primary-resident; a full secondary every tile secondary-
  * resident; with both full the tiles are primary and dirty; with both empty

@@ -45,6 +45,9 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
                                            const sw_residency_policy_t* policy) {
   if (!primary->is_compute())
     type_error(std::string("TiledEvictable: the primary tier must be a compute carrier, not ") + primary->kind_name());
+  if (primary->kind() != SW_CARRIER_CPU)
+    unsupported_error(std::string("TiledEvictable: a ") + primary->kind_name() +
+                      " primary tier is not supported yet; tiles are gathered in host memory (use a CPU primary)");
   if (!is_storage_kind(secondary->kind()))
     type_error(std::string("TiledEvictable: the secondary tier must be a host, file or zstd carrier, not ") +
                secondary->kind_name());
