@@ -53,6 +53,13 @@ void TileGeometry::locate(int64_t slot, int64_t* tile_ordinal, int64_t* within) 
   *within = w;
 }
 
+Ref<TileSelection> full_selection(const TileGeometry& g) {
+  std::vector<std::vector<int64_t>> axes(g.rank());
+  for (size_t i = 0; i < g.rank(); ++i)
+    for (int64_t c = 0; c < g.grid[i]; ++c) axes[i].push_back(c);
+  return make_ref<TileSelection>(std::move(axes));
+}
+
 static bool is_canonical(const TileGeometry& g, const Tensor& t) {
   return t.offset() == 0 && t.layout().is_dense() && t.shape() == g.logical;
 }

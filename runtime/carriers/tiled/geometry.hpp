@@ -28,6 +28,9 @@ struct TileGeometry {
   bool operator==(const TileGeometry& o) const { return grid == o.grid && tile == o.tile; }
 };
 
+// Every tile, in grid order: its compact tensor is the whole logical tensor.
+Ref<TileSelection> full_selection(const TileGeometry& g);
+
 // Throws VALUE (message contains "tile footprints") unless `full` (a tensor
 // over a carrier with this geometry) is tile-footprint compatible. The verdict
 // is cached in the tensor.

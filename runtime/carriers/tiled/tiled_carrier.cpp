@@ -90,7 +90,6 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   te->secondary_ = secondary;
   if (policy) te->policy_ = std::make_shared<Policy>(*policy);
   const bool full_primary = primary->size() == n, full_secondary = secondary->size() == n;
-  const size_t es = dtype_size(primary->dtype());
   for (int64_t k = 0; k < geo.tiles; ++k) {
     Tile& t = te->tiles_[static_cast<size_t>(k)];
     t.secondary_valid = full_secondary;
@@ -101,7 +100,6 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
       // Dirty either way: the secondary tier holds no copy, or a seed that
       // may hold other values.
       t.dirty = true;
-      (void)es;
     }
   }
   // Its values now live in the per-tile buffers. The seed stays claimed (a

@@ -18,12 +18,6 @@ std::vector<int64_t> ordinals_of(const TileGeometry& g, const TileSelection& sel
   return out;
 }
 
-std::vector<int64_t> all_ordinals(const TileGeometry& g) {
-  std::vector<int64_t> out(static_cast<size_t>(g.tiles));
-  for (int64_t k = 0; k < g.tiles; ++k) out[static_cast<size_t>(k)] = k;
-  return out;
-}
-
 TiledEvictable& tiled_of(const Tensor& t) { return static_cast<TiledEvictable&>(t.carrier()); }
 
 }  // namespace
@@ -66,12 +60,7 @@ Ref<Tensor> tiled_gradient_from_compact(TiledEvictable& te, const Tensor& primal
 }
 
 Ref<Tensor> tiled_gradient_from_dense(TiledEvictable& te, const Tensor& primal, const Ref<Tensor>& dense_in) {
-  const TileGeometry& g = te.geometry();
-  std::vector<std::vector<int64_t>> axes(g.rank());
-  for (size_t i = 0; i < g.rank(); ++i)
-    for (int64_t c = 0; c < g.grid[i]; ++c) axes[i].push_back(c);
-  TileSelection all(std::move(axes));
-  return tiled_gradient_from_compact(te, primal, all, dense_in);
+  return tiled_gradient_from_compact(te, primal, *full_selection(te.geometry()), dense_in);
 }
 
 Ref<Tensor> project_any(const Ref<Tensor>& full, const TiledEvictable& geometry_of, const TileSelection& sel) {

@@ -30,13 +30,6 @@ std::vector<int64_t> selection_ordinals(const TileGeometry& g, const TileSelecti
   return out;
 }
 
-Ref<TileSelection> full_selection(const TileGeometry& g) {
-  std::vector<std::vector<int64_t>> axes(g.rank());
-  for (size_t i = 0; i < g.rank(); ++i)
-    for (int64_t c = 0; c < g.grid[i]; ++c) axes[i].push_back(c);
-  return make_ref<TileSelection>(std::move(axes));
-}
-
 // The gather node of a projection: backward scatter-adds the compact
 // cotangent into a fresh TiledEvictable gradient.
 class GatherNode final : public Node {
