@@ -131,7 +131,7 @@ SW_API sw_error_t* sw_tensor_get(const sw_tensor_t* tensor, const int64_t* coord
     const Tensor* t = get<Tensor>(tensor, "tensor");
     require(out_value, "out_value");
     if (count && !coord) value_error("coord must not be NULL when count is " + std::to_string(count));
-    t->carrier().check_live("get");
+    StoragePin pin(t->carrier(), "get");
     const int64_t slot = t->offset() + t->layout().index(coord, count);
     unsigned char buf[8];
     t->carrier().read_slots(static_cast<size_t>(slot), 1, buf);
@@ -157,7 +157,7 @@ SW_API sw_error_t* sw_tensor_read(const sw_tensor_t* tensor, void* destination, 
     const size_t need = static_cast<size_t>(t->numel()) * dtype_size(t->dtype());
     if (need) require(destination, "destination");
     check_capacity(need, capacity_bytes, "sw_tensor_read");
-    t->carrier().check_live("read");
+    StoragePin pin(t->carrier(), "read");
     if (!need) return;
     if (t->carrier().host_data()) {
       Ref<Layout> dense = Layout::dense(t->shape());
@@ -168,9 +168,11 @@ SW_API sw_error_t* sw_tensor_read(const sw_tensor_t* tensor, void* destination, 
       return;
     }
     const size_t es = dtype_size(t->dtype());
-    for (int64_t o = 0; o < t->numel(); ++o)
-      t->carrier().read_slots(static_cast<size_t>(t->offset() + t->layout().index_of_ordinal(o)), 1,
-                              static_cast<std::byte*>(destination) + o * es);
+    auto* to = static_cast<std::byte*>(destination);
+    for (const SlotRun& r : t->slot_runs()) {
+      t->carrier().read_slots(r.first, r.count, to);
+      to += r.count * es;
+    }
   });
 }
 
@@ -185,16 +187,15 @@ SW_API sw_error_t* sw_tensor_write(sw_tensor_t* tensor, const void* source, size
     t->carrier().check_mutable("write");
     if (!t->layout().is_injective())
       value_error("sw_tensor_write: the tensor's layout is not injective, so elements would alias");
-    const size_t es = dtype_size(t->dtype());
     if (t->carrier().host_data() && need) {
       Ref<Layout> dense = Layout::dense(t->shape());
       auto c = CpuCarrier::copy_of(t->runtime_ref(), t->dtype(), source, static_cast<size_t>(t->numel()));
       auto src = Tensor::create(c, 0, dense);
       cpu_backend().unary(UnaryOp::kCopy, *src, 0.0, *t);
-    } else {
-      for (int64_t o = 0; o < t->numel(); ++o)
-        t->carrier().write_slots(static_cast<size_t>(t->offset() + t->layout().index_of_ordinal(o)), 1,
-                                 static_cast<const std::byte*>(source) + o * es);
+    } else if (need) {
+      // One write of every run: a carrier that may refuse part of it checks
+      // all runs before changing anything.
+      t->carrier().write_runs(t->slot_runs(), static_cast<const std::byte*>(source));
     }
     t->carrier().bump_version();
   });

@@ -33,7 +33,7 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
     if (root->numel() != 1)
       value_error("backward: a cotangent is required for a tensor of " + std::to_string(root->numel()) +
                   " elements; it may be omitted only for a one-element tensor");
-    ops::check_operands("backward", {root.get()});
+    auto root_pins = ops::check_operands("backward", {root.get()});
     cot = Tensor::empty_cpu(root->runtime_ref(), root->dtype(), root->shape());
     double_to_element(root->dtype(), 1.0, cot->host_base());
     if (root->carrier().is_compute() && root->carrier().kind() != SW_CARRIER_CPU) {
@@ -73,8 +73,13 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
       if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
     }
   }
-  // Validate everything before any node runs.
+  // Validate everything before any node runs, and keep the saved values'
+  // storage from being dropped underneath the nodes that read them.
   for (Node* n : nodes) n->check_saved();
+  std::vector<StoragePin> saved_pins;
+  for (Node* n : nodes)
+    for (const auto& s : n->saved())
+      if (s.tensor && s.tensor->carrier().kind() != SW_CARRIER_TILED) saved_pins.emplace_back(s.tensor->carrier(), "backward");
 
   std::unordered_map<Node*, Ref<Tensor>> pending;
   std::vector<std::pair<Ref<Tensor>, Ref<Tensor>>> leaves;  // (leaf, summed grad), first-seen order

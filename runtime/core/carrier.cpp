@@ -60,7 +60,7 @@ static void check_range(size_t first, size_t count, size_t size, const char* wha
 }
 
 void Carrier::read(size_t first, size_t count, void* dst) const {
-  check_live("read");
+  StoragePin pin(*this, "read");
   check_range(first, count, size(), "read");
   if (count) read_slots(first, count, dst);
 }
@@ -80,9 +80,32 @@ void Carrier::dispose() {
                   "; wait for that work to finish first");
     if (disposed_) return;
     check_disposable();
-    disposed_ = true;
+    disposed_.store(true, std::memory_order_seq_cst);
   }
-  dispose_storage();
+  // A reader that pinned before the store above still holds the storage; its
+  // unpin drops it. One that pins after it sees `disposed_` and backs out.
+  if (pins_.load(std::memory_order_seq_cst) == 0) drop_storage_once(true);
+}
+
+void Carrier::pin_storage(const char* what) const {
+  pins_.fetch_add(1, std::memory_order_seq_cst);
+  if (disposed_.load(std::memory_order_seq_cst)) {
+    unpin_storage();
+    state_error(std::string(what) + ": the " + kind_name() + " carrier has been released");
+  }
+}
+
+void Carrier::unpin_storage() const {
+  if (pins_.fetch_sub(1, std::memory_order_seq_cst) == 1 && disposed_.load(std::memory_order_seq_cst))
+    drop_storage_once(false);
+}
+
+void Carrier::drop_storage_once(bool rethrow) const {
+  if (storage_dropped_.exchange(true, std::memory_order_acq_rel)) return;
+  if (rethrow) return const_cast<Carrier*>(this)->dispose_storage();
+  // The last reader's thread: nobody to report to but the log.
+  Status st = capture([&] { const_cast<Carrier*>(this)->dispose_storage(); });
+  if (!st.ok()) runtime().log(SW_LOG_ERROR, std::string("release: dropping the ") + kind_name() + " carrier's storage failed: " + st.message);
 }
 
 }  // namespace sw
@@ -99,11 +122,19 @@ void Carrier::write_async(size_t first, size_t count, const std::byte* src, IoDo
   runtime().run_on_worker([self, first, count, src] { self->write_slots(first, count, src); }, std::move(done));
 }
 
-void Carrier::allocate(size_t size) {
+void Carrier::write_runs(const std::vector<SlotRun>& runs, const std::byte* src) {
+  const size_t es = element_size();
+  for (const SlotRun& r : runs) {
+    write_slots(r.first, r.count, src);
+    src += r.count * es;
+  }
+}
+
+void Carrier::allocate(size_t size, bool zero_fill) {
   if (!is_allocatable())
     value_error(std::string("the ") + kind_name() + " carrier already has storage and cannot be reallocated");
   runtime().check_fault(FaultKind::kAllocation, kind_name());
-  allocate_storage(size);
+  allocate_storage(size, zero_fill);
   size_.store(size, std::memory_order_release);
 }
 
@@ -112,7 +143,7 @@ Ref<Carrier> Carrier::create_empty_like() const {
 }
 
 void Carrier::deallocate() {
-  allocate_storage(0);
+  allocate_storage(0, true);
   size_.store(0, std::memory_order_release);
 }
 

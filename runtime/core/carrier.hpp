@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/status.hpp"
 
@@ -14,6 +15,11 @@
 #include "core/runtime.hpp"
 
 namespace sw {
+
+// A run of consecutive slots.
+struct SlotRun {
+  size_t first = 0, count = 0;
+};
 
 // Completion of an asynchronous transfer; runs on the loop thread.
 using IoDone = std::function<void(Status)>;
@@ -51,8 +57,14 @@ class Carrier : public Object {
   void write(size_t first, size_t count, const void* src);
   void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
-  // Idempotent; STATE while owned.
+  // Idempotent; STATE while owned. Storage still pinned by a reader on
+  // another thread is dropped when the last pin goes (see StoragePin).
   void dispose();
+
+  // Reader pins (StoragePin): while one is held, dispose() marks the carrier
+  // disposed but leaves the storage in place for the reader.
+  void pin_storage(const char* what) const;
+  void unpin_storage() const;
 
   // Host address of slot 0 when the storage is host memory, else nullptr.
   virtual std::byte* host_data() const { return nullptr; }
@@ -63,6 +75,11 @@ class Carrier : public Object {
   // Storage carriers may throw IO / DATA_CORRUPT.
   virtual void read_slots(size_t first, size_t count, void* dst) const = 0;
   virtual void write_slots(size_t first, size_t count, const void* src) = 0;
+  // Writes consecutive packed values to several runs as one operation. The
+  // default writes run by run; a carrier that can refuse a write for part of
+  // its slots (TiledEvictable) checks every run first, so a refused write
+  // changes nothing.
+  virtual void write_runs(const std::vector<SlotRun>& runs, const std::byte* src);
 
   // Asynchronous bulk transfer between slots and host memory, without checks
   // or version steps. Called on the loop thread; `done` runs there too. The
@@ -75,8 +92,10 @@ class Carrier : public Object {
   virtual bool is_read_only() const { return false; }
   // An empty carrier can be given storage by allocate().
   bool is_allocatable() const { return size() == 0 && !is_read_only(); }
-  // Gives an empty carrier storage for `size` slots (zero-filled).
-  void allocate(size_t size);
+  // Gives an empty carrier storage for `size` slots, zero-filled unless the
+  // caller overwrites every slot next (`zero_fill` false; a hint that memory
+  // carriers take).
+  void allocate(size_t size, bool zero_fill = true);
   // Undoes allocate() after a failed move: back to an empty carrier.
   void deallocate();
   // An empty carrier of this kind with the same settings (a new file in the
@@ -90,9 +109,10 @@ class Carrier : public Object {
   virtual void dispose_storage() = 0;
   // Refuses dispose (STATE) while work that the carrier does not own is pending.
   virtual void check_disposable() const {}
-  // Replaces the storage with `size` zero-filled slots (size 0 = none); the
-  // base then publishes the size. Used only on empty carriers and to undo.
-  virtual void allocate_storage(size_t size) = 0;
+  // Replaces the storage with `size` slots (size 0 = none), zero-filled
+  // unless `zero_fill` is false; the base then publishes the size. Used only
+  // on empty carriers and to undo.
+  virtual void allocate_storage(size_t size, bool zero_fill) = 0;
 
  private:
   Ref<Runtime> runtime_;
@@ -101,8 +121,40 @@ class Carrier : public Object {
   std::atomic<size_t> size_;
   std::atomic<uint64_t> version_{0};
   std::atomic<bool> disposed_{false};
+  mutable std::atomic<int64_t> pins_{0};
+  mutable std::atomic<bool> storage_dropped_{false};
+  void drop_storage_once(bool rethrow) const;
   mutable std::mutex state_mutex_;
   std::string owner_;  // non-empty while claimed
+};
+
+// Holds a carrier's storage while its values are read on this thread, so that
+// a dispose on another thread (a move committing, a release) cannot free it
+// underneath the read. STATE, naming `what`, if the carrier is already
+// disposed. Pins nest and are cheap (one atomic add).
+class StoragePin {
+ public:
+  StoragePin() = default;
+  StoragePin(const Carrier& carrier, const char* what) : carrier_(&carrier) { carrier.pin_storage(what); }
+  StoragePin(StoragePin&& o) noexcept : carrier_(o.carrier_) { o.carrier_ = nullptr; }
+  StoragePin& operator=(StoragePin&& o) noexcept {
+    if (this != &o) {
+      reset();
+      carrier_ = o.carrier_;
+      o.carrier_ = nullptr;
+    }
+    return *this;
+  }
+  StoragePin(const StoragePin&) = delete;
+  StoragePin& operator=(const StoragePin&) = delete;
+  ~StoragePin() { reset(); }
+  void reset() {
+    if (carrier_) carrier_->unpin_storage();
+    carrier_ = nullptr;
+  }
+
+ private:
+  Ref<const Carrier> carrier_;
 };
 
 }  // namespace sw

@@ -44,6 +44,21 @@ Ref<Tensor> Tensor::view(int64_t offset, Ref<Layout> layout) const {
   return Ref<Tensor>::adopt(new Tensor(carrier_, offset, std::move(layout)));
 }
 
+std::vector<SlotRun> Tensor::slot_runs() const {
+  const int64_t n = numel();
+  if (layout_->is_dense()) return n ? std::vector<SlotRun>{{static_cast<size_t>(offset_), static_cast<size_t>(n)}}
+                                    : std::vector<SlotRun>{};
+  std::vector<SlotRun> runs;
+  for (int64_t o = 0; o < n; ++o) {
+    const auto slot = static_cast<size_t>(offset_ + layout_->index_of_ordinal(o));
+    if (!runs.empty() && runs.back().first + runs.back().count == slot)
+      ++runs.back().count;
+    else
+      runs.push_back({slot, 1});
+  }
+  return runs;
+}
+
 std::byte* Tensor::host_base() const {
   std::byte* base = carrier_->host_data();
   return base ? base + offset_ * static_cast<int64_t>(carrier_->element_size()) : nullptr;

@@ -40,6 +40,8 @@ class Tensor : public Object {
 
   // Host address of element 0's slot (offset applied); nullptr if not host memory.
   std::byte* host_base() const;
+  // The elements' slots in ordinal order, as runs of consecutive slots.
+  std::vector<SlotRun> slot_runs() const;
 
   // Set once a TiledEvictable verified this tensor's tile footprints.
   bool footprints_checked() const { return footprints_checked_.load(std::memory_order_acquire); }

@@ -93,7 +93,7 @@ class PermuteNode final : public Node {
 };
 
 Ref<Tensor> binary_op(BinaryOp op, const Ref<Tensor>& a, const Ref<Tensor>& b, const char* name) {
-  check_operands(name, {a.get(), b.get()});
+  auto pins = check_operands(name, {a.get(), b.get()});
   check_same_dtype(name, *a, *b);
   check_float_dtype(name, *a);
   broadcast_shapes(a->shape(), b->shape(), name);
@@ -122,7 +122,7 @@ Ref<Tensor> elementwise_mul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
 }
 
 Ref<Tensor> mul_scalar(const Ref<Tensor>& a, double scalar) {
-  check_operands("mul", {a.get()});
+  auto pins = check_operands("mul", {a.get()});
   check_float_dtype("mul", *a);
   auto out = scale_raw(resolve(a, SW_PURPOSE_OPERATION, "mul"), scalar);
   if (should_record({a.get()})) {
@@ -134,7 +134,7 @@ Ref<Tensor> mul_scalar(const Ref<Tensor>& a, double scalar) {
 }
 
 Ref<Tensor> relu(const Ref<Tensor>& a) {
-  check_operands("relu", {a.get()});
+  auto pins = check_operands("relu", {a.get()});
   check_float_dtype("relu", *a);
   auto x = resolve(a, SW_PURPOSE_OPERATION, "relu");
   ComputeBackend& be = backend_for(x->carrier());

@@ -79,7 +79,7 @@ class MatmulNode final : public Node {
 }  // namespace
 
 Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
-  check_operands("matmul", {a.get(), b.get()});
+  auto pins = check_operands("matmul", {a.get(), b.get()});
   if (a->dtype() != b->dtype())
     type_error(std::string("matmul: operand dtypes differ (") + dtype_name(a->dtype()) + " and " +
                dtype_name(b->dtype()) + ")");

@@ -40,7 +40,7 @@ class MoveOp final : public Operation {
     if (cancelled_) return finish(cancelled_status());
     Status st = capture([&] {
       if (allocate_) {
-        dst_->allocate(n_);
+        dst_->allocate(n_, false);  // every slot is written next
         allocated_ = true;
       }
     });

@@ -22,13 +22,17 @@ static const Carrier& compute_side(const Tensor& t) {
   return t.carrier();
 }
 
-void check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
+std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
+  std::vector<StoragePin> pins;
   for (const Tensor* t : inputs) {
-    t->carrier().check_live(op);
-    if (t->carrier().kind() == SW_CARRIER_TILED)
+    if (t->carrier().kind() == SW_CARRIER_TILED) {
+      // A TiledEvictable's own request accounting keeps its tiers alive.
+      t->carrier().check_live(op);
       static_cast<TiledEvictable&>(t->carrier()).check_full(*t, op);
-    else
+    } else {
+      pins.emplace_back(t->carrier(), op);
       backend_for(t->carrier());
+    }
   }
   for (const Tensor* t : inputs) {
     if (&t->runtime() != &inputs[0]->runtime())
@@ -37,6 +41,7 @@ void check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
       type_error(std::string(op) + ": operands live on different carrier kinds (" + compute_side(*inputs[0]).kind_name() +
                  " and " + compute_side(*t).kind_name() + ")");
   }
+  return pins;
 }
 
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const char* op) {

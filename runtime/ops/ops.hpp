@@ -31,8 +31,9 @@ Ref<Tensor> copy_as(const Tensor& t, sw_dtype_t dtype);
 Ref<Tensor> reshape_dense(const Ref<Tensor>& t, const std::vector<int64_t>& extents);
 // Sums `g` over its broadcast modes so that it has `shape`.
 Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape);
-// Rejects disposed carriers, non-compute carriers and mixed runtimes.
-void check_operands(const char* op, const std::vector<const Tensor*>& inputs);
+// Rejects disposed carriers, non-compute carriers and mixed runtimes, and pins
+// the operands' storage: hold the result until the op has read its operands.
+[[nodiscard]] std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs);
 
 // A full tensor on a TiledEvictable as a dense compute tensor (every tile made
 // available, blocking; no autograd node); any other tensor as it is.

@@ -26,7 +26,7 @@ class ReduceSumNode final : public Node {
 }  // namespace
 
 Ref<Tensor> reduce_sum(const Ref<Tensor>& a, const std::vector<int64_t>* axes, bool keepdims) {
-  check_operands("reduce_sum", {a.get()});
+  auto pins = check_operands("reduce_sum", {a.get()});
   if (a->dtype() != SW_DTYPE_F32 && a->dtype() != SW_DTYPE_F64)
     type_error(std::string("reduce_sum supports f32 and f64 tensors, not ") + dtype_name(a->dtype()));
   const int64_t rank = static_cast<int64_t>(a->rank());

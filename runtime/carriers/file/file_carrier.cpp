@@ -172,7 +172,7 @@ uint64_t FileCarrier::stored_bytes() const {
   return is_disposed() ? 0 : static_cast<uint64_t>(size()) * element_size();
 }
 
-void FileCarrier::allocate_storage(size_t size) {
+void FileCarrier::allocate_storage(size_t size, bool) {
   const size_t bytes = region_bytes(dtype(), size);
   if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0)
     throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + path_ + "' to " + std::to_string(bytes) +

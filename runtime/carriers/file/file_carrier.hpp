@@ -52,7 +52,7 @@ class FileCarrier final : public Carrier {
 
  protected:
   void dispose_storage() override { close_file(); }
-  void allocate_storage(size_t size) override;
+  void allocate_storage(size_t size, bool zero_fill) override;
 
  private:
   class Transfer;

@@ -26,9 +26,9 @@ void MemoryCarrier::write_slots(size_t first, size_t count, const void* src) {
   std::memcpy(buffer_.data() + first * es, src, count * es);
 }
 
-void MemoryCarrier::allocate_storage(size_t size) {
+void MemoryCarrier::allocate_storage(size_t size, bool zero_fill) {
   HostBuffer b(runtime().pool(), checked_bytes(dtype(), size));
-  if (size) std::memset(b.data(), 0, b.bytes());
+  if (size && zero_fill) std::memset(b.data(), 0, b.bytes());
   buffer_ = std::move(b);
 }
 

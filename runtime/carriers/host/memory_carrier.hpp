@@ -18,7 +18,7 @@ class MemoryCarrier : public Carrier {
 
  protected:
   void dispose_storage() override { buffer_.reset(); }
-  void allocate_storage(size_t size) override;
+  void allocate_storage(size_t size, bool zero_fill) override;
 
  private:
   HostBuffer buffer_;

@@ -65,7 +65,7 @@ void VulkanCarrier::dispose_storage() {
   ctx_->destroy_buffer(buffer_);
 }
 
-void VulkanCarrier::allocate_storage(size_t size) {
+void VulkanCarrier::allocate_storage(size_t size, bool) {
   std::lock_guard lock(ctx_->mutex());
   vk::Buffer fresh;
   if (size) fresh = ctx_->create_buffer(static_cast<VkDeviceSize>(size) * element_size());

@@ -24,7 +24,7 @@ class VulkanCarrier final : public Carrier {
 
  protected:
   void dispose_storage() override;
-  void allocate_storage(size_t size) override;
+  void allocate_storage(size_t size, bool zero_fill) override;
 
  private:
   Ref<Device> device_;

@@ -395,7 +395,7 @@ void ZstdCarrier::dispose_storage() {
   }
 }
 
-void ZstdCarrier::allocate_storage(size_t size) {
+void ZstdCarrier::allocate_storage(size_t size, bool) {
   checked_bytes(size, element_size());
   std::vector<FramePtr> frames = zero_frames(size);
   uint64_t bytes = 0;

@@ -121,7 +121,7 @@ class ZstdCarrier final : public Carrier {
 
  protected:
   void dispose_storage() override;
-  void allocate_storage(size_t size) override;
+  void allocate_storage(size_t size, bool zero_fill) override;
 
  private:
   struct Frame;
