@@ -1,7 +1,12 @@
 #include "carriers/tiled/geometry.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/error.hpp"
 #include "carriers/cpu/iteration.hpp"
@@ -51,6 +56,20 @@ void TileGeometry::locate(int64_t slot, int64_t* tile_ordinal, int64_t* within) 
   }
   *tile_ordinal = k;
   *within = w;
+}
+
+int64_t TileGeometry::run_in_tile(int64_t slot) const {
+  int64_t run = 1;  // slots per step of mode i
+  for (size_t i = 0; i < logical.size(); ++i) {
+    const int64_t x = slot % logical[i];
+    slot /= logical[i];
+    const int64_t left = tile[i] - x % tile[i];
+    // A mode wholly inside one tile, entered at its start, continues into the
+    // next mode; otherwise the run ends with this mode's part of the tile.
+    if (grid[i] != 1 || x != 0 || i + 1 == logical.size()) return run * left;
+    run *= logical[i];
+  }
+  return run;
 }
 
 Ref<TileSelection> full_selection(const TileGeometry& g) {
@@ -126,8 +145,136 @@ void interleave(T* compact, T* const* tiles, int64_t S, int64_t lo, int64_t hi, 
   }
 }
 
+#if defined(__SSE2__)
+// Groups of four tiles at a time as 4x4 transposes of 4 or 2 byte elements:
+// four vector loads from the tiles become four rows of the compact tensor (or
+// back: the transpose is its own inverse). Steps of `kStep` elements keep the
+// S/4 groups' writes to one compact stretch while it is in cache.
+constexpr int64_t kStep = 256;
+
+inline void transpose4x32(__m128i& a, __m128i& b, __m128i& c, __m128i& d) {
+  const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
+  const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
+  a = _mm_unpacklo_epi64(ab0, cd0);
+  b = _mm_unpackhi_epi64(ab0, cd0);
+  c = _mm_unpacklo_epi64(ab1, cd1);
+  d = _mm_unpackhi_epi64(ab1, cd1);
+}
+
+// Non-temporal stores for transfers much larger than the caches: the
+// destination is written whole, so skipping its read-for-ownership saves a
+// third of the memory traffic.
+inline void store128(__m128i* p, __m128i v, bool stream) {
+  if (stream && (reinterpret_cast<uintptr_t>(p) & 15) == 0)
+    _mm_stream_si128(p, v);
+  else
+    _mm_storeu_si128(p, v);
+}
+
+inline void store64(void* p, __m128i v, bool stream) {
+  if (stream && (reinterpret_cast<uintptr_t>(p) & 7) == 0)
+    _mm_stream_si64(static_cast<long long*>(p), _mm_cvtsi128_si64(v));
+  else
+    _mm_storel_epi64(static_cast<__m128i*>(p), v);
+}
+
+void interleave_sse_32(uint32_t* compact, uint32_t* const* tiles, int64_t S, int64_t lo, int64_t hi, bool to_compact,
+                       bool stream) {
+  for (int64_t i0 = lo; i0 < hi; i0 += kStep) {
+    const int64_t i1 = std::min(hi, i0 + kStep);
+    const int64_t vec_end = i0 + ((i1 - i0) & ~int64_t{3});
+    for (int64_t i = i0; i < vec_end; i += 4) {
+      for (int64_t s = 0; s < S; s += 4) {
+        uint32_t *t0 = tiles[s], *t1 = tiles[s + 1], *t2 = tiles[s + 2], *t3 = tiles[s + 3];
+        auto* r0 = reinterpret_cast<__m128i*>(compact + i * S + s);
+        auto* r1 = reinterpret_cast<__m128i*>(compact + (i + 1) * S + s);
+        auto* r2 = reinterpret_cast<__m128i*>(compact + (i + 2) * S + s);
+        auto* r3 = reinterpret_cast<__m128i*>(compact + (i + 3) * S + s);
+        if (to_compact) {
+          __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t0 + i));
+          __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t1 + i));
+          __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t2 + i));
+          __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t3 + i));
+          transpose4x32(a, b, c, d);
+          store128(r0, a, stream);
+          store128(r1, b, stream);
+          store128(r2, c, stream);
+          store128(r3, d, stream);
+        } else {
+          __m128i a = _mm_loadu_si128(r0), b = _mm_loadu_si128(r1), c = _mm_loadu_si128(r2), d = _mm_loadu_si128(r3);
+          transpose4x32(a, b, c, d);
+          store128(reinterpret_cast<__m128i*>(t0 + i), a, stream);
+          store128(reinterpret_cast<__m128i*>(t1 + i), b, stream);
+          store128(reinterpret_cast<__m128i*>(t2 + i), c, stream);
+          store128(reinterpret_cast<__m128i*>(t3 + i), d, stream);
+        }
+      }
+    }
+    if (vec_end < i1) interleave(compact, tiles, S, vec_end, i1, to_compact);
+  }
+}
+
+void interleave_sse_16(uint16_t* compact, uint16_t* const* tiles, int64_t S, int64_t lo, int64_t hi, bool to_compact,
+                       bool stream) {
+  for (int64_t i0 = lo; i0 < hi; i0 += kStep) {
+    const int64_t i1 = std::min(hi, i0 + kStep);
+    const int64_t vec_end = i0 + ((i1 - i0) & ~int64_t{3});
+    for (int64_t i = i0; i < vec_end; i += 4) {
+      for (int64_t s = 0; s < S; s += 4) {
+        uint16_t *t0 = tiles[s], *t1 = tiles[s + 1], *t2 = tiles[s + 2], *t3 = tiles[s + 3];
+        // Rows i..i+3 of four 16-bit values each: 8 bytes per row.
+        uint16_t* r0 = compact + i * S + s;
+        uint16_t* r1 = compact + (i + 1) * S + s;
+        uint16_t* r2 = compact + (i + 2) * S + s;
+        uint16_t* r3 = compact + (i + 3) * S + s;
+        if (to_compact) {
+          const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t0 + i));
+          const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t1 + i));
+          const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t2 + i));
+          const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t3 + i));
+          const __m128i ab = _mm_unpacklo_epi16(a, b), cd = _mm_unpacklo_epi16(c, d);
+          const __m128i rows01 = _mm_unpacklo_epi32(ab, cd), rows23 = _mm_unpackhi_epi32(ab, cd);
+          store64(r0, rows01, stream);
+          store64(r1, _mm_unpackhi_epi64(rows01, rows01), stream);
+          store64(r2, rows23, stream);
+          store64(r3, _mm_unpackhi_epi64(rows23, rows23), stream);
+        } else {
+          const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r0));
+          const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r1));
+          const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r2));
+          const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r3));
+          const __m128i ab = _mm_unpacklo_epi16(a, b), cd = _mm_unpacklo_epi16(c, d);
+          const __m128i cols01 = _mm_unpacklo_epi32(ab, cd), cols23 = _mm_unpackhi_epi32(ab, cd);
+          store64(t0 + i, cols01, stream);
+          store64(t1 + i, _mm_unpackhi_epi64(cols01, cols01), stream);
+          store64(t2 + i, cols23, stream);
+          store64(t3 + i, _mm_unpackhi_epi64(cols23, cols23), stream);
+        }
+      }
+    }
+    if (vec_end < i1) interleave(compact, tiles, S, vec_end, i1, to_compact);
+  }
+}
+#endif
+
 void interleave_elements(std::byte* compact, std::byte* const* tiles, int64_t S, int64_t lo, int64_t hi, size_t es,
-                         bool to_compact) {
+                         bool to_compact, bool stream) {
+#if defined(__SSE2__)
+  if (S % 4 == 0 && es == 4) {
+    interleave_sse_32(reinterpret_cast<uint32_t*>(compact), reinterpret_cast<uint32_t* const*>(tiles), S, lo, hi,
+                      to_compact, stream);
+    if (stream) _mm_sfence();
+    return;
+  }
+  if (S % 4 == 0 && es == 2) {
+    interleave_sse_16(reinterpret_cast<uint16_t*>(compact), reinterpret_cast<uint16_t* const*>(tiles), S, lo, hi,
+                      to_compact, stream);
+    if (stream) _mm_sfence();
+    return;
+  }
+#else
+  (void)stream;
+#endif
   switch (es) {
     case 1: return interleave(reinterpret_cast<uint8_t*>(compact), reinterpret_cast<uint8_t* const*>(tiles), S, lo, hi, to_compact);
     case 2: return interleave(reinterpret_cast<uint16_t*>(compact), reinterpret_cast<uint16_t* const*>(tiles), S, lo, hi, to_compact);
@@ -188,10 +335,12 @@ void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector
       for (size_t j = 0; groups && j < nt; ++j) groups = base[j] == base[j - j % S] + static_cast<int64_t>(j % S);
       if (groups) {
         const int64_t n = it.dims[0].extent;
+        // Stream the writes of transfers well beyond the last-level cache.
+        const bool stream = static_cast<uint64_t>(nt) * static_cast<uint64_t>(g.tile_size) * es >= (uint64_t{24} << 20);
         pool.parallel_for(n, 1 << 14, [&](int64_t lo, int64_t hi) {
           for (size_t g0 = 0; g0 < nt; g0 += static_cast<size_t>(S))
             interleave_elements(compact + base[g0] * static_cast<int64_t>(es), buffers.data() + g0, S, lo, hi, es,
-                                to_compact);
+                                to_compact, stream);
         });
         return;
       }

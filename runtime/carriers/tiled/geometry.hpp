@@ -25,6 +25,9 @@ struct TileGeometry {
   TileCoord coord(int64_t ordinal) const;
   // Canonical slot -> (tile ordinal, within-tile index).
   void locate(int64_t slot, int64_t* tile_ordinal, int64_t* within) const;
+  // How many slots from `slot` on stay in its tile at consecutive within-tile
+  // indices (at least 1).
+  int64_t run_in_tile(int64_t slot) const;
   bool operator==(const TileGeometry& o) const { return grid == o.grid && tile == o.tile; }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <unordered_map>
 
 #include "async/loop.hpp"
 #include "autograd/node.hpp"
@@ -287,27 +288,48 @@ void TiledEvictable::mark_written(const std::vector<int64_t>& ks) {
 
 void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {
   const size_t es = element_size();
-  std::vector<std::byte> tile(static_cast<size_t>(geo_.tile_size) * es);
-  int64_t loaded = -1;
-  for (size_t i = 0; i < count; ++i) {
+  // Canonical slots interleave tiles (an (expert, out, in) tensor with one
+  // expert per tile steps to the next tile every slot): read each touched
+  // tile once.
+  std::unordered_map<int64_t, std::vector<std::byte>> tiles;
+  auto* out = static_cast<std::byte*>(dst);
+  size_t i = 0;
+  while (i < count) {
     int64_t k, w;
-    geo_.locate(static_cast<int64_t>(first + i), &k, &w);
-    if (k != loaded) {
-      read_tile(k, tile.data());
-      loaded = k;
+    const int64_t slot = static_cast<int64_t>(first + i);
+    geo_.locate(slot, &k, &w);
+    auto [it, fresh] = tiles.try_emplace(k);
+    if (fresh) {
+      it->second.resize(static_cast<size_t>(geo_.tile_size) * es);
+      read_tile(k, it->second.data());
     }
-    std::memcpy(static_cast<std::byte*>(dst) + i * es, tile.data() + w * static_cast<int64_t>(es), es);
+    const size_t n = std::min(count - i, static_cast<size_t>(geo_.run_in_tile(slot)));
+    std::memcpy(out + i * es, it->second.data() + w * static_cast<int64_t>(es), n * es);
+    i += n;
   }
 }
 
 void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {
+  write_runs({SlotRun{first, count}}, static_cast<const std::byte*>(src));
+}
+
+void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byte* src) {
   const size_t es = element_size();
   // Check every touched tile first: a refused write changes nothing.
   std::set<int64_t> touched;
-  for (size_t i = 0; i < count; ++i) {
-    int64_t k, w;
-    geo_.locate(static_cast<int64_t>(first + i), &k, &w);
-    touched.insert(k);
+  for (const SlotRun& r : runs) {
+    if (!r.count) continue;
+    int64_t k0, k1, w;
+    geo_.locate(static_cast<int64_t>(r.first), &k0, &w);
+    geo_.locate(static_cast<int64_t>(r.first + r.count - 1), &k1, &w);
+    if (k0 == k1) {
+      touched.insert(k0);
+      continue;
+    }
+    for (size_t i = 0; i < r.count; ++i) {
+      geo_.locate(static_cast<int64_t>(r.first + i), &k0, &w);
+      touched.insert(k0);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -333,13 +355,19 @@ void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {
     if (!t.primary) t.primary = buf;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t i = 0; i < count; ++i) {
-    int64_t k, w;
-    geo_.locate(static_cast<int64_t>(first + i), &k, &w);
-    Tile& t = tiles_[static_cast<size_t>(k)];
-    std::memcpy(t.primary->host_data() + w * static_cast<int64_t>(es), static_cast<const std::byte*>(src) + i * es, es);
-    t.dirty = true;
-    t.implicit = false;
+  for (const SlotRun& r : runs) {
+    size_t i = 0;
+    while (i < r.count) {
+      int64_t k, w;
+      geo_.locate(static_cast<int64_t>(r.first + i), &k, &w);
+      const size_t n = std::min(r.count - i, static_cast<size_t>(geo_.run_in_tile(static_cast<int64_t>(r.first + i))));
+      Tile& t = tiles_[static_cast<size_t>(k)];
+      std::memcpy(t.primary->host_data() + w * static_cast<int64_t>(es), src, n * es);
+      src += n * es;
+      i += n;
+      t.dirty = true;
+      t.implicit = false;
+    }
   }
 }
 

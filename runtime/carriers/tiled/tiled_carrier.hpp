@@ -76,11 +76,12 @@ class TiledEvictable final : public Carrier {
 
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
+  void write_runs(const std::vector<SlotRun>& runs, const std::byte* src) override;
 
  protected:
   void check_disposable() const override;
   void dispose_storage() override;
-  void allocate_storage(size_t) override { value_error("a TiledEvictable cannot be reallocated"); }
+  void allocate_storage(size_t, bool) override { value_error("a TiledEvictable cannot be reallocated"); }
 
  private:
   friend class TileRequest;

@@ -130,7 +130,7 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
   destination->claim("a pending projection");
   try {
     if (destination->size() == 0 && n > 0) {
-      destination->allocate(n);
+      destination->allocate(n, false);  // the gather writes every slot
       allocated = true;
     }
   } catch (...) {
