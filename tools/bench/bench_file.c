@@ -21,9 +21,8 @@
  * StrideWeave move and its peer alternate within each repetition so that
  * noise from other processes hits both alike. The "best" ratio compares the
  * fastest repetitions, which stays meaningful when other processes load the
- * cores (the tool prints the load average). The move zero-fills the CPU
- * destination it allocates before reading into it; that fill is timed on its
- * own and a ratio without it is printed too. Target (docs/PERFORMANCE.md):
+ * cores (the tool prints the load average). The move reads straight into
+ * the CPU destination it allocates, as pread does. Target (docs/PERFORMANCE.md):
  * a ratio of at least 0.80. The last line is "BENCH_JSON {...}" for scripts.
  *
  * While sw_move_async refuses read-only sources, each repetition fills a
@@ -237,23 +236,6 @@ static void repetition(bench_t* b, int in_flight, int verify, int user_fd, unsig
   sw_carrier_release(file);
 }
 
-/* What the move's destination allocation costs on its own: a zero-filled CPU
- * carrier of the same size from the warm pool. The move that just finished
- * may still hold its destination for a moment (its operation ends on the
- * loop thread), so the first allocation only cycles a buffer through the
- * pool and the second, which gets it back warm, is timed. */
-static double zero_fill_seconds(bench_t* b) {
-  double seconds = 0;
-  for (int i = 0; i < 2; ++i) {
-    sw_carrier_t* cpu = NULL;
-    const double t0 = now_seconds();
-    CHECK(sw_carrier_create_cpu(b->rt, SW_DTYPE_F32, b->n, &cpu));
-    seconds = now_seconds() - t0;
-    sw_carrier_release(cpu);
-  }
-  return seconds;
-}
-
 int main(int argc, char** argv) {
   size_t mib = 512, chunk_mib = 4;
   int reps = 7;
@@ -306,47 +288,36 @@ int main(int argc, char** argv) {
   CHECK(sw_runtime_create(NULL, &b.rt));
   b.read_only_source = moves_from_read_only(&b);
 
-  /* The move zero-fills the destination it allocates before reading into
-   * it; that cost belongs to the CPU carrier, so it is measured on its own
-   * (interleaved with the rest) and a ratio without it is reported too. */
   const int in_flight[2] = {1, 4};
-  double sw_gbps[2], peer_gbps[2], ratio[2], ratio_best[2], ratio_no_zero[2], zero_s[2 * MAX_REPS];
+  double sw_gbps[2], peer_gbps[2], ratio[2], ratio_best[2];
   for (int k = 0; k < 2; ++k) {
     double sw_s[MAX_REPS], peer_s[MAX_REPS], unused;
     repetition(&b, in_flight[k], k == 0, fd, warm, &unused, &unused); /* warm-up; checks every value once */
-    for (int r = 0; r < reps; ++r) {
-      repetition(&b, in_flight[k], 0, fd, warm, &sw_s[r], &peer_s[r]);
-      zero_s[k * reps + r] = zero_fill_seconds(&b);
-    }
+    for (int r = 0; r < reps; ++r) repetition(&b, in_flight[k], 0, fd, warm, &sw_s[r], &peer_s[r]);
     sw_gbps[k] = (double)bytes / median(sw_s, reps) / 1e9;
     peer_gbps[k] = (double)bytes / median(peer_s, reps) / 1e9;
     ratio[k] = sw_gbps[k] / peer_gbps[k];
     ratio_best[k] = fastest(peer_s, reps) / fastest(sw_s, reps);
-    ratio_no_zero[k] = median(peer_s, reps) / (median(sw_s, reps) - median(zero_s + k * reps, reps));
   }
-  const double zero_gbps = (double)bytes / median(zero_s, 2 * reps) / 1e9;
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
 
   printf("promotion of %zu MiB from the page cache (%s), %zu MiB requests; load average %.1f\n", mib,
          b.read_only_source ? "read-only carrier over the user's file" : "scratch carrier, the peer reads its file",
          chunk_mib, load[0]);
-  printf("%-10s %12s %12s %8s %8s %14s\n", "in flight", "move GB/s", "pread GB/s", "ratio", "best", "w/o zero fill");
+  printf("%-10s %12s %12s %8s %8s\n", "in flight", "move GB/s", "pread GB/s", "ratio", "best");
   for (int k = 0; k < 2; ++k)
-    printf("%-10d %12.2f %12.2f %8.3f %8.3f %14.3f\n", in_flight[k], sw_gbps[k], peer_gbps[k], ratio[k],
-           ratio_best[k], ratio_no_zero[k]);
-  printf("the destination's zero fill alone: %.2f GB/s\n", zero_gbps);
+    printf("%-10d %12.2f %12.2f %8.3f %8.3f\n", in_flight[k], sw_gbps[k], peer_gbps[k], ratio[k], ratio_best[k]);
   const int met = ratio[0] >= 0.8 && ratio[1] >= 0.8, met_best = ratio_best[0] >= 0.8 && ratio_best[1] >= 0.8;
   printf("target: promotion >= 80 %% of pread with the same threads: %s (medians), %s (best)%s\n",
          met ? "ok" : "MISS", met_best ? "ok" : "MISS", load[0] > 1.5 ? "; the machine is loaded, rerun when idle" : "");
 
   printf("\nBENCH_JSON {\"bench\": \"file\", \"mib\": %zu, \"chunk_mib\": %zu, \"reps\": %d, \"source\": \"%s\", "
-         "\"load\": %.2f, \"zero_fill_gbps\": %.3f, \"promotion\": [",
-         mib, chunk_mib, reps, b.read_only_source ? "read_only_user_file" : "scratch_file", load[0], zero_gbps);
+         "\"load\": %.2f, \"promotion\": [",
+         mib, chunk_mib, reps, b.read_only_source ? "read_only_user_file" : "scratch_file", load[0]);
   for (int k = 0; k < 2; ++k)
-    printf("%s{\"in_flight\": %d, \"sw_gbps\": %.3f, \"pread_gbps\": %.3f, \"ratio\": %.4f, \"ratio_best\": %.4f, "
-           "\"ratio_without_zero_fill\": %.4f}",
-           k ? ", " : "", in_flight[k], sw_gbps[k], peer_gbps[k], ratio[k], ratio_best[k], ratio_no_zero[k]);
+    printf("%s{\"in_flight\": %d, \"sw_gbps\": %.3f, \"pread_gbps\": %.3f, \"ratio\": %.4f, \"ratio_best\": %.4f}",
+           k ? ", " : "", in_flight[k], sw_gbps[k], peer_gbps[k], ratio[k], ratio_best[k]);
   printf("], \"target_met\": %s, \"target_met_best\": %s}\n", met ? "true" : "false", met_best ? "true" : "false");
 
   sw_runtime_release(b.rt);

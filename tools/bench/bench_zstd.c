@@ -17,11 +17,8 @@
  *                 zstd carrier into an empty CPU carrier, spread over the
  *                 runtime's W workers, vs W threads each running
  *                 ZSTD_decompressDCtx over its share of the same frames.
- *                 The move zero-fills its freshly allocated destination
- *                 before decompressing into it; that cost is measured on its
- *                 own (a zero-filled CPU carrier of the same size from the
- *                 warm pool) and the ratio without it is reported too. The
- *                 move's CPU seconds also include freeing the source's
+ *                 The move decompresses straight into the destination it
+ *                 allocates. Its CPU seconds also include freeing the source's
  *                 frames (on a worker), which the raw peer has no part of.
  *
  * Target (docs/PERFORMANCE.md): decompression >= 80 % of raw zstd speed per
@@ -231,8 +228,6 @@ typedef struct {
   double sync_gbs, raw1_gbs, sync_vs_raw, sync_vs_raw_best;
   double move_gbs, rawn_gbs, move_vs_raw, move_vs_raw_best; /* shuffle on only; 0 otherwise */
   double move_in_gbs;                     /* CPU -> zstd (compression), for information */
-  double zero_fill_gbs;                   /* the destination's zero fill alone */
-  double move_net_vs_raw;                 /* move without the zero fill vs raw, median of per-rep ratios */
   double sync_cpu_vs_raw, move_cpu_vs_raw; /* raw CPU seconds / carrier CPU seconds, median of per-rep ratios */
 } result_t;
 
@@ -336,8 +331,6 @@ static result_t run_config(sw_runtime_t* rt, sw_dtype_t dtype, const char* name,
     double* t_move = (double*)xmalloc(sizeof(double) * (size_t)o->reps);
     double* t_in = (double*)xmalloc(sizeof(double) * (size_t)o->reps);
     double* t_rawn = (double*)xmalloc(sizeof(double) * (size_t)o->reps);
-    double* t_zero = (double*)xmalloc(sizeof(double) * (size_t)o->reps);
-    double* net = (double*)xmalloc(sizeof(double) * (size_t)o->reps);
     for (int r = -1; r < o->reps; ++r) {
       sw_carrier_t* cpu = NULL;
       CHECK(sw_carrier_create_cpu_from(rt, dtype, values, n, &cpu));
@@ -364,17 +357,10 @@ static result_t run_config(sw_runtime_t* rt, sw_dtype_t dtype, const char* name,
       sw_carrier_release(zs);
       sw_carrier_release(cpu);
       const double tr = time_raw(&frames, out, o->workers, dctx, &cr);
-      sw_carrier_t* zeroed = NULL;
-      const double z0 = now_seconds();
-      CHECK(sw_carrier_create_cpu(rt, dtype, n, &zeroed));
-      const double tz = now_seconds() - z0;
-      sw_carrier_release(zeroed);
       if (r >= 0) {
         t_move[r] = tm;
         t_in[r] = tin;
         t_rawn[r] = tr;
-        t_zero[r] = tz;
-        net[r] = tm > tz ? tr / (tm - tz) : 0;
         cpu_ratio[r] = cr / cm;
       }
     }
@@ -383,11 +369,7 @@ static result_t run_config(sw_runtime_t* rt, sw_dtype_t dtype, const char* name,
     res.move_in_gbs = gb / median(t_in, o->reps);
     res.rawn_gbs = gb / median(t_rawn, o->reps);
     res.move_vs_raw = res.move_gbs / res.rawn_gbs;
-    res.zero_fill_gbs = gb / median(t_zero, o->reps);
-    res.move_net_vs_raw = median(net, o->reps);
     res.move_cpu_vs_raw = median(cpu_ratio, o->reps);
-    free(t_zero);
-    free(net);
     free(t_move);
     free(t_in);
     free(t_rawn);
@@ -464,19 +446,14 @@ int main(int argc, char** argv) {
     if (results[i].sync_cpu_vs_raw < 0.8) met_cpu = 0;
     if (results[i].shuffle && results[i].move_cpu_vs_raw < 0.8) met_cpu = 0;
   }
-  printf("\nper core, from CPU seconds (raw / carrier; robust under load; the move's include its destination's\n"
-         "zero fill and freeing its source):\n");
+  printf("\nper core, from CPU seconds (raw / carrier; robust under load; the move's include freeing its\n"
+         "source):\n");
   for (int i = 0; i < count; ++i) {
     printf("  %-5s shuffle %-3s  sync read %5.0f%%", results[i].dtype_name, results[i].shuffle ? "on" : "off",
            100 * results[i].sync_cpu_vs_raw);
     if (results[i].shuffle) printf("   move %5.0f%%", 100 * results[i].move_cpu_vs_raw);
     printf("\n");
   }
-  for (int i = 0; i < count; ++i)
-    if (results[i].shuffle)
-      printf("%-5s move: the destination's zero fill alone runs at %.2f GB/s; without it the move reaches %.0f%% "
-             "of raw\n",
-             results[i].dtype_name, results[i].zero_fill_gbs, 100 * results[i].move_net_vs_raw);
   double load[3] = {0, 0, 0};
   const int have_load = getloadavg(load, 3) == 3;
   printf("target: carrier decompression >= 80 %% of raw zstd per core: %s (medians), %s (best), %s (CPU seconds)\n",
@@ -494,10 +471,9 @@ int main(int argc, char** argv) {
            r->sync_vs_raw, r->sync_vs_raw_best, r->sync_cpu_vs_raw);
     if (r->shuffle)
       printf(",\"move_gbs\":%.3f,\"raw_workers_gbs\":%.3f,\"move_vs_raw\":%.3f,\"move_vs_raw_best\":%.3f,"
-             "\"move_per_core_gbs\":%.3f,\"cpu_to_zstd_gbs\":%.3f,\"zero_fill_gbs\":%.3f,"
-             "\"move_without_zero_fill_vs_raw\":%.3f,\"move_cpu_vs_raw\":%.3f",
+             "\"move_per_core_gbs\":%.3f,\"cpu_to_zstd_gbs\":%.3f,\"move_cpu_vs_raw\":%.3f",
              r->move_gbs, r->rawn_gbs, r->move_vs_raw, r->move_vs_raw_best, r->move_gbs / o.workers,
-             r->move_in_gbs, r->zero_fill_gbs, r->move_net_vs_raw, r->move_cpu_vs_raw);
+             r->move_in_gbs, r->move_cpu_vs_raw);
     printf("}");
   }
   printf("],\"target_met\":%s,\"target_met_best\":%s,\"target_met_cpu\":%s,\"load_average\":%.2f}\n",
