@@ -291,18 +291,22 @@ SW_API sw_error_t* sw_carrier_is_mutable(const sw_carrier_t* carrier, bool* out_
 SW_API sw_error_t* sw_carrier_is_owned(const sw_carrier_t* carrier, bool* out_owned);
 SW_API sw_error_t* sw_carrier_is_disposed(const sw_carrier_t* carrier, bool* out_disposed);
 /* Copies `count` slots starting at `first_slot` into `destination`
- * (count * dtype size bytes). INDEX if the range is outside the carrier. */
+ * (count * dtype size bytes). INDEX if the range is outside the carrier.
+ * Safe against a concurrent dispose on another thread (a move committing its
+ * source, say): the read completes on intact values or fails STATE. */
 SW_API sw_error_t* sw_carrier_read(const sw_carrier_t* carrier, size_t first_slot, size_t count,
                                    void* destination);
 /* Writes `count` slots starting at `first_slot`; one version step. */
 SW_API sw_error_t* sw_carrier_write(sw_carrier_t* carrier, size_t first_slot, size_t count,
                                     const void* source);
 /* Frees the carrier's values; idempotent. STATE while it is owned. The handle
- * stays valid (size, dtype and kind still answer). */
+ * stays valid (size, dtype and kind still answer). Reads already running on
+ * other threads finish first: their storage goes with the last of them. */
 SW_API sw_error_t* sw_carrier_dispose(sw_carrier_t* carrier);
 /* The host address of slot 0 of a CPU carrier, for zero-copy views (NumPy,
- * DLPack). Writes through it bypass the version counter. UNSUPPORTED for
- * carriers whose memory is not host addressable. */
+ * DLPack). Writes through it bypass the version counter. The address is valid
+ * until the carrier is disposed; unlike sw_carrier_read it does not hold the
+ * storage. UNSUPPORTED for carriers whose memory is not host addressable. */
 SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_pointer);
 
 /* ------------------------------------------------------------------------ */
