@@ -98,6 +98,18 @@ SW_API const char* sw_error_message(const sw_error_t* error);
 SW_API void sw_error_free(sw_error_t* error);
 /* The name of a code ("TYPE", "VALUE", ...); "UNKNOWN" for other numbers. */
 SW_API const char* sw_error_code_name(sw_error_code_t code);
+/* A new error with `code` and a copy of `message` (NULL gives ""), for host
+ * code that must hand the library an error: a residency policy's plan()
+ * returns it, and the library frees it and passes the same code and message
+ * to the caller. Owned by the caller until returned to the library; free an
+ * unused one with sw_error_free(). `code` must be one of SW_ERROR_TYPE ..
+ * SW_ERROR_INTERNAL: SW_OK or an unknown number gives an SW_ERROR_INTERNAL
+ * error whose message is "invalid error code N: " followed by `message`, so
+ * a mistake never reads as success. Never returns NULL: when memory runs out
+ * it returns the library's static out-of-memory error (code
+ * SW_ERROR_OUT_OF_MEMORY, message "out of memory"), which sw_error_free
+ * accepts like any other. Thread-safe. */
+SW_API sw_error_t* sw_error_create(sw_error_code_t code, const char* message);
 
 /* ------------------------------------------------------------------------ */
 /* Data types                                                                */
