@@ -289,6 +289,50 @@ SW_API sw_error_t* sw_carrier_create_cpu(sw_runtime_t* runtime, sw_dtype_t dtype
 SW_API sw_error_t* sw_carrier_create_cpu_from(sw_runtime_t* runtime, sw_dtype_t dtype,
                                               const void* data, size_t size,
                                               sw_carrier_t** out_carrier);
+
+/* Host memory the caller lends to a CPU carrier (sw_carrier_create_cpu_external). */
+typedef struct sw_external_memory_desc_t {
+  uint32_t struct_size;
+  /* Slot 0 of the memory, aligned to at least the dtype's size. NULL only
+   * when `bytes` is 0 (an empty carrier). */
+  void* data;
+  /* Bytes at `data`: a multiple of the dtype's size; the carrier has
+   * bytes / dtype size slots. */
+  size_t bytes;
+  /* The memory must not be written by the library: public writes to the
+   * carrier (sw_carrier_write, sw_tensor_set, sw_tensor_write) and moves into
+   * it fail STATE, sw_carrier_is_mutable is false. Ops, reads and moves out
+   * of it are allowed. Default false. */
+  bool read_only;
+  /* Optional. Called exactly once, with `user_data`, when the carrier drops
+   * the memory: on dispose (sw_carrier_dispose, a move out of the carrier,
+   * a TiledEvictable taking its values as the primary seed) or when its last
+   * reference goes, whichever comes first. It may run on any thread (the
+   * runtime's loop thread for a move) and must not call back into the
+   * library for this carrier. */
+  void (*release)(void* user_data);
+  void* user_data;
+} sw_external_memory_desc_t;
+
+SW_API void sw_external_memory_desc_init(sw_external_memory_desc_t* desc);
+/* A CPU carrier (kind SW_CARRIER_CPU, a compute carrier) whose slots are the
+ * caller's memory, without a copy: what the caller writes there is what ops
+ * read, and what the library writes lands there. The memory must stay valid
+ * and must not be freed until desc->release is called; the library never
+ * frees it, never returns it to its buffer pool and never reallocates it (an
+ * empty one stays empty: it cannot be the allocated destination of a move or
+ * a projection). Writes by the caller bypass the version counter, as writes
+ * through sw_carrier_host_pointer do. Everything else is as for any CPU
+ * carrier: every op takes it, moves go into it (unless read-only) and out of
+ * it (disposing it, so releasing the memory), ownership and dispose rules
+ * hold. Creating one allocates no storage, so SW_FAULT_ALLOCATION does not
+ * count it. Errors: TYPE for an invalid dtype; VALUE for a NULL desc, an
+ * unknown desc->struct_size, NULL data with bytes > 0, data not aligned to
+ * the dtype's size, or bytes not a multiple of it. On failure release is not
+ * called: the memory stays the caller's. */
+SW_API sw_error_t* sw_carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtype_t dtype,
+                                                  const sw_external_memory_desc_t* desc,
+                                                  sw_carrier_t** out_carrier);
 SW_API void sw_carrier_retain(sw_carrier_t* carrier);
 SW_API void sw_carrier_release(sw_carrier_t* carrier);
 
@@ -299,6 +343,9 @@ SW_API sw_error_t* sw_carrier_size(const sw_carrier_t* carrier, size_t* out_size
 SW_API sw_error_t* sw_carrier_version(const sw_carrier_t* carrier, uint64_t* out_version);
 /* Live and not owned: public writes would be accepted. */
 SW_API sw_error_t* sw_carrier_is_mutable(const sw_carrier_t* carrier, bool* out_mutable);
+/* Refuses public writes for good: a file opened with sw_carrier_open_file,
+ * external memory lent read-only. Still answers after dispose. */
+SW_API sw_error_t* sw_carrier_is_read_only(const sw_carrier_t* carrier, bool* out_read_only);
 /* Claimed by in-flight work or by a composite carrier. */
 SW_API sw_error_t* sw_carrier_is_owned(const sw_carrier_t* carrier, bool* out_owned);
 SW_API sw_error_t* sw_carrier_is_disposed(const sw_carrier_t* carrier, bool* out_disposed);
@@ -313,8 +360,9 @@ SW_API sw_error_t* sw_carrier_write(sw_carrier_t* carrier, size_t first_slot, si
  * stays valid (size, dtype and kind still answer). */
 SW_API sw_error_t* sw_carrier_dispose(sw_carrier_t* carrier);
 /* The host address of slot 0 of a CPU carrier, for zero-copy views (NumPy,
- * DLPack). Writes through it bypass the version counter. UNSUPPORTED for
- * carriers whose memory is not host addressable. */
+ * DLPack). Writes through it bypass the version counter and must not be made
+ * to a read-only carrier. UNSUPPORTED for carriers whose memory is not host
+ * addressable. */
 SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_pointer);
 
 /* ------------------------------------------------------------------------ */
