@@ -1107,8 +1107,22 @@ SW_API sw_error_t* sw_testing_claim(sw_carrier_t* carrier);
 /* Ends a claim made by sw_testing_claim(). STATE if it holds none. */
 SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
 
+/* What counts as an SW_FAULT_ALLOCATION, one each, whatever the size:
+ * - creating a carrier: sw_carrier_create_cpu, _cpu_from, _host, _zstd,
+ *   _file, _vulkan, sw_tiled_create, and the CPU carrier of sw_tensor_from_data
+ *   and sw_tensor_zeros (an injected failure comes after the argument checks
+ *   and before anything is allocated or claimed);
+ * - each tile buffer a TiledEvictable allocates: one per tile of a full
+ *   primary seed at sw_tiled_create, one per tile given primary storage by a
+ *   promotion, an update or a scatter;
+ * - giving an empty carrier storage: the destination of a move or a
+ *   projection, the secondary tier on a first eviction;
+ * - a device allocation (sw_device_alloc on host and Vulkan devices).
+ * Not counted: carriers that allocate no storage (sw_carrier_open_file over
+ * the caller's file, sw_carrier_create_cpu_external over the caller's
+ * memory), op results, and the library's internal staging buffers. */
 typedef enum sw_fault_kind_t {
-  SW_FAULT_ALLOCATION = 1,  /* storage allocation by a carrier or a move */
+  SW_FAULT_ALLOCATION = 1,  /* an allocation as listed above */
   SW_FAULT_READ = 2,        /* one read request of a storage carrier */
   SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
@@ -1116,8 +1130,10 @@ typedef enum sw_fault_kind_t {
 } sw_fault_kind_t;
 
 /* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
- * runtime fails (allocation: OUT_OF_MEMORY, read/write: IO, decompress:
- * DATA_CORRUPT). nth 0 disarms. Not for production use. */
+ * runtime fails (allocation: OUT_OF_MEMORY with a message starting
+ * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT),
+ * changing nothing, as any failure; the operation after it succeeds again.
+ * Arming again replaces the count; nth 0 disarms. Not for production use. */
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */

@@ -14,6 +14,7 @@ SW_API sw_error_t* sw_carrier_create_cpu(sw_runtime_t* runtime, sw_dtype_t dtype
     auto rt = ref<Runtime>(runtime, "runtime");
     check_dtype(dtype, "sw_carrier_create_cpu");
     require(out_carrier, "out_carrier");
+    count_allocation(*rt, "CPU carrier");
     *out_carrier = to_handle<sw_carrier_t>(CpuCarrier::zeros(rt, dtype, size));
   });
 }
@@ -25,6 +26,7 @@ SW_API sw_error_t* sw_carrier_create_cpu_from(sw_runtime_t* runtime, sw_dtype_t 
     check_dtype(dtype, "sw_carrier_create_cpu_from");
     if (size && !data) value_error("data must not be NULL when size is " + std::to_string(size));
     require(out_carrier, "out_carrier");
+    count_allocation(*rt, "CPU carrier");
     *out_carrier = to_handle<sw_carrier_t>(CpuCarrier::copy_of(rt, dtype, data, size));
   });
 }

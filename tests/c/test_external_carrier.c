@@ -554,6 +554,21 @@ static void release_from_another_thread(void** state) {
   assert_int_equal(released(&log), 1);
 }
 
+/* An allocation fault does not touch external carriers: they allocate no
+ * storage, so the armed fault waits for the next real allocation. */
+static void not_counted_as_an_allocation(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  float data[2] = {1, 2};
+  SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 1));
+  release_log_t log = {0, NULL};
+  sw_carrier_t* c = external(rt, SW_DTYPE_F32, data, sizeof data, false, &log);
+  sw_carrier_t* cpu = NULL;
+  SW_FAILS(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 2, &cpu), SW_ERROR_OUT_OF_MEMORY, "injected");
+  assert_null(cpu);
+  sw_carrier_release(c);
+  assert_int_equal(released(&log), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shares_memory_both_ways),
@@ -570,6 +585,7 @@ int main(void) {
       cmocka_unit_test(read_only_refuses_writes),
       cmocka_unit_test(bad_arguments_change_nothing),
       cmocka_unit_test(release_from_another_thread),
+      cmocka_unit_test(not_counted_as_an_allocation),
   };
   return cmocka_run_group_tests(tests, sw_test_runtime_setup, sw_test_runtime_teardown);
 }
