@@ -157,6 +157,9 @@ static void sw_py_decref_anywhere(PyObject* object) {
     (void)Py_AddPendingCall(sw_py_decref_pending, object);
   }
 }
+
+/* The release callback of external memory: drops the owner it was lent by. */
+static void sw_py_release_owner(void* user_data) { sw_py_decref_anywhere((PyObject*)user_data); }
 %}
 
 /* Success returns the out-parameters, or None when there are none. The
@@ -199,6 +202,7 @@ SW_OUT_HANDLE(sw_device_view_t)
 SW_OUT_SCALAR(bool, out_mutable, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_owned, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_disposed, PyBool_FromLong)
+SW_OUT_SCALAR(bool, out_read_only, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_injective, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_equal, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_requires_grad, PyBool_FromLong)
@@ -455,6 +459,32 @@ PyObject* layout_to_string(const sw_layout_t* layout) {
 }
 
 /* ---- carriers ---- */
+
+/* A CPU carrier over `bytes` bytes of host memory at `address` (a Python
+ * int) without a copy. `owner` is the object that keeps the memory alive (a
+ * NumPy array): the carrier holds a reference to it and drops it when it
+ * releases the memory, from whichever thread that happens on. */
+PyObject* carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* owner, PyObject* address,
+                                      size_t bytes, bool read_only) {
+  void* data = PyLong_AsVoidPtr(address);
+  if (!data && PyErr_Occurred()) return NULL;
+  sw_external_memory_desc_t desc;
+  sw_external_memory_desc_init(&desc);
+  desc.data = data;
+  desc.bytes = bytes;
+  desc.read_only = read_only;
+  desc.release = sw_py_release_owner;
+  desc.user_data = owner;
+  Py_INCREF(owner);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_create_cpu_external(runtime, dtype, &desc, &carrier);
+  if (e) {
+    Py_DECREF(owner); /* on failure the library did not take the memory */
+    sw_py_raise(e);
+    return NULL;
+  }
+  return sw_py_handle(carrier, SWIGTYPE_p_sw_carrier_t);
+}
 
 /* A CPU carrier holding a copy of `data` (a contiguous buffer of
  * size * dtype size bytes). */
