@@ -237,6 +237,7 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
     *o0 = a0[0];
     return;
   }
+  if (out_n == 1) order_by_operand(&it, 1);  // a sum of everything: read in memory order
   ThreadPool& pool = out.runtime().compute();
   const IterDim& outer = it.dims.back();
   const int64_t inner = it.total / outer.extent;
