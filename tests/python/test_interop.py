@@ -220,6 +220,12 @@ def test_moving_out_of_a_shared_carrier_releases_the_array():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     before = sys.getrefcount(a)
     t = sw.from_numpy(a)
+    view = t.numpy()
+    with pytest.raises(RuntimeError) as e:  # a move releases the source, as release() does
+        sw.move_async(t, carriers.Host(0))
+    exact(e, sw.StrideWeaveRuntimeError)
+    del view
+    gc.collect()
     moved = sw.move_async(t, carriers.Host(0)).wait()
     assert t.carrier.is_released()
     for _ in range(200):  # the loop thread drops the reference through a pending call

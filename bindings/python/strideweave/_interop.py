@@ -163,6 +163,9 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
     rt = _runtime.resolve(runtime)
     array = np.asarray(array)
     sw_dtype = _numpy_dtype_of(array) if dtype is None else dtype
+    if sw_dtype.itemsize != array.itemsize:
+        raise StrideWeaveTypeError(f"{sw_dtype.name} elements are {sw_dtype.itemsize} bytes; the array's "
+                                   f"are {array.itemsize}")
     if array.ndim > N.SW_MAX_RANK:
         raise StrideWeaveValueError(f"rank {array.ndim} exceeds the maximum of {N.SW_MAX_RANK}")
     if not array.dtype.isnative:
