@@ -2,9 +2,9 @@
  * OUT_OF_MEMORY when its allocation is the armed one, writes no
  * out-parameter, claims nothing and leaks nothing (the ASan build checks the
  * last part), and the next call succeeds. Carriers that allocate no storage
- * (a file opened read-only, external memory) do not count. */
+ * (a file opened read-only, external memory) do not count. Vulkan carriers
+ * are covered in test_vulkan.c, which knows the driver's own leaks. */
 #include <dirent.h>
-#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -249,23 +249,6 @@ static void tiled_creation(void** state) {
   sw_carrier_release(secondary);
 }
 
-static void vulkan_carrier(void** state) {
-  sw_runtime_t* rt = (sw_runtime_t*)*state;
-  sw_device_t* dev = NULL;
-  sw_error_t* e = sw_device_create_vulkan(rt, NULL, &dev);
-  if (e) {
-    assert_int_equal(sw_error_code(e), SW_ERROR_UNSUPPORTED);
-    sw_error_free(e);
-    skip();
-  }
-  sw_carrier_t* c = NULL;
-  FAILS_ONCE_THEN_SUCCEEDS(rt, c, sw_carrier_create_vulkan(rt, dev, SW_DTYPE_F32, 64, (sw_carrier_t**)&c),
-                           "Vulkan carrier");
-  assert_int_equal(slots(c), 64);
-  sw_carrier_release(c);
-  sw_device_release(dev);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(memory_carriers),
@@ -274,7 +257,6 @@ int main(void) {
       cmocka_unit_test(nth_creation_fails),
       cmocka_unit_test(argument_errors_come_first),
       cmocka_unit_test(tiled_creation),
-      cmocka_unit_test(vulkan_carrier),
   };
   return cmocka_run_group_tests(tests, sw_test_runtime_setup, sw_test_runtime_teardown);
 }
