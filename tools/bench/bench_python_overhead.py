@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python call overhead of small StrideWeave ops against PyTorch and NumPy.
 
-Times sw.add, sw.mul (tensor * tensor and tensor * scalar), sw.relu,
+Times sw.add and sw.mul (tensor with tensor, tensor with scalar), sw.relu,
 sw.reduce_sum and sw.matmul on 4x4 and 64x64 float32 tensors, and the same
 calls of PyTorch and NumPy in the same run. The target (docs/PERFORMANCE.md)
 is StrideWeave within 2x of PyTorch per call.
@@ -48,12 +48,13 @@ import strideweave as sw  # noqa: E402
 from strideweave import _native as N  # noqa: E402
 
 SIZES = (4, 64)
-OPS = ("add", "mul", "mul_scalar", "relu", "reduce_sum", "matmul")
+OPS = ("add", "add_scalar", "mul", "mul_scalar", "relu", "reduce_sum", "matmul")
 
 
 def strideweave_calls(a, b):
     return {
         "add": lambda: sw.add(a, b),
+        "add_scalar": lambda: sw.add(a, 1.0),
         "mul": lambda: sw.mul(a, b),
         "mul_scalar": lambda: sw.mul(a, 2.0),
         "relu": lambda: sw.relu(a),
@@ -63,10 +64,13 @@ def strideweave_calls(a, b):
 
 
 def c_calls(a, b):
-    """The same ops through the SWIG layer; the lambdas keep a and b alive."""
+    """The same ops through the SWIG layer; the lambdas keep a and b alive.
+    add_scalar has no C form: the add of a weak scalar made beforehand."""
     ah, bh, release = a._h, b._h, N.sw_tensor_release
+    one = sw.from_numpy(np.ones((), np.float32))
     return {
         "add": lambda a=a, b=b: release(N.sw_add(ah, bh)),
+        "add_scalar": lambda a=a, one=one: release(N.sw_add(ah, one._h)),
         "mul": lambda a=a, b=b: release(N.sw_mul(ah, bh)),
         "mul_scalar": lambda a=a: release(N.sw_mul_scalar(ah, 2.0)),
         "relu": lambda a=a: release(N.sw_relu(ah)),
@@ -78,6 +82,7 @@ def c_calls(a, b):
 def torch_calls(a, b):
     return {
         "add": lambda: torch.add(a, b),
+        "add_scalar": lambda: torch.add(a, 1.0),
         "mul": lambda: torch.mul(a, b),
         "mul_scalar": lambda: torch.mul(a, 2.0),
         "relu": lambda: torch.relu(a),
@@ -89,6 +94,7 @@ def torch_calls(a, b):
 def numpy_calls(a, b):
     return {
         "add": lambda: np.add(a, b),
+        "add_scalar": lambda: np.add(a, 1.0),
         "mul": lambda: np.multiply(a, b),
         "mul_scalar": lambda: np.multiply(a, 2.0),
         "relu": lambda: np.maximum(a, 0),

@@ -198,9 +198,26 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
 def scalar_tensor(value, like):
     """A rank-0 tensor holding `value` in the dtype of `like`, on a carrier of
     its compute kind (a weak scalar for ops without a scalar form)."""
-    from .carriers import CPU, Vulkan
-
     dtype, rt = like.dtype, like._rt
+    if dtype is _dtypes.float32 or dtype is _dtypes.float64:
+        # The common case in a few C calls, without imports: this is on the
+        # path of `t + 1.0`.
+        c = _tensor_carrier(like._h)
+        try:
+            on_cpu = _carrier_kind(c) == _CPU_KIND
+        finally:
+            _carrier_release(c)
+        if on_cpu:
+            h = _tensor_zeros(rt._h, dtype.code, ())
+            try:
+                _tensor_set(h, (), float(value))
+            except BaseException:
+                _tensor_release(h)
+                raise
+            return like._adopt(h, rt)
+    from .carriers import CPU, Vulkan
+    from ._tensor import Tensor
+
     if dtype is _dtypes.bfloat16:
         data = _bf16_bits([value]).tobytes()
     else:
@@ -211,12 +228,13 @@ def scalar_tensor(value, like):
         N.carrier_write_from(carrier._h, 0, 1, data)
     else:
         carrier = CPU._from_host(data, dtype, 1, rt)
-    from ._tensor import Tensor
-
     return Tensor(carrier, 0, _SCALAR_LAYOUT)
 
 
 _SCALAR_LAYOUT = Layout(())
+_tensor_carrier, _carrier_kind, _carrier_release = N.sw_tensor_carrier, N.sw_carrier_kind, N.sw_carrier_release
+_tensor_zeros, _tensor_set, _tensor_release = N.sw_tensor_zeros, N.sw_tensor_set, N.sw_tensor_release
+_CPU_KIND = N.SW_CARRIER_CPU
 
 
 # ---- DLPack ----------------------------------------------------------------
