@@ -144,6 +144,7 @@ SHARED_VIEWS = [
     lambda a: a, lambda a: np.asfortranarray(a), lambda a: a[::-1], lambda a: a[:, ::2], lambda a: a.T,
     lambda a: a[1:, ::-2].T, lambda a: a[::2, 1], lambda a: np.broadcast_to(a[:1], a.shape),
     lambda a: a[1, 2, ...],  # a 0-d view
+    lambda a: np.lib.stride_tricks.as_strided(a[1:2], (1, 6), (3, a.itemsize)),  # an odd stride on extent 1
 ]
 
 

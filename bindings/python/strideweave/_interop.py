@@ -135,14 +135,16 @@ def _shared_layout(array):
     """(address, bytes, first slot, element strides) of the memory `array`
     spans, for a carrier over it; None when it cannot be shared."""
     item = array.itemsize
-    if array.size == 0 or not array.flags.aligned or any(s % item for s in array.strides):
+    # A mode of extent 1 is never stepped along: whatever NumPy says its stride is does not matter.
+    strides = [0 if n == 1 else s for n, s in zip(array.shape, array.strides)]
+    if array.size == 0 or not array.flags.aligned or any(s % item for s in strides):
         return None
     lo = hi = 0
-    for n, s in zip(array.shape, array.strides):
+    for n, s in zip(array.shape, strides):
         reach = (n - 1) * s
         lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
     address = array.__array_interface__["data"][0] + lo
-    return address, hi - lo + item, -lo // item, tuple(s // item for s in array.strides)
+    return address, hi - lo + item, -lo // item, tuple(s // item for s in strides)
 
 
 def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
