@@ -11,9 +11,9 @@ library does the same work and the figures compare call paths: PyTorch and
 NumPy row-major arrays, StrideWeave dense first-mode-fastest tensors (made
 without a copy by sw.from_numpy of the Fortran-ordered array). A second
 table gives StrideWeave on the row-major arrays themselves (sw.from_numpy of
-the C-ordered array, a permuted layout): elementwise results are dense first
-mode fastest, so those calls also transpose; that is layout work, not call
-overhead, and is reported but not checked against the target.
+the C-ordered array, a permuted layout), what NumPy users get by default:
+elementwise results are dense first mode fastest, so those calls also
+transpose. Both tables are checked against the target.
 
 Per call: the median over --repeats of the mean over --number calls. The
 "C call" column times the same op through the private SWIG layer alone
@@ -122,10 +122,10 @@ def main(argv=None):
     results = []
     for layout in ("native", "row-major"):
         if layout == "native":
-            print("\nEach library's own contiguous layout (checked: within 2x of PyTorch)")
+            print("\nEach library's own contiguous layout")
         else:
-            print("\nStrideWeave on row-major arrays (permuted layouts; elementwise results are dense first "
-                  "mode fastest, so these calls transpose): not checked")
+            print("\nStrideWeave on the row-major arrays (permuted layouts; elementwise results are dense "
+                  "first mode fastest, so these calls transpose)")
         print(head)
         for n in SIZES:
             rng = np.random.default_rng(n)
@@ -148,13 +148,12 @@ def main(argv=None):
                 results.append({"layout": layout, "op": op, "n": n, "strideweave_us": t_sw * 1e6,
                                 "c_call_us": t_raw * 1e6, "torch_us": t_torch * 1e6, "numpy_us": t_np * 1e6,
                                 "ratio_torch": ratio, "ratio_numpy": t_sw / t_np})
-                miss = "  MISS" if layout == "native" and ratio > 2 else ""
+                miss = "  MISS" if ratio > 2 else ""
                 print(f"{op:11} {f'{n}x{n}':>7} {t_sw * 1e6:15.2f} {t_raw * 1e6:10.2f} {t_torch * 1e6:9.2f} "
                       f"{t_np * 1e6:9.2f} {ratio:9.2f} {t_sw / t_np:9.2f}{miss}")
-    checked = [r for r in results if r["layout"] == "native"]
-    worst = max(checked, key=lambda r: r["ratio_torch"])
-    print(f"\nworst ratio against torch (native layouts): {worst['ratio_torch']:.2f} ({worst['op']} "
-          f"{worst['n']}x{worst['n']}); target 2.00: {'ok' if worst['ratio_torch'] <= 2 else 'MISS'}")
+    worst = max(results, key=lambda r: r["ratio_torch"])
+    print(f"\nworst ratio against torch: {worst['ratio_torch']:.2f} ({worst['op']} {worst['n']}x{worst['n']}, "
+          f"{worst['layout']}); target 2.00: {'ok' if worst['ratio_torch'] <= 2 else 'MISS'}")
     print("BENCH_JSON " + json.dumps({"peers": ["torch", "numpy"], "load": os.getloadavg()[0],
                                       "worst_ratio_torch": worst["ratio_torch"], "results": results}))
 
