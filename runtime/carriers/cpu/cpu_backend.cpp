@@ -243,8 +243,8 @@ void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
     // loop has constant steps.
     const T* const inputs[2] = {a0, b0};
     auto tiles = [&](auto sa, auto sb) {
-      transposed_tiles<T, 2>(it, j, o0, inputs, out.runtime().compute(), [&](const T* const* p, int64_t e) {
-        return fn(p[0][e * decltype(sa)::value], p[1][e * decltype(sb)::value]);
+      transposed_tiles<T, 2>(it, j, o0, inputs, out.runtime().compute(), [f = fn](const T* const* p, int64_t e) {
+        return f(p[0][e * decltype(sa)::value], p[1][e * decltype(sb)::value]);
       });
     };
     using one = std::integral_constant<int64_t, 1>;
@@ -259,19 +259,22 @@ void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
   }
   out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
     walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      // A local copy: what `fn` captures (a scalar) stays in a register
+      // instead of being reloaded after every store, so the loops vectorise.
+      const Fn f = fn;
       T* __restrict o = o0 + off[0];
       const T* __restrict x = a0 + off[1];
       const T* __restrict y = b0 + off[2];
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
         const T yv = *y;
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], yv);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
       } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
         const T xv = *x;
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(xv, y[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn(x[i * st[1]], y[i * st[2]]);
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
       }
     });
   });
@@ -287,17 +290,18 @@ void unary_typed(const Tensor& a, const Tensor& out, Fn fn) {
   if (const size_t j = tile_dim(it)) {  // the one input is contiguous along j
     const T* const inputs[1] = {a0};
     transposed_tiles<T, 1>(it, j, o0, inputs, out.runtime().compute(),
-                           [&](const T* const* p, int64_t e) { return fn(p[0][e]); });
+                           [f = fn](const T* const* p, int64_t e) { return f(p[0][e]); });
     return;
   }
   out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
     walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      const Fn f = fn;  // in a register, as in binary_typed
       T* __restrict o = o0 + off[0];
       const T* __restrict x = a0 + off[1];
       if (st[0] == 1 && st[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn(x[i * st[1]]);
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]]);
       }
     });
   });
