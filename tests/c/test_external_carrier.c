@@ -12,10 +12,12 @@ typedef struct release_log_t {
   void* last_user;
 } release_log_t;
 
+/* May run on the loop thread: last_user is written before the count that
+ * the test thread waits for, so seeing the count orders it. */
 static void count_release(void* user_data) {
   release_log_t* log = (release_log_t*)user_data;
-  __atomic_add_fetch(&log->calls, 1, __ATOMIC_SEQ_CST);
   log->last_user = user_data;
+  __atomic_add_fetch(&log->calls, 1, __ATOMIC_SEQ_CST);
 }
 
 static int released(release_log_t* log) { return __atomic_load_n(&log->calls, __ATOMIC_SEQ_CST); }
