@@ -16,9 +16,9 @@ APT_PACKAGES=(
 if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
   APT_PACKAGES+=(python3-dev)
 fi
-# PyTorch is not installed: PyPI's torch pulls CUDA wheels of several GB, so the
-# PyTorch interop tests and the overhead benchmark fall back (skip / NumPy).
-PIP_PACKAGES=(numpy pytest)
+# torch: the PyTorch interop tests (tests/python/test_torch.py) and the peer of
+# tools/bench/bench_python_overhead.py.
+PIP_PACKAGES=(numpy pytest torch)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -96,24 +96,43 @@ static void sw_py_raise(sw_error_t* error) {
   Py_DECREF(exc);
 }
 
-/* An sw_error_t to hand back to the library from a callback. The ABI has no
- * constructor for errors, so one is obtained from a call that always fails. */
-static sw_error_t* sw_py_callback_error(void) {
-  sw_layout_t* unused = NULL;
-  sw_error_t* e = sw_layout_parse("python-residency-policy-raised", &unused);
-  if (!e) sw_layout_release(unused);
-  return e;
+/* The error code a Python exception stands for: the code of a
+ * strideweave.Error, else that of its built-in kind (INTERNAL otherwise). */
+static sw_error_code_t sw_py_exception_code(PyObject* value) {
+  for (int code = SW_PY_ERROR_CLASSES - 1; code > 0; --code)
+    if (sw_py_error_classes[code] && value && PyErr_GivenExceptionMatches(value, sw_py_error_classes[code]))
+      return (sw_error_code_t)code;
+  static const struct { sw_error_code_t code; PyObject** kind; } builtins[] = {
+      {SW_ERROR_TIMEOUT, &PyExc_TimeoutError}, {SW_ERROR_INDEX, &PyExc_IndexError},
+      {SW_ERROR_TYPE, &PyExc_TypeError}, {SW_ERROR_VALUE, &PyExc_ValueError},
+      {SW_ERROR_UNSUPPORTED, &PyExc_NotImplementedError}, {SW_ERROR_OUT_OF_MEMORY, &PyExc_MemoryError},
+      {SW_ERROR_IO, &PyExc_OSError}, {SW_ERROR_STATE, &PyExc_RuntimeError}};
+  for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; ++i)
+    if (value && PyErr_GivenExceptionMatches(value, *builtins[i].kind)) return builtins[i].code;
+  return SW_ERROR_INTERNAL;
 }
 
 /* Keeps the pending Python exception for sw_py_raise and returns the error
- * the callback gives the library. Needs the GIL. */
+ * the callback gives the library: the exception's code and text, so C code
+ * between the callback and Python sees what happened. Needs the GIL. */
 static sw_error_t* sw_py_stash_exception(void) {
-  sw_error_t* e = sw_py_callback_error();
   sw_py_stash_clear();
   PyErr_Fetch(&sw_py_stash.type, &sw_py_stash.value, &sw_py_stash.traceback);
   PyErr_NormalizeException(&sw_py_stash.type, &sw_py_stash.value, &sw_py_stash.traceback);
   if (sw_py_stash.traceback && sw_py_stash.value)
     PyException_SetTraceback(sw_py_stash.value, sw_py_stash.traceback);
+  const char* text = "";
+  PyObject* str = sw_py_stash.value ? PyObject_Str(sw_py_stash.value) : NULL;
+  if (str) text = PyUnicode_AsUTF8(str);
+  if (!str || !text) {
+    PyErr_Clear();
+    text = "";
+  }
+  char message[512];
+  snprintf(message, sizeof message, "residency policy raised %s: %s",
+           sw_py_stash.type ? ((PyTypeObject*)sw_py_stash.type)->tp_name : "an exception", text);
+  Py_XDECREF(str);
+  sw_error_t* e = sw_error_create(sw_py_exception_code(sw_py_stash.value), message);
   sw_py_stash.code = sw_error_code(e);
   sw_py_stash.message = strdup(sw_error_message(e));
   return e;
@@ -138,6 +157,9 @@ static void sw_py_decref_anywhere(PyObject* object) {
     (void)Py_AddPendingCall(sw_py_decref_pending, object);
   }
 }
+
+/* The release callback of external memory: drops the owner it was lent by. */
+static void sw_py_release_owner(void* user_data) { sw_py_decref_anywhere((PyObject*)user_data); }
 %}
 
 /* Success returns the out-parameters, or None when there are none. The
@@ -180,6 +202,7 @@ SW_OUT_HANDLE(sw_device_view_t)
 SW_OUT_SCALAR(bool, out_mutable, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_owned, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_disposed, PyBool_FromLong)
+SW_OUT_SCALAR(bool, out_read_only, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_injective, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_equal, PyBool_FromLong)
 SW_OUT_SCALAR(bool, out_requires_grad, PyBool_FromLong)
@@ -436,6 +459,32 @@ PyObject* layout_to_string(const sw_layout_t* layout) {
 }
 
 /* ---- carriers ---- */
+
+/* A CPU carrier over `bytes` bytes of host memory at `address` (a Python
+ * int) without a copy. `owner` is the object that keeps the memory alive (a
+ * NumPy array): the carrier holds a reference to it and drops it when it
+ * releases the memory, from whichever thread that happens on. */
+PyObject* carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* owner, PyObject* address,
+                                      size_t bytes, bool read_only) {
+  void* data = PyLong_AsVoidPtr(address);
+  if (!data && PyErr_Occurred()) return NULL;
+  sw_external_memory_desc_t desc;
+  sw_external_memory_desc_init(&desc);
+  desc.data = data;
+  desc.bytes = bytes;
+  desc.read_only = read_only;
+  desc.release = sw_py_release_owner;
+  desc.user_data = owner;
+  Py_INCREF(owner);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_create_cpu_external(runtime, dtype, &desc, &carrier);
+  if (e) {
+    Py_DECREF(owner); /* on failure the library did not take the memory */
+    sw_py_raise(e);
+    return NULL;
+  }
+  return sw_py_handle(carrier, SWIGTYPE_p_sw_carrier_t);
+}
 
 /* A CPU carrier holding a copy of `data` (a contiguous buffer of
  * size * dtype size bytes). */

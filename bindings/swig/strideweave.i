@@ -24,6 +24,7 @@
 %ignore sw_residency_policy_t;
 %ignore sw_lru_stats_t;
 %ignore sw_tile_state_t;
+%ignore sw_external_memory_desc_t;
 
 /* Functions taking or filling those structs, raw buffers, arrays with a
  * separate capacity, callbacks or void pointers: each language wraps them in
@@ -39,6 +40,8 @@
 %ignore sw_zstd_carrier_desc_init;
 %ignore sw_carrier_create_zstd;
 %ignore sw_carrier_create_cpu_from;
+%ignore sw_external_memory_desc_init;
+%ignore sw_carrier_create_cpu_external;
 %ignore sw_carrier_read;
 %ignore sw_carrier_write;
 %ignore sw_tensor_from_data;
@@ -70,6 +73,9 @@
 %ignore sw_tiled_promote;
 %ignore sw_tiled_evict;
 %ignore sw_set_log;
+/* An error a host callback hands back to the library: a language's own
+ * callback trampolines make it; as a plain call it would only raise. */
+%ignore sw_error_create;
 
 /* Calls that may block (waits, I/O, kernels, residency transitions, thread
  * joins) or run a host callback: the languages that have a global

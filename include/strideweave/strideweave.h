@@ -98,6 +98,18 @@ SW_API const char* sw_error_message(const sw_error_t* error);
 SW_API void sw_error_free(sw_error_t* error);
 /* The name of a code ("TYPE", "VALUE", ...); "UNKNOWN" for other numbers. */
 SW_API const char* sw_error_code_name(sw_error_code_t code);
+/* A new error with `code` and a copy of `message` (NULL gives ""), for host
+ * code that must hand the library an error: a residency policy's plan()
+ * returns it, and the library frees it and passes the same code and message
+ * to the caller. Owned by the caller until returned to the library; free an
+ * unused one with sw_error_free(). `code` must be one of SW_ERROR_TYPE ..
+ * SW_ERROR_INTERNAL: SW_OK or an unknown number gives an SW_ERROR_INTERNAL
+ * error whose message is "invalid error code N: " followed by `message`, so
+ * a mistake never reads as success. Never returns NULL: when memory runs out
+ * it returns the library's static out-of-memory error (code
+ * SW_ERROR_OUT_OF_MEMORY, message "out of memory"), which sw_error_free
+ * accepts like any other. Thread-safe. */
+SW_API sw_error_t* sw_error_create(sw_error_code_t code, const char* message);
 
 /* ------------------------------------------------------------------------ */
 /* Data types                                                                */
@@ -277,6 +289,50 @@ SW_API sw_error_t* sw_carrier_create_cpu(sw_runtime_t* runtime, sw_dtype_t dtype
 SW_API sw_error_t* sw_carrier_create_cpu_from(sw_runtime_t* runtime, sw_dtype_t dtype,
                                               const void* data, size_t size,
                                               sw_carrier_t** out_carrier);
+
+/* Host memory the caller lends to a CPU carrier (sw_carrier_create_cpu_external). */
+typedef struct sw_external_memory_desc_t {
+  uint32_t struct_size;
+  /* Slot 0 of the memory, aligned to at least the dtype's size. NULL only
+   * when `bytes` is 0 (an empty carrier). */
+  void* data;
+  /* Bytes at `data`: a multiple of the dtype's size; the carrier has
+   * bytes / dtype size slots. */
+  size_t bytes;
+  /* The memory must not be written by the library: public writes to the
+   * carrier (sw_carrier_write, sw_tensor_set, sw_tensor_write) and moves into
+   * it fail STATE, sw_carrier_is_mutable is false. Ops, reads and moves out
+   * of it are allowed. Default false. */
+  bool read_only;
+  /* Optional. Called exactly once, with `user_data`, when the carrier drops
+   * the memory: on dispose (sw_carrier_dispose, a move out of the carrier,
+   * a TiledEvictable taking its values as the primary seed) or when its last
+   * reference goes, whichever comes first. It may run on any thread (the
+   * runtime's loop thread for a move) and must not call back into the
+   * library for this carrier. */
+  void (*release)(void* user_data);
+  void* user_data;
+} sw_external_memory_desc_t;
+
+SW_API void sw_external_memory_desc_init(sw_external_memory_desc_t* desc);
+/* A CPU carrier (kind SW_CARRIER_CPU, a compute carrier) whose slots are the
+ * caller's memory, without a copy: what the caller writes there is what ops
+ * read, and what the library writes lands there. The memory must stay valid
+ * and must not be freed until desc->release is called; the library never
+ * frees it, never returns it to its buffer pool and never reallocates it (an
+ * empty one stays empty: it cannot be the allocated destination of a move or
+ * a projection). Writes by the caller bypass the version counter, as writes
+ * through sw_carrier_host_pointer do. Everything else is as for any CPU
+ * carrier: every op takes it, moves go into it (unless read-only) and out of
+ * it (disposing it, so releasing the memory), ownership and dispose rules
+ * hold. Creating one allocates no storage, so SW_FAULT_ALLOCATION does not
+ * count it. Errors: TYPE for an invalid dtype; VALUE for a NULL desc, an
+ * unknown desc->struct_size, NULL data with bytes > 0, data not aligned to
+ * the dtype's size, or bytes not a multiple of it. On failure release is not
+ * called: the memory stays the caller's. */
+SW_API sw_error_t* sw_carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtype_t dtype,
+                                                  const sw_external_memory_desc_t* desc,
+                                                  sw_carrier_t** out_carrier);
 SW_API void sw_carrier_retain(sw_carrier_t* carrier);
 SW_API void sw_carrier_release(sw_carrier_t* carrier);
 
@@ -287,6 +343,9 @@ SW_API sw_error_t* sw_carrier_size(const sw_carrier_t* carrier, size_t* out_size
 SW_API sw_error_t* sw_carrier_version(const sw_carrier_t* carrier, uint64_t* out_version);
 /* Live and not owned: public writes would be accepted. */
 SW_API sw_error_t* sw_carrier_is_mutable(const sw_carrier_t* carrier, bool* out_mutable);
+/* Refuses public writes for good: a file opened with sw_carrier_open_file,
+ * external memory lent read-only. Still answers after dispose. */
+SW_API sw_error_t* sw_carrier_is_read_only(const sw_carrier_t* carrier, bool* out_read_only);
 /* Claimed by in-flight work or by a composite carrier. */
 SW_API sw_error_t* sw_carrier_is_owned(const sw_carrier_t* carrier, bool* out_owned);
 SW_API sw_error_t* sw_carrier_is_disposed(const sw_carrier_t* carrier, bool* out_disposed);
@@ -304,9 +363,10 @@ SW_API sw_error_t* sw_carrier_write(sw_carrier_t* carrier, size_t first_slot, si
  * other threads finish first: their storage goes with the last of them. */
 SW_API sw_error_t* sw_carrier_dispose(sw_carrier_t* carrier);
 /* The host address of slot 0 of a CPU carrier, for zero-copy views (NumPy,
- * DLPack). Writes through it bypass the version counter. The address is valid
- * until the carrier is disposed; unlike sw_carrier_read it does not hold the
- * storage. UNSUPPORTED for carriers whose memory is not host addressable. */
+ * DLPack). Writes through it bypass the version counter and must not be made
+ * to a read-only carrier. The address is valid until the carrier is
+ * disposed; unlike sw_carrier_read it does not hold the storage. UNSUPPORTED
+ * for carriers whose memory is not host addressable. */
 SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_pointer);
 
 /* ------------------------------------------------------------------------ */
@@ -1051,8 +1111,22 @@ SW_API sw_error_t* sw_testing_claim(sw_carrier_t* carrier);
 /* Ends a claim made by sw_testing_claim(). STATE if it holds none. */
 SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
 
+/* What counts as an SW_FAULT_ALLOCATION, one each, whatever the size:
+ * - creating a carrier: sw_carrier_create_cpu, _cpu_from, _host, _zstd,
+ *   _file, _vulkan, sw_tiled_create, and the CPU carrier of sw_tensor_from_data
+ *   and sw_tensor_zeros (an injected failure comes after the argument checks
+ *   and before anything is allocated or claimed);
+ * - each tile buffer a TiledEvictable allocates: one per tile of a full
+ *   primary seed at sw_tiled_create, one per tile given primary storage by a
+ *   promotion, an update or a scatter;
+ * - giving an empty carrier storage: the destination of a move or a
+ *   projection, the secondary tier on a first eviction;
+ * - a device allocation (sw_device_alloc on host and Vulkan devices).
+ * Not counted: carriers that allocate no storage (sw_carrier_open_file over
+ * the caller's file, sw_carrier_create_cpu_external over the caller's
+ * memory), op results, and the library's internal staging buffers. */
 typedef enum sw_fault_kind_t {
-  SW_FAULT_ALLOCATION = 1,  /* storage allocation by a carrier or a move */
+  SW_FAULT_ALLOCATION = 1,  /* an allocation as listed above */
   SW_FAULT_READ = 2,        /* one read request of a storage carrier */
   SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
@@ -1060,8 +1134,10 @@ typedef enum sw_fault_kind_t {
 } sw_fault_kind_t;
 
 /* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
- * runtime fails (allocation: OUT_OF_MEMORY, read/write: IO, decompress:
- * DATA_CORRUPT). nth 0 disarms. Not for production use. */
+ * runtime fails (allocation: OUT_OF_MEMORY with a message starting
+ * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT),
+ * changing nothing, as any failure; the operation after it succeeds again.
+ * Arming again replaces the count; nth 0 disarms. Not for production use. */
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */

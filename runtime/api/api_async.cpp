@@ -83,6 +83,7 @@ SW_API sw_error_t* sw_carrier_create_host(sw_runtime_t* runtime, sw_dtype_t dtyp
     auto rt = ref<Runtime>(runtime, "runtime");
     check_dtype(dtype, "sw_carrier_create_host");
     require(out_carrier, "out_carrier");
+    count_allocation(*rt, "Host carrier");
     *out_carrier = to_handle<sw_carrier_t>(make_ref<HostCarrier>(rt, dtype, size));
   });
 }

@@ -1,5 +1,6 @@
 #include "api/handle.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
+#include "carriers/cpu/external_carrier.hpp"
 #include "core/dtype.hpp"
 
 using namespace sw;
@@ -13,6 +14,7 @@ SW_API sw_error_t* sw_carrier_create_cpu(sw_runtime_t* runtime, sw_dtype_t dtype
     auto rt = ref<Runtime>(runtime, "runtime");
     check_dtype(dtype, "sw_carrier_create_cpu");
     require(out_carrier, "out_carrier");
+    count_allocation(*rt, "CPU carrier");
     *out_carrier = to_handle<sw_carrier_t>(CpuCarrier::zeros(rt, dtype, size));
   });
 }
@@ -24,7 +26,50 @@ SW_API sw_error_t* sw_carrier_create_cpu_from(sw_runtime_t* runtime, sw_dtype_t 
     check_dtype(dtype, "sw_carrier_create_cpu_from");
     if (size && !data) value_error("data must not be NULL when size is " + std::to_string(size));
     require(out_carrier, "out_carrier");
+    count_allocation(*rt, "CPU carrier");
     *out_carrier = to_handle<sw_carrier_t>(CpuCarrier::copy_of(rt, dtype, data, size));
+  });
+}
+
+SW_API void sw_external_memory_desc_init(sw_external_memory_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_external_memory_desc_t{};
+  desc->struct_size = sizeof(sw_external_memory_desc_t);
+}
+
+SW_API sw_error_t* sw_carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtype_t dtype,
+                                                  const sw_external_memory_desc_t* desc,
+                                                  sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    check_dtype(dtype, "sw_carrier_create_cpu_external");
+    require(desc, "desc");
+    require(out_carrier, "out_carrier");
+    if (desc->struct_size != sizeof(sw_external_memory_desc_t))
+      value_error("sw_carrier_create_cpu_external: desc->struct_size is " + std::to_string(desc->struct_size) +
+                  ", expected " + std::to_string(sizeof(sw_external_memory_desc_t)) +
+                  "; fill the struct with sw_external_memory_desc_init first");
+    const size_t es = dtype_size(dtype);
+    if (desc->bytes && !desc->data)
+      value_error("sw_carrier_create_cpu_external: data must not be NULL when bytes is " +
+                  std::to_string(desc->bytes));
+    if (desc->bytes % es != 0)
+      value_error("sw_carrier_create_cpu_external: " + std::to_string(desc->bytes) +
+                  " bytes are not a whole number of " + dtype_name(dtype) + " elements of " + std::to_string(es) +
+                  " bytes");
+    if (reinterpret_cast<uintptr_t>(desc->data) % es != 0)
+      value_error(std::string("sw_carrier_create_cpu_external: data is not aligned to the ") + std::to_string(es) +
+                  "-byte " + dtype_name(dtype) + " elements");
+    ExternalMemory memory;
+    memory.data = static_cast<std::byte*>(desc->data);
+    memory.bytes = desc->bytes;
+    memory.read_only = desc->read_only;
+    memory.release = desc->release;
+    memory.user_data = desc->user_data;
+    // From here on nothing may fail after the carrier exists: its destructor
+    // would call release, and a failed call must leave the memory the caller's.
+    auto carrier = make_ref<ExternalCpuCarrier>(rt, dtype, memory);
+    *out_carrier = to_handle<sw_carrier_t>(std::move(carrier));
   });
 }
 
@@ -68,6 +113,14 @@ SW_API sw_error_t* sw_carrier_is_mutable(const sw_carrier_t* carrier, bool* out_
     const Carrier* c = get<Carrier>(carrier, "carrier");
     require(out_mutable, "out_mutable");
     *out_mutable = c->is_mutable();
+  });
+}
+
+SW_API sw_error_t* sw_carrier_is_read_only(const sw_carrier_t* carrier, bool* out_read_only) {
+  return guard([&] {
+    const Carrier* c = get<Carrier>(carrier, "carrier");
+    require(out_read_only, "out_read_only");
+    *out_read_only = c->is_read_only();
   });
 }
 

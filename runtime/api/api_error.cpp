@@ -41,6 +41,17 @@ SW_API const char* sw_error_code_name(sw_error_code_t code) {
   }
 }
 
+SW_API sw_error_t* sw_error_create(sw_error_code_t code, const char* message) {
+  try {
+    std::string text = message ? message : "";
+    if (code < SW_ERROR_TYPE || code > SW_ERROR_INTERNAL)
+      return make_error(SW_ERROR_INTERNAL, "invalid error code " + std::to_string(static_cast<int32_t>(code)) + ": " + text);
+    return make_error(code, text);
+  } catch (...) {
+    return out_of_memory_error();
+  }
+}
+
 SW_API size_t sw_dtype_size(sw_dtype_t dtype) { return dtype_size(dtype); }
 
 SW_API const char* sw_dtype_name(sw_dtype_t dtype) { return dtype_name(dtype); }

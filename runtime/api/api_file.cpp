@@ -54,6 +54,7 @@ SW_API sw_error_t* sw_carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtyp
     check_dtype(dtype, "sw_carrier_create_file");
     require(out_carrier, "out_carrier");
     const FileCarrierOptions options = file_options(desc, "sw_carrier_create_file");
+    count_allocation(*rt, "File carrier");
     *out_carrier = to_handle<sw_carrier_t>(FileCarrier::create(rt, dtype, size, options));
   });
 }

@@ -41,6 +41,7 @@ SW_API sw_error_t* sw_tensor_from_data(sw_runtime_t* runtime, sw_dtype_t dtype, 
     require(out_tensor, "out_tensor");
     auto layout = Layout::dense(ext);
     if (layout->size() && !data) value_error("data must not be NULL for a non-empty tensor");
+    count_allocation(*rt, "CPU carrier");
     Ref<Carrier> c = CpuCarrier::copy_of(rt, dtype, data, static_cast<size_t>(layout->size()));
     *out_tensor = to_handle<sw_tensor_t>(Tensor::create(c, 0, layout));
   });
@@ -53,6 +54,7 @@ SW_API sw_error_t* sw_tensor_zeros(sw_runtime_t* runtime, sw_dtype_t dtype, cons
     check_dtype(dtype, "sw_tensor_zeros");
     auto ext = extents_arg(extents, rank, "extents");
     require(out_tensor, "out_tensor");
+    count_allocation(*rt, "CPU carrier");
     *out_tensor = to_handle<sw_tensor_t>(Tensor::zeros_cpu(rt, dtype, ext));
   });
 }

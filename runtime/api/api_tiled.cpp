@@ -291,7 +291,7 @@ SW_API sw_error_t* sw_tiled_create(sw_carrier_t* primary, sw_carrier_t* secondar
     if (policy && policy->struct_size != sizeof(sw_residency_policy_t))
       value_error("policy->struct_size is not a size this library knows; call sw_residency_policy_init first");
     std::vector<int64_t> g(grid_shape, grid_shape + rank), t(tile_shape, tile_shape + rank);
-    *out_tiled = to_handle<sw_carrier_t>(TiledEvictable::create(p, s, g, t, policy));
+    *out_tiled = to_handle<sw_carrier_t>(TiledEvictable::create(p, s, g, t, policy, true));
   });
 }
 

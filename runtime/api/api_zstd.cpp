@@ -40,6 +40,7 @@ SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtyp
       if (desc->frame_elements) options.frame_elements = desc->frame_elements;
       options.shuffle = desc->shuffle;
     }
+    count_allocation(*rt, "Zstd carrier");
     *out_carrier = to_handle<sw_carrier_t>(make_ref<ZstdCarrier>(rt, dtype, size, options));
   });
 }

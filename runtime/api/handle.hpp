@@ -85,6 +85,11 @@ void release_handle(T* h) {
   if (h) reinterpret_cast<Object*>(h)->release();
 }
 
+// Creating a carrier through the ABI is an allocation for the
+// SW_FAULT_ALLOCATION hook: called once the arguments are checked and before
+// anything is allocated, so an injected failure leaves nothing behind.
+inline void count_allocation(Runtime& rt, const char* what) { rt.check_fault(FaultKind::kAllocation, what); }
+
 // Copies `count` extents, rejecting NULL with count > 0 and negative extents.
 std::vector<int64_t> extents_arg(const int64_t* extents, size_t count, const char* arg);
 

@@ -90,8 +90,9 @@ class Carrier : public Object {
 
   // A read-only carrier refuses public writes (STATE) and moves into it.
   virtual bool is_read_only() const { return false; }
-  // An empty carrier can be given storage by allocate().
-  bool is_allocatable() const { return size() == 0 && !is_read_only(); }
+  // An empty carrier can be given storage by allocate(). Carriers over
+  // memory they do not own never can.
+  virtual bool is_allocatable() const { return size() == 0 && !is_read_only(); }
   // Gives an empty carrier storage for `size` slots, zero-filled unless the
   // caller overwrites every slot next (`zero_fill` false; a hint that memory
   // carriers take).

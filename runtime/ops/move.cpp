@@ -213,7 +213,7 @@ Ref<Await> move_async(const Ref<Tensor>& tensor, const Ref<Carrier>& destination
   const size_t n = static_cast<size_t>(tensor->numel());
   if (dst.size() < n && !dst.is_allocatable())
     value_error("move_async: the destination holds " + std::to_string(dst.size()) + " slots, the tensor needs " +
-                std::to_string(n) + ", and it is not empty so it cannot be allocated to fit");
+                std::to_string(n) + "; it cannot be allocated to fit (it is not empty, or its memory belongs to the host)");
   if (&src.runtime() != &dst.runtime()) value_error("move_async: the carriers belong to different runtimes");
   Runtime& rt = src.runtime();
   if (rt.is_shut_down()) throw_error(SW_ERROR_CANCELLED, "move_async: the runtime has been shut down");

@@ -21,15 +21,21 @@ typedef struct pending_move_t {
   uint32_t seed;
 } pending_move_t;
 
-static pending_move_t start_move(sw_runtime_t* rt, size_t n, uint32_t seed) {
+/* With `failing_allocation`, the destination's allocation inside the move
+ * is armed to fail (creating the carriers counts as allocations too, so the
+ * fault is armed after them). */
+static pending_move_t start_move_with(sw_runtime_t* rt, size_t n, uint32_t seed, bool failing_allocation) {
   pending_move_t m = {NULL, NULL, NULL, NULL, n, seed};
   m.source = sw_async_source(rt, n, seed);
   m.source_carrier = sw_async_carrier_of(m.source);
   SW_OK_(sw_carrier_create_host(rt, SW_DTYPE_F32, 0, &m.destination));
+  if (failing_allocation) SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 1));
   SW_OK_(sw_move_async(m.source, m.destination, &m.await));
   assert_non_null(m.await);
   return m;
 }
+
+static pending_move_t start_move(sw_runtime_t* rt, size_t n, uint32_t seed) { return start_move_with(rt, n, seed, false); }
 
 static void end_move(pending_move_t* m) {
   sw_await_release(m->await);
@@ -144,8 +150,7 @@ static void wait_times_out_while_pending(void** state) {
 static void failed_await_reports_same_error(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
   /* The destination's allocation fails inside the move: the await fails. */
-  SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 1));
-  pending_move_t m = start_move(rt, SMALL, 31);
+  pending_move_t m = start_move_with(rt, SMALL, 31, true);
   sw_error_t* first = sw_await_wait(m.await, -1);
   assert_non_null(first);
   assert_int_equal(sw_error_code(first), SW_ERROR_OUT_OF_MEMORY);

@@ -199,6 +199,7 @@ static void carrier_queries(void** state) {
     EXPECT_TYPE(sw_carrier_size(w, &n));
     EXPECT_TYPE(sw_carrier_version(w, &v));
     EXPECT_TYPE(sw_carrier_is_mutable(w, &b));
+    EXPECT_TYPE(sw_carrier_is_read_only(w, &b));
     EXPECT_TYPE(sw_carrier_is_owned(w, &b));
     EXPECT_TYPE(sw_carrier_is_disposed(w, &b));
     assert_int_equal(k, 777);
@@ -212,6 +213,7 @@ static void carrier_queries(void** state) {
   EXPECT_VALUE(sw_carrier_size(f->c, NULL));
   EXPECT_VALUE(sw_carrier_version(f->c, NULL));
   EXPECT_VALUE(sw_carrier_is_mutable(f->c, NULL));
+  EXPECT_VALUE(sw_carrier_is_read_only(f->c, NULL));
   EXPECT_VALUE(sw_carrier_is_owned(f->c, NULL));
   EXPECT_VALUE(sw_carrier_is_disposed(f->c, NULL));
   expect_unchanged(f);

@@ -183,6 +183,78 @@ static void message_names_state(void** state) {
   sw_carrier_release(c);
 }
 
+/* sw_error_create: every valid code and its message come back as given. */
+static void created_errors_round_trip(void** state) {
+  (void)state;
+  for (int code = SW_ERROR_TYPE; code <= SW_ERROR_INTERNAL; ++code) {
+    char text[64];
+    snprintf(text, sizeof text, "host failure %d", code);
+    sw_error_t* e = sw_error_create((sw_error_code_t)code, text);
+    assert_non_null(e);
+    assert_int_equal(sw_error_code(e), code);
+    assert_string_equal(sw_error_message(e), text);
+    text[0] = 'X'; /* the message is a copy */
+    assert_int_equal(sw_error_message(e)[0], 'h');
+    sw_error_free(e);
+  }
+  /* Errors made this way are independent of each other. */
+  sw_error_t* a = sw_error_create(SW_ERROR_VALUE, "first");
+  sw_error_t* b = sw_error_create(SW_ERROR_VALUE, "first");
+  assert_ptr_not_equal(a, b);
+  sw_error_free(a);
+  assert_string_equal(sw_error_message(b), "first");
+  sw_error_free(b);
+}
+
+static void created_error_with_null_message_is_empty(void** state) {
+  (void)state;
+  sw_error_t* e = sw_error_create(SW_ERROR_STATE, NULL);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_STATE);
+  assert_string_equal(sw_error_message(e), "");
+  sw_error_free(e);
+  e = sw_error_create(SW_ERROR_INDEX, "");
+  assert_int_equal(sw_error_code(e), SW_ERROR_INDEX);
+  assert_string_equal(sw_error_message(e), "");
+  sw_error_free(e);
+}
+
+/* SW_OK and numbers outside the enum never read as success: INTERNAL, with
+ * the invalid number and the message kept. */
+static void created_error_with_invalid_code_is_internal(void** state) {
+  (void)state;
+  const struct {
+    sw_error_code_t code;
+    const char* message;
+    const char* expected;
+  } cases[] = {
+      {SW_OK, "fine", "invalid error code 0: fine"},
+      {(sw_error_code_t)14, "next", "invalid error code 14: next"},
+      {(sw_error_code_t)-3, NULL, "invalid error code -3: "},
+      {SW_ERROR_CODE_FORCE32, "max", "invalid error code 2147483647: max"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    sw_error_t* e = sw_error_create(cases[i].code, cases[i].message);
+    assert_non_null(e);
+    assert_int_equal(sw_error_code(e), SW_ERROR_INTERNAL);
+    assert_string_equal(sw_error_message(e), cases[i].expected);
+    sw_error_free(e);
+  }
+}
+
+/* Out of memory is the one code whose canonical message gives the static
+ * error; freeing it is still allowed (and a no-op). */
+static void created_out_of_memory_error_frees(void** state) {
+  (void)state;
+  sw_error_t* e = sw_error_create(SW_ERROR_OUT_OF_MEMORY, "out of memory");
+  assert_int_equal(sw_error_code(e), SW_ERROR_OUT_OF_MEMORY);
+  assert_string_equal(sw_error_message(e), "out of memory");
+  sw_error_free(e);
+  e = sw_error_create(SW_ERROR_OUT_OF_MEMORY, "budget of 4 tiles exhausted");
+  assert_string_equal(sw_error_message(e), "budget of 4 tiles exhausted");
+  sw_error_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(codes_are_pinned),
@@ -196,6 +268,10 @@ int main(void) {
       cmocka_unit_test(message_names_slot_range),
       cmocka_unit_test(message_names_dtype_and_handles),
       cmocka_unit_test(message_names_state),
+      cmocka_unit_test(created_errors_round_trip),
+      cmocka_unit_test(created_error_with_null_message_is_empty),
+      cmocka_unit_test(created_error_with_invalid_code_is_internal),
+      cmocka_unit_test(created_out_of_memory_error_frees),
   };
   return cmocka_run_group_tests(tests, sw_test_runtime_setup, sw_test_runtime_teardown);
 }

@@ -410,10 +410,15 @@ static void open_reads_a_user_file(void** state) {
     assert_memory_equal(part, values + n - 3, sizeof part);
 
     /* The user's file is never written. */
+    bool read_only = false;
+    SW_OK_(sw_carrier_is_read_only(c, &read_only));
+    assert_true(read_only);
     const float z[2] = {0, 0};
     SW_FAILS(sw_carrier_write(c, 0, 2, z), SW_ERROR_STATE, "read-only");
     assert_int_equal(version_of(c), 0);
     SW_OK_(sw_carrier_dispose(c));
+    SW_OK_(sw_carrier_is_read_only(c, &read_only)); /* still answers after dispose */
+    assert_true(read_only);
     sw_carrier_release(c);
     /* Nor removed. */
     expect_file_bytes(path, file, bytes);

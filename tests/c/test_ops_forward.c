@@ -30,6 +30,16 @@ static const layout_pair kPairs[] = {
     {"two within-tile permutations", "((2,2),(2,2)):((4,2),(1,8))", 1, "((2,2),(2,2)):((1,8),(4,2))", 0},
     {"nested negative strides", "((2,3),(2,2)):((-1,-2),(6,-12))", 0, "((3,2),4):((1,3),6)", 5},
     {"rank 3 nested", "(3,(2,2),5):(20,(1,10),2)", 0, "(3,4,5):(1,3,12)", 0},
+    /* Row-major operands against the dense result: walked in transposed 4x4
+     * tiles, with partial tiles at both edges. */
+    {"row-major pair", "(9,7):(7,1)", 2, "(9,7):(7,1)", 5},
+    {"row-major, padded rows", "(6,9):(11,1)", 1, "(6,9):(9,1)", 0},
+    {"row-major rows reversed", "(5,8):(-8,1)", 0, "(5,8):(8,1)", 3},
+    {"row-major and a broadcast row", "(7,6):(6,1)", 0, "(7,6):(0,1)", 2},
+    {"row-major and a broadcast column", "(7,6):(6,1)", 1, "(7,6):(1,0)", 0},
+    {"row-major and a broadcast scalar", "(6,9):(9,1)", 0, "(6,9):(0,0)", 3},
+    {"rank 3 row-major", "(5,3,6):(18,6,1)", 0, "(5,3,6):(18,6,1)", 4},
+    {"rank 3, rows along the middle mode", "(6,5,2):(5,1,30)", 0, "(6,5,2):(10,1,50)", 1},
 };
 
 static const sw_dtype_t kFloat[] = {SW_DTYPE_F32, SW_DTYPE_F64};

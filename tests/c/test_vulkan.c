@@ -271,6 +271,24 @@ static void test_wrong_device_and_dtype(void** state) {
   sw_carrier_release(vc);
 }
 
+/* Creating a Vulkan carrier is an allocation for SW_FAULT_ALLOCATION: an
+ * injected failure writes nothing and the retry succeeds. */
+static void test_allocation_fault_on_creation(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_ALLOCATION, 1));
+  sw_carrier_t* c = (sw_carrier_t*)(uintptr_t)0x1;
+  SW_FAILS(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 64, &c), SW_ERROR_OUT_OF_MEMORY,
+           "injected allocation failure: Vulkan carrier");
+  assert_ptr_equal(c, (sw_carrier_t*)(uintptr_t)0x1);
+  c = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 64, &c));
+  size_t n = 0;
+  SW_OK_(sw_carrier_size(c, &n));
+  assert_int_equal(n, 64);
+  sw_carrier_release(c);
+}
+
 int main(void) {
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   const struct CMUnitTest tests[] = {
@@ -279,6 +297,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backward_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_device_and_dtype, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_allocation_fault_on_creation, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

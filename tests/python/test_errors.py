@@ -72,3 +72,22 @@ def test_errors_raised_in_python_use_the_same_classes():
     with pytest.raises(TypeError) as e:
         sw.TileSet(5)
     assert exact(e, sw.StrideWeaveTypeError).code == sw.ErrorCode.TYPE
+
+
+def test_injected_allocation_failure_on_creation_then_retry():
+    rt = sw.Runtime()
+    try:
+        N.sw_testing_inject_fault(rt._h, N.SW_FAULT_ALLOCATION, 1)
+        with pytest.raises(MemoryError) as e:
+            sw.carriers.CPU(16, runtime=rt)
+        exact(e, sw.StrideWeaveMemoryError)
+        assert "injected allocation failure" in str(e.value)
+        assert sw.carriers.CPU(16, runtime=rt).size() == 16
+        # A shared import allocates nothing, so the armed fault waits for the next carrier.
+        N.sw_testing_inject_fault(rt._h, N.SW_FAULT_ALLOCATION, 1)
+        t = sw.from_numpy(np.arange(4, dtype=np.float32), runtime=rt)
+        assert t.numpy().tolist() == [0, 1, 2, 3]
+        with pytest.raises(sw.StrideWeaveMemoryError):
+            sw.carriers.Host(4, runtime=rt)
+    finally:
+        rt.shutdown()

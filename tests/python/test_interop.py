@@ -1,5 +1,7 @@
-"""NumPy and DLPack interop (PyTorch where it is installed)."""
+"""NumPy, DLPack and PyTorch interop: values, sharing, lifetimes."""
 import gc
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -136,20 +138,139 @@ def test_unconsumed_capsule_releases_its_export():
     c.release()
 
 
-# ---- PyTorch, where it is installed ---------------------------------------------------
+# ---- zero-copy imports -------------------------------------------------------------------
 
-def test_torch_round_trips():
-    torch = pytest.importorskip("torch")
-    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+SHARED_VIEWS = [
+    lambda a: a, lambda a: np.asfortranarray(a), lambda a: a[::-1], lambda a: a[:, ::2], lambda a: a.T,
+    lambda a: a[1:, ::-2].T, lambda a: a[::2, 1], lambda a: np.broadcast_to(a[:1], a.shape),
+    lambda a: a[1, 2, ...],  # a 0-d view
+    lambda a: np.lib.stride_tricks.as_strided(a[1:2], (1, 6), (3, a.itemsize)),  # an odd stride on extent 1
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("view", SHARED_VIEWS)
+def test_from_numpy_shares_memory(dtype, view):
+    base = sample((4, 6), dtype)
+    a = view(base)
     t = sw.from_numpy(a)
-    tt = torch.from_dlpack(t)
-    assert tt.shape == (3, 4) and torch.equal(tt, torch.from_numpy(a))
-    tt[0, 0] = 42.0  # shares memory
-    assert t[0, 0] == 42.0
-    back = sw.from_dlpack(torch.arange(6, dtype=torch.float64).reshape(2, 3).t())
-    np.testing.assert_array_equal(back.numpy(), np.arange(6, dtype=np.float64).reshape(2, 3).T)
-    bf = sw.from_dlpack(torch.tensor([1.0, 2.5], dtype=torch.bfloat16))
-    assert bf.dtype is sw.bfloat16 and bf.numpy().tolist() == [1.0, 2.5]
+    assert isinstance(t.carrier, carriers.CPU)
+    assert t.shape == a.shape and t.dtype.numpy == a.dtype
+    np.testing.assert_array_equal(t.numpy(), a)
+    assert np.shares_memory(t.numpy(), a)
+    assert t.carrier.is_read_only() == (not a.flags.writeable)
+
+
+def test_writes_are_seen_both_ways():
+    a = np.zeros((3, 4), np.float32)
+    t = sw.from_numpy(a[:, 1:])  # a strided window: offset 1, C strides
+    a[2, 3] = 5.0
+    assert t[2, 2] == 5.0
+    t[0, 0] = -1.5  # a public write: lands in the array, one version step
+    assert a[0, 1] == -1.5 and t.version == 1
+    np.testing.assert_array_equal(sw.add(t, t).numpy(), 2 * a[:, 1:])
+    a[:] = 7.0  # NumPy's writes are what the next op reads
+    np.testing.assert_array_equal(sw.relu(t).numpy(), np.full((3, 3), 7.0, np.float32))
+    m = np.arange(6, dtype=np.float64).reshape(2, 3)
+    np.testing.assert_array_equal(sw.matmul(sw.from_numpy(m), sw.from_numpy(m.T)).numpy(), m @ m.T)
+
+
+def test_the_carrier_keeps_the_array_alive():
+    a = np.arange(10, dtype=np.int64)
+    before = sys.getrefcount(a)
+    t = sw.from_numpy(a)
+    assert sys.getrefcount(a) == before + 1
+    view = t.numpy()
+    del view  # a live view would make release() refuse
+    gc.collect()
+    t.carrier.release()  # drops the memory: the reference goes at once
+    assert sys.getrefcount(a) == before
+    with pytest.raises(sw.StrideWeaveRuntimeError):
+        t.numpy()
+    # A temporary stays alive as long as the tensor does.
+    t = sw.from_numpy(np.arange(5, dtype=np.float32) * 2)
+    gc.collect()
+    np.testing.assert_array_equal(t.numpy(), [0, 2, 4, 6, 8])
+    # Dropping the last tensor drops the array.
+    b = np.ones(4)
+    alone = sys.getrefcount(b)
+    t = sw.from_numpy(b)
+    assert sys.getrefcount(b) == alone + 1
+    del t
+    gc.collect()
+    assert sys.getrefcount(b) == alone
+
+
+def test_read_only_arrays_give_read_only_carriers():
+    a = np.arange(4, dtype=np.float32)
+    a.flags.writeable = False
+    t = sw.from_numpy(a)
+    assert t.carrier.is_read_only() and not t.carrier.is_mutable()
+    with pytest.raises(RuntimeError) as e:
+        t[0] = 1.0
+    exact(e, sw.StrideWeaveRuntimeError)
+    with pytest.raises(sw.StrideWeaveRuntimeError):
+        t.carrier[1] = 2.0
+    assert not t.numpy().flags.writeable
+    assert not np.asarray(t).flags.writeable
+    np.testing.assert_array_equal(sw.mul(t, 2.0).numpy(), [0, 2, 4, 6])
+    np.testing.assert_array_equal(a, [0, 1, 2, 3])
+
+
+def test_moving_out_of_a_shared_carrier_releases_the_array():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    before = sys.getrefcount(a)
+    t = sw.from_numpy(a)
+    view = t.numpy()
+    with pytest.raises(RuntimeError) as e:  # a move releases the source, as release() does
+        sw.move_async(t, carriers.Host(0))
+    exact(e, sw.StrideWeaveRuntimeError)
+    del view
+    gc.collect()
+    moved = sw.move_async(t, carriers.Host(0)).wait()
+    assert t.carrier.is_released()
+    for _ in range(200):  # the loop thread drops the reference through a pending call
+        if sys.getrefcount(a) == before:
+            break
+        time.sleep(0.005)
+    assert sys.getrefcount(a) == before
+    np.testing.assert_array_equal(moved.numpy(), a)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.frombuffer(bytearray(17), dtype=np.float32, count=4, offset=1),  # misaligned
+    lambda: np.arange(6, dtype=">f4").reshape(2, 3),  # big-endian: converted, then shared
+    lambda: np.zeros((0, 3), np.float32),
+    lambda: np.lib.stride_tricks.as_strided(np.zeros(8, np.int32), (3,), (6,)),  # strides of 1.5 elements
+])
+def test_arrays_that_cannot_be_shared_are_copied_with_their_values(make):
+    a = make()
+    t = sw.from_numpy(a)
+    np.testing.assert_array_equal(t.numpy(), a)
+    assert a.size == 0 or not np.shares_memory(t.numpy(), a)
+
+
+def test_other_carrier_classes_copy():
+    a = np.arange(4, dtype=np.float32)
+    for cls in (carriers.Host, carriers.Zstd):
+        t = sw.from_numpy(a, cls)
+        assert isinstance(t.carrier, cls)
+        a[0] = 9.0
+        assert t[0] == 0.0
+        a[0] = 0.0
+
+
+def test_from_dlpack_shares_the_producers_memory():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2]
+    before = sys.getrefcount(a)
+    t = sw.from_dlpack(a)
+    assert np.shares_memory(t.numpy(), a)
+    a[2, 1] = -3.0
+    assert t[2, 1] == -3.0
+    assert sys.getrefcount(a) > before  # the producer's export holds it
+    t.carrier.release()
+    gc.collect()
+    assert sys.getrefcount(a) == before
 
 
 def test_array_protocol_copy_keyword():

@@ -2,10 +2,18 @@
 
 StrideWeave layouts are first mode fastest, so a Fortran-ordered array maps
 to a dense layout and a C-ordered array to the permuted-stride layout with
-the same strides. tensor.numpy() and __dlpack__ share the carrier's memory
-when it is host addressable and every top-level mode is one arithmetic
-progression; otherwise they copy. Importing (from_numpy, from_dlpack) always
-copies: the C ABI has no carrier over foreign memory.
+the same strides. tensor.numpy(), __array_interface__ and __dlpack__ share the
+carrier's memory when it is host addressable and every top-level mode is one
+arithmetic progression; otherwise they copy.
+
+Imports share memory too: from_numpy and from_dlpack onto a CPU carrier wrap
+the source's memory in a CPU carrier over external memory
+(sw_carrier_create_cpu_external) whenever the array is in native byte order,
+aligned to its element size and strided in whole elements, which covers
+C- and Fortran-ordered arrays, slices, transposes, negative and zero strides.
+The carrier keeps the source object alive until it drops the memory (release
+or its last reference). A read-only array gives a read-only carrier. Other
+arrays, empty ones and other carrier classes are copied.
 """
 import numpy as np
 
@@ -43,10 +51,11 @@ def _interface(address, shape, byte_strides, typestr, read_only=False):
             "strides": None if byte_strides is None else tuple(byte_strides)}
 
 
-def _view_params(t):
-    """(carrier, address, element strides) for a zero-copy view, or None."""
+def _view_params(t, numpy=True):
+    """(carrier, address, element strides, read_only) for a zero-copy view,
+    or None. NumPy views need a NumPy dtype (not bfloat16); DLPack does not."""
     dtype = t.dtype
-    if dtype.numpy is None:
+    if numpy and dtype.numpy is None:
         return None
     strides = flat_strides(t.layout)
     if strides is None:
@@ -60,7 +69,7 @@ def _view_params(t):
         return None
     if not base:
         return None
-    return carrier, base + t.offset * dtype.itemsize, strides
+    return carrier, base + t.offset * dtype.itemsize, strides, N.sw_carrier_is_read_only(carrier._h)
 
 
 def can_view(t):
@@ -71,18 +80,19 @@ def array_interface(t):
     params = _view_params(t)
     if params is None:
         raise AttributeError("this tensor's memory cannot be viewed in place; use tensor.numpy()")
-    _, address, strides = params
+    _, address, strides, read_only = params
     item = t.dtype.itemsize
-    return _interface(address, t.shape, [s * item for s in strides], t.dtype.numpy.str)
+    return _interface(address, t.shape, [s * item for s in strides], t.dtype.numpy.str, read_only)
 
 
 def to_numpy(t):
     params = _view_params(t)
     dtype = t.dtype
     if params is not None:
-        carrier, address, strides = params
+        carrier, address, strides, read_only = params
         item = dtype.itemsize
-        view = _ArrayView(_interface(address, t.shape, [s * item for s in strides], dtype.numpy.str), t, carrier)
+        view = _ArrayView(_interface(address, t.shape, [s * item for s in strides], dtype.numpy.str, read_only), t,
+                          carrier)
         return np.asarray(view)
     return _copy_out(t)
 
@@ -121,18 +131,55 @@ def _numpy_dtype_of(array):
     return found
 
 
+def _shared_layout(array):
+    """(address, bytes, first slot, element strides) of the memory `array`
+    spans, for a carrier over it; None when it cannot be shared."""
+    item = array.itemsize
+    # A mode of extent 1 is never stepped along: whatever NumPy says its stride is does not matter.
+    strides = [0 if n == 1 else s for n, s in zip(array.shape, array.strides)]
+    if array.size == 0 or not array.flags.aligned or any(s % item for s in strides):
+        return None
+    lo = hi = 0
+    for n, s in zip(array.shape, strides):
+        reach = (n - 1) * s
+        lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+    address = array.__array_interface__["data"][0] + lo
+    return address, hi - lo + item, -lo // item, tuple(s // item for s in strides)
+
+
 def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
-    """A tensor holding a copy of `array` on a new carrier of `carrier_class`
-    (default carriers.CPU), keeping its strides when it is C- or
-    Fortran-contiguous and packing it first mode fastest otherwise."""
+    """A tensor over `array`'s memory, or over a copy of it.
+
+    With `carrier_class` None or carriers.CPU (the default) the tensor shares
+    the array's memory whenever the array is in native byte order, aligned
+    and strided in whole elements: writes through either side are seen by
+    the other (NumPy's writes bypass the version counter), and the carrier
+    keeps the array alive until it is released. A read-only array gives a
+    read-only carrier (writes raise RuntimeError). Otherwise, and for other
+    carrier classes, the values are copied onto a new carrier, keeping the
+    strides of a C- or Fortran-contiguous array and packing any other first
+    mode fastest. Like torch.from_numpy."""
     from .carriers import CPU
 
     carrier_class = CPU if carrier_class is None else carrier_class
     rt = _runtime.resolve(runtime)
     array = np.asarray(array)
     sw_dtype = _numpy_dtype_of(array) if dtype is None else dtype
+    if sw_dtype.itemsize != array.itemsize:
+        raise StrideWeaveTypeError(f"{sw_dtype.name} elements are {sw_dtype.itemsize} bytes; the array's "
+                                   f"are {array.itemsize}")
     if array.ndim > N.SW_MAX_RANK:
         raise StrideWeaveValueError(f"rank {array.ndim} exceeds the maximum of {N.SW_MAX_RANK}")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    from ._tensor import Tensor
+
+    if carrier_class is CPU:
+        shared = _shared_layout(array)
+        if shared is not None:
+            address, nbytes, first, strides = shared
+            carrier = CPU._over(array, address, nbytes, sw_dtype, not array.flags.writeable, rt)
+            return Tensor(carrier, first, Layout(array.shape, Stride(*strides)))
     item = array.itemsize
     if array.flags.f_contiguous or array.flags.c_contiguous:
         strides = tuple(s // item for s in array.strides)
@@ -147,17 +194,32 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
     if array.ndim == 0:
         flat = array.reshape(1)
     carrier = carrier_class._from_host(flat.view(np.uint8) if flat.size else b"", sw_dtype, flat.size, rt)
-    from ._tensor import Tensor
-
     return Tensor(carrier, 0, layout)
 
 
 def scalar_tensor(value, like):
     """A rank-0 tensor holding `value` in the dtype of `like`, on a carrier of
     its compute kind (a weak scalar for ops without a scalar form)."""
-    from .carriers import CPU, Vulkan
-
     dtype, rt = like.dtype, like._rt
+    if dtype is _dtypes.float32 or dtype is _dtypes.float64:
+        # The common case in a few C calls, without imports: this is on the
+        # path of `t + 1.0`.
+        c = _tensor_carrier(like._h)
+        try:
+            on_cpu = _carrier_kind(c) == _CPU_KIND
+        finally:
+            _carrier_release(c)
+        if on_cpu:
+            h = _tensor_zeros(rt._h, dtype.code, ())
+            try:
+                _tensor_set(h, (), float(value))
+            except BaseException:
+                _tensor_release(h)
+                raise
+            return like._adopt(h, rt)
+    from .carriers import CPU, Vulkan
+    from ._tensor import Tensor
+
     if dtype is _dtypes.bfloat16:
         data = _bf16_bits([value]).tobytes()
     else:
@@ -168,12 +230,13 @@ def scalar_tensor(value, like):
         N.carrier_write_from(carrier._h, 0, 1, data)
     else:
         carrier = CPU._from_host(data, dtype, 1, rt)
-    from ._tensor import Tensor
-
     return Tensor(carrier, 0, _SCALAR_LAYOUT)
 
 
 _SCALAR_LAYOUT = Layout(())
+_tensor_carrier, _carrier_kind, _carrier_release = N.sw_tensor_carrier, N.sw_carrier_kind, N.sw_carrier_release
+_tensor_zeros, _tensor_set, _tensor_release = N.sw_tensor_zeros, N.sw_tensor_set, N.sw_tensor_release
+_CPU_KIND = N.SW_CARRIER_CPU
 
 
 # ---- DLPack ----------------------------------------------------------------
@@ -188,9 +251,10 @@ def dlpack_export(t, stream, max_version, dl_device, copy):
         raise BufferError(f"cannot export to device {tuple(dl_device)}; this tensor is on the CPU")
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     code, bits = t.dtype.dlpack
-    params = None if copy else _view_params(t)
+    params = None if copy else _view_params(t, numpy=False)
+    read_only = False
     if params is not None:
-        carrier, address, strides = params
+        carrier, address, strides, read_only = params
         owner = _ArrayView(None, t, carrier)
         copied = False
     else:
@@ -201,12 +265,15 @@ def dlpack_export(t, stream, max_version, dl_device, copy):
         strides = tuple(s // array.itemsize for s in array.strides)
         owner = array
         copied = True
-    return N.dlpack_export(address, t.shape, strides, code, bits, owner, versioned, False, copied)
+    return N.dlpack_export(address, t.shape, strides, code, bits, owner, versioned, read_only, copied)
 
 
 def from_dlpack(x, carrier_class=None, *, runtime=None):
-    """A tensor holding a copy of a DLPack producer's CPU tensor (an object
-    with __dlpack__, or a capsule)."""
+    """A tensor over a DLPack producer's CPU tensor (an object with
+    __dlpack__, or a capsule), sharing its memory as from_numpy does (the
+    producer's tensor stays alive until the carrier releases it; a read-only
+    export gives a read-only carrier), or a copy where that is impossible or
+    `carrier_class` is not carriers.CPU."""
     if hasattr(x, "__dlpack__"):
         if hasattr(x, "__dlpack_device__"):
             device = tuple(x.__dlpack_device__())

@@ -18,7 +18,14 @@ _reduce_sum = N.sw_reduce_sum
 _matmul = N.sw_matmul
 
 
+# Python floats and ints are checked by exact type first: the abstract
+# numbers.Real check costs more than the rest of a small op's call.
+_PLAIN_NUMBERS = frozenset((float, int))
+
+
 def _is_number(x):
+    if type(x) in _PLAIN_NUMBERS:
+        return True
     return isinstance(x, (numbers.Real, np.number)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -29,13 +36,6 @@ def _reject(x, op):
         raise StrideWeaveTypeError(
             f"{op}: got an {type(x).__name__}, not a Tensor; call .wait() for its Tensor first")
     raise StrideWeaveTypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-
-
-def _scalar_tensor(value, like):
-    """A rank-0 tensor holding `value` in the dtype of `like`."""
-    from ._interop import scalar_tensor
-
-    return scalar_tensor(value, like)
 
 
 def _binary(a, b, op):
@@ -78,6 +78,8 @@ def mul(a, b):
     ta, tb = type(a) is Tensor, type(b) is Tensor
     if ta and tb:
         return _wrap(_mul(a._h, b._h), a)
+    if ta and type(b) is float:
+        return _wrap(_mul_scalar(a._h, b), a)
     if ta and _is_number(b):
         return _wrap(_mul_scalar(a._h, float(b)), a)
     if tb and _is_number(a):
@@ -116,3 +118,4 @@ def matmul(a, b):
 
 
 from ._tensor import Tensor, _new  # noqa: E402
+from ._interop import scalar_tensor as _scalar_tensor  # noqa: E402  (a rank-0 tensor in `like`'s dtype)

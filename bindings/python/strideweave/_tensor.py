@@ -221,7 +221,8 @@ class Tensor:
 
     def numpy(self):
         """A NumPy array sharing memory where the carrier and layout allow,
-        else a copy (tiled or compressed carriers, nested modes)."""
+        else a copy (tiled or compressed carriers, nested modes, bfloat16).
+        A view of a read-only carrier is read-only."""
         return _interop.to_numpy(self)
 
     def __array__(self, dtype=None, copy=None):
@@ -244,6 +245,8 @@ class Tensor:
 
     @staticmethod
     def from_numpy(array, carrier_class=None, *, runtime=None):
+        """strideweave.from_numpy: a tensor sharing the array's memory on a CPU
+        carrier where the array allows, else a copy."""
         return _interop.from_numpy(array, carrier_class, runtime=runtime)
 
     def __repr__(self):

@@ -5,6 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/error.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
@@ -129,6 +134,102 @@ void copy_into(const Tensor& src, const Tensor& dst) {
 
 // ---- elementwise ------------------------------------------------------------
 
+// Writes a 4x4 tile transposed: element (r, c) of `t` goes to o[r + c * column_stride].
+template <typename T>
+void store_transposed(const T (&t)[4][4], T* o, int64_t column_stride) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    __m128 r0 = _mm_load_ps(t[0]), r1 = _mm_load_ps(t[1]), r2 = _mm_load_ps(t[2]), r3 = _mm_load_ps(t[3]);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(o, r0);
+    _mm_storeu_ps(o + column_stride, r1);
+    _mm_storeu_ps(o + 2 * column_stride, r2);
+    _mm_storeu_ps(o + 3 * column_stride, r3);
+    return;
+  } else if constexpr (std::is_same_v<T, double>) {
+    for (int c = 0; c < 4; c += 2)
+      for (int r = 0; r < 4; r += 2) {
+        const __m128d x = _mm_load_pd(&t[r][c]), y = _mm_load_pd(&t[r + 1][c]);
+        _mm_storeu_pd(o + r + c * column_stride, _mm_unpacklo_pd(x, y));
+        _mm_storeu_pd(o + r + (c + 1) * column_stride, _mm_unpackhi_pd(x, y));
+      }
+    return;
+  }
+#endif
+  for (int c = 0; c < 4; ++c)
+    for (int r = 0; r < 4; ++r) o[r + c * column_stride] = t[r][c];
+}
+
+// Elementwise results are dense first mode fastest, so the iteration's
+// dims[0] is the output's contiguous one; with row-major inputs it steps the
+// inputs by a whole row, one element at a time. When every input is
+// contiguous along another dimension j (or broadcast along it, stride 0, as
+// a weak scalar is), elementwise kernels walk 4x4 tiles of (dims[0],
+// dims[j]) instead (transposed_tiles). Returns that j, or 0 when there is
+// none. Elementwise ops may visit elements in any order, so the results are
+// the same as the plain walk's.
+size_t tile_dim(const Iteration& it) {
+  if (it.dims.size() < 2 || it.dims[0].stride[0] != 1 || it.dims[0].extent < 4) return 0;
+  for (size_t d = 1; d < it.dims.size(); ++d) {
+    bool rows = it.dims[d].extent >= 4, contiguous = false;
+    for (int k = 1; k < it.operands; ++k) {
+      rows = rows && (it.dims[d].stride[k] == 1 || it.dims[d].stride[k] == 0);
+      contiguous = contiguous || it.dims[d].stride[k] == 1;
+    }
+    if (rows && contiguous) return d;
+  }
+  return 0;
+}
+
+// Walks 4x4 tiles of (dims[0], dims[j]), j from tile_dim: four input rows
+// read along j, a register transpose, four output columns written
+// contiguously. `value(p, e)` computes the element at column e from the
+// inputs' row pointers p, each at the tile's first column; the caller knows
+// each input's step along j (1, or 0 when broadcast).
+template <typename T, int Inputs, typename Value>
+void transposed_tiles(const Iteration& it, size_t j, T* o0, const T* const (&in0)[Inputs], ThreadPool& pool,
+                      Value value) {
+  const IterDim d0 = it.dims[0], dj = it.dims[j];
+  Iteration rest;  // every other dimension: the tiles' positions
+  rest.operands = it.operands;
+  rest.total = 1;
+  for (size_t d = 1; d < it.dims.size(); ++d)
+    if (d != j) {
+      rest.dims.push_back(it.dims[d]);
+      rest.total *= it.dims[d].extent;
+    }
+  const int64_t row_blocks = (d0.extent + 3) / 4;
+  pool.parallel_for(rest.total * row_blocks, std::max<int64_t>(1, kGrain / (4 * dj.extent)), [&](int64_t lo, int64_t hi) {
+    for (int64_t q = lo; q < hi; ++q) {
+      const int64_t i = (q % row_blocks) * 4, rows = std::min<int64_t>(4, d0.extent - i);
+      walk(rest, q / row_blocks, q / row_blocks + 1, [&](const int64_t* off, int64_t, const int64_t*) {
+        T* o = o0 + off[0] + i;
+        const T* row[4][Inputs];
+        for (int r = 0; r < rows; ++r)
+          for (int k = 0; k < Inputs; ++k) row[r][k] = in0[k] + off[k + 1] + (i + r) * d0.stride[k + 1];
+        int64_t c = 0;
+        if (rows == 4) {
+          for (; c + 4 <= dj.extent; c += 4) {
+            alignas(16) T t[4][4];
+            for (int r = 0; r < 4; ++r) {
+              const T* p[Inputs];
+              for (int k = 0; k < Inputs; ++k) p[k] = row[r][k] + c * dj.stride[k + 1];
+              for (int e = 0; e < 4; ++e) t[r][e] = value(p, e);
+            }
+            store_transposed(t, o + c * dj.stride[0], dj.stride[0]);
+          }
+        }
+        for (; c < dj.extent; ++c)
+          for (int r = 0; r < rows; ++r) {
+            const T* p[Inputs];
+            for (int k = 0; k < Inputs; ++k) p[k] = row[r][k] + c * dj.stride[k + 1];
+            o[r + c * dj.stride[0]] = value(p, 0);
+          }
+      });
+    }
+  });
+}
+
 template <typename T, typename Fn>
 void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
   std::vector<const Tensor*> ops{&out, &a, &b};
@@ -137,21 +238,43 @@ void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
   T* o0 = base_of<T>(*ops[0]);
   const T* a0 = base_of<T>(*ops[1]);
   const T* b0 = base_of<T>(*ops[2]);
+  if (const size_t j = tile_dim(it)) {
+    // One instantiation per broadcast pattern along the rows, so the column
+    // loop has constant steps.
+    const T* const inputs[2] = {a0, b0};
+    auto tiles = [&](auto sa, auto sb) {
+      transposed_tiles<T, 2>(it, j, o0, inputs, out.runtime().compute(), [f = fn](const T* const* p, int64_t e) {
+        return f(p[0][e * decltype(sa)::value], p[1][e * decltype(sb)::value]);
+      });
+    };
+    using one = std::integral_constant<int64_t, 1>;
+    using zero = std::integral_constant<int64_t, 0>;
+    if (it.dims[j].stride[1] == 0)
+      tiles(zero{}, one{});
+    else if (it.dims[j].stride[2] == 0)
+      tiles(one{}, zero{});
+    else
+      tiles(one{}, one{});
+    return;
+  }
   out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
     walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      // A local copy: what `fn` captures (a scalar) stays in a register
+      // instead of being reloaded after every store, so the loops vectorise.
+      const Fn f = fn;
       T* __restrict o = o0 + off[0];
       const T* __restrict x = a0 + off[1];
       const T* __restrict y = b0 + off[2];
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
         const T yv = *y;
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], yv);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
       } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
         const T xv = *x;
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(xv, y[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn(x[i * st[1]], y[i * st[2]]);
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
       }
     });
   });
@@ -164,14 +287,21 @@ void unary_typed(const Tensor& a, const Tensor& out, Fn fn) {
   Iteration it = iterate(ops, holders, materialise_dense);
   T* o0 = base_of<T>(*ops[0]);
   const T* a0 = base_of<T>(*ops[1]);
+  if (const size_t j = tile_dim(it)) {  // the one input is contiguous along j
+    const T* const inputs[1] = {a0};
+    transposed_tiles<T, 1>(it, j, o0, inputs, out.runtime().compute(),
+                           [f = fn](const T* const* p, int64_t e) { return f(p[0][e]); });
+    return;
+  }
   out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
     walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      const Fn f = fn;  // in a register, as in binary_typed
       T* __restrict o = o0 + off[0];
       const T* __restrict x = a0 + off[1];
       if (st[0] == 1 && st[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn(x[i * st[1]]);
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]]);
       }
     });
   });
@@ -237,6 +367,7 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
     *o0 = a0[0];
     return;
   }
+  if (out_n == 1) order_by_operand(&it, 1);  // a sum of everything: read in memory order
   ThreadPool& pool = out.runtime().compute();
   const IterDim& outer = it.dims.back();
   const int64_t inner = it.total / outer.extent;

@@ -1,5 +1,7 @@
 #include "carriers/cpu/iteration.hpp"
 
+#include <cstdlib>
+
 #include "base/error.hpp"
 
 namespace sw {
@@ -24,6 +26,24 @@ struct Cursor {
     }
   }
 };
+
+// Merges neighbours that every operand walks contiguously.
+void coalesce(Iteration* it) {
+  std::vector<IterDim> merged;
+  for (const IterDim& d : it->dims) {
+    if (!merged.empty()) {
+      IterDim& p = merged.back();
+      bool ok = true;
+      for (int k = 0; k < it->operands && ok; ++k) ok = d.stride[k] == p.stride[k] * p.extent;
+      if (ok) {
+        p.extent *= d.extent;
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  it->dims = std::move(merged);
+}
 
 }  // namespace
 
@@ -63,23 +83,16 @@ bool build_iteration(const std::vector<const Layout*>& layouts, Iteration* out) 
       left /= step;
     }
   }
-  // Coalesce neighbours that every operand walks contiguously.
-  std::vector<IterDim> merged;
-  for (const IterDim& d : out->dims) {
-    if (!merged.empty()) {
-      IterDim& p = merged.back();
-      bool ok = true;
-      for (int k = 0; k < n && ok; ++k) ok = d.stride[k] == p.stride[k] * p.extent;
-      if (ok) {
-        p.extent *= d.extent;
-        continue;
-      }
-    }
-    merged.push_back(d);
-  }
-  if (merged.size() > 60) internal_error("iteration has too many dimensions");
-  out->dims = std::move(merged);
+  coalesce(out);
+  if (out->dims.size() > 60) internal_error("iteration has too many dimensions");
   return true;
+}
+
+void order_by_operand(Iteration* it, int k) {
+  std::stable_sort(it->dims.begin(), it->dims.end(), [k](const IterDim& a, const IterDim& b) {
+    return std::abs(a.stride[k]) < std::abs(b.stride[k]);
+  });
+  coalesce(it);
 }
 
 }  // namespace sw

@@ -30,6 +30,11 @@ struct Iteration {
 // then materialise the inputs densely and try again.
 bool build_iteration(const std::vector<const Layout*>& layouts, Iteration* out);
 
+// Reorders the dimensions by operand k's stride magnitude, smallest first,
+// and coalesces again: for visits whose order does not matter (a reduction
+// to one element), operand k is then read in memory order.
+void order_by_operand(Iteration* it, int k);
+
 // Walks ordinals [begin, end): calls fn(offsets, count, inner_strides) where
 // offsets[k] is operand k's element offset at the block start and the block
 // runs `count` steps along dims[0].

@@ -43,7 +43,7 @@ TiledEvictable::~TiledEvictable() {
 
 Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Ref<Carrier>& secondary,
                                            std::vector<int64_t> grid, std::vector<int64_t> tile,
-                                           const sw_residency_policy_t* policy) {
+                                           const sw_residency_policy_t* policy, bool count_allocation) {
   if (!primary->is_compute())
     type_error(std::string("TiledEvictable: the primary tier must be a compute carrier, not ") + primary->kind_name());
   if (primary->kind() != SW_CARRIER_CPU)
@@ -78,6 +78,7 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   if (secondary->is_owned()) state_error("TiledEvictable (secondary tier): the carrier is already owned");
   if (policy && !policy->plan) type_error("TiledEvictable: the residency policy has no plan function");
   if (primary.get() == secondary.get()) value_error("TiledEvictable: the tiers must be different carriers");
+  if (count_allocation) primary->runtime().check_fault(FaultKind::kAllocation, "TiledEvictable");
 
   Ref<TiledEvictable> te = Ref<TiledEvictable>::adopt(new TiledEvictable(primary->runtime_ref(), primary->dtype(), geo));
   primary->claim("a TiledEvictable");
@@ -89,7 +90,6 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   }
   te->primary_seed_ = primary;
   te->secondary_ = secondary;
-  if (policy) te->policy_ = std::make_shared<Policy>(*policy);
   const bool full_primary = primary->size() == n, full_secondary = secondary->size() == n;
   for (int64_t k = 0; k < geo.tiles; ++k) {
     Tile& t = te->tiles_[static_cast<size_t>(k)];
@@ -103,9 +103,13 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
       t.dirty = true;
     }
   }
+  // The policy is taken last: after a failure above (a tile buffer) it is
+  // still the caller's, and its destroy must not run.
+  std::shared_ptr<Policy> taken = policy ? std::make_shared<Policy>(*policy) : nullptr;
   // Its values now live in the per-tile buffers. The seed stays claimed (a
   // disposed carrier cannot be claimed), so free its storage instead.
   if (full_primary) primary->deallocate();
+  te->policy_ = std::move(taken);
   return te;
 }
 

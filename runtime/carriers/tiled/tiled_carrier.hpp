@@ -30,7 +30,7 @@ class TiledEvictable final : public Carrier {
  public:
   static Ref<TiledEvictable> create(const Ref<Carrier>& primary, const Ref<Carrier>& secondary,
                                     std::vector<int64_t> grid, std::vector<int64_t> tile,
-                                    const sw_residency_policy_t* policy);
+                                    const sw_residency_policy_t* policy, bool count_allocation = false);
   // A fresh carrier with `like`'s geometry and tier kinds: tiles implicit zero
   // (a gradient) or invalid (a partial scatter result). No policy.
   static Ref<TiledEvictable> fresh_like(const TiledEvictable& like, bool gradient);

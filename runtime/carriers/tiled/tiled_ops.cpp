@@ -107,7 +107,7 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
                  dtype_name(te.dtype()));
     if (d.size() < n && !d.is_allocatable())
       value_error("project: the destination holds " + std::to_string(d.size()) + " slots, the projection needs " +
-                  std::to_string(n) + ", and it is not empty so it cannot be allocated to fit");
+                  std::to_string(n) + "; it cannot be allocated to fit (it is not empty, or its memory belongs to the host)");
   }
   // The policy may only optimise; its errors surface before any work.
   Ref<ResidencyPlan> plan;

@@ -75,6 +75,8 @@ void VulkanCarrier::allocate_storage(size_t size, bool) {
 
 Ref<Carrier> make_vulkan_carrier(const Ref<Runtime>& runtime, const Ref<Device>& device, sw_dtype_t dtype,
                                  size_t size) {
+  context_of(*device);  // TYPE for another kind of device comes before the allocation
+  runtime->check_fault(FaultKind::kAllocation, "Vulkan carrier");
   return make_ref<VulkanCarrier>(runtime, device, dtype, size);
 }
 

@@ -88,6 +88,11 @@ class Carrier:
     def is_owned(self):
         return N.sw_carrier_is_owned(self._h)
 
+    def is_read_only(self):
+        """Refuses writes for good: File.open, a read-only array imported by
+        from_numpy / from_dlpack."""
+        return N.sw_carrier_is_read_only(self._h)
+
     def is_released(self):
         return N.sw_carrier_is_disposed(self._h)
 
@@ -140,7 +145,10 @@ class Carrier:
 
 
 class CPU(Carrier):
-    """Aligned host memory, the compute carrier. Zero-filled."""
+    """Aligned host memory, the compute carrier. Zero-filled.
+
+    A CPU carrier made by from_numpy / from_dlpack instead lends the source's
+    memory (no copy) and keeps the source alive until release()."""
 
     __slots__ = ()
     _kind = N.SW_CARRIER_CPU
@@ -153,6 +161,15 @@ class CPU(Carrier):
     def _from_host(cls, data, dtype, size, rt):
         obj = object.__new__(cls)
         obj._init(N.carrier_create_cpu_from(rt._h, dtype.code, data, size), rt)
+        return obj
+
+    @classmethod
+    def _over(cls, owner, address, nbytes, dtype, read_only, rt):
+        """A CPU carrier over `nbytes` of host memory at `address`, which
+        `owner` keeps alive; the carrier holds `owner` until it drops the
+        memory."""
+        obj = object.__new__(cls)
+        obj._init(N.carrier_create_cpu_external(rt._h, dtype.code, owner, address, nbytes, bool(read_only)), rt)
         return obj
 
     @classmethod

@@ -1,0 +1,45 @@
+#include "carriers/cpu/external_carrier.hpp"
+
+#include <cstring>
+
+#include "base/error.hpp"
+#include "carriers/cpu/cpu_carrier.hpp"
+#include "core/dtype.hpp"
+
+namespace sw {
+
+ExternalCpuCarrier::ExternalCpuCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, const ExternalMemory& memory)
+    : Carrier(std::move(runtime), SW_CARRIER_CPU, dtype, memory.bytes / dtype_size(dtype)),
+      data_(memory.data),
+      read_only_(memory.read_only),
+      release_(memory.release),
+      user_data_(memory.user_data) {}
+
+ExternalCpuCarrier::~ExternalCpuCarrier() { drop(); }
+
+void ExternalCpuCarrier::read_slots(size_t first, size_t count, void* dst) const {
+  const size_t es = element_size();
+  std::memcpy(dst, host_data() + first * es, count * es);
+}
+
+void ExternalCpuCarrier::write_slots(size_t first, size_t count, const void* src) {
+  const size_t es = element_size();
+  std::memcpy(host_data() + first * es, src, count * es);
+}
+
+Ref<Carrier> ExternalCpuCarrier::create_empty_like() const {
+  return make_ref<CpuCarrier>(runtime_ref(), dtype(), 0);
+}
+
+void ExternalCpuCarrier::allocate_storage(size_t size, bool) {
+  if (size != 0) internal_error("a CPU carrier over host memory cannot be given new storage");
+  drop();
+}
+
+void ExternalCpuCarrier::drop() noexcept {
+  if (!held_.exchange(false, std::memory_order_acq_rel)) return;
+  data_.store(nullptr, std::memory_order_release);
+  if (release_) release_(user_data_);
+}
+
+}  // namespace sw

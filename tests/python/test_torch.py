@@ -1,0 +1,98 @@
+"""PyTorch interop through DLPack: torch.from_dlpack(strideweave tensor) and
+strideweave.from_dlpack(torch tensor) share memory, keep exact values and
+strides, for every dtype both have, and keep each other's memory alive."""
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import strideweave as sw
+from strideweave import carriers
+
+TORCH_DTYPES = [(torch.float32, sw.float32), (torch.float64, sw.float64), (torch.float16, sw.float16),
+                (torch.bfloat16, sw.bfloat16), (torch.int32, sw.int32), (torch.int64, sw.int64),
+                (torch.uint8, sw.uint8), (torch.bool, sw.bool_)]
+
+
+def torch_sample(dtype, shape=(3, 4)):
+    values = torch.arange(int(np.prod(shape)), dtype=torch.float64).reshape(shape) * 1.25 - 4
+    if dtype is torch.bool:
+        return values.remainder(2) > 0.5
+    if dtype in (torch.uint8,):
+        return (values + 8).to(dtype)
+    return values.to(dtype)
+
+
+TORCH_VIEWS = [lambda x: x, lambda x: x.t(), lambda x: x[:, 1::2], lambda x: x[1], lambda x: x.t()[::2]]
+
+
+@pytest.mark.parametrize("dtypes", TORCH_DTYPES, ids=lambda d: str(d[0]))
+@pytest.mark.parametrize("view", TORCH_VIEWS)
+def test_torch_to_strideweave_shares_memory(dtypes, view):
+    tdtype, swdtype = dtypes
+    base = torch_sample(tdtype)
+    x = view(base)
+    t = sw.from_dlpack(x)
+    assert t.dtype is swdtype and t.shape == tuple(x.shape)
+    back = torch.from_dlpack(t)
+    assert back.dtype == tdtype and torch.equal(back, x)
+    assert back.data_ptr() == x.data_ptr()  # the same memory, no copy either way
+    assert back.stride() == x.stride()
+    for coord in [(0,) * x.dim(), tuple(n - 1 for n in x.shape)]:
+        assert t[coord] == x[coord].item()
+    # Writes are seen both ways.
+    probe = tuple(n - 1 for n in x.shape)
+    value = True if tdtype is torch.bool else 3
+    x[probe] = value
+    assert t[probe] == value
+    t[(0,) * x.dim()] = 0
+    assert x[(0,) * x.dim()].item() == 0
+
+
+@pytest.mark.parametrize("dtypes", TORCH_DTYPES, ids=lambda d: str(d[0]))
+def test_strideweave_to_torch_exact_values(dtypes):
+    tdtype, swdtype = dtypes
+    expected = torch_sample(tdtype, (2, 3, 4))
+    # A tensor on a carrier of the library's own, dense first mode fastest, then views of it.
+    values = expected.to(torch.float64).numpy().ravel(order="F").tolist()
+    own = sw.Tensor(carriers.CPU.from_values(values, dtype=swdtype), 0, sw.Layout.dense(2, 3, 4))
+    x = torch.from_dlpack(own)
+    assert x.dtype == tdtype and torch.equal(x, expected)
+    tp = torch.from_dlpack(own.permute(2, 0, 1))
+    assert torch.equal(tp, expected.permute(2, 0, 1)) and not tp.is_contiguous()
+    assert tp.data_ptr() == x.data_ptr()
+    x[1, 2, 3] = 1
+    assert own[1, 2, 3] == 1
+
+
+def test_torch_results_of_ops_round_trip():
+    a = torch.randn(5, 7, generator=torch.Generator().manual_seed(0))
+    b = torch.randn(7, 3, generator=torch.Generator().manual_seed(1))
+    ours = sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b))
+    assert torch.allclose(torch.from_dlpack(ours), a @ b, rtol=1e-5, atol=1e-5)
+    s = sw.add(sw.from_dlpack(a), sw.from_dlpack(a))
+    assert torch.equal(torch.from_dlpack(s), a + a)
+    r = sw.relu(sw.from_dlpack(a.t()))
+    assert torch.equal(torch.from_dlpack(r), torch.relu(a.t()))
+
+
+def test_torch_tensor_stays_alive_through_the_carrier():
+    x = torch.arange(8, dtype=torch.float32) * 0.5
+    t = sw.from_dlpack(x)
+    del x
+    gc.collect()
+    np.testing.assert_array_equal(t.numpy(), np.arange(8, dtype=np.float32) * 0.5)
+
+
+def test_torch_round_trips():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = sw.from_numpy(a)
+    tt = torch.from_dlpack(t)
+    assert tt.shape == (3, 4) and torch.equal(tt, torch.from_numpy(a))
+    tt[0, 0] = 42.0  # shares memory
+    assert t[0, 0] == 42.0 and a[0, 0] == 42.0
+    back = sw.from_dlpack(torch.arange(6, dtype=torch.float64).reshape(2, 3).t())
+    np.testing.assert_array_equal(back.numpy(), np.arange(6, dtype=np.float64).reshape(2, 3).T)
+    bf = sw.from_dlpack(torch.tensor([1.0, 2.5], dtype=torch.bfloat16))
+    assert bf.dtype is sw.bfloat16 and bf.numpy().tolist() == [1.0, 2.5]
