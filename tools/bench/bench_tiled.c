@@ -102,7 +102,7 @@ typedef struct moe_result {
   double step_ms, compute_ms, transfer_ms;  /* per batch, medians over rounds */
 } moe_result;
 
-enum { MOE_BATCHES = 24, MOE_TOPK = 4, MOE_TOKENS = 64, MOE_ROUNDS = 3 };
+enum { MOE_BATCHES = 24, MOE_TOPK = 4, MOE_TOKENS = 64, MOE_ROUNDS = 3, MOE_DEPTH = 2 };
 
 static void moe_order(int* order) {
   for (int b = 0; b < MOE_BATCHES; ++b) /* distinct within a batch, new experts every batch */
@@ -131,7 +131,8 @@ static sw_tensor_t* project_wait(sw_carrier_t* te, sw_tensor_t* full, sw_tile_se
 /* Experts in a file tier (warm in the page cache, or read with O_DIRECT), an
  * empty CPU primary tier. Per round: transfer alone (project, evict), compute
  * alone (matmul + reduction on projected weights), and the pipelined loop
- * that projects batch b+1's experts while batch b computes. */
+ * that keeps the projections of the next MOE_DEPTH batches in flight while
+ * batch b computes. */
 static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) {
   sw_carrier_t *prim, *file, *te;
   CHECK(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 0, &prim));
@@ -172,27 +173,30 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
     CHECK(sw_tiled_evict(te, s0));
     sw_tensor_release(w0);
     sw_tile_selection_release(s0);
-    /* pipelined */
+    /* pipelined: the projections of the next MOE_DEPTH batches are in flight
+     * while a batch computes */
     t0 = now();
-    sw_tile_selection_t* s = selection(order, MOE_TOPK);
-    sw_await_t* next;
-    CHECK(sw_tiled_project(te, full, s, NULL, &next));
+    sw_tile_selection_t* sels[MOE_BATCHES];
+    sw_await_t* pending[MOE_BATCHES];
+    int issued = 0;
+    for (; issued < MOE_DEPTH && issued < MOE_BATCHES; ++issued) {
+      sels[issued] = selection(order + issued * MOE_TOPK, MOE_TOPK);
+      CHECK(sw_tiled_project(te, full, sels[issued], NULL, &pending[issued]));
+    }
     for (int b = 0; b < MOE_BATCHES; ++b) {
-      CHECK(sw_await_wait(next, -1));
+      CHECK(sw_await_wait(pending[b], -1));
       sw_tensor_t* w;
-      CHECK(sw_await_result(next, &w));
-      sw_await_release(next);
-      sw_tile_selection_t* done = s;
-      s = NULL;
-      next = NULL;
-      if (b + 1 < MOE_BATCHES) {
-        s = selection(order + (b + 1) * MOE_TOPK, MOE_TOPK);
-        CHECK(sw_tiled_project(te, full, s, NULL, &next));
+      CHECK(sw_await_result(pending[b], &w));
+      sw_await_release(pending[b]);
+      if (issued < MOE_BATCHES) {
+        sels[issued] = selection(order + issued * MOE_TOPK, MOE_TOPK);
+        CHECK(sw_tiled_project(te, full, sels[issued], NULL, &pending[issued]));
+        ++issued;
       }
       moe_compute(w, x);
       sw_tensor_release(w);
-      CHECK(sw_tiled_evict(te, done));
-      sw_tile_selection_release(done);
+      CHECK(sw_tiled_evict(te, sels[b]));
+      sw_tile_selection_release(sels[b]);
     }
     const double step = now() - t0;
     if (round >= 0) {
