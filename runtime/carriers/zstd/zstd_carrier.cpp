@@ -276,7 +276,9 @@ std::vector<std::pair<size_t, size_t>> ZstdCarrier::split_for_workers(size_t fir
   if (count == 0) return ranges;
   const size_t f0 = first / frame_elements_;
   const size_t frames = (first + count - 1) / frame_elements_ + 1 - f0;
-  const size_t jobs = std::max<size_t>(1, std::min<size_t>(runtime().workers().threads(), frames));
+  // A few jobs per worker: a worker that another process holds up leaves
+  // its share to the others instead of finishing last.
+  const size_t jobs = std::max<size_t>(1, std::min<size_t>(4 * runtime().workers().threads(), frames));
   const size_t end = first + count;
   for (size_t j = 0; j < jobs; ++j) {
     const size_t a = f0 + frames * j / jobs, b = f0 + frames * (j + 1) / jobs;
