@@ -900,10 +900,29 @@ typedef struct sw_fake_device_vtable_t {
 
 SW_API void sw_fake_device_vtable_init(sw_fake_device_vtable_t* vtable);
 
+/* Device features a handed-in VkDevice was created with: Vulkan cannot be
+ * asked which features a device enabled, so the embedder says so. */
+typedef enum sw_vulkan_feature_t {
+  /* VkPhysicalDeviceFeatures.shaderFloat64: f64 kernels on Vulkan carriers. */
+  SW_VULKAN_FEATURE_SHADER_FLOAT64 = 1,
+  SW_VULKAN_FEATURE_FORCE32 = 0x7fffffff
+} sw_vulkan_feature_t;
+
 /* Lets an embedder hand in its own Vulkan objects (VkInstance,
  * VkPhysicalDevice, VkDevice, VkQueue as void*); all NULL makes the library
- * create its own on the first physical device. Handed-in objects stay the
- * embedder's: they must outlive the device and are never destroyed by it. */
+ * create its own on the first physical device, with every
+ * sw_vulkan_feature_t feature the device has enabled.
+ *
+ * A handed-in `device` needs `physical_device`, `queue` (of a family with
+ * compute, `queue_family_index`) and `enabled_features`; `instance` may then
+ * be NULL. Handed-in objects stay the embedder's: the library never destroys
+ * them, so they must outlive the sw_device_t and every carrier made on it
+ * (release those, then destroy the VkDevice, then the VkInstance). The
+ * library submits to `queue` from whichever thread makes a call, under its
+ * own lock: an embedder that submits to the same queue itself must serialise
+ * with the library (or hand in a queue it does not use). The device needs
+ * Vulkan 1.1 and no extensions; the library's buffers, memory, pipelines and
+ * command pools on it are its own and freed with the sw_device_t. */
 typedef struct sw_vulkan_device_desc_t {
   uint32_t struct_size;
   void* instance;
@@ -911,6 +930,9 @@ typedef struct sw_vulkan_device_desc_t {
   void* device;
   void* queue;
   uint32_t queue_family_index;
+  /* Bits of sw_vulkan_feature_t the handed-in device was created with;
+   * ignored when the library creates the device. */
+  uint32_t enabled_features;
 } sw_vulkan_device_desc_t;
 
 SW_API void sw_vulkan_device_desc_init(sw_vulkan_device_desc_t* desc);
@@ -1054,6 +1076,23 @@ typedef enum sw_fault_kind_t {
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
   SW_FAULT_KIND_FORCE32 = 0x7fffffff
 } sw_fault_kind_t;
+
+/* What a Vulkan device has done since it was created. */
+typedef struct sw_vulkan_counters_t {
+  uint32_t struct_size;
+  uint64_t submits;      /* command batches submitted to the queue */
+  uint64_t dispatches;   /* compute shader dispatches recorded */
+  uint64_t copies;       /* buffer-to-buffer copies recorded */
+  uint64_t host_reads;   /* reads of device memory into host memory */
+  uint64_t host_writes;  /* writes of host memory into device memory */
+  uint64_t pipelines;    /* compute pipelines created (each is kept) */
+} sw_vulkan_counters_t;
+
+SW_API void sw_vulkan_counters_init(sw_vulkan_counters_t* counters);
+/* Reads a Vulkan device's counters, so tests can check that work stays on
+ * the device and is batched. TYPE for a device that is not Vulkan. Not for
+ * production use. */
+SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_counters_t* out_counters);
 
 /* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
  * runtime fails (allocation: OUT_OF_MEMORY, read/write: IO, decompress:

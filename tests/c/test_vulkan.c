@@ -1,52 +1,10 @@
 /* The Vulkan device and compute carrier on whatever ICD is present (Mesa
  * lavapipe in CI): exact-range round trips at offsets, every op against the
- * CPU carrier's result, moves both ways. Skips, saying why, without an ICD. */
-#include "sw_test.h"
+ * CPU carrier's result, moves both ways, batched submission and cached
+ * pipelines, dtypes. Skips, saying why, without an ICD. */
+#include "sw_vulkan_test.h"
 
-#include <dlfcn.h>
-
-/* Mesa's lavapipe keeps a few small per-thread buffers that it never frees.
- * The Vulkan loader unloads the driver when the instance goes, which leaves
- * LeakSanitizer with frames it cannot name; keeping the driver loaded lets
- * the suppression below name it, and only it. */
-const char* __lsan_default_suppressions(void);
-const char* __lsan_default_suppressions(void) { return "leak:libvulkan_lvp.so\n"; }
-
-
-typedef struct {
-  sw_runtime_t* rt;
-  sw_device_t* dev;
-} fixture_t;
-
-static int setup(void** state) {
-  fixture_t* f = calloc(1, sizeof(*f));
-  if (sw_runtime_create(NULL, &f->rt)) return -1;
-  sw_error_t* e = sw_device_create_vulkan(f->rt, NULL, &f->dev);
-  if (e) {
-    fprintf(stderr, "test_vulkan: no Vulkan device (%s: %s); Vulkan tests skip\n",
-            sw_error_code_name(sw_error_code(e)), sw_error_message(e));
-    sw_error_free(e);
-    f->dev = NULL;
-  }
-  *state = f;
-  return 0;
-}
-
-static int teardown(void** state) {
-  fixture_t* f = *state;
-  sw_device_release(f->dev);
-  sw_runtime_release(f->rt);
-  free(f);
-  return 0;
-}
-
-#define NEED_DEVICE(f)                                                   \
-  do {                                                                   \
-    if (!(f)->dev) {                                                     \
-      fprintf(stderr, "skipped: no Vulkan ICD present\n");               \
-      skip();                                                            \
-    }                                                                    \
-  } while (0)
+typedef vk_fixture_t fixture_t;
 
 static void test_round_trip_at_offsets(void** state) {
   fixture_t* f = *state;
@@ -250,35 +208,79 @@ static void test_move_between_cpu_and_vulkan(void** state) {
   sw_carrier_release(cc);
 }
 
-static void test_wrong_device_and_dtype(void** state) {
+static void test_wrong_device(void** state) {
   fixture_t* f = *state;
   NEED_DEVICE(f);
   sw_device_t* fake = NULL;
   SW_OK_(sw_device_create_fake(f->rt, NULL, &fake));
   sw_carrier_t* c = NULL;
   SW_FAILS(sw_carrier_create_vulkan(f->rt, fake, SW_DTYPE_F32, 4, &c), SW_ERROR_TYPE, "not a Vulkan device");
+  sw_vulkan_counters_t counters;
+  sw_vulkan_counters_init(&counters);
+  SW_FAILS(sw_testing_vulkan_counters(fake, &counters), SW_ERROR_TYPE, "not a Vulkan device");
   sw_device_release(fake);
-  int64_t shape[1] = {4};
-  sw_carrier_t* vc = NULL;
-  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F64, 4, &vc));
-  sw_layout_t* l = NULL;
-  SW_OK_(sw_layout_dense(shape, 1, &l));
-  sw_tensor_t *t = NULL, *r = NULL;
-  SW_OK_(sw_tensor_create(vc, 0, l, &t));
-  SW_FAILS(sw_relu(t, &r), SW_ERROR_UNSUPPORTED, "f32");
+}
+
+/* Ops are recorded, not run: one submission carries them all when a value
+ * is read, and each kernel variant's pipeline is made once. */
+static void test_ops_batch_into_one_submission(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  int64_t shape[2] = {33, 7};
+  float x[231];
+  vk_fill(x, 231, 0.4f);
+  vk_pair_t a = vk_pair(f, SW_DTYPE_F32, shape, 2, x);
+  sw_tensor_t *r = NULL, *s = NULL;
+  SW_OK_(sw_relu(a.vk, &r));  /* pipelines for these kernels exist from now on */
+  SW_OK_(sw_add(r, a.vk, &s));
+  sw_tensor_release(r);
+  sw_tensor_release(s);
+  sw_vulkan_counters_t before = vk_counters(f);
+  sw_tensor_t* t = a.vk;
+  sw_tensor_retain(t);
+  for (int i = 0; i < 10; ++i) {
+    sw_tensor_t *u = NULL, *v = NULL;
+    SW_OK_(sw_relu(t, &u));
+    SW_OK_(sw_add(u, a.vk, &v));
+    sw_tensor_release(u);
+    sw_tensor_release(t);
+    t = v;
+  }
+  sw_vulkan_counters_t recorded = vk_counters(f);
+  assert_int_equal(recorded.submits, before.submits);
+  assert_int_equal(recorded.dispatches, before.dispatches + 20);
+  assert_int_equal(recorded.pipelines, before.pipelines);
+  assert_int_equal(recorded.host_reads, before.host_reads);
+  float y[231];
+  SW_OK_(sw_tensor_read(t, y, sizeof y));
+  sw_vulkan_counters_t read = vk_counters(f);
+  assert_int_equal(read.submits, before.submits + 1);
+  /* The CPU carrier agrees. */
+  sw_tensor_t* c = a.cpu;
+  sw_tensor_retain(c);
+  for (int i = 0; i < 10; ++i) {
+    sw_tensor_t *u = NULL, *v = NULL;
+    SW_OK_(sw_relu(c, &u));
+    SW_OK_(sw_add(u, a.cpu, &v));
+    sw_tensor_release(u);
+    sw_tensor_release(c);
+    c = v;
+  }
+  vk_assert_matches(c, t, 0);
+  sw_tensor_release(c);
   sw_tensor_release(t);
-  sw_layout_release(l);
-  sw_carrier_release(vc);
+  vk_pair_release(a);
 }
 
 int main(void) {
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  sw_vulkan_test_keep_driver();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_round_trip_at_offsets, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_ops_match_cpu, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_backward_matches_cpu, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_wrong_device_and_dtype, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_round_trip_at_offsets, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_ops_match_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_backward_matches_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_device, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_ops_batch_into_one_submission, vk_setup, vk_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
