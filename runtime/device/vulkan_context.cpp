@@ -405,6 +405,13 @@ void Context::fill_zero(VkBuffer b, VkDeviceSize offset, VkDeviceSize size) {
   barrier(batch_->cmd);
 }
 
+void Context::update(VkBuffer b, VkDeviceSize offset, const void* src, VkDeviceSize bytes) {
+  open_batch();
+  vkCmdUpdateBuffer(batch_->cmd, b, offset, bytes, src);
+  barrier(batch_->cmd);
+  ++counters_.host_writes;
+}
+
 void Context::host_read(const Buffer& b, VkDeviceSize offset, void* dst, VkDeviceSize bytes) {
   flush();
   std::memcpy(dst, static_cast<const std::byte*>(b.mapped) + offset, bytes);

@@ -114,6 +114,11 @@ class Context {
   // gx x gy x gz workgroups.
   void dispatch(const PipelineKey& key, VkBuffer out, VkBuffer a, VkBuffer b, const std::vector<int32_t>& meta,
                 Push push, uint32_t gx, uint32_t gy, uint32_t gz);
+  // Records a small host write (at most 65536 bytes, offset and size
+  // multiples of 4) in stream order: nothing waits.
+  void update(VkBuffer b, VkDeviceSize offset, const void* src, VkDeviceSize bytes);
+  // Whether commands are recorded or submitted and not yet finished.
+  bool busy() const { return batch_ || !in_flight_.empty(); }
   // Host access to a mapped buffer: waits for every recorded command first.
   void host_read(const Buffer& b, VkDeviceSize offset, void* dst, VkDeviceSize bytes);
   void host_write(const Buffer& b, VkDeviceSize offset, const void* src, VkDeviceSize bytes);

@@ -51,7 +51,12 @@ void VulkanCarrier::write_slots(size_t first, size_t count, const void* src) {
   if (!count) return;
   const size_t es = element_size();
   std::lock_guard lock(ctx_->mutex());
-  if (buffer_.mapped) return ctx_->host_write(buffer_, first * es, src, count * es);
+  const size_t at = first * es, bytes = count * es;
+  // With work pending, a small write is recorded behind it rather than
+  // waiting for it (a backward seed, say).
+  if (ctx_->busy() && bytes <= 65536 && at % 4 == 0 && bytes % 4 == 0)
+    return ctx_->update(buffer_.buffer, at, src, bytes);
+  if (buffer_.mapped) return ctx_->host_write(buffer_, at, src, bytes);
   vk::Buffer staging = ctx_->create_staging(count * es);
   std::memcpy(staging.mapped, src, count * es);
   ++ctx_->counters().host_writes;
