@@ -1050,11 +1050,24 @@ SW_API sw_error_t* sw_fake_device_complete(sw_device_t* device, const sw_copy_ev
 SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_completed);
 
 /* A compute carrier of `size` zero-filled slots in device-local memory of a
- * Vulkan device. Ops on it run as SPIR-V compute shaders (f32), batched and
- * submitted when values are read; sw_move_async moves tensors between it and
- * CPU carriers, and it can be the primary tier of a TiledEvictable.
- * TYPE when `device` is not a Vulkan device; UNSUPPORTED in builds without
- * Vulkan. */
+ * Vulkan device. Ops on it run as SPIR-V compute shaders, recorded into one
+ * command buffer per batch and submitted when values are read (sw_tensor_read,
+ * sw_carrier_read, a move), so a chain of ops costs one submission and one
+ * wait; kernel outputs are not zero-filled, and freed device memory is reused
+ * (up to the runtime's pool limit). Autograd through Vulkan tensors runs its
+ * backward as shaders on the device too.
+ *
+ * dtypes, as on the CPU carrier: f32 for every op; f64 for every op where
+ * the device has shaderFloat64 (else UNSUPPORTED naming the feature; for a
+ * handed-in device, declare it in sw_vulkan_device_desc_t.enabled_features);
+ * f16 and bf16 stored 16-bit, matmul widening them to f32 in the shader for
+ * an f32 result (and their gradients rounded back on the device). Any dtype
+ * can be stored and moved. What the CPU carrier refuses (TYPE: add of f16,
+ * reduce_sum of i32, ...) fails with the same code here.
+ *
+ * sw_move_async moves tensors between it and CPU carriers. It cannot be the
+ * primary tier of a TiledEvictable (UNSUPPORTED). TYPE when `device` is not a
+ * Vulkan device; UNSUPPORTED in builds without Vulkan. */
 SW_API sw_error_t* sw_carrier_create_vulkan(sw_runtime_t* runtime, sw_device_t* device, sw_dtype_t dtype,
                                             size_t size, sw_carrier_t** out_carrier);
 
