@@ -24,7 +24,7 @@ typedef struct {
   sw_device_t* dev;
 } vk_fixture_t;
 
-static int vk_setup(void** state) {
+static inline int vk_setup(void** state) {
   vk_fixture_t* f = calloc(1, sizeof(*f));
   if (sw_runtime_create(NULL, &f->rt)) return -1;
   sw_error_t* e = sw_device_create_vulkan(f->rt, NULL, &f->dev);
@@ -38,7 +38,7 @@ static int vk_setup(void** state) {
   return 0;
 }
 
-static int vk_teardown(void** state) {
+static inline int vk_teardown(void** state) {
   vk_fixture_t* f = *state;
   sw_device_release(f->dev);
   sw_runtime_release(f->rt);
