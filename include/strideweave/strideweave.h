@@ -301,8 +301,12 @@ SW_API sw_error_t* sw_carrier_write(sw_carrier_t* carrier, size_t first_slot, si
  * stays valid (size, dtype and kind still answer). */
 SW_API sw_error_t* sw_carrier_dispose(sw_carrier_t* carrier);
 /* The host address of slot 0 of a CPU carrier, for zero-copy views (NumPy,
- * DLPack). Writes through it bypass the version counter. UNSUPPORTED for
- * carriers whose memory is not host addressable. */
+ * DLPack, tinygrad's Tensor.from_blob: see docs/interop.md for the shape
+ * order and lifetime rules). Valid until the carrier is disposed (a finished
+ * move out of it disposes it) or released; the caller keeps it retained
+ * while the memory is lent. Writes through it bypass the version counter.
+ * UNSUPPORTED for carriers whose memory is not host addressable (Vulkan
+ * carriers among them: move or read their tensors instead). */
 SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_pointer);
 
 /* ------------------------------------------------------------------------ */
@@ -1014,8 +1018,10 @@ SW_API sw_error_t* sw_device_view_describe(const sw_device_view_t* view, sw_view
 /* Exports a host-visible view as a DLPack DLManagedTensor* (dlpack.h v0.8
  * layout, kDLCPU) written to *out_managed_tensor; the tensor keeps the view
  * alive until its deleter runs. UNSUPPORTED when the memory is not host
- * visible. Hand it to tinygrad with
- *   Tensor.from_blob(info.pointer, shape, dtype=...)  (see docs/interop.md). */
+ * visible. For tinygrad, pass the described view without DLPack:
+ *   Tensor.from_blob(info.pointer, reversed(info.shape), dtype=..., device="CPU")
+ * (dense first mode fastest is row-major with the shape reversed), keeping
+ * the view alive while tinygrad may read: see docs/interop.md. */
 SW_API sw_error_t* sw_device_view_to_dlpack(sw_device_view_t* view, void** out_managed_tensor);
 /* Exports a CPU tensor (flat layout: one leaf per mode) the same way; the
  * DLPack tensor keeps the tensor alive. UNSUPPORTED for other carriers or
