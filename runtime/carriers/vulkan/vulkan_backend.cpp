@@ -31,6 +31,9 @@ constexpr uint32_t kFlat = 0, kScalar = 1, kGeneral = 2;
 constexpr uint32_t kGroup = 256;  // invocations per workgroup of the 1-D kernels
 constexpr uint32_t kVec4 = 4;    // 16-byte words per invocation on dense elementwise paths
 constexpr int64_t kTileM = 64, kTileN = 64;  // matmul.comp's BM, BN
+// Iterations one loop of a shader may run: lavapipe (gallivm) ends any loop
+// after 65535 iterations, silently.
+constexpr int64_t kMaxLoop = 32768;
 
 // Storage formats of the shaders (common.glsl FMT_*).
 enum Fmt : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kF64 = 3, kRaw8 = 4, kRaw16 = 5, kRaw32 = 6, kRaw64 = 7 };
@@ -228,12 +231,14 @@ class VulkanComputeBackend final : public ComputeBackend {
     // 256 share an output. GPUs also share when an output's slots are
     // contiguous (coalesced reads); CPU devices read them best from one
     // invocation.
-    const bool split = count >= 1024 && (n_out < 512 || (inner.stride == 1 && !ctx.is_cpu()));
+    // Loops stay below kMaxLoop iterations per invocation.
+    const bool split = count > kMaxLoop || (count >= 1024 && (n_out < 512 || (inner.stride == 1 && !ctx.is_cpu())));
     if (!split) {
       p.set(9, 1);
       return run_1d({Kernel::kReduceSum, f64, {0, kept_mode, outer, vec4}}, out, a, a, meta, p, n_out);
     }
-    const int64_t groups = n_out >= 32 ? 1 : std::clamp<int64_t>(count / 16384, 1, 256);
+    const int64_t groups = std::max<int64_t>(n_out >= 32 ? 1 : std::clamp<int64_t>(count / 16384, 1, 256),
+                                             (count + kGroup * kMaxLoop - 1) / (kGroup * kMaxLoop));
     p.set(9, static_cast<uint32_t>(groups));
     uint32_t gx, gy;
     grid(static_cast<uint64_t>(n_out * groups), &gx, &gy);
