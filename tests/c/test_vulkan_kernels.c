@@ -132,6 +132,18 @@ static void test_elementwise_strided_views(void** state) {
   check_elementwise(ADD, r, r);
   check_elementwise(RELU, r, r);
   check_all_elementwise(n, d);
+  /* Transposed views large enough for the 16-element paths, with a tail. */
+  float* y = malloc(sizeof(float) * 3000);
+  vk_fill(y, 3000, 0.9f);
+  int64_t bs[2] = {43, 67}, bt[2] = {67, 1};
+  sw_layout_t* lb = vk_layout(bs, bt, 2);
+  vk_pair_t u = vk_pair_view(f, SW_DTYPE_F32, 3000, y, 0, lb);
+  vk_pair_t u2 = vk_pair_view(f, SW_DTYPE_F32, 3000, y, 7, lb);
+  check_all_elementwise(u, u2);
+  vk_pair_release(u);
+  vk_pair_release(u2);
+  sw_layout_release(lb);
+  free(y);
   vk_pair_release(t);
   vk_pair_release(t2);
   vk_pair_release(r);

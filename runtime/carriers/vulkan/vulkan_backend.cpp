@@ -27,7 +27,7 @@ using vk::Kernel;
 using vk::PipelineKey;
 using vk::Push;
 
-constexpr uint32_t kFlat = 0, kScalar = 1, kGeneral = 2;
+constexpr uint32_t kFlat = 0, kScalar = 1, kGeneral = 2, k2D = 3;
 constexpr uint32_t kGroup = 256;  // invocations per workgroup of the 1-D kernels
 constexpr uint32_t kVec4 = 4;    // 16-byte words per invocation on dense elementwise paths
 constexpr int64_t kTileM = 64, kTileN = 64;  // matmul.comp's BM, BN
@@ -99,9 +99,11 @@ struct Operand {
   uint32_t mode = kFlat;
   uint32_t offset = 0;
   uint32_t desc = 0;  // meta word of its leaves (GENERAL)
+  Leaf leaf[2] = {};  // its two leaves (2D)
 };
 
-Operand describe(const Tensor& t, std::vector<int32_t>& meta) {
+// `two_leaves`: the kernel takes 2D operands (two leaves in push constants).
+Operand describe(const Tensor& t, std::vector<int32_t>& meta, bool two_leaves = false) {
   Operand op;
   op.offset = static_cast<uint32_t>(t.offset());
   std::vector<Leaf> leaves = coalesce(t.layout().leaves());
@@ -110,6 +112,10 @@ Operand describe(const Tensor& t, std::vector<int32_t>& meta) {
     op.mode = kScalar;
   } else if (leaves.size() == 1 && leaves[0].stride == 1) {
     op.mode = kFlat;
+  } else if (two_leaves && leaves.size() == 2) {
+    op.mode = k2D;  // a broadcast row or column, a transpose
+    op.leaf[0] = leaves[0];
+    op.leaf[1] = leaves[1];
   } else {
     op.mode = kGeneral;
     op.desc = append_leaves(leaves, meta);
@@ -117,8 +123,21 @@ Operand describe(const Tensor& t, std::vector<int32_t>& meta) {
   return op;
 }
 
-// Whether a FLAT operand's 16-byte words line up with the output's.
-bool aligned4(const Operand& o) { return o.mode == kScalar || o.offset % 4 == 0; }
+// Push words [at, at + 5) of a 2D operand: e0, s0, s1, magic, shift.
+void push_2d(Push& p, uint32_t at, const Operand& o) {
+  if (o.mode != k2D) return;
+  uint32_t magic, shift;
+  division_magic(o.leaf[0].extent, &magic, &shift);
+  p.set(at, static_cast<uint32_t>(o.leaf[0].extent));
+  p.set_int(at + 1, o.leaf[0].stride);
+  p.set_int(at + 2, o.leaf[1].stride);
+  p.set(at + 3, magic);
+  p.set(at + 4, shift);
+}
+
+// Whether an operand can join a 16-byte path: a FLAT one's words line up with
+// the output's; others are read element by element.
+bool aligned4(const Operand& o) { return o.mode != kFlat || o.offset % 4 == 0; }
 
 // Workgroups (x, y) covering `groups` in a 1-D problem.
 void grid(uint64_t groups, uint32_t* gx, uint32_t* gy) {
@@ -142,8 +161,10 @@ class VulkanComputeBackend final : public ComputeBackend {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
     const bool f64 = arithmetic("binary op", {&a, &b, &out});
     std::vector<int32_t> meta;
-    const Operand da = describe(a, meta), db = describe(b, meta);
+    const Operand da = describe(a, meta, true), db = describe(b, meta, true);
     Push p;
+    push_2d(p, 9, da);
+    push_2d(p, 14, db);
     p.set(1, static_cast<uint32_t>(out.numel()));
     p.set(2, da.offset);
     p.set(3, db.offset);
@@ -151,8 +172,7 @@ class VulkanComputeBackend final : public ComputeBackend {
     p.set(5, da.desc);
     p.set(6, db.desc);
     const uint32_t code = op == BinaryOp::kAdd ? 0 : op == BinaryOp::kMul ? 1 : 2;
-    const bool vec4 = !f64 && da.mode != kGeneral && db.mode != kGeneral && aligned4(da) && aligned4(db) &&
-                      out.offset() % 4 == 0;
+    const bool vec4 = !f64 && aligned4(da) && aligned4(db) && out.offset() % 4 == 0;
     const uint32_t per = vec4 ? kVec4 : 0;
     run_1d({Kernel::kBinary, f64, {code, da.mode, db.mode, per}}, out, a, b, meta, p,
            vec4 ? (out.numel() + 4 * per - 1) / (4 * per) : out.numel());
@@ -162,8 +182,9 @@ class VulkanComputeBackend final : public ComputeBackend {
     if (op == UnaryOp::kCopy) return copy(a, out);
     const bool f64 = arithmetic("unary op", {&a, &out});
     std::vector<int32_t> meta;
-    const Operand da = describe(a, meta);
+    const Operand da = describe(a, meta, true);
     Push p;
+    push_2d(p, 9, da);
     p.set(1, static_cast<uint32_t>(out.numel()));
     p.set(2, da.offset);
     p.set(4, static_cast<uint32_t>(out.offset()));
@@ -177,7 +198,7 @@ class VulkanComputeBackend final : public ComputeBackend {
       p.set_float(7, static_cast<float>(scalar));  // as the CPU carrier rounds it
     }
     const uint32_t code = op == UnaryOp::kRelu ? 0 : 1;
-    const uint32_t per = !f64 && da.mode == kFlat && aligned4(da) && out.offset() % 4 == 0 ? kVec4 : 0;
+    const uint32_t per = !f64 && aligned4(da) && out.offset() % 4 == 0 ? kVec4 : 0;
     run_1d({Kernel::kUnary, f64, {code, da.mode, kFlat, per}}, out, a, a, meta, p,
            per ? (out.numel() + 4 * per - 1) / (4 * per) : out.numel());
   }

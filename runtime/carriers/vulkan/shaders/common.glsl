@@ -12,6 +12,7 @@
 // fastest, and element i decodes over them. Modes are specialization
 // constants, so a FLAT operand costs no decoding; GENERAL ones divide by a
 // multiply (see divide()), since vector integer division is slow on CPUs.
+// The elementwise kernels also take MODE_2D: two leaves in push constants.
 #extension GL_GOOGLE_include_directive : enable
 
 #ifdef SW_F64
@@ -41,6 +42,7 @@ const uint FMT_RAW64 = 7u;
 const uint MODE_FLAT = 0u;
 const uint MODE_SCALAR = 1u;
 const uint MODE_GENERAL = 2u;
+const uint MODE_2D = 3u;  // two leaves, described in push constants (elementwise.glsl)
 
 // r / e for r < 2^31 and e >= 2: (r * magic) >> (32 + shift), where the
 // host computed magic = ceil(2^(31 + l) / e) and shift = l - 1 for
