@@ -363,10 +363,14 @@ SW_API sw_error_t* sw_carrier_write(sw_carrier_t* carrier, size_t first_slot, si
  * other threads finish first: their storage goes with the last of them. */
 SW_API sw_error_t* sw_carrier_dispose(sw_carrier_t* carrier);
 /* The host address of slot 0 of a CPU carrier, for zero-copy views (NumPy,
- * DLPack). Writes through it bypass the version counter and must not be made
- * to a read-only carrier. The address is valid until the carrier is
- * disposed; unlike sw_carrier_read it does not hold the storage. UNSUPPORTED
- * for carriers whose memory is not host addressable. */
+ * DLPack, tinygrad's Tensor.from_blob: see docs/interop.md for the shape
+ * order and lifetime rules). Valid until the carrier is disposed (a finished
+ * move out of it disposes it) or released; the caller keeps it retained
+ * while the memory is lent. Unlike sw_carrier_read it does not hold the
+ * storage against a concurrent dispose. Writes through it bypass the version
+ * counter and must not be made to a read-only carrier. UNSUPPORTED for
+ * carriers whose memory is not host addressable (Vulkan carriers among them:
+ * move or read their tensors instead). */
 SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_pointer);
 
 /* ------------------------------------------------------------------------ */
@@ -964,10 +968,29 @@ typedef struct sw_fake_device_vtable_t {
 
 SW_API void sw_fake_device_vtable_init(sw_fake_device_vtable_t* vtable);
 
+/* Device features a handed-in VkDevice was created with: Vulkan cannot be
+ * asked which features a device enabled, so the embedder says so. */
+typedef enum sw_vulkan_feature_t {
+  /* VkPhysicalDeviceFeatures.shaderFloat64: f64 kernels on Vulkan carriers. */
+  SW_VULKAN_FEATURE_SHADER_FLOAT64 = 1,
+  SW_VULKAN_FEATURE_FORCE32 = 0x7fffffff
+} sw_vulkan_feature_t;
+
 /* Lets an embedder hand in its own Vulkan objects (VkInstance,
  * VkPhysicalDevice, VkDevice, VkQueue as void*); all NULL makes the library
- * create its own on the first physical device. Handed-in objects stay the
- * embedder's: they must outlive the device and are never destroyed by it. */
+ * create its own on the first physical device, with every
+ * sw_vulkan_feature_t feature the device has enabled.
+ *
+ * A handed-in `device` needs `physical_device`, `queue` (of a family with
+ * compute, `queue_family_index`) and `enabled_features`; `instance` may then
+ * be NULL. Handed-in objects stay the embedder's: the library never destroys
+ * them, so they must outlive the sw_device_t and every carrier made on it
+ * (release those, then destroy the VkDevice, then the VkInstance). The
+ * library submits to `queue` from whichever thread makes a call, under its
+ * own lock: an embedder that submits to the same queue itself must serialise
+ * with the library (or hand in a queue it does not use). The device needs
+ * Vulkan 1.1 and no extensions; the library's buffers, memory, pipelines and
+ * command pools on it are its own and freed with the sw_device_t. */
 typedef struct sw_vulkan_device_desc_t {
   uint32_t struct_size;
   void* instance;
@@ -975,6 +998,9 @@ typedef struct sw_vulkan_device_desc_t {
   void* device;
   void* queue;
   uint32_t queue_family_index;
+  /* Bits of sw_vulkan_feature_t the handed-in device was created with;
+   * ignored when the library creates the device. */
+  uint32_t enabled_features;
 } sw_vulkan_device_desc_t;
 
 SW_API void sw_vulkan_device_desc_init(sw_vulkan_device_desc_t* desc);
@@ -1056,8 +1082,10 @@ SW_API sw_error_t* sw_device_view_describe(const sw_device_view_t* view, sw_view
 /* Exports a host-visible view as a DLPack DLManagedTensor* (dlpack.h v0.8
  * layout, kDLCPU) written to *out_managed_tensor; the tensor keeps the view
  * alive until its deleter runs. UNSUPPORTED when the memory is not host
- * visible. Hand it to tinygrad with
- *   Tensor.from_blob(info.pointer, shape, dtype=...)  (see docs/interop.md). */
+ * visible. For tinygrad, pass the described view without DLPack:
+ *   Tensor.from_blob(info.pointer, reversed(info.shape), dtype=..., device="CPU")
+ * (dense first mode fastest is row-major with the shape reversed), keeping
+ * the view alive while tinygrad may read: see docs/interop.md. */
 SW_API sw_error_t* sw_device_view_to_dlpack(sw_device_view_t* view, void** out_managed_tensor);
 /* Exports a CPU tensor (flat layout: one leaf per mode) the same way; the
  * DLPack tensor keeps the tensor alive. UNSUPPORTED for other carriers or
@@ -1092,11 +1120,24 @@ SW_API sw_error_t* sw_fake_device_complete(sw_device_t* device, const sw_copy_ev
 SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_completed);
 
 /* A compute carrier of `size` zero-filled slots in device-local memory of a
- * Vulkan device. Ops on it run as SPIR-V compute shaders (f32), batched and
- * submitted when values are read; sw_move_async moves tensors between it and
- * CPU carriers, and it can be the primary tier of a TiledEvictable.
- * TYPE when `device` is not a Vulkan device; UNSUPPORTED in builds without
- * Vulkan. */
+ * Vulkan device. Ops on it run as SPIR-V compute shaders, recorded into one
+ * command buffer per batch and submitted when values are read (sw_tensor_read,
+ * sw_carrier_read, a move), so a chain of ops costs one submission and one
+ * wait; kernel outputs are not zero-filled, and freed device memory is reused
+ * (up to the runtime's pool limit). Autograd through Vulkan tensors runs its
+ * backward as shaders on the device too.
+ *
+ * dtypes, as on the CPU carrier: f32 for every op; f64 for every op where
+ * the device has shaderFloat64 (else UNSUPPORTED naming the feature; for a
+ * handed-in device, declare it in sw_vulkan_device_desc_t.enabled_features);
+ * f16 and bf16 stored 16-bit, matmul widening them to f32 in the shader for
+ * an f32 result (and their gradients rounded back on the device). Any dtype
+ * can be stored and moved. What the CPU carrier refuses (TYPE: add of f16,
+ * reduce_sum of i32, ...) fails with the same code here.
+ *
+ * sw_move_async moves tensors between it and CPU carriers. It cannot be the
+ * primary tier of a TiledEvictable (UNSUPPORTED). TYPE when `device` is not a
+ * Vulkan device; UNSUPPORTED in builds without Vulkan. */
 SW_API sw_error_t* sw_carrier_create_vulkan(sw_runtime_t* runtime, sw_device_t* device, sw_dtype_t dtype,
                                             size_t size, sw_carrier_t** out_carrier);
 
@@ -1132,6 +1173,23 @@ typedef enum sw_fault_kind_t {
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
   SW_FAULT_KIND_FORCE32 = 0x7fffffff
 } sw_fault_kind_t;
+
+/* What a Vulkan device has done since it was created. */
+typedef struct sw_vulkan_counters_t {
+  uint32_t struct_size;
+  uint64_t submits;      /* command batches submitted to the queue */
+  uint64_t dispatches;   /* compute shader dispatches recorded */
+  uint64_t copies;       /* buffer-to-buffer copies recorded */
+  uint64_t host_reads;   /* reads of device memory into host memory */
+  uint64_t host_writes;  /* writes of host memory into device memory */
+  uint64_t pipelines;    /* compute pipelines created (each is kept) */
+} sw_vulkan_counters_t;
+
+SW_API void sw_vulkan_counters_init(sw_vulkan_counters_t* counters);
+/* Reads a Vulkan device's counters, so tests can check that work stays on
+ * the device and is batched. TYPE for a device that is not Vulkan. Not for
+ * production use. */
+SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_counters_t* out_counters);
 
 /* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
  * runtime fails (allocation: OUT_OF_MEMORY with a message starting

@@ -306,6 +306,27 @@ SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_
   });
 }
 
+SW_API void sw_vulkan_counters_init(sw_vulkan_counters_t* counters) {
+  if (!counters) return;
+  std::memset(counters, 0, sizeof(*counters));
+  counters->struct_size = sizeof(*counters);
+}
+
+SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_counters_t* out_counters) {
+  return guard([&] {
+    Device* d = get<Device>(device, "device");
+    require(out_counters, "out_counters");
+    if (out_counters->struct_size != sizeof(*out_counters))
+      value_error("out_counters->struct_size: fill it with sw_vulkan_counters_init()");
+#ifdef SW_HAVE_VULKAN
+    *out_counters = vulkan_counters(*d);
+#else
+    (void)d;
+    type_error("sw_testing_vulkan_counters: the device is not a Vulkan device (this build has no Vulkan)");
+#endif
+  });
+}
+
 SW_API sw_error_t* sw_carrier_create_vulkan(sw_runtime_t* runtime, sw_device_t* device, sw_dtype_t dtype, size_t size,
                                             sw_carrier_t** out_carrier) {
   return guard([&] {

@@ -27,6 +27,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   void give_back(void* p, size_t class_bytes) noexcept;
 
   size_t cached_bytes() const;
+  size_t limit() const { return limit_; }
 
  private:
   void* allocate_fresh(size_t bytes);

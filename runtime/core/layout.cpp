@@ -95,6 +95,25 @@ bool Layout::is_dense() const {
   return true;
 }
 
+bool Layout::mode_stride(size_t mode, int64_t* stride) const {
+  int64_t s = 0, expect = 0;
+  bool have = false;
+  for (size_t k = leaf_begin_[mode]; k < leaf_begin_[mode + 1]; ++k) {
+    const Leaf& leaf = leaves_[k];
+    if (leaf.extent == 1) continue;
+    if (!have) {
+      s = leaf.stride;
+      expect = s * leaf.extent;
+      have = true;
+    } else {
+      if (leaf.stride != expect) return false;
+      expect *= leaf.extent;
+    }
+  }
+  *stride = have ? s : 0;
+  return true;
+}
+
 bool Layout::equals(const Layout& o) const { return modes_ == o.modes_; }
 
 int64_t Layout::cosize() const {

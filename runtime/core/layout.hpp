@@ -48,6 +48,9 @@ class Layout : public Object {
   int64_t cosize() const;
   bool is_injective() const;
   bool is_dense() const;  // exactly the dense first-mode-fastest layout of its extents
+  // The single stride walking top-level mode `mode`, if its leaves form one
+  // affine run (0 when its extent is 1).
+  bool mode_stride(size_t mode, int64_t* stride) const;
   bool equals(const Layout& o) const;
 
   // Index of a per-mode coordinate (count == rank) or a per-leaf coordinate

@@ -1,6 +1,7 @@
 #include "device/vulkan_backend.hpp"
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <unordered_map>
 
@@ -13,7 +14,7 @@ namespace {
 class VulkanBackend final : public DeviceBackend {
  public:
   VulkanBackend(Ref<Runtime> runtime, const sw_vulkan_device_desc_t* desc)
-      : runtime_(std::move(runtime)), ctx_(std::make_shared<vk::Context>(desc)) {}
+      : runtime_(std::move(runtime)), ctx_(std::make_shared<vk::Context>(desc, runtime_->pool()->limit())) {}
   ~VulkanBackend() override {
     std::lock_guard lock(ctx_->mutex());
     ctx_->wait_idle();
@@ -45,19 +46,23 @@ class VulkanBackend final : public DeviceBackend {
   }
   void copy_in(uint64_t id, uint64_t offset, const void* host, uint64_t bytes) override {
     std::lock_guard lock(ctx_->mutex());
+    if (buffer(id).mapped) return ctx_->host_write(buffer(id), offset, host, bytes);
     vk::Buffer staging = ctx_->create_staging(bytes);
     std::memcpy(staging.mapped, host, bytes);
+    ++ctx_->counters().host_writes;
     ctx_->copy(staging.buffer, 0, buffer(id).buffer, offset, bytes);
     ctx_->destroy_buffer(staging);
     ctx_->flush();
   }
   void copy_out(uint64_t id, uint64_t offset, void* host, uint64_t bytes) override {
     std::lock_guard lock(ctx_->mutex());
+    if (buffer(id).mapped) return ctx_->host_read(buffer(id), offset, host, bytes);
     vk::Buffer staging = ctx_->create_staging(bytes);
     Status st = capture([&] {
       ctx_->copy(buffer(id).buffer, offset, staging.buffer, 0, bytes);
       ctx_->flush();
       std::memcpy(host, staging.mapped, bytes);
+      ++ctx_->counters().host_reads;
     });
     ctx_->destroy_buffer(staging);
     if (!st.ok()) st.raise();
@@ -74,6 +79,7 @@ class VulkanBackend final : public DeviceBackend {
     } else {
       ctx_->copy(buffer(id).buffer, offset, staging.buffer, 0, bytes);
     }
+    ++(to_device ? ctx_->counters().host_writes : ctx_->counters().host_reads);
     void* mapped = staging.mapped;
     ctx_->destroy_buffer(staging);  // kept by the submission until it completes
     std::shared_ptr<vk::Submission> sub(ctx_->submit().release());
@@ -117,9 +123,34 @@ class VulkanBackend final : public DeviceBackend {
 }  // namespace
 
 std::unique_ptr<DeviceBackend> make_vulkan_backend(Ref<Runtime> runtime, const sw_vulkan_device_desc_t* desc) {
-  if (desc && desc->struct_size != sizeof(*desc))
-    value_error("desc->struct_size: fill it with sw_vulkan_device_desc_init()");
-  return std::make_unique<VulkanBackend>(std::move(runtime), desc);
+  // Descriptors from before enabled_features existed are accepted: the
+  // missing fields read as zero.
+  constexpr size_t kFirstSize = offsetof(sw_vulkan_device_desc_t, enabled_features);
+  sw_vulkan_device_desc_t full;
+  sw_vulkan_device_desc_init(&full);
+  if (desc) {
+    if (desc->struct_size != sizeof(*desc) && desc->struct_size != kFirstSize)
+      value_error("desc->struct_size: fill it with sw_vulkan_device_desc_init()");
+    std::memcpy(&full, desc, desc->struct_size);
+    full.struct_size = sizeof full;
+  }
+  return std::make_unique<VulkanBackend>(std::move(runtime), desc ? &full : nullptr);
+}
+
+sw_vulkan_counters_t vulkan_counters(const Device& device) {
+  vk::Context* ctx = device.backend().vulkan();
+  if (!ctx) type_error("sw_testing_vulkan_counters: the device is not a Vulkan device");
+  std::lock_guard lock(ctx->mutex());
+  const vk::Counters& c = ctx->counters();
+  sw_vulkan_counters_t out;
+  sw_vulkan_counters_init(&out);
+  out.submits = c.submits;
+  out.dispatches = c.dispatches;
+  out.copies = c.copies;
+  out.host_reads = c.host_reads;
+  out.host_writes = c.host_writes;
+  out.pipelines = c.pipelines;
+  return out;
 }
 
 }  // namespace sw

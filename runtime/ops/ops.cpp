@@ -102,7 +102,7 @@ Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape) {
   }
   if (!any) return reshape_dense(g, shape);
   ComputeBackend& be = backend_for(g->carrier());
-  auto out = be.zeros(g->runtime_ref(), g->dtype(), keep);
+  auto out = be.empty(g->runtime_ref(), g->dtype(), keep);  // reduce_sum writes every slot
   if (out->numel()) be.reduce_sum(*g, *out);
   return reshape_dense(out, shape);
 }

@@ -1,52 +1,10 @@
 /* The Vulkan device and compute carrier on whatever ICD is present (Mesa
  * lavapipe in CI): exact-range round trips at offsets, every op against the
- * CPU carrier's result, moves both ways. Skips, saying why, without an ICD. */
-#include "sw_test.h"
+ * CPU carrier's result, moves both ways, batched submission and cached
+ * pipelines, dtypes. Skips, saying why, without an ICD. */
+#include "sw_vulkan_test.h"
 
-#include <dlfcn.h>
-
-/* Mesa's lavapipe keeps a few small per-thread buffers that it never frees.
- * The Vulkan loader unloads the driver when the instance goes, which leaves
- * LeakSanitizer with frames it cannot name; keeping the driver loaded lets
- * the suppression below name it, and only it. */
-const char* __lsan_default_suppressions(void);
-const char* __lsan_default_suppressions(void) { return "leak:libvulkan_lvp.so\n"; }
-
-
-typedef struct {
-  sw_runtime_t* rt;
-  sw_device_t* dev;
-} fixture_t;
-
-static int setup(void** state) {
-  fixture_t* f = calloc(1, sizeof(*f));
-  if (sw_runtime_create(NULL, &f->rt)) return -1;
-  sw_error_t* e = sw_device_create_vulkan(f->rt, NULL, &f->dev);
-  if (e) {
-    fprintf(stderr, "test_vulkan: no Vulkan device (%s: %s); Vulkan tests skip\n",
-            sw_error_code_name(sw_error_code(e)), sw_error_message(e));
-    sw_error_free(e);
-    f->dev = NULL;
-  }
-  *state = f;
-  return 0;
-}
-
-static int teardown(void** state) {
-  fixture_t* f = *state;
-  sw_device_release(f->dev);
-  sw_runtime_release(f->rt);
-  free(f);
-  return 0;
-}
-
-#define NEED_DEVICE(f)                                                   \
-  do {                                                                   \
-    if (!(f)->dev) {                                                     \
-      fprintf(stderr, "skipped: no Vulkan ICD present\n");               \
-      skip();                                                            \
-    }                                                                    \
-  } while (0)
+typedef vk_fixture_t fixture_t;
 
 static void test_round_trip_at_offsets(void** state) {
   fixture_t* f = *state;
@@ -250,25 +208,283 @@ static void test_move_between_cpu_and_vulkan(void** state) {
   sw_carrier_release(cc);
 }
 
-static void test_wrong_device_and_dtype(void** state) {
+static void test_wrong_device(void** state) {
   fixture_t* f = *state;
   NEED_DEVICE(f);
   sw_device_t* fake = NULL;
   SW_OK_(sw_device_create_fake(f->rt, NULL, &fake));
   sw_carrier_t* c = NULL;
   SW_FAILS(sw_carrier_create_vulkan(f->rt, fake, SW_DTYPE_F32, 4, &c), SW_ERROR_TYPE, "not a Vulkan device");
+  sw_vulkan_counters_t counters;
+  sw_vulkan_counters_init(&counters);
+  SW_FAILS(sw_testing_vulkan_counters(fake, &counters), SW_ERROR_TYPE, "not a Vulkan device");
   sw_device_release(fake);
-  int64_t shape[1] = {4};
-  sw_carrier_t* vc = NULL;
-  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F64, 4, &vc));
-  sw_layout_t* l = NULL;
-  SW_OK_(sw_layout_dense(shape, 1, &l));
-  sw_tensor_t *t = NULL, *r = NULL;
-  SW_OK_(sw_tensor_create(vc, 0, l, &t));
-  SW_FAILS(sw_relu(t, &r), SW_ERROR_UNSUPPORTED, "f32");
+}
+
+/* Ops are recorded, not run: one submission carries them all when a value
+ * is read, and each kernel variant's pipeline is made once. */
+static void test_ops_batch_into_one_submission(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  int64_t shape[2] = {33, 7};
+  float x[231];
+  vk_fill(x, 231, 0.4f);
+  vk_pair_t a = vk_pair(f, SW_DTYPE_F32, shape, 2, x);
+  sw_tensor_t *r = NULL, *s = NULL;
+  SW_OK_(sw_relu(a.vk, &r));  /* pipelines for these kernels exist from now on */
+  SW_OK_(sw_add(r, a.vk, &s));
+  sw_tensor_release(r);
+  sw_tensor_release(s);
+  sw_vulkan_counters_t before = vk_counters(f);
+  sw_tensor_t* t = a.vk;
+  sw_tensor_retain(t);
+  for (int i = 0; i < 10; ++i) {
+    sw_tensor_t *u = NULL, *v = NULL;
+    SW_OK_(sw_relu(t, &u));
+    SW_OK_(sw_add(u, a.vk, &v));
+    sw_tensor_release(u);
+    sw_tensor_release(t);
+    t = v;
+  }
+  sw_vulkan_counters_t recorded = vk_counters(f);
+  assert_int_equal(recorded.submits, before.submits);
+  assert_int_equal(recorded.dispatches, before.dispatches + 20);
+  assert_int_equal(recorded.pipelines, before.pipelines);
+  assert_int_equal(recorded.host_reads, before.host_reads);
+  float y[231];
+  SW_OK_(sw_tensor_read(t, y, sizeof y));
+  sw_vulkan_counters_t read = vk_counters(f);
+  assert_int_equal(read.submits, before.submits + 1);
+  /* The CPU carrier agrees. */
+  sw_tensor_t* c = a.cpu;
+  sw_tensor_retain(c);
+  for (int i = 0; i < 10; ++i) {
+    sw_tensor_t *u = NULL, *v = NULL;
+    SW_OK_(sw_relu(c, &u));
+    SW_OK_(sw_add(u, a.cpu, &v));
+    sw_tensor_release(u);
+    sw_tensor_release(c);
+    c = v;
+  }
+  vk_assert_matches(c, t, 0);
+  sw_tensor_release(c);
   sw_tensor_release(t);
-  sw_layout_release(l);
-  sw_carrier_release(vc);
+  vk_pair_release(a);
+}
+
+/* Half-precision storage: small integers encoded exactly. */
+static uint16_t half_bits(sw_dtype_t dtype, float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if (dtype == SW_DTYPE_BF16) return (uint16_t)(u >> 16);
+  if (v == 0) return (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15, mant = (u >> 13) & 0x3ffu;
+  return (uint16_t)(sign | (exp << 10) | mant);
+}
+
+static vk_pair_t half_pair(fixture_t* f, sw_dtype_t dtype, const int64_t* shape, size_t rank, int seed) {
+  size_t n = 1;
+  for (size_t i = 0; i < rank; ++i) n *= (size_t)shape[i];
+  float* x = malloc(sizeof(float) * (n + 1));
+  uint16_t* h = malloc(sizeof(uint16_t) * (n + 1));
+  vk_fill_ints(x, n, seed);
+  for (size_t i = 0; i < n; ++i) h[i] = half_bits(dtype, x[i]);
+  vk_pair_t p = vk_pair(f, dtype, shape, rank, h);
+  free(x);
+  free(h);
+  return p;
+}
+
+/* f16 and bf16 operands: stored 16-bit, widened to f32 in the matmul shader,
+ * an f32 result; transposed and odd-offset views split 32-bit words. */
+static void test_half_matmul_matches_cpu(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  const sw_dtype_t dtypes[2] = {SW_DTYPE_F16, SW_DTYPE_BF16};
+  for (int k = 0; k < 2; ++k) {
+    int64_t sa[2] = {37, 21}, sb[2] = {21, 45}, sbt[2] = {45, 21};
+    vk_pair_t a = half_pair(f, dtypes[k], sa, 2, 1), b = half_pair(f, dtypes[k], sb, 2, 2);
+    vk_pair_t bt = half_pair(f, dtypes[k], sbt, 2, 3);
+    sw_tensor_t *rc = NULL, *rv = NULL;
+    SW_OK_(sw_matmul(a.cpu, b.cpu, &rc));
+    SW_OK_(sw_matmul(a.vk, b.vk, &rv));
+    vk_assert_matches(rc, rv, 0);
+    sw_tensor_release(rc);
+    sw_tensor_release(rv);
+    vk_pair_t t;
+    SW_OK_(sw_tensor_transpose(bt.cpu, 0, 1, &t.cpu));
+    SW_OK_(sw_tensor_transpose(bt.vk, 0, 1, &t.vk));
+    SW_OK_(sw_matmul(a.cpu, t.cpu, &rc));
+    SW_OK_(sw_matmul(a.vk, t.vk, &rv));
+    vk_assert_matches(rc, rv, 0);
+    sw_tensor_release(rc);
+    sw_tensor_release(rv);
+    /* (5, 3) at offset 1 of a 16-slot carrier. */
+    uint16_t h[16];
+    for (int i = 0; i < 16; ++i) h[i] = half_bits(dtypes[k], (float)(i % 5) - 2.0f);
+    int64_t so[2] = {5, 3}, st[2] = {1, 5}, sm[2] = {3, 4};
+    sw_layout_t* l = vk_layout(so, st, 2);
+    vk_pair_t o = vk_pair_view(f, dtypes[k], 16, h, 1, l);
+    vk_pair_t m = half_pair(f, dtypes[k], sm, 2, 4);
+    SW_OK_(sw_matmul(o.cpu, m.cpu, &rc));
+    SW_OK_(sw_matmul(o.vk, m.vk, &rv));
+    vk_assert_matches(rc, rv, 0);
+    sw_tensor_release(rc);
+    sw_tensor_release(rv);
+    sw_layout_release(l);
+    vk_pair_t all[] = {a, b, bt, t, o, m};
+    for (size_t i = 0; i < sizeof all / sizeof *all; ++i) vk_pair_release(all[i]);
+  }
+}
+
+/* Gradients of half leaves: the backward widens them to f32 and rounds the
+ * gradients back to 16 bits on the device, bit for bit as the CPU does. */
+static void test_half_matmul_grads(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  const sw_dtype_t dtypes[2] = {SW_DTYPE_F16, SW_DTYPE_BF16};
+  for (int k = 0; k < 2; ++k) {
+    int64_t sa[2] = {33, 20}, sb[2] = {20, 45}, so[2] = {33, 45};
+    vk_pair_t a = half_pair(f, dtypes[k], sa, 2, 1), b = half_pair(f, dtypes[k], sb, 2, 2);
+    float* c = malloc(sizeof(float) * 33 * 45);
+    vk_fill_ints(c, 33 * 45, 3);
+    vk_pair_t cot = vk_pair(f, SW_DTYPE_F32, so, 2, c);
+    free(c);
+    sw_tensor_t* r[2];
+    for (int side = 0; side < 2; ++side) {
+      SW_OK_(sw_tensor_set_requires_grad(side ? a.vk : a.cpu, true));
+      SW_OK_(sw_tensor_set_requires_grad(side ? b.vk : b.cpu, true));
+      SW_OK_(sw_matmul(side ? a.vk : a.cpu, side ? b.vk : b.cpu, &r[side]));
+      SW_OK_(sw_backward(r[side], side ? cot.vk : cot.cpu, false));
+    }
+    for (int which = 0; which < 2; ++which) {
+      vk_pair_t leaf = which ? b : a;
+      sw_tensor_t *gc = NULL, *gv = NULL;
+      SW_OK_(sw_tensor_grad(leaf.cpu, &gc));
+      SW_OK_(sw_tensor_grad(leaf.vk, &gv));
+      vk_assert_matches(gc, gv, 0);
+      sw_tensor_release(gc);
+      sw_tensor_release(gv);
+    }
+    sw_tensor_release(r[0]);
+    sw_tensor_release(r[1]);
+    vk_pair_release(a);
+    vk_pair_release(b);
+    vk_pair_release(cot);
+  }
+}
+
+/* f64 on a device with shaderFloat64 (lavapipe has it): every op, and a
+ * backward, in double arithmetic. */
+static void test_f64_ops_match_cpu(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  int64_t sa[3] = {5, 6, 7}, sb[2] = {6, 7}, sm[2] = {7, 9};
+  double xa[210], xb[42], xm[63];
+  for (int i = 0; i < 210; ++i) xa[i] = (double)(i % 11) - 5.0 + 1.0 / 3.0;
+  for (int i = 0; i < 42; ++i) xb[i] = (double)(i % 5) - 2.0;
+  for (int i = 0; i < 63; ++i) xm[i] = (double)(i % 7) - 3.0;
+  vk_pair_t a = vk_pair(f, SW_DTYPE_F64, sa, 3, xa), b = vk_pair(f, SW_DTYPE_F64, sb, 2, xb);
+  vk_pair_t m = vk_pair(f, SW_DTYPE_F64, sm, 2, xm);
+  sw_tensor_t *rc = NULL, *rv = NULL;
+  int64_t axes[2] = {0, 2};
+#define BOTH64(expr_cpu, expr_vk, tol) \
+  SW_OK_(expr_cpu);                     \
+  SW_OK_(expr_vk);                      \
+  vk_assert_matches(rc, rv, tol);       \
+  sw_tensor_release(rc);                \
+  sw_tensor_release(rv)
+  BOTH64(sw_add(a.cpu, b.cpu, &rc), sw_add(a.vk, b.vk, &rv), 0);
+  BOTH64(sw_elementwise_mul(a.cpu, b.cpu, &rc), sw_elementwise_mul(a.vk, b.vk, &rv), 0);
+  BOTH64(sw_mul_scalar(a.cpu, 0.1, &rc), sw_mul_scalar(a.vk, 0.1, &rv), 0);
+  BOTH64(sw_relu(a.cpu, &rc), sw_relu(a.vk, &rv), 0);
+  BOTH64(sw_reduce_sum(a.cpu, axes, 2, false, &rc), sw_reduce_sum(a.vk, axes, 2, false, &rv), 1e-12);
+  BOTH64(sw_reduce_sum(a.cpu, NULL, 0, false, &rc), sw_reduce_sum(a.vk, NULL, 0, false, &rv), 1e-12);
+  BOTH64(sw_matmul(a.cpu, m.cpu, &rc), sw_matmul(a.vk, m.vk, &rv), 1e-12);
+#undef BOTH64
+  for (int side = 0; side < 2; ++side) {
+    sw_tensor_t* x = side ? a.vk : a.cpu;
+    sw_tensor_t* w = side ? m.vk : m.cpu;
+    SW_OK_(sw_tensor_set_requires_grad(x, true));
+    SW_OK_(sw_tensor_set_requires_grad(w, true));
+    sw_tensor_t *p = NULL, *q = NULL, *s = NULL;
+    SW_OK_(sw_matmul(x, w, &p));
+    SW_OK_(sw_relu(p, &q));
+    SW_OK_(sw_reduce_sum(q, NULL, 0, false, &s));
+    SW_OK_(sw_backward(s, NULL, false));
+    sw_tensor_release(p);
+    sw_tensor_release(q);
+    sw_tensor_release(s);
+  }
+  for (int which = 0; which < 2; ++which) {
+    vk_pair_t leaf = which ? m : a;
+    sw_tensor_t *gc = NULL, *gv = NULL;
+    SW_OK_(sw_tensor_grad(leaf.cpu, &gc));
+    SW_OK_(sw_tensor_grad(leaf.vk, &gv));
+    vk_assert_matches(gc, gv, 1e-12);
+    sw_tensor_release(gc);
+    sw_tensor_release(gv);
+  }
+  vk_pair_release(a);
+  vk_pair_release(b);
+  vk_pair_release(m);
+}
+
+/* What the CPU carrier refuses for a dtype, the Vulkan carrier refuses with
+ * the same error code. */
+static void test_dtype_errors_match_cpu(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  const sw_dtype_t dtypes[] = {SW_DTYPE_F16, SW_DTYPE_BF16, SW_DTYPE_I32, SW_DTYPE_I64, SW_DTYPE_U8, SW_DTYPE_BOOL};
+  unsigned char zeros[64] = {0};
+  int64_t s[2] = {2, 3};
+  for (size_t k = 0; k < sizeof dtypes / sizeof *dtypes; ++k) {
+    vk_pair_t a = vk_pair(f, dtypes[k], s, 2, zeros);
+    vk_pair_t t;
+    SW_OK_(sw_tensor_transpose(a.cpu, 0, 1, &t.cpu));
+    SW_OK_(sw_tensor_transpose(a.vk, 0, 1, &t.vk));
+    for (int op = 0; op < 6; ++op) {
+      sw_tensor_t* r[2] = {NULL, NULL};
+      sw_error_t* e[2];
+      for (int side = 0; side < 2; ++side) {
+        sw_tensor_t* x = side ? a.vk : a.cpu;
+        sw_tensor_t* y = side ? t.vk : t.cpu;
+        switch (op) {
+          case 0: e[side] = sw_add(x, x, &r[side]); break;
+          case 1: e[side] = sw_elementwise_mul(x, x, &r[side]); break;
+          case 2: e[side] = sw_mul_scalar(x, 2.0, &r[side]); break;
+          case 3: e[side] = sw_relu(x, &r[side]); break;
+          case 4: e[side] = sw_reduce_sum(x, NULL, 0, false, &r[side]); break;
+          default: e[side] = sw_matmul(x, y, &r[side]); break;
+        }
+      }
+      if (!e[0]) {
+        /* Only matmul of f16 and bf16 computes among these. */
+        assert_true(op == 5 && (dtypes[k] == SW_DTYPE_F16 || dtypes[k] == SW_DTYPE_BF16));
+        assert_null(e[1]);
+        vk_assert_matches(r[0], r[1], 0);
+        sw_tensor_release(r[0]);
+        sw_tensor_release(r[1]);
+        continue;
+      }
+      assert_non_null(e[1]);
+      if (sw_error_code(e[0]) != sw_error_code(e[1]))
+        fail_msg("%s op %d: cpu %s (%s), vulkan %s (%s)", sw_dtype_name(dtypes[k]), op,
+                 sw_error_code_name(sw_error_code(e[0])), sw_error_message(e[0]),
+                 sw_error_code_name(sw_error_code(e[1])), sw_error_message(e[1]));
+      sw_error_free(e[0]);
+      sw_error_free(e[1]);
+    }
+    vk_pair_release(t);
+    vk_pair_release(a);
+  }
+  /* Mixed dtypes. */
+  vk_pair_t h = vk_pair(f, SW_DTYPE_F16, s, 2, zeros), g = vk_pair(f, SW_DTYPE_BF16, s, 2, zeros);
+  sw_tensor_t* r = NULL;
+  SW_FAILS(sw_matmul(h.cpu, g.cpu, &r), SW_ERROR_TYPE, NULL);
+  SW_FAILS(sw_matmul(h.vk, g.vk, &r), SW_ERROR_TYPE, NULL);
+  vk_pair_release(h);
+  vk_pair_release(g);
 }
 
 /* Creating a Vulkan carrier is an allocation for SW_FAULT_ALLOCATION: an
@@ -290,14 +506,19 @@ static void test_allocation_fault_on_creation(void** state) {
 }
 
 int main(void) {
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  sw_vulkan_test_keep_driver();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_round_trip_at_offsets, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_ops_match_cpu, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_backward_matches_cpu, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_wrong_device_and_dtype, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_allocation_fault_on_creation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_round_trip_at_offsets, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_ops_match_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_backward_matches_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_wrong_device, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_ops_batch_into_one_submission, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_half_matmul_matches_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_half_matmul_grads, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_f64_ops_match_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_dtype_errors_match_cpu, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_allocation_fault_on_creation, vk_setup, vk_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

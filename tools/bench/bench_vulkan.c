@@ -2,13 +2,29 @@
  * bench_vulkan: op throughput and submit latency on the Vulkan device present
  * (Mesa lavapipe on CI machines), beside the CPU carrier, in one run.
  *
- *   add          sw_add on 4 Mi f32 elements, GB/s (two reads, one write)
- *   matmul       sw_matmul 256x256x256 f32, GFLOP/s
- *   submit       one 1-element write + read round trip (a submit and a wait), us
+ *   add          sw_add of two 4 Mi f32 tensors, GB/s (two reads, one write)
+ *   add_bcast    sw_add of (1024, 4096) and (4096,) (a bias): GB/s of the
+ *                tensor read and written
+ *   mul_scalar   sw_mul_scalar on 4 Mi f32, GB/s (one read, one write)
+ *   relu         sw_relu on 4 Mi f32, GB/s
+ *   relu_t       sw_relu of a transposed (2048, 2048) view (strided), GB/s
+ *   reduce_sum   sw_reduce_sum of 4 Mi f32 to one value, GB/s read
+ *   reduce_rows  sw_reduce_sum over axis 0 of (2048, 2048), GB/s read
+ *   matmul       sw_matmul 256x256x256 and 512x512x512 f32, GFLOP/s
+ *   matmul_t     a^T @ b at 512 (a transposed view: no copy), GFLOP/s
+ *   matmul_bf16  bf16 operands at 512 (f32 result), GFLOP/s
+ *   backward     sum(relu(a @ w + a)) backward at 256, ms per step
+ *   submit       one 1-element op and a 1-element read: a submit and a fence
+ *                wait on Vulkan, us
+ *   roundtrip    a 1-element write then read, us
+ *   batched      16 dependent 1-element ops and one read, us per op
  *
  * Usage: build/tools/bench/bench_vulkan [--reps R]
- * Each figure is the median of R repetitions; results are read back so the
- * batched Vulkan work is included. The last line is "BENCH_JSON {...}".
+ * Every figure is the best of R repetitions (robust when other processes
+ * share the cores; the median is printed beside it); an op the carrier
+ * refuses prints 0. Results are read back,
+ * so the batched Vulkan work is included. Operands are made and written once,
+ * outside the timing. The last line is "BENCH_JSON {...}".
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -32,20 +48,42 @@ static int cmp(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
 }
-static double median(double* v, int n) {
+
+static int reps = 9;
+
+typedef struct {
+  double best, median;
+} timing_t;
+
+static timing_t summarise(double* v, int n) {
   qsort(v, n, sizeof *v, cmp);
-  return v[n / 2];
+  timing_t t = {v[0], v[n / 2]};
+  return t;
 }
 
-static sw_tensor_t* make(sw_runtime_t* rt, sw_device_t* dev, const int64_t* shape, size_t rank, const float* data) {
+static sw_tensor_t* make(sw_runtime_t* rt, sw_device_t* dev, sw_dtype_t dtype, const int64_t* shape, size_t rank) {
   size_t n = 1;
   for (size_t i = 0; i < rank; ++i) n *= (size_t)shape[i];
   sw_carrier_t* c;
   if (dev)
-    check(sw_carrier_create_vulkan(rt, dev, SW_DTYPE_F32, n, &c), "carrier");
+    check(sw_carrier_create_vulkan(rt, dev, dtype, n, &c), "carrier");
   else
-    check(sw_carrier_create_cpu(rt, SW_DTYPE_F32, n, &c), "carrier");
-  check(sw_carrier_write(c, 0, n, data), "write");
+    check(sw_carrier_create_cpu(rt, dtype, n, &c), "carrier");
+  size_t es = sw_dtype_size(dtype);
+  unsigned char* x = malloc(n * es);
+  for (size_t i = 0; i < n; ++i) {
+    float v = (float)(i % 17) * 0.25f - 2.0f;
+    if (dtype == SW_DTYPE_F32) {
+      memcpy(x + i * 4, &v, 4);
+    } else { /* bf16: the top half of the f32 bits */
+      unsigned int bits;
+      memcpy(&bits, &v, 4);
+      unsigned short h = (unsigned short)(bits >> 16);
+      memcpy(x + i * 2, &h, 2);
+    }
+  }
+  check(sw_carrier_write(c, 0, n, x), "write");
+  free(x);
   sw_layout_t* l;
   check(sw_layout_dense(shape, rank, &l), "layout");
   sw_tensor_t* t;
@@ -55,60 +93,150 @@ static sw_tensor_t* make(sw_runtime_t* rt, sw_device_t* dev, const int64_t* shap
   return t;
 }
 
-typedef struct { double add_gbs, matmul_gflops, submit_us; } figures_t;
-
-static figures_t run(sw_runtime_t* rt, sw_device_t* dev, int reps) {
-  figures_t f;
-  const int64_t n = 4 << 20, m = 256;
-  float* x = malloc(sizeof(float) * n);
-  for (int64_t i = 0; i < n; ++i) x[i] = (float)(i % 17);
-  sw_tensor_t* a = make(rt, dev, &n, 1, x);
-  int64_t ms[2] = {m, m};
-  sw_tensor_t* p = make(rt, dev, ms, 2, x);
-  double t[64];
-  float one = 0;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now();
-    sw_tensor_t* s;
-    check(sw_add(a, a, &s), "add");
-    sw_carrier_t* c;
-    check(sw_tensor_carrier(s, &c), "carrier");
-    check(sw_carrier_read(c, 0, 1, &one), "read");
-    t[r] = now() - t0;
-    sw_carrier_release(c);
-    sw_tensor_release(s);
-  }
-  f.add_gbs = 3.0 * n * 4 / median(t, reps) / 1e9;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now();
-    sw_tensor_t* s;
-    check(sw_matmul(p, p, &s), "matmul");
-    sw_carrier_t* c;
-    check(sw_tensor_carrier(s, &c), "carrier");
-    check(sw_carrier_read(c, 0, 1, &one), "read");
-    t[r] = now() - t0;
-    sw_carrier_release(c);
-    sw_tensor_release(s);
-  }
-  f.matmul_gflops = 2.0 * m * m * m / median(t, reps) / 1e9;
+static void read_one(sw_tensor_t* t) {
   sw_carrier_t* c;
-  check(sw_tensor_carrier(a, &c), "carrier");
+  float one[2];
+  check(sw_tensor_carrier(t, &c), "carrier");
+  check(sw_carrier_read(c, 0, 1, one), "read");
+  sw_carrier_release(c);
+}
+
+typedef enum { ADD, MUL_SCALAR, RELU, REDUCE_ALL, REDUCE_AXIS0, MATMUL } op_t;
+
+/* Times `op` on (a, b), result read back; seconds. An op the carrier
+ * refuses (an older build without a dtype, say) times as -1. */
+static timing_t time_op(op_t op, sw_tensor_t* a, sw_tensor_t* b) {
+  double t[64];
   for (int r = 0; r < reps; ++r) {
     double t0 = now();
-    check(sw_carrier_write(c, 0, 1, &one), "write");
-    check(sw_carrier_read(c, 0, 1, &one), "read");
+    sw_tensor_t* s = NULL;
+    int64_t axis = 0;
+    sw_error_t* e = NULL;
+    switch (op) {
+      case ADD: e = sw_add(a, b, &s); break;
+      case MUL_SCALAR: e = sw_mul_scalar(a, 1.5, &s); break;
+      case RELU: e = sw_relu(a, &s); break;
+      case REDUCE_ALL: e = sw_reduce_sum(a, NULL, 0, false, &s); break;
+      case REDUCE_AXIS0: e = sw_reduce_sum(a, &axis, 1, false, &s); break;
+      case MATMUL: e = sw_matmul(a, b, &s); break;
+    }
+    if (e) {
+      fprintf(stderr, "bench_vulkan: op %d: %s: %s\n", (int)op, sw_error_code_name(sw_error_code(e)),
+              sw_error_message(e));
+      sw_error_free(e);
+      timing_t none = {-1, -1};
+      return none;
+    }
+    read_one(s);
     t[r] = now() - t0;
+    sw_tensor_release(s);
   }
-  f.submit_us = median(t, reps) * 1e6;
-  sw_carrier_release(c);
+  return summarise(t, reps);
+}
+
+static sw_tensor_t* transposed(sw_tensor_t* t) {
+  sw_tensor_t* v;
+  check(sw_tensor_transpose(t, 0, 1, &v), "transpose");
+  return v;
+}
+
+typedef struct {
+  timing_t add, add_bcast, mul_scalar, relu, relu_t, reduce_sum, reduce_rows, matmul256, matmul512, matmul_t,
+      matmul_bf16, backward, submit, roundtrip, batched;
+} figures_t;
+
+static timing_t time_backward(sw_runtime_t* rt, sw_device_t* dev) {
+  int64_t s[2] = {256, 256};
+  sw_tensor_t* a = make(rt, dev, SW_DTYPE_F32, s, 2);
+  sw_tensor_t* w = make(rt, dev, SW_DTYPE_F32, s, 2);
+  check(sw_tensor_set_requires_grad(w, true), "requires_grad");
+  double t[64];
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    sw_tensor_t *p, *q, *y, *z, *g;
+    check(sw_matmul(a, w, &p), "matmul");
+    check(sw_add(p, a, &q), "add");
+    check(sw_relu(q, &y), "relu");
+    check(sw_reduce_sum(y, NULL, 0, false, &z), "reduce_sum");
+    check(sw_backward(z, NULL, false), "backward");
+    check(sw_tensor_grad(w, &g), "grad");
+    read_one(g);
+    t[r] = now() - t0;
+    check(sw_tensor_clear_grad(w), "clear_grad");
+    sw_tensor_t* all[] = {p, q, y, z, g};
+    for (int i = 0; i < 5; ++i) sw_tensor_release(all[i]);
+  }
   sw_tensor_release(a);
-  sw_tensor_release(p);
-  free(x);
+  sw_tensor_release(w);
+  return summarise(t, reps);
+}
+
+static figures_t run(sw_runtime_t* rt, sw_device_t* dev) {
+  figures_t f;
+  const int64_t n = 4 << 20;
+  int64_t sq[2] = {2048, 2048}, rows[2] = {1024, 4096}, bias[1] = {4096};
+  int64_t m256[2] = {256, 256}, m512[2] = {512, 512}, one[1] = {1};
+  sw_tensor_t* a = make(rt, dev, SW_DTYPE_F32, &n, 1);
+  sw_tensor_t* b = make(rt, dev, SW_DTYPE_F32, &n, 1);
+  sw_tensor_t* r = make(rt, dev, SW_DTYPE_F32, rows, 2);
+  sw_tensor_t* v = make(rt, dev, SW_DTYPE_F32, bias, 1);
+  sw_tensor_t* q = make(rt, dev, SW_DTYPE_F32, sq, 2);
+  sw_tensor_t* qt = transposed(q);
+  sw_tensor_t* p = make(rt, dev, SW_DTYPE_F32, m256, 2);
+  sw_tensor_t* p5 = make(rt, dev, SW_DTYPE_F32, m512, 2);
+  sw_tensor_t* p5t = transposed(p5);
+  sw_tensor_t* h5 = make(rt, dev, SW_DTYPE_BF16, m512, 2);
+  sw_tensor_t* e = make(rt, dev, SW_DTYPE_F32, one, 1);
+  f.add = time_op(ADD, a, b);
+  f.add_bcast = time_op(ADD, r, v);
+  f.mul_scalar = time_op(MUL_SCALAR, a, NULL);
+  f.relu = time_op(RELU, a, NULL);
+  f.relu_t = time_op(RELU, qt, NULL);
+  f.reduce_sum = time_op(REDUCE_ALL, a, NULL);
+  f.reduce_rows = time_op(REDUCE_AXIS0, q, NULL);
+  f.matmul256 = time_op(MATMUL, p, p);
+  f.matmul512 = time_op(MATMUL, p5, p5);
+  f.matmul_t = time_op(MATMUL, p5t, p5);
+  f.matmul_bf16 = time_op(MATMUL, h5, h5);
+  f.backward = time_backward(rt, dev);
+  f.submit = time_op(MUL_SCALAR, e, NULL);
+  double t[64];
+  sw_carrier_t* c;
+  check(sw_tensor_carrier(e, &c), "carrier");
+  float x = 1.0f;
+  for (int k = 0; k < reps; ++k) {
+    double t0 = now();
+    check(sw_carrier_write(c, 0, 1, &x), "write");
+    check(sw_carrier_read(c, 0, 1, &x), "read");
+    t[k] = now() - t0;
+  }
+  f.roundtrip = summarise(t, reps);
+  sw_carrier_release(c);
+  for (int k = 0; k < reps; ++k) {
+    double t0 = now();
+    sw_tensor_t* s = e;
+    sw_tensor_retain(s);
+    for (int i = 0; i < 16; ++i) {
+      sw_tensor_t* next;
+      check(sw_mul_scalar(s, 1.0, &next), "mul_scalar");
+      sw_tensor_release(s);
+      s = next;
+    }
+    read_one(s);
+    sw_tensor_release(s);
+    t[k] = (now() - t0) / 16;
+  }
+  f.batched = summarise(t, reps);
+  sw_tensor_t* all[] = {a, b, r, v, q, qt, p, p5, p5t, h5, e};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) sw_tensor_release(all[i]);
   return f;
 }
 
+/* Rates; 0 for an op that did not run. */
+static double gbs(double bytes, timing_t t) { return t.best > 0 ? bytes / t.best / 1e9 : 0; }
+static double gbs_med(double bytes, timing_t t) { return t.median > 0 ? bytes / t.median / 1e9 : 0; }
+
 int main(int argc, char** argv) {
-  int reps = 9;
   if (argc == 3 && !strcmp(argv[1], "--reps")) reps = atoi(argv[2]);
   if (reps < 1 || reps > 64) reps = 9;
   sw_runtime_t* rt;
@@ -118,15 +246,62 @@ int main(int argc, char** argv) {
   if (e) {
     fprintf(stderr, "bench_vulkan: no Vulkan device: %s\n", sw_error_message(e));
     sw_error_free(e);
+    sw_runtime_release(rt);
     return 0;
   }
-  figures_t cpu = run(rt, NULL, reps), vk = run(rt, dev, reps);
-  printf("add     cpu %8.2f GB/s      vulkan %8.2f GB/s\n", cpu.add_gbs, vk.add_gbs);
-  printf("matmul  cpu %8.2f GFLOP/s   vulkan %8.2f GFLOP/s\n", cpu.matmul_gflops, vk.matmul_gflops);
-  printf("submit  cpu %8.2f us        vulkan %8.2f us\n", cpu.submit_us, vk.submit_us);
-  printf("BENCH_JSON {\"bench\":\"vulkan\",\"cpu\":{\"add_gbs\":%.3f,\"matmul_gflops\":%.3f,\"roundtrip_us\":%.2f},"
-         "\"vulkan\":{\"add_gbs\":%.3f,\"matmul_gflops\":%.3f,\"submit_us\":%.2f}}\n",
-         cpu.add_gbs, cpu.matmul_gflops, cpu.submit_us, vk.add_gbs, vk.matmul_gflops, vk.submit_us);
+  figures_t cpu = run(rt, NULL), vk = run(rt, dev);
+  const double n4 = 4.0 * (4 << 20), sq4 = 4.0 * 2048 * 2048;
+  struct {
+    const char* name;
+    const char* unit;
+    double bytes_or_flops;
+    timing_t cpu, vk;
+  } rows[] = {
+      {"add", "GB/s", 3 * n4, cpu.add, vk.add},
+      {"add_bcast", "GB/s", 2 * 4.0 * 1024 * 4096, cpu.add_bcast, vk.add_bcast},
+      {"mul_scalar", "GB/s", 2 * n4, cpu.mul_scalar, vk.mul_scalar},
+      {"relu", "GB/s", 2 * n4, cpu.relu, vk.relu},
+      {"relu_t", "GB/s", 2 * sq4, cpu.relu_t, vk.relu_t},
+      {"reduce_sum", "GB/s", n4, cpu.reduce_sum, vk.reduce_sum},
+      {"reduce_rows", "GB/s", sq4, cpu.reduce_rows, vk.reduce_rows},
+      {"matmul256", "GFLOP/s", 2.0 * 256 * 256 * 256, cpu.matmul256, vk.matmul256},
+      {"matmul512", "GFLOP/s", 2.0 * 512 * 512 * 512, cpu.matmul512, vk.matmul512},
+      {"matmul_t", "GFLOP/s", 2.0 * 512 * 512 * 512, cpu.matmul_t, vk.matmul_t},
+      {"matmul_bf16", "GFLOP/s", 2.0 * 512 * 512 * 512, cpu.matmul_bf16, vk.matmul_bf16},
+  };
+  const size_t nrows = sizeof rows / sizeof *rows;
+  printf("%-12s %8s %18s %18s   (best; median)\n", "op", "unit", "cpu", "vulkan");
+  for (size_t i = 0; i < nrows; ++i)
+    printf("%-12s %8s %8.2f (%7.2f) %8.2f (%7.2f)\n", rows[i].name, rows[i].unit, gbs(rows[i].bytes_or_flops, rows[i].cpu),
+           gbs_med(rows[i].bytes_or_flops, rows[i].cpu), gbs(rows[i].bytes_or_flops, rows[i].vk),
+           gbs_med(rows[i].bytes_or_flops, rows[i].vk));
+  struct {
+    const char* name;
+    const char* unit;
+    double scale;
+    timing_t cpu, vk;
+  } lat[] = {
+      {"backward", "ms", 1e3, cpu.backward, vk.backward},
+      {"submit", "us", 1e6, cpu.submit, vk.submit},
+      {"roundtrip", "us", 1e6, cpu.roundtrip, vk.roundtrip},
+      {"batched", "us/op", 1e6, cpu.batched, vk.batched},
+  };
+  const size_t nlat = sizeof lat / sizeof *lat;
+  for (size_t i = 0; i < nlat; ++i)
+    printf("%-12s %8s %8.2f (%7.2f) %8.2f (%7.2f)\n", lat[i].name, lat[i].unit, lat[i].cpu.best * lat[i].scale,
+           lat[i].cpu.median * lat[i].scale, lat[i].vk.best * lat[i].scale, lat[i].vk.median * lat[i].scale);
+  printf("BENCH_JSON {\"bench\":\"vulkan\",\"reps\":%d,\"statistic\":\"best\"", reps);
+  for (int side = 0; side < 2; ++side) {
+    printf(",\"%s\":{", side ? "vulkan" : "cpu");
+    for (size_t i = 0; i < nrows; ++i)
+      printf("%s\"%s_%s\":%.3f", i ? "," : "", rows[i].name, strcmp(rows[i].unit, "GB/s") ? "gflops" : "gbs",
+             gbs(rows[i].bytes_or_flops, side ? rows[i].vk : rows[i].cpu));
+    for (size_t i = 0; i < nlat; ++i)
+      printf(",\"%s_%s\":%.2f", lat[i].name, lat[i].scale == 1e3 ? "ms" : "us",
+             (side ? lat[i].vk.best : lat[i].cpu.best) * lat[i].scale);
+    printf("}");
+  }
+  printf("}\n");
   sw_device_release(dev);
   sw_runtime_release(rt);
   return 0;

@@ -409,26 +409,6 @@ struct BlasMatrix {
   int64_t ld;
 };
 
-// Collapses one top-level mode to a single (extent, stride) if it is affine.
-bool mode_stride(const Layout& l, size_t mode, int64_t* stride) {
-  int64_t s = 0, expect = 0;
-  bool have = false;
-  for (size_t k = l.leaf_begin(mode); k < l.leaf_begin(mode + 1); ++k) {
-    const Leaf& leaf = l.leaves()[k];
-    if (leaf.extent == 1) continue;
-    if (!have) {
-      s = leaf.stride;
-      expect = s * leaf.extent;
-      have = true;
-    } else {
-      if (leaf.stride != expect) return false;
-      expect *= leaf.extent;
-    }
-  }
-  *stride = have ? s : 0;
-  return true;
-}
-
 // Column-major access to a rows x cols matrix with strides (sr, sc), if BLAS can take it.
 bool as_blas(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasMatrix* m) {
   if (rows == 1) sr = 1;
@@ -548,7 +528,7 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
                        Ref<Tensor>& pack) -> BlasMatrix {
       int64_t sr, sc;
       BlasMatrix m{};
-      if (t.dtype() == acc && mode_stride(*ml, 0, &sr) && mode_stride(*ml, 1, &sc) && as_blas(rows, cols, sr, sc, &m)) {
+      if (t.dtype() == acc && ml->mode_stride(0, &sr) && ml->mode_stride(1, &sc) && as_blas(rows, cols, sr, sc, &m)) {
         m.data = t.carrier().host_data() + off * static_cast<int64_t>(es);
         return m;
       }
@@ -559,7 +539,7 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
     BlasMatrix ma = operand(a, la, aoff, M, K, ta);
     BlasMatrix mb = operand(b, lb, boff, K, N, tb);
     int64_t sr, sc;
-    const bool direct = mode_stride(*lo, 0, &sr) && mode_stride(*lo, 1, &sc) && (sr == 1 || M == 1) &&
+    const bool direct = lo->mode_stride(0, &sr) && lo->mode_stride(1, &sc) && (sr == 1 || M == 1) &&
                         (N == 1 || sc >= std::max<int64_t>(M, 1));
     std::byte* cptr;
     int64_t ldc;

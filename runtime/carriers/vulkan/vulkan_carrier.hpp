@@ -10,7 +10,8 @@ namespace sw {
 
 class VulkanCarrier final : public Carrier {
  public:
-  VulkanCarrier(Ref<Runtime> runtime, Ref<Device> device, sw_dtype_t dtype, size_t size);  // zero-filled
+  // Zero-filled unless `zero_fill` is false (a kernel overwrites every slot next).
+  VulkanCarrier(Ref<Runtime> runtime, Ref<Device> device, sw_dtype_t dtype, size_t size, bool zero_fill = true);
   ~VulkanCarrier() override;
 
   bool is_compute() const override { return true; }
@@ -21,6 +22,7 @@ class VulkanCarrier final : public Carrier {
   vk::Context& context() const { return *ctx_; }
   const Ref<Device>& device() const { return device_; }
   VkBuffer buffer() const { return buffer_.buffer; }
+  VkDeviceSize buffer_bytes() const { return buffer_.size; }
 
  protected:
   void dispose_storage() override;

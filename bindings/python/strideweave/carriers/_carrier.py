@@ -1,5 +1,5 @@
-"""Carrier base class and the ordinary carriers: CPU, Host, File, Zstd, and
-Vulkan (not yet in the C ABI)."""
+"""Carrier base class and the ordinary carriers: CPU, Host, File, Zstd and
+Vulkan."""
 import numbers
 import os
 
@@ -243,10 +243,14 @@ class Zstd(Carrier):
 
 
 class Vulkan(Carrier):
-    """Device-local memory of a Vulkan device: a compute carrier whose ops run
-    as SPIR-V shaders (f32). `device` defaults to the runtime's default Vulkan
-    device (Device.vulkan). NotImplementedError, naming the missing part,
-    when the library was built without Vulkan or no Vulkan driver is present."""
+    """Device-local memory of a Vulkan device: a compute carrier whose ops,
+    and their backward, run as SPIR-V shaders on the device, batched until a
+    value is read. dtypes as on the CPU carrier: float32 for every op,
+    float64 where the device has shaderFloat64, float16 and bfloat16 stored
+    16-bit (matmul gives float32). `device` defaults to the runtime's default
+    Vulkan device (Device.vulkan). NotImplementedError, naming the missing
+    part, when the library was built without Vulkan or no Vulkan driver is
+    present."""
 
     __slots__ = ("_device",)
     _kind = N.SW_CARRIER_VULKAN

@@ -1,37 +1,121 @@
 #version 450
-// Sums dense `a` over the reduced modes into dense `out` (extent 1 there).
-// meta at meta_a: [rank, extent x16, reduced x16]; p0 = reduced elements.
+// Sums a over its reduced slots into dense out. Output o starts at slot
+// a_offset + kept(o): kept_stride * o (KEPT_MODE FLAT) or o decoded over the
+// kept leaves at kept_desc (GENERAL; meta words as in common.glsl). Its reduced slots are
+// inner(j) + outer(r): j < inner_extent at stride inner_stride (no division)
+// and r over the outer reduced leaves at outer_desc (OUTER 1), or r = 0.
+//
+// SPLIT 0: one invocation sums one output.
+// SPLIT 1: workgroup w sums part w % groups of output w / groups, its 256
+//          invocations reading neighbouring slots, then adding in shared
+//          memory; with groups > 1 `out` receives the parts (o * groups + g),
+//          which a second SPLIT 0 pass adds up.
 #include "common.glsl"
 
+layout(local_size_x = 256) in;
+
+layout(constant_id = 0) const uint SPLIT = 0u;
+layout(constant_id = 1) const uint KEPT_MODE = 0u;
+layout(constant_id = 2) const uint OUTER = 0u;
+// The reduced slots of each output are one dense run (OUTER 0, inner stride
+// 1) starting at a multiple of 4: 16-byte loads.
+layout(constant_id = 3) const uint VEC4 = 0u;
+
+layout(std430, binding = 1) readonly buffer A4 { uvec4 a_vec4[]; };
+
+layout(push_constant) uniform Push {
+  uint meta_base;
+  uint n_out;
+  uint a_offset;
+  uint out_offset;
+  uint kept_desc;
+  uint outer_desc;
+  uint inner_extent;
+  int inner_stride;
+  uint reduced;       // inner_extent * outer count
+  uint groups;
+  int kept_stride;
+  uint inner_magic;   // divide() by inner_extent
+  uint inner_shift;
+} pc;
+
+#ifdef SW_F64
+#define VALUE_FMT FMT_F64
+#else
+#define VALUE_FMT FMT_F32
+#endif
+
+uint kept_slot(uint o) {
+  if (KEPT_MODE == MODE_FLAT) return uint(int(pc.a_offset) + int(o) * pc.kept_stride);
+  return decode_slot(pc.a_offset, pc.meta_base + pc.kept_desc, o);
+}
+
+uint outer_slot(uint r) {
+  if (OUTER == 0u) return 0u;
+  return decode_slot(0u, pc.meta_base + pc.outer_desc, r);
+}
+
+shared T partial[256];
+
 void main() {
-  uint o = gl_GlobalInvocationID.x + gl_NumWorkGroups.x * gl_WorkGroupSize.x * gl_GlobalInvocationID.y;
-  if (o >= pc.n) return;
-  uint m0 = pc.meta_a;
-  int rank = meta[m0];
-  uint r = o;
-  uint base = 0u, stride = 1u;
-  for (int m = 0; m < rank; ++m) {
-    uint e = uint(meta[m0 + 1 + m]);
-    if (meta[m0 + 17 + m] == 0) {
-      base += (r % e) * stride;
-      r /= e;
+  if (SPLIT == 0u) {
+    uint o = linear_invocation();
+    if (o >= pc.n_out) return;
+    uint base = kept_slot(o);
+    uint outer = pc.reduced / max(pc.inner_extent, 1u);
+    T s = T(0);
+#ifndef SW_F64
+    if (VEC4 != 0u) {
+      vec4 s4 = vec4(0);
+      uint v0 = base / 4u, vend = (base + pc.reduced) / 4u;
+      for (uint v = v0; v < vend; ++v) s4 += uintBitsToFloat(a_vec4[v]);
+      s = (s4.x + s4.y) + (s4.z + s4.w);
+      for (uint q = 4u * vend; q < base + pc.reduced; ++q) s += load_a(VALUE_FMT, q);
+    } else
+#endif
+    for (uint r = 0u; r < outer; ++r) {
+      int at = int(base + outer_slot(r));
+      for (uint j = 0u; j < pc.inner_extent; ++j) s += load_a(VALUE_FMT, uint(at + int(j) * pc.inner_stride));
     }
-    stride *= e;
+    store_out(pc.out_offset + o, s);
+    return;
   }
-  float s = 0.0;
-  for (uint q = 0u; q < pc.p0; ++q) {
-    uint t = q;
-    uint idx = base;
-    uint st = 1u;
-    for (int m = 0; m < rank; ++m) {
-      uint e = uint(meta[m0 + 1 + m]);
-      if (meta[m0 + 17 + m] != 0) {
-        idx += (t % e) * st;
-        t /= e;
-      }
-      st *= e;
-    }
-    s += a_data[idx];
+  uint w = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.y;
+  uint o = w / pc.groups, g = w % pc.groups;
+  if (o >= pc.n_out) return;  // uniform over the workgroup
+  uint base = kept_slot(o);
+  uint chunk = (pc.reduced + pc.groups - 1u) / pc.groups;
+  if (VEC4 != 0u) chunk = (chunk + 3u) & ~3u;
+  uint start = g * chunk, end = min(start + chunk, pc.reduced);
+  uint t = gl_LocalInvocationID.x;
+  T s = T(0);
+#ifndef SW_F64
+  if (VEC4 != 0u) {
+    // start and end are multiples of 4 except the last part's end.
+    uint v0 = (base + start) / 4u, vend = (base + end) / 4u;
+    vec4 s4 = vec4(0);
+    for (uint v = v0 + t; v < vend; v += 256u) s4 += uintBitsToFloat(a_vec4[v]);
+    s = (s4.x + s4.y) + (s4.z + s4.w);
+    for (uint q = 4u * vend - base + t; q < end; q += 256u) s += load_a(VALUE_FMT, base + q);
+  } else
+#endif
+  for (uint q = start + t; q < end; q += 256u) {
+    uint r = OUTER == 0u ? 0u : divide(q, pc.inner_magic, pc.inner_shift);
+    uint j = q - r * pc.inner_extent;
+    s += load_a(VALUE_FMT, uint(int(base + outer_slot(r)) + int(j) * pc.inner_stride));
   }
-  o_data[pc.out_offset + o] = s;
+  // 256 partial sums: 32 invocations add eight each, then one adds those.
+  partial[t] = s;
+  barrier();
+  if (t < 32u) {
+    T p = T(0);
+    for (uint k = 0u; k < 8u; ++k) p += partial[8u * t + k];
+    partial[8u * t] = p;
+  }
+  barrier();
+  if (t == 0u) {
+    T p = T(0);
+    for (uint k = 0u; k < 32u; ++k) p += partial[8u * k];
+    store_out(pc.out_offset + o * pc.groups + g, p);
+  }
 }
