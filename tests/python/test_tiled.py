@@ -393,11 +393,11 @@ def test_failed_residency_request_keeps_the_prior_state():
 
 
 def test_refuse_hidden_waiting_on_an_external_transition():
-    te = big_tiled()
+    te = big_tiled(tiles=16)  # 64 MiB: still in flight while the refusals are checked
     full = te.full_tensor()
     h = te.evict_async(sw.TileSet([(0,)]))  # nothing primary: completes quickly, still a request
     h.wait()
-    p = te.promote_async(sw.TileSet([(i,) for i in range(4)]))
+    p = te.promote_async(sw.TileSet([(i,) for i in range(16)]))
     assert not p.done
     with pytest.raises(RuntimeError) as e:
         sw.reduce_sum(full)
@@ -405,7 +405,7 @@ def test_refuse_hidden_waiting_on_an_external_transition():
     with pytest.raises(sw.StrideWeaveRuntimeError):
         te.project(full, sw.TileSelection([[0]]))
     p.wait()
-    assert sw.reduce_sum(full).item() == 4 * BIG
+    assert sw.reduce_sum(full).item() == 16 * BIG
 
 
 def test_eviction_races_with_execution():
