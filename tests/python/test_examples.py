@@ -94,3 +94,12 @@ def test_train_projection(capsys):
     losses = load("train_projection").main(["--rows", "8", "--width", "4", "--steps", "20"])
     assert losses[-1] < 0.5 * losses[0]
     assert "loss" in capsys.readouterr().out
+
+
+def test_quickstart_python_snippet(capsys):
+    """docs/quickstart-python.md's snippet runs and prints what the page says."""
+    doc = (ROOT / "docs" / "quickstart-python.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "quickstart-python.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("115.0 [[10. 14. 18.]") and "(2, 64, 64) (2, 64, 4) 2 {'requests': 1" in out
