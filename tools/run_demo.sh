@@ -17,13 +17,13 @@ args=("$@")
 for ((i = 0; i < ${#args[@]}; ++i)); do
   if [ "${args[i]}" = "--csv" ] && [ $((i + 1)) -lt ${#args[@]} ]; then csv=${args[i + 1]}; fi
 done
+png=${csv%.csv}.png
 mkdir -p "$(dirname "$csv")"
-rm -f "$csv"
+rm -f "$csv" "$png"
 status=0
 # The demo takes the last --csv it is given: ours first, so the caller's wins.
 ./build/examples/c/moe_offload --csv "$csv" "$@" || status=$?
 if [ -s "$csv" ]; then
-  png=${csv%.csv}.png
   title="moe_offload${*:+ $*}: per-batch latency and expert hit rate"
   python3 tools/plot_moe.py "$csv" -o "$png" --title "$title" >/dev/null
   echo
