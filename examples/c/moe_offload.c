@@ -240,6 +240,30 @@ static int resident_count(const sw_carrier_t* weights, const options* o, const i
   return n;
 }
 
+/* Makes the LRU policy's counters the run's; returns the hits since the last call. */
+static uint64_t take_lru_counters(sw_lru_policy_t* lru, run_stats* st) {
+  sw_lru_stats_t s;
+  s.struct_size = sizeof s;
+  CHECK(sw_lru_policy_stats(lru, &s));
+  const uint64_t hits = s.hits - st->hits;
+  st->hits = s.hits;
+  st->misses = s.misses;
+  st->promoted = s.promoted;
+  st->evicted = s.evicted;
+  return hits;
+}
+
+/* Issues the projection of a batch's experts; returns how many of them were
+ * hits. The LRU policy counts them as it plans the request, inside
+ * sw_tiled_project; without a policy the hits are the experts already
+ * primary-resident. */
+static int project_batch(sw_carrier_t* weights, sw_tensor_t* full, sw_tile_selection_t* sel, const options* o,
+                         const int* experts, sw_lru_policy_t* lru, run_stats* st, sw_await_t** out) {
+  const int resident = lru ? 0 : resident_count(weights, o, experts);
+  CHECK(sw_tiled_project(weights, full, sel, NULL, out));
+  return lru ? (int)take_lru_counters(lru, st) : resident;
+}
+
 typedef enum { MODE_OFFLOAD, MODE_RESIDENT, MODE_NAIVE } run_mode;
 
 static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_mode mode, FILE* csv) {
@@ -275,17 +299,16 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
   const double t0 = now();
   sw_await_t* next = NULL;
   sw_tile_selection_t* next_sel = NULL;
-  int next_resident = 0;
+  int next_hits = 0;
   for (int b = 0; b < o->batches; ++b) {
     const int* experts = picks + b * o->topk;
     const double tb = now();
     sw_tile_selection_t* sel = next_sel;
     sw_await_t* pending = next;
-    int resident = next_resident;
+    int hits = next_hits;
     if (!pending) {
       sel = selection_for(o, experts);
-      resident = resident_count(weights, o, experts);
-      CHECK(sw_tiled_project(weights, full, sel, NULL, &pending));
+      hits = project_batch(weights, full, sel, o, experts, lru, &st, &pending);
     }
     next = NULL;
     next_sel = NULL;
@@ -303,8 +326,7 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
         sw_tile_set_release(hint);
       }
       next_sel = selection_for(o, picks + (b + 1) * o->topk);
-      next_resident = resident_count(weights, o, picks + (b + 1) * o->topk);
-      CHECK(sw_tiled_project(weights, full, next_sel, NULL, &next));
+      next_hits = project_batch(weights, full, next_sel, o, picks + (b + 1) * o->topk, lru, &st, &next);
     }
     sw_tensor_t* x = make_tokens(rt, o, b);
     sw_tensor_t* y = expert_layer(w, x);
@@ -317,22 +339,10 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
     sw_tile_selection_release(sel);
     const double latency = now() - tb;
     st.wait_seconds += waited;
-    uint64_t hits_now = 0, misses_now = 0;
-    if (lru) {
-      sw_lru_stats_t s;
-      s.struct_size = sizeof s;
-      CHECK(sw_lru_policy_stats(lru, &s));
-      hits_now = s.hits - st.hits;
-      misses_now = s.misses - st.misses;
-      st.hits = s.hits;
-      st.misses = s.misses;
-      st.promoted = s.promoted;
-      st.evicted = s.evicted;
-    } else {
+    const uint64_t hits_now = (uint64_t)hits, misses_now = (uint64_t)(o->topk - hits);
+    if (!lru) {
       /* Without a policy a projection promotes what it misses and nothing is
        * evicted but what the naive run evicts after each batch. */
-      hits_now = (uint64_t)resident;
-      misses_now = (uint64_t)(o->topk - resident);
       st.hits += hits_now;
       st.misses += misses_now;
       st.promoted += misses_now;
@@ -347,6 +357,7 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
               (double)hits_now / o->topk);
   }
   st.seconds = now() - t0;
+  if (lru) take_lru_counters(lru, &st); /* promotions the last hint started */
   (void)tile_bytes;
   sw_tensor_release(full);
   CHECK(sw_carrier_dispose(weights));

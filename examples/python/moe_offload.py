@@ -144,6 +144,24 @@ def resident_count(weights, experts):
     return sum(weights.tile_state((e, 0, 0)).location == "primary" for e in experts)
 
 
+def take_lru_counters(lru, st):
+    """Makes the LRU policy's counters the run's; returns the hits since the last call."""
+    s = lru.stats()
+    hits = s["hits"] - st["hits"]
+    st.update(hits=s["hits"], misses=s["misses"], promoted=s["promoted"], evicted=s["evicted"])
+    return hits
+
+
+def project_batch(weights, full, experts, lru, st):
+    """Issues the projection of a batch's experts; returns (its await, how
+    many of the experts were hits). The LRU policy counts them as it plans
+    the request, inside project(); without a policy the hits are the experts
+    already primary-resident."""
+    resident = 0 if lru is not None else resident_count(weights, experts)
+    pending = weights.project(full, selection_for(experts))
+    return pending, take_lru_counters(lru, st) if lru is not None else resident
+
+
 def make_weights(o, policy):
     return sw.TiledEvictable(CPU(0, dtype=o.dtype), make_secondary(o), (o.experts, 1, 1), (1, o.dim, o.dim),
                              residency_policy=policy)
@@ -167,13 +185,12 @@ def run(o, picks, mode, csv=None):
         weights.promote(weights.valid_tiles)
 
     t0 = time.perf_counter()
-    pending_next, next_resident = None, 0
+    pending_next, next_hits = None, 0
     for b, experts in enumerate(picks):
         tb = time.perf_counter()
-        pending, resident, sel = pending_next, next_resident, selection_for(experts)
+        pending, hits = pending_next, next_hits
         if pending is None:
-            resident = resident_count(weights, experts)
-            pending = weights.project(full, sel)
+            pending, hits = project_batch(weights, full, experts, lru, st)
         pending_next = None
         tw = time.perf_counter()
         w = pending.wait()
@@ -182,35 +199,33 @@ def run(o, picks, mode, csv=None):
             # Start the next batch's gather now, and hint the one after it.
             if lru is not None and b + 2 < len(picks):
                 lru.hint(sw.TileSet((e, 0, 0) for e in picks[b + 2]))
-            next_resident = resident_count(weights, picks[b + 1])
-            pending_next = weights.project(full, selection_for(picks[b + 1]))
+            pending_next, next_hits = project_batch(weights, full, picks[b + 1], lru, st)
         x = make_tokens(o, b)
         st["checksum"] += sw.reduce_sum(expert_layer(w, x)).item()
         del w, x
         if mode == "naive":
-            weights.evict(sel)
+            weights.evict(selection_for(experts))
         latency = time.perf_counter() - tb
         st["wait_seconds"] += waited
-        if lru is not None:
-            s = lru.stats()
-            hits_now, misses_now = s["hits"] - st["hits"], s["misses"] - st["misses"]
-            st.update(hits=s["hits"], misses=s["misses"], promoted=s["promoted"], evicted=s["evicted"])
-        else:
+        hits_now = hits
+        if lru is None:
             # Without a policy a projection promotes what it misses and nothing
             # is evicted but what the naive run evicts after each batch.
-            hits_now, misses_now = resident, o.topk - resident
-            st["hits"] += hits_now
-            st["misses"] += misses_now
-            st["promoted"] += misses_now
+            st["hits"] += hits
+            st["misses"] += o.topk - hits
+            st["promoted"] += o.topk - hits
             if mode == "naive":
                 st["evicted"] += o.topk
         if not o.quiet:
-            print(f"[{mode:<9}] batch {b + 1:3d}/{o.batches}  experts {experts[0]:2d},{experts[min(1, o.topk - 1)]:2d},..."
-                  f"  latency {latency * 1e3:7.2f} ms  waited {waited * 1e3:6.2f} ms  hits {hits_now}/{o.topk}",
+            second = experts[min(1, o.topk - 1)]
+            print(f"[{mode:<9}] batch {b + 1:3d}/{o.batches}  experts {experts[0]:2d},{second:2d},...  "
+                  f"latency {latency * 1e3:7.2f} ms  waited {waited * 1e3:6.2f} ms  hits {hits_now}/{o.topk}",
                   flush=True)
         if csv is not None:
             csv.write(f"{mode},{b},{latency * 1e3:.4f},{waited * 1e3:.4f},{hits_now / o.topk:.4f}\n")
     st["seconds"] = time.perf_counter() - t0
+    if lru is not None:
+        take_lru_counters(lru, st)  # promotions the last hint started
     del full
     weights.release()
     return st
