@@ -8,8 +8,9 @@ and ratios taken from them, and the machine).
                                   [--only NAME ...] [--timeout 900]
 
 tools/run_benchmarks.sh installs the dependencies, builds the release and
-runs this. Each benchmark runs at a modest size (see BENCHMARKS) so the suite
-takes a few minutes on two cores; its full output goes to
+runs this. Each benchmark runs at its tool's default size, spelled out in
+BENCHMARKS, and the suite takes one to a few minutes on two cores (more when
+other work loads them); each tool's full output goes to
 bench-report/logs/NAME.txt. A benchmark that is not built, cannot run here (no
 Vulkan driver, no Python bindings), fails or times out is recorded as skipped
 with the reason; the suite goes on. Exits 0 unless no benchmark ran at all.
@@ -171,23 +172,23 @@ def have_torch():
 
 BENCHMARKS = [
     Benchmark("bench_cpu", "matmul vs cblas_sgemm and NumPy, elementwise vs the DRAM roof (1 and 2 threads)",
-              [sys.executable, "tools/bench/bench_cpu.py", "--build", "{build}", "--runs", "1", "--reps", "7",
+              [sys.executable, "tools/bench/bench_cpu.py", "--build", "{build}", "--runs", "3", "--reps", "15",
                "--mib", "64"], rows_cpu, needs="{build}/tools/bench/bench_cpu"),
     Benchmark("bench_file", "file-tier promotion vs pread",
-              ["{build}/tools/bench/bench_file", "--mib", "256", "--reps", "5"], rows_file),
+              ["{build}/tools/bench/bench_file", "--mib", "512", "--reps", "7"], rows_file),
     Benchmark("bench_zstd", "zstd tier vs raw ZSTD_decompress",
-              ["{build}/tools/bench/bench_zstd", "--mib", "32", "--reps", "5"], rows_zstd),
+              ["{build}/tools/bench/bench_zstd", "--mib", "64", "--reps", "7"], rows_zstd),
     Benchmark("bench_projection", "projection of resident experts vs torch.index_select(out=) and numpy.take(out=)",
-              [sys.executable, "tools/bench/bench_projection.py", "--repeats", "9"], rows_projection,
+              [sys.executable, "tools/bench/bench_projection.py", "--repeats", "15"], rows_projection,
               env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
     Benchmark("bench_await", "await round-trip latency vs a cross-thread round trip",
-              ["{build}/tools/bench/bench_await", "--iters", "5000", "--warmup", "300"], rows_await),
+              ["{build}/tools/bench/bench_await", "--iters", "10000", "--warmup", "500"], rows_await),
     Benchmark("bench_tiled", "projection vs memcpy; MoE step vs max(compute, transfer)",
-              ["{build}/tools/bench/bench_tiled", "--reps", "7"], rows_tiled),
+              ["{build}/tools/bench/bench_tiled", "--reps", "15"], rows_tiled),
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: add, matmul, submit latency",
-              ["{build}/tools/bench/bench_vulkan", "--reps", "5"], rows_vulkan),
+              ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
     Benchmark("bench_python_overhead", "Python op call overhead vs PyTorch (NumPy without PyTorch)",
-              [sys.executable, "tools/bench/bench_python_overhead.py", "--number", "5000", "--repeats", "5"],
+              [sys.executable, "tools/bench/bench_python_overhead.py", "--number", "20000", "--repeats", "7"],
               rows_python, env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"},
               needs="{build}/bindings/python/strideweave"),
 ]
