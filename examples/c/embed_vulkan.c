@@ -123,6 +123,7 @@ int main(void) {
   desc.device = v.device;
   desc.queue = v.strideweave_queue;
   desc.queue_family_index = v.family;
+  desc.enabled_features = 0; /* created without shaderFloat64: no f64 kernels */
   sw_device_t* dev = NULL;
   CHECK(sw_device_create_vulkan(rt, &desc, &dev));
 
