@@ -17,8 +17,9 @@ if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.pat
   APT_PACKAGES+=(python3-dev)
 fi
 # torch: the PyTorch interop tests (tests/python/test_torch.py) and the peer of
-# tools/bench/bench_python_overhead.py.
-PIP_PACKAGES=(numpy pytest torch)
+# tools/bench/bench_python_overhead.py. matplotlib draws the demo's plot
+# (tools/plot_moe.py).
+PIP_PACKAGES=(numpy pytest torch matplotlib)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

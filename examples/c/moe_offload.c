@@ -226,6 +226,44 @@ static double scalar_of(sw_tensor_t* t) {
   return v;
 }
 
+/* How many of a batch's experts are primary-resident as its projection is
+ * issued: the hits of a run without the LRU policy, which has no counters. */
+static int resident_count(const sw_carrier_t* weights, const options* o, const int* experts) {
+  int n = 0;
+  for (int k = 0; k < o->topk; ++k) {
+    const int64_t coord[3] = {experts[k], 0, 0};
+    sw_tile_state_t s;
+    s.struct_size = sizeof s;
+    CHECK(sw_tiled_tile_state(weights, coord, 3, &s));
+    n += s.location == SW_TILE_PRIMARY;
+  }
+  return n;
+}
+
+/* Makes the LRU policy's counters the run's; returns the hits since the last call. */
+static uint64_t take_lru_counters(sw_lru_policy_t* lru, run_stats* st) {
+  sw_lru_stats_t s;
+  s.struct_size = sizeof s;
+  CHECK(sw_lru_policy_stats(lru, &s));
+  const uint64_t hits = s.hits - st->hits;
+  st->hits = s.hits;
+  st->misses = s.misses;
+  st->promoted = s.promoted;
+  st->evicted = s.evicted;
+  return hits;
+}
+
+/* Issues the projection of a batch's experts; returns how many of them were
+ * hits. The LRU policy counts them as it plans the request, inside
+ * sw_tiled_project; without a policy the hits are the experts already
+ * primary-resident. */
+static int project_batch(sw_carrier_t* weights, sw_tensor_t* full, sw_tile_selection_t* sel, const options* o,
+                         const int* experts, sw_lru_policy_t* lru, run_stats* st, sw_await_t** out) {
+  const int resident = lru ? 0 : resident_count(weights, o, experts);
+  CHECK(sw_tiled_project(weights, full, sel, NULL, out));
+  return lru ? (int)take_lru_counters(lru, st) : resident;
+}
+
 typedef enum { MODE_OFFLOAD, MODE_RESIDENT, MODE_NAIVE } run_mode;
 
 static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_mode mode, FILE* csv) {
@@ -261,14 +299,16 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
   const double t0 = now();
   sw_await_t* next = NULL;
   sw_tile_selection_t* next_sel = NULL;
+  int next_hits = 0;
   for (int b = 0; b < o->batches; ++b) {
     const int* experts = picks + b * o->topk;
     const double tb = now();
     sw_tile_selection_t* sel = next_sel;
     sw_await_t* pending = next;
+    int hits = next_hits;
     if (!pending) {
       sel = selection_for(o, experts);
-      CHECK(sw_tiled_project(weights, full, sel, NULL, &pending));
+      hits = project_batch(weights, full, sel, o, experts, lru, &st, &pending);
     }
     next = NULL;
     next_sel = NULL;
@@ -286,7 +326,7 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
         sw_tile_set_release(hint);
       }
       next_sel = selection_for(o, picks + (b + 1) * o->topk);
-      CHECK(sw_tiled_project(weights, full, next_sel, NULL, &next));
+      next_hits = project_batch(weights, full, next_sel, o, picks + (b + 1) * o->topk, lru, &st, &next);
     }
     sw_tensor_t* x = make_tokens(rt, o, b);
     sw_tensor_t* y = expert_layer(w, x);
@@ -299,25 +339,14 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
     sw_tile_selection_release(sel);
     const double latency = now() - tb;
     st.wait_seconds += waited;
-    uint64_t hits_now = 0, misses_now = 0;
-    if (lru) {
-      sw_lru_stats_t s;
-      s.struct_size = sizeof s;
-      CHECK(sw_lru_policy_stats(lru, &s));
-      hits_now = s.hits - st.hits;
-      misses_now = s.misses - st.misses;
-      st.hits = s.hits;
-      st.misses = s.misses;
-      st.promoted = s.promoted;
-      st.evicted = s.evicted;
-    } else if (mode == MODE_NAIVE) {
-      misses_now = (uint64_t)o->topk;
+    const uint64_t hits_now = (uint64_t)hits, misses_now = (uint64_t)(o->topk - hits);
+    if (!lru) {
+      /* Without a policy a projection promotes what it misses and nothing is
+       * evicted but what the naive run evicts after each batch. */
+      st.hits += hits_now;
       st.misses += misses_now;
       st.promoted += misses_now;
-      st.evicted += misses_now;
-    } else {
-      hits_now = (uint64_t)o->topk;
-      st.hits += hits_now;
+      if (mode == MODE_NAIVE) st.evicted += (uint64_t)o->topk;
     }
     if (!o->quiet)
       printf("[%-9s] batch %3d/%d  experts %2d,%2d,...  latency %7.2f ms  waited %6.2f ms  hits %llu/%d\n",
@@ -328,6 +357,7 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
               (double)hits_now / o->topk);
   }
   st.seconds = now() - t0;
+  if (lru) take_lru_counters(lru, &st); /* promotions the last hint started */
   (void)tile_bytes;
   sw_tensor_release(full);
   CHECK(sw_carrier_dispose(weights));

@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Runs every StrideWeave benchmark with its same-run peers and writes one
+report: bench-report/report.md (tables) and bench-report/report.json (every
+BENCH_JSON / SUMMARY_JSON line the tools printed, the figures, peer figures
+and ratios taken from them, and the machine).
+
+    python3 tools/bench/report.py [--build build] [--out bench-report]
+                                  [--only NAME ...] [--timeout 900]
+
+tools/run_benchmarks.sh installs the dependencies, builds the release and
+runs this. Each benchmark runs at its tool's default size, spelled out in
+BENCHMARKS, and the suite takes one to a few minutes on two cores (more when
+other work loads them); each tool's full output goes to
+bench-report/logs/NAME.txt. A benchmark that is not built, cannot run here (no
+Vulkan driver, no Python bindings), fails or times out is recorded as skipped
+with the reason; the suite goes on. Exits 0 unless no benchmark ran at all.
+
+Figures drift 10-30 % between runs on these machines: compare the ratios, each
+measured against its peer in the same run, and look at the load average in the
+report's header (other work on the two cores distorts the medians; the "best"
+ratios, from the fastest repetitions, hold up better).
+"""
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+class Benchmark:
+    """One tool to run: `args` start with "{build}/..." for a built tool or
+    with a script path; `rows` turns its parsed JSON into report rows."""
+
+    def __init__(self, name, what, args, rows, env=None, needs=None):
+        self.name, self.what, self.args, self.rows, self.env, self.needs = name, what, args, rows, env or {}, needs
+
+
+def row(figure, ours, peer, unit, ratio, peer_name, ratio_best=None, target=None, note=""):
+    """A report row. target is (">=" or "<=", value) on `ratio`, or None."""
+    verdict = "-"
+    if target is not None and ratio is not None:
+        op, value = target
+        verdict = "ok" if (ratio >= value if op == ">=" else ratio <= value) else "MISS"
+    return {"figure": figure, "ours": ours, "peer": peer, "peer_name": peer_name, "unit": unit, "ratio": ratio,
+            "ratio_best": ratio_best, "target": None if target is None else f"{target[0]} {target[1]}",
+            "verdict": verdict, "note": note}
+
+
+# ---- rows per tool, from its JSON lines ---------------------------------------------------------------------
+
+def rows_cpu(parsed):
+    summary = parsed["summary"]
+    if summary is None:
+        raise ValueError("bench_cpu.py printed no SUMMARY_JSON line")
+    out = []
+    for m in summary["matmul"]:
+        t = m["threads"]
+        out.append(row(f"matmul {m['shape']}, {t}T", m["sw_gflops"], m["blas_gflops"], "GFLOP/s", m["ratio_blas"],
+                       "cblas_sgemm", m["ratio_blas_best"], (">=", 0.90)))
+        out.append(row(f"matmul {m['shape']}, {t}T", m["sw_gflops"], m["numpy_gflops"], "GFLOP/s",
+                       m["ratio_numpy"], "NumPy np.dot"))
+    for e in summary["elementwise"]:
+        out.append(row(f"{e['op']}, {summary['mib']} MiB, {e['threads']}T", e["gbs"], e["read_roof_gbs"], "GB/s",
+                       e["ratio_read_roof"], "DRAM read roof", e["ratio_read_roof_best"], (">=", 0.70),
+                       note=f"memcpy {e['memcpy_gbs']:.2f} GB/s"))
+    return out
+
+
+def rows_file(parsed):
+    j = parsed["bench"][-1]
+    return [row(f"promotion from the file tier, {p['in_flight']} in flight, {j['mib']} MiB", p["sw_gbps"],
+                p["pread_gbps"], "GB/s", p["ratio"], "pread, same threads", p["ratio_best"], (">=", 0.80),
+                note=f"source {j['source']}") for p in j["promotion"]]
+
+
+def rows_zstd(parsed):
+    j = parsed["bench"][-1]
+    out = []
+    for r in j["results"]:
+        tag = f"{r['dtype']}, shuffle {'on' if r['shuffle'] else 'off'}, ratio {r['compression_ratio']:.2f}"
+        out.append(row(f"zstd tier read, 1 thread ({tag})", r["sync_gbs"], r["raw_1t_gbs"], "GB/s",
+                       r["sync_vs_raw"], "raw ZSTD_decompressDCtx", r["sync_vs_raw_best"], (">=", 0.80),
+                       note=f"CPU seconds ratio {r['sync_cpu_vs_raw']:.2f}"))
+        if r["shuffle"]:
+            out.append(row(f"zstd tier move, {j['workers']} workers ({tag})", r["move_gbs"], r["raw_workers_gbs"],
+                           "GB/s", r["move_vs_raw"], "raw zstd, same threads", r["move_vs_raw_best"], (">=", 0.80),
+                           note=f"CPU seconds ratio {r['move_cpu_vs_raw']:.2f}"))
+    return out
+
+
+def rows_await(parsed):
+    j = parsed["bench"][-1]
+    peer = next(p for p in j["paths"] if p["path"] == "peer")
+    return [row(f"await round trip: {p['path']}", p["median_us"], peer["median_us"], "us (lower is better)",
+                p["ratio_peer"], "cross-thread round trip", note=f"p99 {p['p99_us']:.1f} us")
+            for p in j["paths"] if p["path"] != "peer"]
+
+
+def rows_tiled(parsed):
+    j = parsed["bench"][-1]
+    out = [row(f"projection of 8 resident 4 MiB tiles, {j['threads']}T", j["project_gbps"], j["memcpy_gbps"], "GB/s",
+               j["project_ratio"], "memcpy, same threads", target=(">=", 0.90))]
+    # One MoE loop per way of reading the file: "moe_page_cache", "moe_direct_io".
+    names = {"page_cache": "from the page cache", "direct_io": "read with O_DIRECT"}
+    for key, m in j.items():
+        if not (key.startswith("moe_") and isinstance(m, dict)):
+            continue
+        how = names.get(key[len("moe_"):], key[len("moe_"):])
+        out.append(row(f"MoE step from the file tier, {how}", m["step_ms"],
+                       max(m["compute_ms"], m["transfer_ms"]), "ms (lower is better)", m["overlap_ratio"],
+                       "max(compute, transfer)", target=("<=", 1.15),
+                       note=f"compute {m['compute_ms']:.1f} ms, transfer {m['transfer_ms']:.1f} ms per step"))
+    return out
+
+
+def rows_projection(parsed):
+    j = parsed["bench"][-1]
+    ours = j["strideweave_gbps"]
+    what = f"projection of {j['mib']} MiB of resident experts, Python, {j['threads']}T"
+    out = [row(what, ours, j["numpy_take_gbps"], "GB/s", j["ratio_vs_numpy_take"], "numpy.take(out=)")]
+    if j.get("torch"):
+        out.append(row(what, ours, j["torch_index_select_gbps"], "GB/s", j["ratio_vs_torch_index_select"],
+                       "torch.index_select(out=)", target=(">=", 1.0)))
+    return out
+
+
+def rows_vulkan(parsed):
+    j = parsed["bench"][-1]
+    cpu, vk = j["cpu"], j["vulkan"]
+    units = {"gbs": "GB/s", "gflops": "GFLOP/s", "us": "us (lower is better)", "ms": "ms (lower is better)"}
+    out = []
+    for key, value in vk.items():
+        name, _, suffix = key.rpartition("_")
+        if key not in cpu or suffix not in units:
+            continue
+        # A figure the build refuses prints 0; its ratio means nothing.
+        ratio = value / cpu[key] if value and cpu[key] else None
+        out.append(row(name.replace("_", " "), value, cpu[key], units[suffix], ratio, "CPU carrier",
+                       note="" if ratio is not None else "refused or not measured"))
+    return out
+
+
+def rows_python(parsed):
+    out = []
+    for r in parsed["bench"][-1]["results"]:
+        what = f"Python call sw.{r['op']} {r['n']}x{r['n']}, {r['layout']} inputs"
+        note = f"C call alone {r['c_call_us']:.2f} us"
+        out.append(row(what, r["strideweave_us"], r["torch_us"], "us (lower is better)", r["ratio_torch"],
+                       "PyTorch", target=("<=", 2.0), note=note))
+        out.append(row(what, r["strideweave_us"], r["numpy_us"], "us (lower is better)", r["ratio_numpy"], "NumPy",
+                       note=note))
+    return out
+
+
+def have_torch():
+    return importlib.util.find_spec("torch") is not None
+
+
+BENCHMARKS = [
+    Benchmark("bench_cpu", "matmul vs cblas_sgemm and NumPy, elementwise vs the DRAM roof (1 and 2 threads)",
+              [sys.executable, "tools/bench/bench_cpu.py", "--build", "{build}", "--runs", "3", "--reps", "15",
+               "--mib", "64"], rows_cpu, needs="{build}/tools/bench/bench_cpu"),
+    Benchmark("bench_file", "file-tier promotion vs pread",
+              ["{build}/tools/bench/bench_file", "--mib", "512", "--reps", "7"], rows_file),
+    Benchmark("bench_zstd", "zstd tier vs raw ZSTD_decompress",
+              ["{build}/tools/bench/bench_zstd", "--mib", "64", "--reps", "7"], rows_zstd),
+    Benchmark("bench_projection", "projection of resident experts vs torch.index_select(out=) and numpy.take(out=)",
+              [sys.executable, "tools/bench/bench_projection.py", "--repeats", "15"], rows_projection,
+              env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
+    Benchmark("bench_await", "await round-trip latency vs a cross-thread round trip",
+              ["{build}/tools/bench/bench_await", "--iters", "10000", "--warmup", "500"], rows_await),
+    Benchmark("bench_tiled", "projection vs memcpy; MoE step vs max(compute, transfer)",
+              ["{build}/tools/bench/bench_tiled", "--reps", "15"], rows_tiled),
+    Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
+              ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
+    Benchmark("bench_python_overhead", "Python op call overhead vs PyTorch and NumPy",
+              [sys.executable, "tools/bench/bench_python_overhead.py", "--number", "20000", "--repeats", "7"],
+              rows_python, env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"},
+              needs="{build}/bindings/python/strideweave"),
+]
+
+
+# ---- running ---------------------------------------------------------------------------------------------------
+
+def parse_json_lines(text):
+    """{"bench": [BENCH_JSON objects], "summary": the last SUMMARY_JSON object or None}"""
+    parsed = {"bench": [], "summary": None}
+    for line in text.splitlines():
+        for key, tag in (("bench", "BENCH_JSON "), ("summary", "SUMMARY_JSON ")):
+            if line.startswith(tag):
+                value = json.loads(line[len(tag):])
+                if key == "bench":
+                    parsed["bench"].append(value)
+                else:
+                    parsed["summary"] = value
+    return parsed
+
+
+def last_lines(text, n=3):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-n:])
+
+
+def run_one(bench, build, logs, timeout):
+    """Runs one benchmark; returns its record for the report."""
+    fill = lambda s: s.replace("{build}", str(build))  # noqa: E731
+    args = [fill(a) for a in bench.args]
+    shown = ["python3" if a == sys.executable else os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a
+             for a in args]
+    record = {"name": bench.name, "what": bench.what, "command": " ".join(shown),
+              "status": "skipped", "reason": None, "seconds": 0.0, "bench_json": [], "summary_json": None,
+              "rows": [], "notes": []}
+    exe = args[0] if args[0] != sys.executable else None
+    needed = fill(bench.needs) if bench.needs else exe
+    if needed and not os.path.exists(needed):
+        record["reason"] = f"not built: {os.path.relpath(needed, ROOT)} is missing"
+        return record
+    env = dict(os.environ)
+    env.update({k: fill(v) for k, v in bench.env.items()})
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        code = None
+    record["seconds"] = time.perf_counter() - t0
+    (logs / f"{bench.name}.txt").write_text(f"$ {record['command']}\n{out}\n--- stderr ---\n{err}")
+    if code is None:
+        record["reason"] = f"timed out after {timeout} s"
+        return record
+    try:
+        parsed = parse_json_lines(out)
+    except ValueError as e:
+        record["reason"] = f"unreadable JSON line: {e}"
+        return record
+    record["bench_json"], record["summary_json"] = parsed["bench"], parsed["summary"]
+    if code != 0:
+        record["reason"] = f"exit status {code}: {last_lines(err or out)}"
+        return record
+    if not parsed["bench"] and parsed["summary"] is None:
+        record["reason"] = f"unavailable here: {last_lines(err or out) or 'no BENCH_JSON line'}"
+        return record
+    try:
+        record["rows"] = bench.rows(parsed)
+    except (KeyError, ValueError, IndexError, StopIteration, TypeError, ZeroDivisionError) as e:
+        record["reason"] = f"unexpected JSON ({type(e).__name__}: {e})"
+        return record
+    record["status"] = "ok"
+    return record
+
+
+# ---- the machine -------------------------------------------------------------------------------------------------
+
+def read_text(path):
+    try:
+        return pathlib.Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def git(*args):
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def build_type(build):
+    try:
+        options = json.loads(read_text(build / "meson-info" / "intro-buildoptions.json"))
+        return next(o["value"] for o in options if o["name"] == "buildtype")
+    except (ValueError, StopIteration):
+        return None
+
+
+def machine(build):
+    cpuinfo = read_text("/proc/cpuinfo")
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                 platform.processor() or "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    mem = next((int(line.split()[1]) for line in read_text("/proc/meminfo").splitlines()
+                if line.startswith("MemTotal:")), 0)
+    status = git("status", "--porcelain", "--untracked-files=no")
+    try:
+        import numpy
+
+        numpy_version = numpy.__version__
+    except ImportError:
+        numpy_version = None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_model": model,
+        "logical_cpus": os.cpu_count(),
+        "avx512": "avx512f" in flags,
+        "memory_gib": round(mem / (1 << 20), 1),
+        "load_average_start": list(os.getloadavg()),
+        "kernel": platform.release(),
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+        "build_dir": os.path.relpath(build, ROOT) if str(build).startswith(str(ROOT)) else str(build),
+        "build_type": build_type(build),
+        "python": platform.python_version(),
+        "numpy": numpy_version,
+        "torch": have_torch(),
+    }
+
+
+# ---- the report ------------------------------------------------------------------------------------------------
+
+def fmt(value, digits=2):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}" if abs(value) < 1e4 else f"{value:.0f}"
+    return str(value)
+
+
+def markdown(report):
+    m = report["machine"]
+    ok = [b for b in report["benchmarks"] if b["status"] == "ok"]
+    skipped = [b for b in report["benchmarks"] if b["status"] != "ok"]
+    rows = [r for b in ok for r in b["rows"]]
+    misses = [r for r in rows if r["verdict"] == "MISS"]
+    met = [r for r in rows if r["verdict"] == "ok"]
+    load = m["load_average_start"]
+    lines = [
+        "# StrideWeave benchmark report",
+        "",
+        f"- date: {m['date']}",
+        f"- commit: `{m['git_commit']}` ({m['git_branch']}{', with uncommitted changes' if m['git_dirty'] else ''})",
+        f"- machine: {m['cpu_model']}, {m['logical_cpus']} logical CPUs{', AVX-512' if m['avx512'] else ''}, "
+        f"{m['memory_gib']} GiB, Linux {m['kernel']}",
+        f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; at end: "
+        f"{' '.join(f'{x:.2f}' for x in report['load_average_end'])}"
+        + (" (the machine was busy: medians are noisy, prefer the \"best\" ratios)" if load[0] > 1.0 else ""),
+        f"- build: `{m['build_dir']}` ({m['build_type']}); Python {m['python']}, NumPy {m['numpy']}, "
+        f"PyTorch {'installed' if m['torch'] else 'not installed'}",
+        f"- suite time: {report['seconds']:.0f} s; {len(ok)} benchmark(s) ran, {len(skipped)} skipped; "
+        f"targets: {len(met)} met, {len(misses)} missed",
+        "",
+        "Every ratio is StrideWeave's figure over its peer's, measured in the same run. \"best\" compares the "
+        "fastest repetitions. Targets are docs/PERFORMANCE.md's (shared docs).",
+        "",
+        "## Summary",
+        "",
+        "| benchmark | what | status | time |",
+        "| --- | --- | --- | --- |",
+    ]
+    for b in report["benchmarks"]:
+        status = "ok" if b["status"] == "ok" else f"skipped: {b['reason']}"
+        lines.append(f"| {b['name']} | {b['what']} | {status.replace('|', '/')} | {b['seconds']:.1f} s |")
+    if misses:
+        lines += ["", "Missed targets:", ""]
+        lines += [f"- {r['figure']}: ratio {fmt(r['ratio'], 3)} vs target {r['target']} (peer: {r['peer_name']})"
+                  for r in misses]
+    for b in report["benchmarks"]:
+        lines += ["", f"## {b['name']}", "", f"{b['what']}. `{b['command']}`", ""]
+        if b["status"] != "ok":
+            lines.append(f"Skipped: {b['reason']}")
+            continue
+        lines += ["| figure | StrideWeave | peer | unit | peer is | ratio | best | target | verdict | note |",
+                  "| --- | ---: | ---: | --- | --- | ---: | ---: | --- | --- | --- |"]
+        for r in b["rows"]:
+            lines.append(f"| {r['figure']} | {fmt(r['ours'])} | {fmt(r['peer'])} | {r['unit']} | {r['peer_name']} | "
+                         f"{fmt(r['ratio'], 3)} | {fmt(r['ratio_best'], 3)} | {r['target'] or '-'} | {r['verdict']} | "
+                         f"{r['note']} |")
+        for note in b["notes"]:
+            lines += ["", note]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default=str(ROOT / "build"), help="meson build directory (release)")
+    parser.add_argument("--out", default=str(ROOT / "bench-report"), help="report directory")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds before a benchmark counts as skipped")
+    args = parser.parse_args(argv)
+    build, out = pathlib.Path(args.build).resolve(), pathlib.Path(args.out).resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    chosen = [b for b in BENCHMARKS if not args.only or b.name in args.only]
+    unknown = set(args.only or ()) - {b.name for b in BENCHMARKS}
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; known: "
+                     f"{', '.join(b.name for b in BENCHMARKS)}")
+
+    report = {"machine": machine(build), "benchmarks": []}
+    load = report["machine"]["load_average_start"][0]
+    print(f"benchmarks: {len(chosen)} to run, load average {load:.2f} on {os.cpu_count()} CPUs"
+          + ("; the machine is busy, figures will be noisy" if load > 1.0 else ""), flush=True)
+    t0 = time.perf_counter()
+    for i, bench in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {bench.name}: {bench.what} ...", end="", flush=True)
+        record = run_one(bench, build, logs, args.timeout)
+        if record["status"] == "ok" and not report["machine"]["torch"]:
+            if bench.name == "bench_projection":
+                record["notes"].append("PyTorch is not installed: the comparison against torch.index_select(out=) "
+                                       "(the target) is skipped.")
+        report["benchmarks"].append(record)
+        done = "ok" if record["status"] == "ok" else f"skipped ({record['reason']})"
+        print(f" {done}, {record['seconds']:.1f} s", flush=True)
+    report["seconds"] = time.perf_counter() - t0
+    report["load_average_end"] = list(os.getloadavg())
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(markdown(report))
+    rows = [r for b in report["benchmarks"] for r in b["rows"]]
+    print(f"benchmarks: {sum(b['status'] == 'ok' for b in report['benchmarks'])} ran, "
+          f"{sum(b['status'] != 'ok' for b in report['benchmarks'])} skipped in {report['seconds']:.0f} s; "
+          f"targets {sum(r['verdict'] == 'ok' for r in rows)} met, {sum(r['verdict'] == 'MISS' for r in rows)} "
+          f"missed")
+    print(f"report: {os.path.relpath(out / 'report.md', os.getcwd())} and "
+          f"{os.path.relpath(out / 'report.json', os.getcwd())}")
+    return 0 if any(b["status"] == "ok" for b in report["benchmarks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
