@@ -72,10 +72,12 @@ def test_moe_offload_options(capsys, options):
     assert "outputs identical across runs" in capsys.readouterr().out
 
 
-def test_moe_offload_train(capsys):
-    args = ["--experts", "12", "--dim", "32", "--tokens", "16", "--batches", "40", "--train", "--quiet"]
+@pytest.mark.parametrize("options", [[], ["--dtype", "bf16", "--tier", "zstd"]])
+def test_moe_offload_train(capsys, options):
+    args = ["--experts", "12", "--dim", "32", "--tokens", "16", "--batches", "40", "--train", "--quiet"] + options
     assert load("moe_offload").main(args) == 0
-    assert "training verified" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "training verified" in out and "every value identical" in out
 
 
 def test_plot_moe(tmp_path):
