@@ -1,5 +1,7 @@
 #include "core/buffer_pool.hpp"
 
+#include <sys/mman.h>
+
 #include <bit>
 #include <cstdlib>
 #include <new>
@@ -37,6 +39,11 @@ void* BufferPool::allocate_fresh(size_t bytes) {
     p = allocator_.alloc(allocator_.user_data, bytes, align);
   } else if (posix_memalign(&p, align, bytes) != 0) {
     p = nullptr;
+  } else if (bytes >= kHugeBytes) {
+    // Tiles and tensors of megabytes are streamed through whole: huge pages
+    // (where the system grants them on request) spare the TLB misses of
+    // walking several such buffers at once, as a gather does. Advice only.
+    madvise(p, bytes, MADV_HUGEPAGE);
   }
   if (!p) throw std::bad_alloc();
   return p;

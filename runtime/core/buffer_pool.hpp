@@ -20,7 +20,12 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
   // The size class a request of `bytes` is served from.
   static size_t size_class(size_t bytes);
-  static size_t alignment_for(size_t bytes) { return bytes >= 65536 ? 4096 : 64; }
+  // Large buffers start on a huge-page boundary (see allocate_fresh).
+  static size_t alignment_for(size_t bytes) {
+    return bytes >= kHugeBytes ? kHugePage : bytes >= 65536 ? 4096 : 64;
+  }
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugeBytes = size_t{4} << 20;
 
   // Returns a buffer of at least `bytes` (class-rounded); throws OUT_OF_MEMORY.
   void* acquire(size_t bytes, size_t* out_class_bytes);
