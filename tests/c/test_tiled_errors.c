@@ -714,6 +714,43 @@ static void whole_write_over_invalid_tiles_changes_nothing(void** state) {
   sw_runtime_release(rt);
 }
 
+/* A write whose slots start and end in one tile but pass through another
+ * (canonical slots step to the next expert every slot) checks the tile in
+ * between too: refused for the invalid tile, nothing changed. */
+static void write_passing_through_an_invalid_tile_changes_nothing(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  tt_fix_t f;
+  make_experts(&f, rt, 3, SW_CARRIER_HOST);
+  const int64_t pick[2] = {0, 1};
+  sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 2);
+  const int64_t cshape[3] = {2, 3, 2};
+  double cv[12];
+  for (int i = 0; i < 12; ++i) cv[i] = i + 1;
+  sw_tensor_t* compact = tt_dense(rt, cshape, 3, cv);
+  sw_tensor_t* r = tt_scatter(&f, compact, f.full, sel, SW_SCATTER_REPLACE); /* tile 2 invalid */
+  tt_fix_t rf = f;
+  rf.te = tt_carrier_of(r);
+  rf.full = r;
+  const tt_snap_t snap = tt_snapshot(&rf);
+  /* Slots 0..3: tiles 0, 1, 2 and 0 again. */
+  sw_tensor_t* span = tt_tensor_over(rf.te, 0, "(4):(1)");
+  const float four[4] = {-1.0f, -2.0f, -3.0f, -4.0f};
+  SW_FAILS(sw_tensor_write(span, four, sizeof four), SW_ERROR_STATE, "invalid");
+  tt_expect_snapshot(&rf, &snap);
+  double v = 0;
+  const int64_t first[3] = {0, 0, 0};
+  SW_OK_(sw_tensor_get(r, first, 3, &v));
+  assert_true(v == cv[0]);
+  sw_tensor_release(span);
+  sw_carrier_release(rf.te);
+  sw_tensor_release(r);
+  sw_tensor_release(compact);
+  sw_tile_selection_release(sel);
+  tt_free(&f);
+  sw_runtime_release(rt);
+}
+
 /* A temporary file holding `n` f32 values tile-major seeded; removed by the
  * caller. */
 static void write_seed_file(char* path, size_t cap, int64_t ntiles, int64_t T) {
@@ -946,6 +983,7 @@ int main(void) {
       cmocka_unit_test(residency_rejects_released_carrier),
       cmocka_unit_test(promote_rejects_invalid_tile),
       cmocka_unit_test(whole_write_over_invalid_tiles_changes_nothing),
+      cmocka_unit_test(write_passing_through_an_invalid_tile_changes_nothing),
       cmocka_unit_test(evict_rejects_dirty_tile_into_read_only_secondary),
       cmocka_unit_test(residency_failure_after_submission_keeps_prior_state),
       cmocka_unit_test(tile_set_rejects_bad_coordinates),

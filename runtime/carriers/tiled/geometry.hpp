@@ -2,6 +2,8 @@
 // moves values between tile buffers and compact dense tensors.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +30,21 @@ struct TileGeometry {
   // How many slots from `slot` on stay in its tile at consecutive within-tile
   // indices (at least 1).
   int64_t run_in_tile(int64_t slot) const;
+  // Walks canonical slots [first, first + count) as pieces that each lie in
+  // one tile at consecutive within-tile indices: f(tile ordinal, within-tile
+  // index, offset of the piece from `first`, piece length). Consecutive slots
+  // may step from tile to tile (an (expert, out, in) tensor with one expert
+  // per tile does so every slot), and may come back to a tile.
+  template <typename F>
+  void for_each_piece(int64_t first, int64_t count, F&& f) const {
+    for (int64_t done = 0; done < count;) {
+      int64_t k, w;
+      locate(first + done, &k, &w);
+      const int64_t n = std::min(count - done, run_in_tile(first + done));
+      f(k, w, done, n);
+      done += n;
+    }
+  }
   bool operator==(const TileGeometry& o) const { return grid == o.grid && tile == o.tile; }
 };
 

@@ -292,25 +292,19 @@ void TiledEvictable::mark_written(const std::vector<int64_t>& ks) {
 
 void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {
   const size_t es = element_size();
-  // Canonical slots interleave tiles (an (expert, out, in) tensor with one
-  // expert per tile steps to the next tile every slot): read each touched
-  // tile once.
+  // Canonical slots may interleave tiles: read each touched tile once.
   std::unordered_map<int64_t, std::vector<std::byte>> tiles;
   auto* out = static_cast<std::byte*>(dst);
-  size_t i = 0;
-  while (i < count) {
-    int64_t k, w;
-    const int64_t slot = static_cast<int64_t>(first + i);
-    geo_.locate(slot, &k, &w);
-    auto [it, fresh] = tiles.try_emplace(k);
-    if (fresh) {
-      it->second.resize(static_cast<size_t>(geo_.tile_size) * es);
-      read_tile(k, it->second.data());
-    }
-    const size_t n = std::min(count - i, static_cast<size_t>(geo_.run_in_tile(slot)));
-    std::memcpy(out + i * es, it->second.data() + w * static_cast<int64_t>(es), n * es);
-    i += n;
-  }
+  geo_.for_each_piece(static_cast<int64_t>(first), static_cast<int64_t>(count),
+                      [&](int64_t k, int64_t w, int64_t done, int64_t n) {
+                        auto [it, fresh] = tiles.try_emplace(k);
+                        if (fresh) {
+                          it->second.resize(static_cast<size_t>(geo_.tile_size) * es);
+                          read_tile(k, it->second.data());
+                        }
+                        std::memcpy(out + done * static_cast<int64_t>(es), it->second.data() + w * static_cast<int64_t>(es),
+                                    static_cast<size_t>(n) * es);
+                      });
 }
 
 void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {
@@ -321,20 +315,9 @@ void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byt
   const size_t es = element_size();
   // Check every touched tile first: a refused write changes nothing.
   std::set<int64_t> touched;
-  for (const SlotRun& r : runs) {
-    if (!r.count) continue;
-    int64_t k0, k1, w;
-    geo_.locate(static_cast<int64_t>(r.first), &k0, &w);
-    geo_.locate(static_cast<int64_t>(r.first + r.count - 1), &k1, &w);
-    if (k0 == k1) {
-      touched.insert(k0);
-      continue;
-    }
-    for (size_t i = 0; i < r.count; ++i) {
-      geo_.locate(static_cast<int64_t>(r.first + i), &k0, &w);
-      touched.insert(k0);
-    }
-  }
+  for (const SlotRun& r : runs)
+    geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
+                        [&](int64_t k, int64_t, int64_t, int64_t) { touched.insert(k); });
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int64_t k : touched) {
@@ -360,18 +343,15 @@ void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byt
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (const SlotRun& r : runs) {
-    size_t i = 0;
-    while (i < r.count) {
-      int64_t k, w;
-      geo_.locate(static_cast<int64_t>(r.first + i), &k, &w);
-      const size_t n = std::min(r.count - i, static_cast<size_t>(geo_.run_in_tile(static_cast<int64_t>(r.first + i))));
-      Tile& t = tiles_[static_cast<size_t>(k)];
-      std::memcpy(t.primary->host_data() + w * static_cast<int64_t>(es), src, n * es);
-      src += n * es;
-      i += n;
-      t.dirty = true;
-      t.implicit = false;
-    }
+    geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
+                        [&](int64_t k, int64_t w, int64_t, int64_t n) {
+                          Tile& t = tiles_[static_cast<size_t>(k)];
+                          std::memcpy(t.primary->host_data() + w * static_cast<int64_t>(es), src,
+                                      static_cast<size_t>(n) * es);
+                          src += static_cast<size_t>(n) * es;
+                          t.dirty = true;
+                          t.implicit = false;
+                        });
   }
 }
 
