@@ -128,6 +128,20 @@ static sw_tile_set_t* tile_set_for(const options* o, const int* experts) {
 
 /* The secondary tier holding every expert, tile-major: expert e occupies
  * slots [e*dim*dim, (e+1)*dim*dim), values first mode fastest. */
+static uint16_t f32_to_bf16(float v) { /* round to nearest even */
+  uint32_t bits;
+  memcpy(&bits, &v, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float v;
+  memcpy(&v, &bits, 4);
+  return v;
+}
+
 static sw_carrier_t* make_secondary(sw_runtime_t* rt, const options* o, uint64_t seed) {
   const size_t tile = (size_t)o->dim * o->dim, total = tile * o->experts;
   sw_carrier_t* c = NULL;
@@ -153,11 +167,8 @@ static sw_carrier_t* make_secondary(sw_runtime_t* rt, const options* o, uint64_t
       float v = (float)((rng_uniform() * 2.0 - 1.0) * scale);
       if (o->dtype == SW_DTYPE_F32) {
         memcpy(buf + i * 4, &v, 4);
-      } else {  /* bf16: round to nearest even */
-        uint32_t bits;
-        memcpy(&bits, &v, 4);
-        bits += 0x7fffu + ((bits >> 16) & 1u);
-        uint16_t h = (uint16_t)(bits >> 16);
+      } else {
+        const uint16_t h = f32_to_bf16(v);
         memcpy(buf + i * 2, &h, 2);
       }
     }
@@ -165,13 +176,6 @@ static sw_carrier_t* make_secondary(sw_runtime_t* rt, const options* o, uint64_t
   }
   free(buf);
   return c;
-}
-
-static uint16_t f32_to_bf16(float v) { /* round to nearest even */
-  uint32_t bits;
-  memcpy(&bits, &v, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return (uint16_t)(bits >> 16);
 }
 
 /* factor * g. The CPU carrier's elementwise ops take f32 and f64, so a bf16
@@ -191,12 +195,7 @@ static sw_tensor_t* scaled(sw_runtime_t* rt, sw_tensor_t* g, double factor) {
   CHECK(sw_tensor_shape(g, ext, 8));
   uint16_t* h = malloc((size_t)n * 2);
   CHECK(sw_tensor_read(g, h, (size_t)n * 2));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = (uint32_t)h[i] << 16;
-    float v;
-    memcpy(&v, &bits, 4);
-    h[i] = f32_to_bf16((float)(v * factor));
-  }
+  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16((float)(bf16_to_f32(h[i]) * factor));
   CHECK(sw_tensor_from_data(rt, SW_DTYPE_BF16, ext, rank, h, &out));
   free(h);
   return out;
@@ -216,12 +215,7 @@ static sw_tensor_t* make_tokens(sw_runtime_t* rt, const options* o, int batch) {
     t = f32;
   } else {
     uint16_t* h = malloc(n * 2);
-    for (size_t i = 0; i < n; ++i) {
-      uint32_t bits;
-      memcpy(&bits, &v[i], 4);
-      bits += 0x7fffu + ((bits >> 16) & 1u);
-      h[i] = (uint16_t)(bits >> 16);
-    }
+    for (size_t i = 0; i < n; ++i) h[i] = f32_to_bf16(v[i]);
     CHECK(sw_tensor_from_data(rt, SW_DTYPE_BF16, ext, 3, h, &t));
     free(h);
     sw_tensor_release(f32);
@@ -422,8 +416,7 @@ static uint64_t weights_digest(sw_tensor_t* full, const options* o, double* out_
     } else {
       uint16_t b;
       memcpy(&b, bytes + i * 2, 2);
-      const uint32_t bits = (uint32_t)b << 16;
-      memcpy(&v, &bits, 4);
+      v = bf16_to_f32(b);
     }
     sum += v;
   }
