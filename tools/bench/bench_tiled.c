@@ -118,9 +118,9 @@ static void moe_compute(sw_tensor_t* w, sw_tensor_t* x) {
   sw_tensor_release(y);
 }
 
-static sw_tensor_t* project_wait(sw_carrier_t* te, sw_tensor_t* full, sw_tile_selection_t* s) {
+static sw_tensor_t* project_wait(sw_carrier_t* te, sw_tensor_t* full, sw_tile_selection_t* s, sw_carrier_t* dest) {
   sw_await_t* a;
-  CHECK(sw_tiled_project(te, full, s, NULL, &a));
+  CHECK(sw_tiled_project(te, full, s, dest, &a));
   CHECK(sw_await_wait(a, -1));
   sw_tensor_t* w;
   CHECK(sw_await_result(a, &w));
@@ -158,7 +158,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
     double t0 = now();
     for (int b = 0; b < MOE_BATCHES; ++b) {
       sw_tile_selection_t* s = selection(order + b * MOE_TOPK, MOE_TOPK);
-      sw_tensor_t* w = project_wait(te, full, s);
+      sw_tensor_t* w = project_wait(te, full, s, NULL);
       CHECK(sw_tiled_evict(te, s));
       sw_tensor_release(w);
       sw_tile_selection_release(s);
@@ -166,7 +166,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
     const double transfer = now() - t0;
     /* compute alone */
     sw_tile_selection_t* s0 = selection(order, MOE_TOPK);
-    sw_tensor_t* w0 = project_wait(te, full, s0);
+    sw_tensor_t* w0 = project_wait(te, full, s0, NULL);
     t0 = now();
     for (int b = 0; b < MOE_BATCHES; ++b) moe_compute(w0, x);
     const double compute = now() - t0;
@@ -253,14 +253,9 @@ int main(int argc, char** argv) {
   memset(peer_dst, 0, PICK * TILE * sizeof(float));
   for (int r = -2; r < reps; ++r) {
     double t0 = now();
-    sw_await_t* a;
-    CHECK(sw_tiled_project(te, full, sel, dest, &a));
-    CHECK(sw_await_wait(a, -1));
-    sw_tensor_t* out;
-    CHECK(sw_await_result(a, &out));
+    sw_tensor_t* out = project_wait(te, full, sel, dest);
     const double tp = now() - t0;
     sw_tensor_release(out);
-    sw_await_release(a);
     const double tc = memcpy_peer(tiles, peer_dst, threads);
     if (r >= 0) {
       t_proj[r] = tp;
