@@ -56,6 +56,12 @@ static void expect_full_tensor_intact(const tt_fix_t* f) {
 static uint32_t pattern32(int64_t k, int64_t w) { return 0x3f000000u + (uint32_t)(k << 20) + (uint32_t)w; }
 static uint16_t pattern16(int64_t k, int64_t w) { return (uint16_t)(0x3c00u + (uint16_t)((k * 251 + w * 7) & 0x3ff)); }
 
+/* Whether element `o` of `buf` (elements of `es` bytes) holds the pattern of
+ * element w of expert k. */
+static bool holds_pattern(const unsigned char* buf, size_t o, size_t es, int64_t k, int64_t w) {
+  return es == 4 ? ((const uint32_t*)buf)[o] == pattern32(k, w) : ((const uint16_t*)buf)[o] == pattern16(k, w);
+}
+
 /* Projects `count` experts out of (E, R, C) tiles of 1 x R x C held in a full
  * primary tier, checks every compact element bit for bit (the compact tensor
  * interleaves the experts element by element), then scatters the compact
@@ -97,7 +103,7 @@ static void check_interleaved_gather(sw_runtime_t* rt, sw_dtype_t dtype, int64_t
   for (int64_t w = 0; w < T; ++w)
     for (size_t s = 0; s < count; ++s) {
       const size_t o = (size_t)w * count + s; /* expert mode fastest */
-      if (es == 4 ? ((uint32_t*)got)[o] != pattern32(experts[s], w) : ((uint16_t*)got)[o] != pattern16(experts[s], w))
+      if (!holds_pattern(got, o, es, experts[s], w))
         ++wrong;
     }
   assert_int_equal(wrong, 0);
@@ -130,7 +136,7 @@ static void check_interleaved_gather(sw_runtime_t* rt, sw_dtype_t dtype, int64_t
   for (int64_t k = 0; k < E; ++k)
     for (int64_t w = 0; w < T; ++w) {
       const size_t o = (size_t)(w * E + k);
-      if (es == 4 ? ((uint32_t*)all)[o] != pattern32(k, w) : ((uint16_t*)all)[o] != pattern16(k, w)) ++wrong;
+      if (!holds_pattern(all, o, es, k, w)) ++wrong;
     }
   assert_int_equal(wrong, 0);
   free(all);
