@@ -61,6 +61,13 @@ def _tensor(value, what):
     return value
 
 
+def _reduction(value):
+    """The C code of a scatter reduction name."""
+    if not isinstance(value, str) or value not in _REDUCTIONS:
+        raise StrideWeaveValueError(f"reduction must be 'replace' or 'add', not {value!r}")
+    return _REDUCTIONS[value]
+
+
 def _selection(value):
     if not isinstance(value, TileSelection):
         raise StrideWeaveTypeError(f"selection must be a TileSelection, not {type(value).__name__}")
@@ -226,9 +233,7 @@ class TiledEvictable(Carrier):
         compact = _tensor(compact, "compact")
         template = _tensor(template, "template")
         selection = _selection(selection)
-        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
-            raise StrideWeaveValueError(f"reduction must be 'replace' or 'add', not {reduction!r}")
-        h = N.sw_tiled_scatter(self._h, compact._h, template._h, selection._handle(), _REDUCTIONS[reduction])
+        h = N.sw_tiled_scatter(self._h, compact._h, template._h, selection._handle(), _reduction(reduction))
         policy = self._policy
 
         def adopt_policy(result):
@@ -246,9 +251,7 @@ class TiledEvictable(Carrier):
         tensor = _tensor(tensor, "tensor")
         compact = _tensor(compact, "compact")
         selection = _selection(selection)
-        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
-            raise StrideWeaveValueError(f"reduction must be 'replace' or 'add', not {reduction!r}")
-        h = N.sw_tiled_update_async(self._h, tensor._h, compact._h, selection._handle(), _REDUCTIONS[reduction])
+        h = N.sw_tiled_update_async(self._h, tensor._h, compact._h, selection._handle(), _reduction(reduction))
         return AwaitMove._adopt(h, self._rt)
 
     def require_facet(self, facet):
