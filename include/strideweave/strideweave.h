@@ -756,7 +756,7 @@ SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_sta
 
 /* A TiledEvictable is a carrier (kind SW_CARRIER_TILED) holding one logical
  * tensor of shape grid_shape * tile_shape (mode by mode), cut into tiles that
- * live in a primary tier (a compute carrier: CPU) or a secondary tier (a
+ * live in a primary tier (a compute carrier: CPU or Vulkan) or a secondary tier (a
  * storage carrier: host, file or zstd), move asynchronously, and are
  * gathered into compact tensors by projection.
  *
@@ -796,9 +796,14 @@ typedef enum sw_tile_set_kind_t {
   SW_TILES_KIND_FORCE32 = 0x7fffffff
 } sw_tile_set_kind_t;
 
-/* `primary` is an empty or full-extent compute carrier (CPU in this release:
- * other kinds fail UNSUPPORTED), `secondary` an empty
- * or full-extent storage carrier, of the same dtype. A full primary makes
+/* `primary` is an empty or full-extent compute carrier (CPU or Vulkan),
+ * `secondary` an empty or full-extent storage carrier, of the same dtype.
+ * With a Vulkan primary, tile buffers are device-local: promotions read the
+ * secondary tier into host staging and upload, evictions download dirty
+ * tiles before writing them, and projections, scatters and updates gather on
+ * the device (one strided copy per tile, queued behind the device's work;
+ * a full tensor of a non-canonical layout is staged through host memory).
+ * Projection destinations and compact tensors are then Vulkan carriers. A full primary makes
  * every tile primary-resident; a full secondary every tile secondary-
  * resident; with both full the tiles are primary and dirty; with both empty
  * every tile is invalid. `policy` may be NULL; it is copied. TYPE for wrong
@@ -1135,8 +1140,8 @@ SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_
  * can be stored and moved. What the CPU carrier refuses (TYPE: add of f16,
  * reduce_sum of i32, ...) fails with the same code here.
  *
- * sw_move_async moves tensors between it and CPU carriers. It cannot be the
- * primary tier of a TiledEvictable (UNSUPPORTED). TYPE when `device` is not a
+ * sw_move_async moves tensors between it and CPU carriers. It can be the
+ * primary tier of a TiledEvictable (sw_tiled_create). TYPE when `device` is not a
  * Vulkan device; UNSUPPORTED in builds without Vulkan. */
 SW_API sw_error_t* sw_carrier_create_vulkan(sw_runtime_t* runtime, sw_device_t* device, sw_dtype_t dtype,
                                             size_t size, sw_carrier_t** out_carrier);

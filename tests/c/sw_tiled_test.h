@@ -7,6 +7,62 @@
 
 #include "sw_async_test.h"
 
+/* The primary tier's kind. Each tiled suite builds twice: with a CPU primary,
+ * and with TT_PRIMARY_VULKAN defined, with a Vulkan primary on the device of
+ * whatever ICD is present (Mesa lavapipe in CI), so that every scenario holds
+ * on both. Compact tensors made by tt_dense and destinations made with
+ * TT_PRIMARY live on the primary kind too. */
+#ifdef TT_PRIMARY_VULKAN
+#include "sw_vulkan_test.h"
+#define TT_PRIMARY SW_CARRIER_VULKAN
+
+/* One device per runtime, made on first use and released with the runtime
+ * (sw_runtime_release is routed through tt_runtime_release below). */
+static sw_runtime_t* tt_device_rt;
+static sw_device_t* tt_device_handle;
+
+static inline sw_device_t* tt_device(sw_runtime_t* rt) {
+  if (tt_device_rt != rt) {
+    sw_device_release(tt_device_handle);
+    tt_device_handle = NULL;
+    SW_OK_(sw_device_create_vulkan(rt, NULL, &tt_device_handle));
+    tt_device_rt = rt;
+  }
+  return tt_device_handle;
+}
+
+static inline void tt_runtime_release(sw_runtime_t* rt) {
+  if (rt && rt == tt_device_rt) {
+    sw_device_release(tt_device_handle);
+    tt_device_handle = NULL;
+    tt_device_rt = NULL;
+  }
+  (sw_runtime_release)(rt);
+}
+#define sw_runtime_release(rt) tt_runtime_release(rt)
+
+/* Call first in main(): false (the suite then exits 77, a skip) without a
+ * Vulkan ICD. */
+static inline bool tt_primary_available(void) {
+  sw_vulkan_test_keep_driver();
+  sw_runtime_t* rt = NULL;
+  sw_device_t* dev = NULL;
+  SW_OK_((sw_runtime_create)(NULL, &rt));
+  sw_error_t* e = sw_device_create_vulkan(rt, NULL, &dev);
+  if (e) {
+    fprintf(stderr, "no Vulkan device (%s: %s); the Vulkan-primary run of this suite skips\n",
+            sw_error_code_name(sw_error_code(e)), sw_error_message(e));
+    sw_error_free(e);
+  }
+  sw_device_release(dev);
+  (sw_runtime_release)(rt);
+  return dev != NULL;
+}
+#else
+#define TT_PRIMARY SW_CARRIER_CPU
+static inline bool tt_primary_available(void) { return true; }
+#endif
+
 #define TT_MAXR 4
 #define TT_MAXTILES 128
 
@@ -34,6 +90,9 @@ static inline sw_carrier_t* tt_carrier(sw_runtime_t* rt, sw_carrier_kind_t kind,
     case SW_CARRIER_HOST: SW_OK_(sw_carrier_create_host(rt, dtype, n, &c)); break;
     case SW_CARRIER_FILE: SW_OK_(sw_carrier_create_file(rt, dtype, n, NULL, &c)); break;
     case SW_CARRIER_ZSTD: SW_OK_(sw_carrier_create_zstd(rt, dtype, n, NULL, &c)); break;
+#ifdef TT_PRIMARY_VULKAN
+    case SW_CARRIER_VULKAN: SW_OK_(sw_carrier_create_vulkan(rt, tt_device(rt), dtype, n, &c)); break;
+#endif
     default: fail_msg("tt_carrier: unexpected kind %d", (int)kind);
   }
   return c;
@@ -87,7 +146,7 @@ static inline void tt_make(tt_fix_t* f, sw_runtime_t* rt, sw_dtype_t dtype, size
   f->dtype = dtype;
   tt_geometry(f, rank, grid, tile);
   assert_true(f->ntiles <= TT_MAXTILES);
-  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, dtype, primary_full ? (size_t)f->n : 0);
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, dtype, primary_full ? (size_t)f->n : 0);
   sw_carrier_t* s = tt_carrier(rt, secondary_kind, dtype, secondary_full ? (size_t)f->n : 0);
   if (primary_full) tt_fill_tier(p, dtype, f->ntiles, f->T, 0.0);
   if (secondary_full) tt_fill_tier(s, dtype, f->ntiles, f->T, primary_full ? TT_OTHER_BIAS : 0.0);
@@ -448,9 +507,42 @@ static inline sw_tensor_t* tt_tensor_over(sw_carrier_t* c, int64_t offset, const
   return t;
 }
 
-/* A dense f32 CPU tensor holding `values`. */
+/* A dense tensor of `dtype` on the primary kind holding `data` (numel
+ * elements of dtype). */
+static inline sw_tensor_t* tt_tensor_from_data(sw_runtime_t* rt, sw_dtype_t dtype, const int64_t* extents, size_t rank,
+                                               const void* data) {
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) n *= extents[i];
+  sw_carrier_t* c = tt_carrier(rt, TT_PRIMARY, dtype, (size_t)n);
+  if (n) SW_OK_(sw_carrier_write(c, 0, (size_t)n, data));
+  sw_layout_t* l = NULL;
+  SW_OK_(sw_layout_dense(extents, rank, &l));
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_create(c, 0, l, &t));
+  sw_layout_release(l);
+  sw_carrier_release(c);
+  return t;
+}
+
+/* As sw_test_tensor (f64 for SW_DTYPE_F64, else f32), on the primary kind. */
+static inline sw_tensor_t* tt_tensor(sw_runtime_t* rt, sw_dtype_t dtype, const int64_t* extents, size_t rank,
+                                     const double* values) {
+  if (TT_PRIMARY == SW_CARRIER_CPU || dtype == SW_DTYPE_F64) {
+    if (TT_PRIMARY == SW_CARRIER_CPU) return sw_test_tensor(rt, dtype, extents, rank, values);
+    return tt_tensor_from_data(rt, SW_DTYPE_F64, extents, rank, values);
+  }
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) n *= extents[i];
+  float* f = (float*)malloc(sizeof(float) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; ++i) f[i] = (float)values[i];
+  sw_tensor_t* t = tt_tensor_from_data(rt, SW_DTYPE_F32, extents, rank, f);
+  free(f);
+  return t;
+}
+
+/* A dense f32 tensor on the primary kind holding `values`. */
 static inline sw_tensor_t* tt_dense(sw_runtime_t* rt, const int64_t* extents, size_t rank, const double* values) {
-  return sw_test_tensor(rt, SW_DTYPE_F32, extents, rank, values);
+  return tt_tensor(rt, SW_DTYPE_F32, extents, rank, values);
 }
 
 static inline void tt_expect_shape(const sw_tensor_t* t, const int64_t* extents, size_t rank) {

@@ -80,7 +80,7 @@ static void check_interleaved_gather(sw_runtime_t* rt, sw_dtype_t dtype, int64_t
       else ((uint16_t*)tiles)[k * T + w] = pattern16(k, w);
     }
   sw_carrier_t *p = NULL, *sec = NULL, *te = NULL;
-  SW_OK_(sw_carrier_create_cpu(rt, dtype, (size_t)n, &p));
+  p = tt_carrier(rt, TT_PRIMARY, dtype, (size_t)n);
   SW_OK_(sw_carrier_write(p, 0, (size_t)n, tiles));
   SW_OK_(sw_carrier_create_host(rt, dtype, 0, &sec));
   const int64_t grid[3] = {E, 1, 1}, tile[3] = {1, R, C};
@@ -193,7 +193,7 @@ static void seeds_decide_initial_residency(void** state) {
   SW_OK_(sw_tiled_secondary(f.te, &s));
   assert_true(tt_owned(p));
   assert_true(tt_owned(s));
-  assert_int_equal(tt_kind(p), SW_CARRIER_CPU);
+  assert_int_equal(tt_kind(p), TT_PRIMARY);
   assert_int_equal(tt_kind(s), SW_CARRIER_HOST);
   sw_carrier_release(p);
   sw_carrier_release(s);
@@ -421,7 +421,7 @@ static void expect_footprints_refused(const char* layout) {
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t ax[2] = {0, 1};
   sw_tile_selection_t* all = tt_sel2(ax, 2, ax, 2);
-  sw_carrier_t* dst = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* dst = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_await_t* a = NULL;
 
   SW_FAILS(sw_tiled_project(f.te, t, all, NULL, &a), SW_ERROR_VALUE, "footprint");
@@ -738,7 +738,7 @@ static void observe_completed_projection_repeatedly(void** state) {
   sw_carrier_t* c = tt_carrier_of(r1);
   assert_int_equal(tt_version(c), 1);
   assert_false(tt_owned(c));
-  assert_int_equal(tt_kind(c), SW_CARRIER_CPU);
+  assert_int_equal(tt_kind(c), TT_PRIMARY);
   sw_carrier_release(c);
   sw_tensor_release(r1);
   sw_tensor_release(r2);
@@ -846,7 +846,7 @@ static void project_into_destinations(void** state) {
   int64_t n = 0;
   double* e = tt_compact_expect(&f, canon, sel, &n);
 
-  sw_carrier_t* empty = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* empty = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_tensor_t* r = tt_project(&f, f.full, sel, empty);
   sw_carrier_t* rc = tt_carrier_of(r);
   assert_ptr_equal(rc, empty);
@@ -856,7 +856,7 @@ static void project_into_destinations(void** state) {
   sw_carrier_release(rc);
   sw_tensor_release(r);
 
-  sw_carrier_t* big = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 100);
+  sw_carrier_t* big = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 100);
   r = tt_project(&f, f.full, sel, big);
   tt_expect_dense_layout(r);
   tt_expect_values(r, e, n);
@@ -920,7 +920,7 @@ static void backpropagate_through_project_then_operation(void** state) {
   sw_carrier_t *gp = NULL, *gs = NULL;
   SW_OK_(sw_tiled_primary(gc, &gp));
   SW_OK_(sw_tiled_secondary(gc, &gs));
-  assert_int_equal(tt_kind(gp), SW_CARRIER_CPU);
+  assert_int_equal(tt_kind(gp), TT_PRIMARY);
   assert_int_equal(tt_kind(gs), SW_CARRIER_HOST);
   sw_carrier_release(gp);
   sw_carrier_release(gs);
@@ -1178,7 +1178,7 @@ typedef struct race_probe_t {
   pthread_mutex_t mutex;
   pthread_cond_t cond;
   int fired;
-  const float* dst;
+  sw_carrier_t* dst;
   const float* want;
   size_t n;
   bool gathered;
@@ -1189,7 +1189,12 @@ static void race_probe_fire(void* user, sw_await_t* a, sw_error_code_t code, con
   (void)message;
   race_probe_t* p = (race_probe_t*)user;
   bool all = code == SW_OK;
-  for (size_t i = 0; i < p->n && all; ++i) all = p->dst[i] == p->want[i];
+  float* got = (float*)malloc(sizeof(float) * p->n);
+  sw_error_t* err = all ? sw_carrier_read(p->dst, 0, p->n, got) : NULL;
+  if (err) all = false;
+  sw_error_free(err);
+  for (size_t i = 0; i < p->n && all; ++i) all = got[i] == p->want[i];
+  free(got);
   pthread_mutex_lock(&p->mutex);
   p->gathered = all;
   p->fired = 1;
@@ -1223,9 +1228,7 @@ static void eviction_races_with_execution(void** state) {
     double* want = tt_compact_expect(&f, canon, sel, &n);
     float* wantf = (float*)malloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; ++i) wantf[i] = (float)want[i];
-    sw_carrier_t* dst = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, (size_t)n);
-    void* dp = NULL;
-    SW_OK_(sw_carrier_host_pointer(dst, &dp));
+    sw_carrier_t* dst = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, (size_t)n);
 
     sw_await_t *p = NULL, *e = NULL;
     SW_OK_(sw_tiled_project(f.te, f.full, sel, dst, &p));
@@ -1238,7 +1241,7 @@ static void eviction_races_with_execution(void** state) {
     memset(&probe, 0, sizeof probe);
     pthread_mutex_init(&probe.mutex, NULL);
     pthread_cond_init(&probe.cond, NULL);
-    probe.dst = (const float*)dp;
+    probe.dst = dst;
     probe.want = wantf;
     probe.n = (size_t)n;
     sw_await_callback_info_t info;
@@ -1299,7 +1302,7 @@ static void refuse_hidden_waiting_on_external_transition(void** state) {
     sw_tile_set_t* t0 = tt_set(z, 1, 2);
     const int64_t first[1] = {0}, zero[1] = {0};
     sw_tile_selection_t* sel0 = tt_sel2(first, 1, zero, 1);
-    sw_carrier_t* cz = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, (size_t)rows);
+    sw_carrier_t* cz = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, (size_t)rows);
     const int64_t cshape[2] = {1, rows};
     sw_layout_t* cl = NULL;
     SW_OK_(sw_layout_dense(cshape, 2, &cl));
@@ -1576,7 +1579,7 @@ static void execute_on_partially_resident_full_tensor(void** state) {
   tt_expect_shape(r, rshape, 2);
   tt_expect_values(r, rows, 4);
   sw_carrier_t* rc = tt_carrier_of(r);
-  assert_int_equal(tt_kind(rc), SW_CARRIER_CPU);
+  assert_int_equal(tt_kind(rc), TT_PRIMARY);
   sw_carrier_release(rc);
   sw_tensor_release(r);
 
@@ -1694,7 +1697,7 @@ static void execute_on_explicitly_projected_tensor(void** state) {
     for (int64_t i = 0; i < 3; ++i) e[ex + 3 * i] = tt_seed(pick[ex], i) - tt_seed(pick[ex], i + 3);
   tt_expect_values(r, e, 9);
   sw_carrier_t* rc = tt_carrier_of(r);
-  assert_int_equal(tt_kind(rc), SW_CARRIER_CPU);
+  assert_int_equal(tt_kind(rc), TT_PRIMARY);
   sw_carrier_release(rc);
   /* Its node follows the gather node; backward reaches the full tensor. */
   bool leaf = true;
@@ -1934,6 +1937,7 @@ static void release_refused_while_request_pending(void** state) {
 }
 
 int main(void) {
+  if (!tt_primary_available()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(seeds_decide_initial_residency),
       cmocka_unit_test(interleaved_gathers_copy_bit_for_bit),

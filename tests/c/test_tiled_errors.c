@@ -48,8 +48,8 @@ static void create_rejects_wrong_tier_kinds(void** state) {
   (void)state;
   sw_runtime_t* rt = sw_async_runtime();
   const int64_t grid[2] = {2, 2}, tile[2] = {2, 1};
-  sw_carrier_t* cpu = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 8);
-  sw_carrier_t* cpu2 = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* cpu = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 8);
+  sw_carrier_t* cpu2 = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_carrier_t* host = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 8);
   sw_carrier_t* file = tt_carrier(rt, SW_CARRIER_FILE, SW_DTYPE_F32, 0);
   sw_carrier_t* zstd = tt_carrier(rt, SW_CARRIER_ZSTD, SW_DTYPE_F32, 0);
@@ -88,8 +88,8 @@ static void create_rejects_partial_tier(void** state) {
   (void)state;
   sw_runtime_t* rt = sw_async_runtime();
   const int64_t grid[2] = {2, 2}, tile[2] = {2, 1};
-  sw_carrier_t* p7 = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 7);
-  sw_carrier_t* p0 = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* p7 = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 7);
+  sw_carrier_t* p0 = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_carrier_t* s9 = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 9);
   sw_carrier_t* s0 = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 0);
   create_fails(p7, s0, grid, tile, 2, NULL, SW_ERROR_VALUE, "empty or hold the full extent");
@@ -106,7 +106,7 @@ static void create_rejects_partial_tier(void** state) {
 static void create_rejects_bad_grid_or_tile(void** state) {
   (void)state;
   sw_runtime_t* rt = sw_async_runtime();
-  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 0);
   const int64_t ok[2] = {2, 2}, zero[2] = {2, 0}, neg[2] = {-1, 2};
   create_fails(p, s, ok, ok, 0, NULL, SW_ERROR_VALUE, "at least one mode");
@@ -133,7 +133,7 @@ static void create_rejects_disposed_or_owned_tiers(void** state) {
   const int64_t grid[2] = {2, 2}, tile[2] = {2, 1};
   for (int which = 0; which < 2; ++which) {
     /* Owned: claimed by in-flight work (or a composite). */
-    sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 8);
+    sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 8);
     sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_FILE, SW_DTYPE_F32, 8);
     sw_carrier_t* claimed = which == 0 ? p : s;
     sw_carrier_t* other = which == 0 ? s : p;
@@ -158,7 +158,7 @@ static void create_rejects_disposed_or_owned_tiers(void** state) {
   sw_carrier_t *fp = NULL, *fs = NULL;
   SW_OK_(sw_tiled_primary(f.te, &fp));
   SW_OK_(sw_tiled_secondary(f.te, &fs));
-  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 0);
   create_fails(fp, s, grid, tile, 2, NULL, SW_ERROR_STATE, "owned");
   create_fails(p, fs, grid, tile, 2, NULL, SW_ERROR_STATE, "owned");
@@ -185,7 +185,7 @@ static void create_rejects_policy_without_protocol(void** state) {
   (void)state;
   sw_runtime_t* rt = sw_async_runtime();
   const int64_t grid[2] = {2, 2}, tile[2] = {2, 1};
-  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 8);
   sw_residency_policy_t policy;
   sw_residency_policy_init(&policy);
@@ -278,7 +278,7 @@ static void project_rejects_non_selection(void** state) {
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t c[3] = {2, 0, 0};
   sw_tile_set_t* set = tt_set(c, 1, 3);
-  sw_carrier_t* dst = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* dst = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   project_fails(&f, &snap, f.full, (const sw_tile_selection_t*)(const void*)set, dst, SW_ERROR_TYPE, "TileSelection");
   project_fails(&f, &snap, f.full, NULL, dst, SW_ERROR_TYPE, "TileSelection");
   project_fails(&f, &snap, f.full, (const sw_tile_selection_t*)(const void*)f.full, dst, SW_ERROR_TYPE,
@@ -296,7 +296,7 @@ static void project_rejects_incompatible_selection(void** state) {
   make_experts(&f, rt, 3, SW_CARRIER_ZSTD);
   mix_residency(&f);
   const tt_snap_t snap = tt_snapshot(&f);
-  sw_carrier_t* dst = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* dst = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   /* Rank 1 and rank 2 selections over a rank-3 grid. */
   const int64_t e[1] = {0}, z[1] = {0};
   sw_tile_selection_t* r1 = tt_sel1(e, 1);
@@ -360,16 +360,16 @@ static void project_rejects_released_or_owned_destination(void** state) {
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t pick[1] = {2};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 1);
-  sw_carrier_t* owned = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 6);
+  sw_carrier_t* owned = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 6);
   SW_OK_(sw_testing_claim(owned));
   project_fails(&f, &snap, f.full, sel, owned, SW_ERROR_STATE, "owned");
   assert_true(tt_owned(owned));
   SW_OK_(sw_testing_unclaim(owned));
-  sw_carrier_t* released = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 6);
+  sw_carrier_t* released = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 6);
   SW_OK_(sw_carrier_dispose(released));
   project_fails(&f, &snap, f.full, sel, released, SW_ERROR_STATE, "released");
   /* A destination held by a pending projection is owned too. */
-  sw_carrier_t* busy = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* busy = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_await_t* a = NULL;
   SW_OK_(sw_tiled_project(f.te, f.full, sel, busy, &a));
   const tt_snap_t snap2 = tt_snapshot(&f);
@@ -406,10 +406,10 @@ static void project_rejects_destination_dtype(void** state) {
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 1);
   const sw_dtype_t dts[3] = {SW_DTYPE_F64, SW_DTYPE_I32, SW_DTYPE_BF16};
   for (int i = 0; i < 3; ++i) {
-    sw_carrier_t* d = tt_carrier(rt, SW_CARRIER_CPU, dts[i], 0);
+    sw_carrier_t* d = tt_carrier(rt, TT_PRIMARY, dts[i], 0);
     project_fails(&f, &snap, f.full, sel, d, SW_ERROR_TYPE, "dtype");
     sw_carrier_release(d);
-    d = tt_carrier(rt, SW_CARRIER_CPU, dts[i], 64);
+    d = tt_carrier(rt, TT_PRIMARY, dts[i], 64);
     project_fails(&f, &snap, f.full, sel, d, SW_ERROR_TYPE, "dtype");
     sw_carrier_release(d);
   }
@@ -427,12 +427,12 @@ static void project_rejects_too_small_destination(void** state) {
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t pick[2] = {0, 2};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 2); /* 12 elements */
-  sw_carrier_t* d = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 11);
+  sw_carrier_t* d = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 11);
   project_fails(&f, &snap, f.full, sel, d, SW_ERROR_VALUE, "slots");
-  sw_carrier_t* one = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 1);
+  sw_carrier_t* one = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 1);
   project_fails(&f, &snap, f.full, sel, one, SW_ERROR_VALUE, "slots");
   /* Exactly large enough works. */
-  sw_carrier_t* fit = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 12);
+  sw_carrier_t* fit = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 12);
   sw_tensor_t* r = tt_project(&f, f.full, sel, fit);
   sw_tensor_release(r);
   sw_carrier_release(fit);
@@ -452,7 +452,7 @@ static void project_rejects_released_carrier(void** state) {
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 1);
   sw_tensor_t* t = tt_tensor_over(f.te, 0, "(3,3,2):(1,0,0)");
   SW_OK_(sw_carrier_dispose(f.te));
-  sw_carrier_t* d = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* d = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   sw_await_t* a = NULL;
   SW_FAILS(sw_tiled_project(f.te, f.full, sel, d, &a), SW_ERROR_STATE, "released");
   SW_FAILS(sw_tiled_project(f.te, f.full, sel, NULL, &a), SW_ERROR_STATE, "released");
@@ -477,7 +477,7 @@ static void project_rejects_invalid_tiles(void** state) {
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t pick[1] = {1}, z[1] = {0};
   sw_tile_selection_t* sel = tt_sel2(pick, 1, z, 1);
-  sw_carrier_t* d = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* d = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   project_fails(&f, &snap, f.full, sel, d, SW_ERROR_STATE, "invalid");
   sw_tensor_t* out = NULL;
   SW_FAILS(sw_reduce_sum(f.full, NULL, 0, false, &out), SW_ERROR_STATE, "invalid");
@@ -502,7 +502,7 @@ static void project_failure_after_submission_publishes_nothing(void** state) {
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t pick[3] = {3, 1, 2};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 3);
-  sw_carrier_t* d = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* d = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_READ, 2));
   sw_await_t* a = NULL;
   SW_OK_(sw_tiled_project(f.te, f.full, sel, d, &a));
@@ -563,7 +563,7 @@ static void residency_rejects_non_tile_set(void** state) {
   SW_OK_(sw_tiled_evict(f.te, sel));
   tt_expect_tile(&f, 2, SW_TILE_SECONDARY, false);
   /* The carrier must be a TiledEvictable. */
-  sw_carrier_t* cpu = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 4);
+  sw_carrier_t* cpu = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 4);
   SW_FAILS(sw_tiled_promote(cpu, sel), SW_ERROR_TYPE, "TiledEvictable");
   sw_carrier_release(cpu);
   sw_tile_selection_release(sel);
@@ -773,7 +773,7 @@ static void evict_rejects_dirty_tile_into_read_only_secondary(void** state) {
   write_seed_file(path, sizeof path, 3, 4);
   sw_carrier_t* ro = NULL;
   SW_OK_(sw_carrier_open_file(rt, SW_DTYPE_F32, path, 0, 12, NULL, &ro));
-  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   tt_fix_t f;
   memset(&f, 0, sizeof f);
   f.rt = rt;
@@ -962,6 +962,7 @@ static void residency_plan_rejects_overlap_and_non_sets(void** state) {
 }
 
 int main(void) {
+  if (!tt_primary_available()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(create_rejects_wrong_tier_kinds),
       cmocka_unit_test(create_rejects_partial_tier),

@@ -270,7 +270,7 @@ static void expect_policy_result_refused(policy_mode_t mode, sw_error_code_t cod
   const tt_snap_t snap = tt_snapshot(&f);
   const int64_t pick[2] = {2, 1};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 2);
-  sw_carrier_t* dst = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* dst = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
   double cv[12] = {0};
   const int64_t cshape[3] = {2, 3, 2};
   sw_tensor_t* compact = tt_dense(rt, cshape, 3, cv);
@@ -710,6 +710,7 @@ static void lru_policy_rejects_bad_arguments(void** state) {
 }
 
 int main(void) {
+  if (!tt_primary_available()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cache_unrelated_tiles),
       cmocka_unit_test(skip_unreachable_branch),

@@ -270,7 +270,7 @@ static void differentiate_replace_scatter(void** state) {
   double* want = tt_compact_expect(&f, cot, sel, &n);
   tt_expect_values(g, want, n);
   sw_carrier_t* gc = tt_carrier_of(g);
-  assert_int_equal(tt_kind(gc), SW_CARRIER_CPU);
+  assert_int_equal(tt_kind(gc), TT_PRIMARY);
   sw_carrier_release(gc);
   /* Replace propagates nothing to the overwritten template. */
   sw_tensor_t* gt = NULL;
@@ -544,12 +544,11 @@ static void scatter_rejects_compact_dtype(void** state) {
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 1);
   const int64_t cshape[3] = {1, 3, 2};
   double cv[6] = {1, 2, 3, 4, 5, 6};
-  sw_tensor_t* c64 = sw_test_tensor(rt, SW_DTYPE_F64, cshape, 3, cv);
+  sw_tensor_t* c64 = tt_tensor(rt, SW_DTYPE_F64, cshape, 3, cv);
   scatter_fails(&f, &snap, c64, f.full, sel, SW_SCATTER_REPLACE, SW_ERROR_TYPE, "dtype");
   scatter_fails(&f, &snap, c64, f.full, sel, SW_SCATTER_ADD, SW_ERROR_TYPE, "dtype");
   const int32_t iv[6] = {1, 2, 3, 4, 5, 6};
-  sw_tensor_t* ci = NULL;
-  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I32, cshape, 3, iv, &ci));
+  sw_tensor_t* ci = tt_tensor_from_data(rt, SW_DTYPE_I32, cshape, 3, iv);
   scatter_fails(&f, &snap, ci, f.full, sel, SW_SCATTER_REPLACE, SW_ERROR_TYPE, "dtype");
   sw_tensor_release(ci);
   sw_tensor_release(c64);
@@ -615,7 +614,93 @@ static void scatter_rejects_unknown_reduction(void** state) {
   sw_runtime_release(rt);
 }
 
+/* A dense (n,) tensor of `dtype` over a new carrier of `kind` whose element
+ * i holds values[i] (set one by one, converted to dtype). */
+static sw_tensor_t* vector_of(sw_runtime_t* rt, sw_carrier_kind_t kind, sw_dtype_t dtype, int64_t n,
+                              const double* values) {
+  sw_carrier_t* c = tt_carrier(rt, kind, dtype, (size_t)n);
+  sw_layout_t* l = NULL;
+  SW_OK_(sw_layout_dense(&n, 1, &l));
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_create(c, 0, l, &t));
+  for (int64_t i = 0; i < n; ++i) SW_OK_(sw_tensor_set(t, &i, 1, values[i]));
+  sw_layout_release(l);
+  sw_carrier_release(c);
+  return t;
+}
+
+/* Elements [first, first + count) of a dense vector hold want[first...]. */
+static void expect_range(const sw_tensor_t* t, int64_t first, int64_t count, const double* want) {
+  for (int64_t i = first; i < first + count; ++i) {
+    double v = -1;
+    SW_OK_(sw_tensor_get(t, &i, 1, &v));
+    if (v != want[i]) fail_msg("element %lld: got %.17g, expected %.17g", (long long)i, v, want[i]);
+  }
+}
+
+/* Add reductions (scatter and in-place update) in every dtype a tile sum
+ * takes: f32 on the primary's backend, f16 and bf16 widened to f32 and
+ * rounded once, f64 and integers. Four tiles of 6 slots; tiles 2 and 0
+ * receive 10, 20, ..., 120 (sums stay exact in every dtype). */
+static void add_reductions_in_every_dtype(void** state) {
+  (void)state;
+  const sw_dtype_t dtypes[5] = {SW_DTYPE_F32, SW_DTYPE_F64, SW_DTYPE_F16, SW_DTYPE_BF16, SW_DTYPE_I32};
+  const int64_t grid[1] = {4}, tile[1] = {6}, n = 24, pick[1][2] = {{2, 0}};
+  double base[24], add[12], want[24];
+  for (int64_t i = 0; i < n; ++i) base[i] = (double)(i + 1);
+  for (int64_t j = 0; j < 12; ++j) add[j] = 10.0 * (double)(j + 1);
+  for (int64_t i = 0; i < n; ++i) want[i] = base[i];
+  for (int64_t j = 0; j < 6; ++j) {
+    want[12 + j] += add[j];
+    want[j] += add[6 + j];
+  }
+  for (size_t d = 0; d < 5; ++d) {
+    sw_runtime_t* rt = sw_async_runtime();
+    sw_tensor_t* seed = vector_of(rt, SW_CARRIER_HOST, dtypes[d], n, base);
+    sw_carrier_t *sec = NULL, *te = NULL;
+    SW_OK_(sw_tensor_carrier(seed, &sec));
+    sw_carrier_t* prim = tt_carrier(rt, TT_PRIMARY, dtypes[d], 0);
+    SW_OK_(sw_tiled_create(prim, sec, grid, tile, 1, NULL, &te));
+    sw_tensor_t* full = NULL;
+    SW_OK_(sw_tiled_full_tensor(te, &full));
+    sw_tensor_t* compact = vector_of(rt, TT_PRIMARY, dtypes[d], 12, add);
+    const int64_t* axes[1] = {pick[0]};
+    const size_t counts[1] = {2};
+    sw_tile_selection_t* sel = tt_sel(1, axes, counts);
+
+    sw_await_t* a = NULL;
+    SW_OK_(sw_tiled_scatter(te, compact, full, sel, SW_SCATTER_ADD, &a));
+    sw_tensor_t* r = tt_wait_result(a);
+    sw_await_release(a);
+    /* The result holds the sums at the selected tiles (the others invalid). */
+    expect_range(r, 0, 6, want);
+    expect_range(r, 12, 6, want);
+    SW_OK_(sw_tiled_update_async(te, full, compact, sel, SW_SCATTER_ADD, &a));
+    SW_OK_(sw_await_wait(a, -1));
+    sw_await_release(a);
+    expect_range(full, 0, n, want);
+    /* The sums survive eviction to the secondary tier. */
+    sw_tile_set_t* all = NULL;
+    SW_OK_(sw_tiled_tiles(te, SW_TILES_PRIMARY, &all));
+    SW_OK_(sw_tiled_evict(te, all));
+    expect_range(seed, 0, n, want);
+
+    sw_tile_set_release(all);
+    sw_tensor_release(r);
+    sw_tile_selection_release(sel);
+    sw_tensor_release(compact);
+    sw_tensor_release(full);
+    SW_OK_(sw_carrier_dispose(te));
+    sw_carrier_release(te);
+    sw_carrier_release(prim);
+    sw_carrier_release(sec);
+    sw_tensor_release(seed);
+    sw_runtime_release(rt);
+  }
+}
+
 int main(void) {
+  if (!tt_primary_available()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(scatter_compact_result),
       cmocka_unit_test(project_after_replace_scatter),
@@ -629,6 +714,7 @@ int main(void) {
       cmocka_unit_test(scatter_rejects_compact_dtype),
       cmocka_unit_test(scatter_rejects_selection_rank_range_or_geometry),
       cmocka_unit_test(scatter_rejects_unknown_reduction),
+      cmocka_unit_test(add_reductions_in_every_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

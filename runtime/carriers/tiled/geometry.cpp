@@ -4,10 +4,10 @@
 #include <cstring>
 #include <string>
 
-
 #include "base/error.hpp"
 #include "carriers/cpu/interleave.hpp"
 #include "carriers/cpu/iteration.hpp"
+#include "ops/backend.hpp"
 
 namespace sw {
 
@@ -140,39 +140,48 @@ void copy_elements(std::byte* dst, int64_t ds, const std::byte* src, int64_t ss,
   }
 }
 
-}  // namespace
-
-void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
-                    const std::vector<int64_t>& sources, const std::vector<std::byte*>& buffers,
-                    std::byte* compact, size_t es, bool to_compact, ThreadPool& pool) {
-  const size_t r = g.rank();
-  std::vector<int64_t> cshape(r), cstride(r);
-  int64_t s = 1;
-  for (size_t i = 0; i < r; ++i) {
-    cshape[i] = compact_grid[i] * g.tile[i];
-    cstride[i] = s;
-    s *= cshape[i];
-  }
-  const size_t nt = sources.size();
-  // Compact offset of each compact tile's origin.
-  std::vector<int64_t> base(nt);
-  for (size_t j = 0; j < nt; ++j) {
-    int64_t rem = static_cast<int64_t>(j), b = 0;
+// Where compact tiles sit in the dense compact tensor: its shape and strides,
+// each compact tile's origin, and the dense strides within a tile.
+struct CompactPlacement {
+  std::vector<int64_t> cshape, cstride, base, tstride;
+  CompactPlacement(const TileGeometry& g, const std::vector<int64_t>& compact_grid, size_t nt) {
+    const size_t r = g.rank();
+    cshape.resize(r);
+    cstride.resize(r);
+    tstride.resize(r);
+    int64_t s = 1, t = 1;
     for (size_t i = 0; i < r; ++i) {
-      b += (rem % compact_grid[i]) * g.tile[i] * cstride[i];
-      rem /= compact_grid[i];
-    }
-    base[j] = b;
-  }
-  if (is_canonical(g, full)) {
-    // Within-tile coordinates map to compact strides and dense tile strides.
-    std::vector<int64_t> tstride(r);
-    int64_t t = 1;
-    for (size_t i = 0; i < r; ++i) {
+      cshape[i] = compact_grid[i] * g.tile[i];
+      cstride[i] = s;
+      s *= cshape[i];
       tstride[i] = t;
       t *= g.tile[i];
     }
-    auto lc = Layout::flat(g.tile, cstride), lt = Layout::flat(g.tile, tstride);
+    base.resize(nt);
+    for (size_t j = 0; j < nt; ++j) {
+      int64_t rem = static_cast<int64_t>(j), b = 0;
+      for (size_t i = 0; i < r; ++i) {
+        b += (rem % compact_grid[i]) * g.tile[i] * cstride[i];
+        rem /= compact_grid[i];
+      }
+      base[j] = b;
+    }
+  }
+};
+
+// The host kernel of transfer_tiles: tile buffers and the compact tensor in
+// host memory.
+void transfer_host(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
+                   const std::vector<int64_t>& sources, const std::vector<std::byte*>& buffers,
+                   std::byte* compact, size_t es, bool to_compact, ThreadPool& pool) {
+  const size_t r = g.rank();
+  const size_t nt = sources.size();
+  const CompactPlacement place(g, compact_grid, nt);
+  const std::vector<int64_t>& cshape = place.cshape;
+  const std::vector<int64_t>& base = place.base;
+  if (is_canonical(g, full)) {
+    // Within-tile coordinates map to compact strides and dense tile strides.
+    auto lc = Layout::flat(g.tile, place.cstride), lt = Layout::flat(g.tile, place.tstride);
     Iteration it;
     if (!build_iteration({lc.get(), lt.get()}, &it)) internal_error("transfer_tiles: flat layouts failed to iterate");
     if (it.dims.size() == 1 && it.dims[0].stride[1] == 1 && it.dims[0].stride[0] > 1) {
@@ -249,6 +258,55 @@ void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector
         std::memcpy(tb, c, es);
     }
   });
+}
+
+}  // namespace
+
+void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
+                    const std::vector<int64_t>& sources, const std::vector<Ref<Carrier>>& tiles,
+                    const Tensor& compact, bool to_compact, ThreadPool& pool) {
+  const size_t es = compact.carrier().element_size();
+  const size_t nt = sources.size();
+  std::vector<std::byte*> host(nt);
+  bool on_host = compact.host_base() != nullptr;
+  bool one_kind = compact.carrier().is_compute();
+  for (size_t j = 0; j < nt; ++j) {
+    host[j] = tiles[j]->host_data();
+    on_host = on_host && host[j];
+    one_kind = one_kind && tiles[j]->kind() == compact.carrier().kind();
+  }
+  if (on_host) return transfer_host(g, full, compact_grid, sources, host, compact.host_base(), es, to_compact, pool);
+  if (one_kind && is_canonical(g, full)) {
+    // Device memory: one strided copy per tile on the tiles' compute backend,
+    // queued behind the work already recorded there.
+    const CompactPlacement place(g, compact_grid, nt);
+    ComputeBackend& be = backend_for(compact.carrier());
+    auto in_tile = Layout::flat(g.tile, place.tstride), in_compact = Layout::flat(g.tile, place.cstride);
+    for (size_t j = 0; j < nt; ++j) {
+      auto t = Tensor::create(tiles[j], 0, in_tile);
+      auto c = compact.view(compact.offset() + place.base[j], in_compact);
+      if (to_compact)
+        be.unary(UnaryOp::kCopy, *t, 0.0, *c);
+      else
+        be.unary(UnaryOp::kCopy, *c, 0.0, *t);
+    }
+    return;
+  }
+  // Anything else (a general slot map off the host) runs the host kernel on
+  // staged copies.
+  const size_t T = static_cast<size_t>(g.tile_size);
+  std::vector<std::vector<std::byte>> staged(nt, std::vector<std::byte>(T * es));
+  for (size_t j = 0; j < nt; ++j) {
+    host[j] = staged[j].data();
+    if (!to_compact) continue;
+    tiles[j]->read_slots(0, T, host[j]);
+  }
+  const size_t n = static_cast<size_t>(compact.numel()), at = static_cast<size_t>(compact.offset());
+  std::vector<std::byte> values(n * es);
+  if (!to_compact) compact.carrier().read_slots(at, n, values.data());
+  transfer_host(g, full, compact_grid, sources, host, values.data(), es, to_compact, pool);
+  if (to_compact) return compact.carrier().write_slots(at, n, values.data());
+  for (size_t j = 0; j < nt; ++j) tiles[j]->write_slots(0, T, host[j]);
 }
 
 }  // namespace sw

@@ -57,13 +57,15 @@ Ref<TileSelection> full_selection(const TileGeometry& g);
 void check_footprints(const TileGeometry& g, const Tensor& full);
 
 // The one gather routine. `sources[j]` is the tile ordinal packed at compact
-// tile j (first mode fastest over `compact_grid`), `buffers[j]` its values
-// (within-tile first mode fastest). Gathers into, or (to_compact false)
-// scatters out of, the dense compact tensor whose elements start at `compact`.
+// tile j (first mode fastest over `compact_grid`), `tiles[j]` the buffer of
+// its values (T slots, within-tile first mode fastest). Gathers into, or
+// (to_compact false) scatters out of, the dense compact tensor `compact`.
 // The mapping of logical coordinates to tile slots follows `full`'s offset
-// and layout. Parallel over `pool`.
+// and layout. Host memory runs the host kernel, parallel over `pool`; device
+// buffers with a canonical `full` take one strided copy per tile on their
+// compute backend; anything else runs the host kernel on staged copies.
 void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
-                    const std::vector<int64_t>& sources, const std::vector<std::byte*>& buffers,
-                    std::byte* compact, size_t element_size, bool to_compact, ThreadPool& pool);
+                    const std::vector<int64_t>& sources, const std::vector<Ref<Carrier>>& tiles,
+                    const Tensor& compact, bool to_compact, ThreadPool& pool);
 
 }  // namespace sw

@@ -56,6 +56,7 @@ void TileRequest::start() {
   if (cancelled_) return finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request ran"));
   fetched_.assign(pinned_.size(), nullptr);
   values_.assign(pinned_.size(), nullptr);
+  staged_.assign(pinned_.size(), {});
   const size_t T = static_cast<size_t>(te_->geo_.tile_size);
   struct Need { size_t i; bool secondary; };
   std::vector<Need> needs;
@@ -64,7 +65,7 @@ void TileRequest::start() {
     for (size_t i = 0; i < pinned_.size(); ++i) {
       const Tile& t = te_->tiles_[static_cast<size_t>(pinned_[i])];
       if (t.primary)
-        values_[i] = t.primary->host_data();  // pinned: stays resident
+        values_[i] = t.primary;  // pinned: stays resident
       else
         needs.push_back({i, t.secondary_valid});
     }
@@ -72,7 +73,8 @@ void TileRequest::start() {
   Status st = capture([&] {
     for (const Need& n : needs) {
       fetched_[n.i] = te_->new_tile_buffer(!n.secondary);
-      values_[n.i] = fetched_[n.i]->host_data();
+      values_[n.i] = fetched_[n.i];
+      if (n.secondary && !fetched_[n.i]->host_data()) staged_[n.i].resize(T * te_->element_size());
     }
   });
   if (!st.ok()) return finish(st);
@@ -81,7 +83,8 @@ void TileRequest::start() {
     if (!n.secondary) continue;
     ++in_flight_;
     auto me = self();
-    te_->secondary_->read_async(static_cast<size_t>(pinned_[n.i]) * T, T, values_[n.i], [me](Status s) {
+    std::byte* into = staged_[n.i].empty() ? fetched_[n.i]->host_data() : staged_[n.i].data();
+    te_->secondary_->read_async(static_cast<size_t>(pinned_[n.i]) * T, T, into, [me](Status s) {
       if (!s.ok() && me->error_.ok()) me->error_ = s;
       me->fetch_done();
     });
@@ -96,23 +99,39 @@ void TileRequest::fetch_done() {
   run_work();
 }
 
+void TileRequest::upload_staged() {
+  const size_t T = static_cast<size_t>(te_->geo_.tile_size);
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    if (staged_[i].empty()) continue;
+    fetched_[i]->write_slots(0, T, staged_[i].data());
+    staged_[i] = {};
+  }
+}
+
 void TileRequest::run_work() {
-  if (!work) return commit();
-  // values in `reads` order.
-  std::unordered_map<int64_t, std::byte*> by_tile;
+  const bool uploads = std::any_of(staged_.begin(), staged_.end(), [](const auto& v) { return !v.empty(); });
+  if (!work && !uploads) return commit();
+  // Buffers in `reads` order.
+  std::unordered_map<int64_t, Ref<Carrier>> by_tile;
   for (size_t i = 0; i < pinned_.size(); ++i) by_tile[pinned_[i]] = values_[i];
-  auto ordered = std::make_shared<std::vector<std::byte*>>();
+  auto ordered = std::make_shared<std::vector<Ref<Carrier>>>();
   for (int64_t k : reads) ordered->push_back(by_tile[k]);
+  auto me = self();
+  on_worker([me, ordered] {
+    me->upload_staged();
+    if (me->work) me->work(*ordered);
+  }, &TileRequest::commit);
+}
+
+void TileRequest::on_worker(std::function<void()> job, void (TileRequest::*next)()) {
   in_flight_ = 1;
   auto me = self();
-  te_->runtime().run_on_worker([me, ordered] { me->work(*ordered); },
-                               [me](Status s) {
-                                 me->in_flight_ = 0;
-                                 if (!s.ok()) return me->finish(s);
-                                 if (me->cancelled_)
-                                   return me->finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"));
-                                 me->commit();
-                               });
+  te_->runtime().run_on_worker(std::move(job), [me, next](Status s) {
+    me->in_flight_ = 0;
+    if (!s.ok()) return me->finish(s);
+    if (me->cancelled_) return me->finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"));
+    ((*me).*next)();
+  });
 }
 
 void TileRequest::commit() {
@@ -134,12 +153,13 @@ void TileRequest::commit() {
   }
   fetched_.clear();
   values_.clear();
+  staged_.clear();
   evict_phase();
 }
 
 void TileRequest::evict_phase() {
   if (evicts.empty()) return finish(Status{});
-  std::vector<std::pair<int64_t, Ref<Carrier>>> writes;
+  evict_writes_.clear();
   Status st = capture([&] {
     std::lock_guard<std::mutex> lock(te_->mutex_);
     for (int64_t k : evicts) {
@@ -147,19 +167,37 @@ void TileRequest::evict_phase() {
       if (!t.primary || !t.dirty) continue;
       if (!residency && (t.pins > 0 || (t.owner && t.owner != this))) continue;  // a policy eviction waits for a later plan
       if (te_->secondary_->is_read_only()) continue;  // keep dirty tiles primary
-      writes.emplace_back(k, t.primary);
+      evict_writes_.emplace_back(k, t.primary);
     }
-    if (!writes.empty()) te_->ensure_secondary_storage();
+    if (!evict_writes_.empty()) te_->ensure_secondary_storage();
   });
   if (!st.ok()) return finish(st);
+  const bool device = std::any_of(evict_writes_.begin(), evict_writes_.end(),
+                                  [](const auto& w) { return !w.second->host_data(); });
+  if (!device) return write_evictions();
+  // Device buffers: download their values on a worker first.
+  auto me = self();
+  on_worker([me] {
+    const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
+    me->staged_.assign(me->evict_writes_.size(), {});
+    for (size_t i = 0; i < me->evict_writes_.size(); ++i) {
+      const Ref<Carrier>& buf = me->evict_writes_[i].second;
+      if (buf->host_data()) continue;
+      me->staged_[i].resize(T * buf->element_size());
+      buf->read_slots(0, T, me->staged_[i].data());
+    }
+  }, &TileRequest::write_evictions);
+}
+
+void TileRequest::write_evictions() {
   const size_t T = static_cast<size_t>(te_->geo_.tile_size);
   in_flight_ = 1;
-  for (auto& [k, buf] : writes) {
+  for (size_t i = 0; i < evict_writes_.size(); ++i) {
     ++in_flight_;
     auto me = self();
-    const int64_t tile = k;
-    Ref<Carrier> keep = buf;
-    te_->write_secondary(static_cast<size_t>(k) * T, T, buf->host_data(), [me, tile, keep](Status s) {
+    const int64_t tile = evict_writes_[i].first;
+    const std::byte* from = i < staged_.size() && !staged_[i].empty() ? staged_[i].data() : evict_writes_[i].second->host_data();
+    te_->write_secondary(static_cast<size_t>(tile) * T, T, from, [me, tile](Status s) {
       if (!s.ok() && me->error_.ok()) me->error_ = s;
       if (s.ok()) me->written_.push_back(tile);
       if (--me->in_flight_ == 0) me->commit_evictions();
@@ -246,6 +284,8 @@ void TileRequest::finish(Status st) {
   unpin();
   fetched_.clear();
   values_.clear();
+  staged_.clear();
+  evict_writes_.clear();
   if (cleanup) capture([&] { cleanup(st.ok()); });
   te_->request_done();
   if (st.ok())

@@ -24,8 +24,9 @@ class TileRequest final : public Operation {
   std::vector<int64_t> evicts;    // tiles evicted once the work is done
   bool residency = false;         // an explicit promote/evict: owns its tiles, evictions wait for pins
   bool exclusive = false;         // writes its tiles in place: owns them and refuses pinned ones
-  // Runs on a worker with values[i] holding tile reads[i] (T elements each).
-  std::function<void(const std::vector<std::byte*>& values)> work;
+  // Runs on a worker with tiles[i] holding tile reads[i]: a primary-kind
+  // buffer of T slots (host or device memory).
+  std::function<void(const std::vector<Ref<Carrier>>& tiles)> work;
   // Runs on the loop thread after the commit; its object is the await's result.
   std::function<Ref<Object>()> publish;
   // Runs on the loop thread at the terminal state.
@@ -45,7 +46,12 @@ class TileRequest final : public Operation {
   void fetch_done();
   void run_work();
   void commit();
+  // Runs `job` on a worker, then `next` on the loop thread unless the job
+  // failed or the runtime shut down meanwhile (the request then finishes).
+  void on_worker(std::function<void()> job, void (TileRequest::*next)());
+  void upload_staged();
   void evict_phase();
+  void write_evictions();
   void commit_evictions();
   void finish(Status st);
   void unpin();
@@ -55,7 +61,12 @@ class TileRequest final : public Operation {
   Ref<Await> await_;
   std::vector<int64_t> pinned_;             // reads and promotes, unique
   std::vector<Ref<Carrier>> fetched_;       // per pinned_ entry: a new buffer, or null when primary
-  std::vector<std::byte*> values_;          // per pinned_ entry
+  std::vector<Ref<Carrier>> values_;        // per pinned_ entry: the buffer holding its value
+  // Host copies of secondary-tier reads whose buffer is device memory (per
+  // pinned_ entry; empty otherwise), uploaded on the worker before `work`;
+  // then of evicted dirty tiles' values, downloaded before the writes.
+  std::vector<std::vector<std::byte>> staged_;
+  std::vector<std::pair<int64_t, Ref<Carrier>>> evict_writes_;  // (tile, buffer) of dirty evictions
   std::vector<int64_t> written_;            // evictions whose dirty values were written
   std::vector<int64_t> deferred_;           // evictions waiting for pins
   int in_flight_ = 0;

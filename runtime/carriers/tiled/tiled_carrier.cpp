@@ -46,9 +46,6 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
                                            const sw_residency_policy_t* policy, bool count_allocation) {
   if (!primary->is_compute())
     type_error(std::string("TiledEvictable: the primary tier must be a compute carrier, not ") + primary->kind_name());
-  if (primary->kind() != SW_CARRIER_CPU)
-    unsupported_error(std::string("TiledEvictable: a ") + primary->kind_name() +
-                      " primary tier is not supported yet; tiles are gathered in host memory (use a CPU primary)");
   if (!is_storage_kind(secondary->kind()))
     type_error(std::string("TiledEvictable: the secondary tier must be a host, file or zstd carrier, not ") +
                secondary->kind_name());
@@ -91,18 +88,22 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   te->primary_seed_ = primary;
   te->secondary_ = secondary;
   const bool full_primary = primary->size() == n, full_secondary = secondary->size() == n;
+  // A full primary seed is cut into tile buffers by copies on its backend.
+  Ref<Tensor> seed = full_primary ? Tensor::create(primary, 0, Layout::dense({geo.size()})) : nullptr;
+  auto in_tile = Layout::dense({geo.tile_size});
   for (int64_t k = 0; k < geo.tiles; ++k) {
     Tile& t = te->tiles_[static_cast<size_t>(k)];
     t.secondary_valid = full_secondary;
     if (full_primary) {
       t.primary = te->new_tile_buffer(false);
-      primary->read_slots(static_cast<size_t>(k * geo.tile_size), static_cast<size_t>(geo.tile_size),
-                          t.primary->host_data());
+      backend_for(*primary).unary(UnaryOp::kCopy, *seed->view(k * geo.tile_size, in_tile), 0.0,
+                                  *Tensor::create(t.primary, 0, in_tile));
       // Dirty either way: the secondary tier holds no copy, or a seed that
       // may hold other values.
       t.dirty = true;
     }
   }
+  seed = nullptr;
   // The policy is taken last: after a failure above (a tile buffer) it is
   // still the caller's, and its destroy must not run.
   std::shared_ptr<Policy> taken = policy ? std::make_shared<Policy>(*policy) : nullptr;
@@ -266,11 +267,33 @@ void TiledEvictable::read_tile(int64_t k, std::byte* dst) const {
   }
   const size_t bytes = static_cast<size_t>(geo_.tile_size) * element_size();
   if (primary)
-    std::memcpy(dst, primary->host_data(), bytes);
+    primary->read_slots(0, static_cast<size_t>(geo_.tile_size), dst);
   else if (secondary)
     secondary_->read_slots(static_cast<size_t>(k * geo_.tile_size), static_cast<size_t>(geo_.tile_size), dst);
   else
     std::memset(dst, 0, bytes);
+}
+
+Ref<Carrier> TiledEvictable::copy_of_tile(int64_t k) const {
+  Ref<Carrier> primary;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    check_valid(k, "read");
+    primary = tiles_[static_cast<size_t>(k)].primary;
+  }
+  if (!primary && tile_is_zero(k)) return new_tile_buffer(true);
+  Ref<Carrier> buf = new_tile_buffer(false);
+  auto in_tile = Layout::dense({geo_.tile_size});
+  if (primary) {
+    backend_for(*buf).unary(UnaryOp::kCopy, *Tensor::create(primary, 0, in_tile), 0.0, *Tensor::create(buf, 0, in_tile));
+  } else if (buf->host_data()) {
+    read_tile(k, buf->host_data());
+  } else {
+    std::vector<std::byte> staged(static_cast<size_t>(geo_.tile_size) * element_size());
+    read_tile(k, staged.data());
+    buf->write_slots(0, static_cast<size_t>(geo_.tile_size), staged.data());
+  }
+  return buf;
 }
 
 void TiledEvictable::set_tile(int64_t k, Ref<Carrier> values) {
@@ -335,24 +358,35 @@ void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byt
       has_primary = static_cast<bool>(tiles_[static_cast<size_t>(k)].primary);
     }
     if (has_primary) continue;
-    auto buf = new_tile_buffer(false);
-    read_tile(k, buf->host_data());
+    auto buf = copy_of_tile(k);
     std::lock_guard<std::mutex> lock(mutex_);
     Tile& t = tiles_[static_cast<size_t>(k)];
     if (!t.primary) t.primary = buf;
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  // Device tiles are patched in host copies and written back whole.
+  const size_t T = static_cast<size_t>(geo_.tile_size);
+  std::unordered_map<int64_t, std::vector<std::byte>> staged;
+  for (int64_t k : touched) {
+    const Ref<Carrier>& buf = tiles_[static_cast<size_t>(k)].primary;
+    if (buf->host_data()) continue;
+    auto& v = staged[k];
+    v.resize(T * es);
+    buf->read_slots(0, T, v.data());
+  }
   for (const SlotRun& r : runs) {
     geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
                         [&](int64_t k, int64_t w, int64_t, int64_t n) {
                           Tile& t = tiles_[static_cast<size_t>(k)];
-                          std::memcpy(t.primary->host_data() + w * static_cast<int64_t>(es), src,
-                                      static_cast<size_t>(n) * es);
+                          auto it = staged.find(k);
+                          std::byte* base = it == staged.end() ? t.primary->host_data() : it->second.data();
+                          std::memcpy(base + w * static_cast<int64_t>(es), src, static_cast<size_t>(n) * es);
                           src += static_cast<size_t>(n) * es;
                           t.dirty = true;
                           t.implicit = false;
                         });
   }
+  for (auto& [k, v] : staged) tiles_[static_cast<size_t>(k)].primary->write_slots(0, T, v.data());
 }
 
 }  // namespace sw

@@ -67,6 +67,8 @@ class TiledEvictable final : public Carrier {
   void mark_written(const std::vector<int64_t>& tiles);  // primary tiles now dirty
   bool tile_is_zero(int64_t k) const;             // implicit and not materialised
   void read_tile(int64_t k, std::byte* dst) const;
+  // A new primary-kind buffer holding tile k's value (VALUE/STATE as read).
+  Ref<Carrier> copy_of_tile(int64_t k) const;
   // A TileRequest ends: the carrier may be disposed once none is pending.
   void request_done();
   // Writes tile values to the secondary tier (loop thread). Carriers require

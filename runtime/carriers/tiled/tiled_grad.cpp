@@ -20,8 +20,6 @@ std::vector<int64_t> ordinals_of(const TileGeometry& g, const TileSelection& sel
 
 TiledEvictable& tiled_of(const Tensor& t) { return static_cast<TiledEvictable&>(t.carrier()); }
 
-}  // namespace
-
 void add_tile_values(sw_dtype_t dtype, std::byte* dst, const std::byte* src, int64_t n) {
   if (dtype == SW_DTYPE_F32) {
     float* d = reinterpret_cast<float*>(dst);
@@ -38,6 +36,33 @@ void add_tile_values(sw_dtype_t dtype, std::byte* dst, const std::byte* src, int
   }
 }
 
+}  // namespace
+
+void add_tiles(Carrier& dst, const Carrier& src, int64_t n) {
+  const sw_dtype_t d = dst.dtype();
+  if (dst.host_data() && src.host_data()) return add_tile_values(d, dst.host_data(), src.host_data(), n);
+  auto in_tile = Layout::dense({n});
+  auto a = Tensor::create(Ref<Carrier>(&dst), 0, in_tile);
+  auto b = Tensor::create(Ref<Carrier>(const_cast<Carrier*>(&src)), 0, in_tile);
+  ComputeBackend& be = backend_for(dst);
+  if (d == SW_DTYPE_F32) return be.binary(BinaryOp::kAdd, *a, *b, *a);
+  if (d == SW_DTYPE_F16 || d == SW_DTYPE_BF16) {
+    // Widened to f32, added, rounded once: as add_tile_values on the host.
+    auto wa = be.empty(dst.runtime_ref(), SW_DTYPE_F32, {n}), wb = be.empty(dst.runtime_ref(), SW_DTYPE_F32, {n});
+    be.unary(UnaryOp::kCopy, *a, 0.0, *wa);
+    be.unary(UnaryOp::kCopy, *b, 0.0, *wb);
+    be.binary(BinaryOp::kAdd, *wa, *wb, *wa);
+    return be.unary(UnaryOp::kCopy, *wa, 0.0, *a);
+  }
+  // Integers and f64 (which a device may lack) add on the host.
+  const size_t bytes = static_cast<size_t>(n) * dst.element_size();
+  std::vector<std::byte> x(bytes), y(bytes);
+  dst.read_slots(0, static_cast<size_t>(n), x.data());
+  src.read_slots(0, static_cast<size_t>(n), y.data());
+  add_tile_values(d, x.data(), y.data(), n);
+  dst.write_slots(0, static_cast<size_t>(n), x.data());
+}
+
 Ref<Tensor> tiled_gradient_from_compact(TiledEvictable& te, const Tensor& primal, const TileSelection& sel,
                                         const Ref<Tensor>& compact_in) {
   const TileGeometry& g = te.geometry();
@@ -47,14 +72,8 @@ Ref<Tensor> tiled_gradient_from_compact(TiledEvictable& te, const Tensor& primal
   auto grad = TiledEvictable::fresh_like(te, true);
   const auto ks = ordinals_of(g, sel);
   std::vector<Ref<Carrier>> bufs;
-  std::vector<std::byte*> ptrs;
-  for (size_t j = 0; j < ks.size(); ++j) {
-    auto buf = backend_for(*te.primary_carrier()).empty(te.runtime_ref(), te.dtype(), {g.tile_size})->carrier_ref();
-    bufs.push_back(buf);
-    ptrs.push_back(buf->host_data());
-  }
-  transfer_tiles(g, primal, sel.compact_grid_shape(), ks, ptrs, compact->host_base(), te.element_size(), false,
-                 te.runtime().compute());
+  for (size_t j = 0; j < ks.size(); ++j) bufs.push_back(te.new_tile_buffer(false));
+  transfer_tiles(g, primal, sel.compact_grid_shape(), ks, bufs, *compact, false, te.runtime().compute());
   for (size_t j = 0; j < ks.size(); ++j) grad->set_tile(ks[j], bufs[j]);
   return grad->full_tensor_like(primal);
 }
@@ -121,20 +140,11 @@ Ref<Tensor> add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) {
     return tiled_gradient_from_dense(te, *a, ops::add(da, db));
   }
   auto sum = TiledEvictable::fresh_like(te, true);
-  const size_t bytes = static_cast<size_t>(g.tile_size) * te.element_size();
-  std::vector<std::byte> tmp(bytes);
   for (int64_t k = 0; k < g.tiles; ++k) {
     const bool za = te.tile_is_zero(k), zb = to.tile_is_zero(k);
     if (za && zb) continue;
-    auto buf = backend_for(*te.primary_carrier()).empty(te.runtime_ref(), te.dtype(), {g.tile_size})->carrier_ref();
-    if (za)
-      std::memset(buf->host_data(), 0, bytes);
-    else
-      te.read_tile(k, buf->host_data());
-    if (!zb) {
-      to.read_tile(k, tmp.data());
-      add_tile_values(te.dtype(), buf->host_data(), tmp.data(), g.tile_size);
-    }
+    Ref<Carrier> buf = te.copy_of_tile(k);
+    if (!zb) add_tiles(*buf, *to.copy_of_tile(k), g.tile_size);
     sum->set_tile(k, buf);
   }
   return sum->full_tensor_like(*a);

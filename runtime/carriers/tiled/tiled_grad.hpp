@@ -16,7 +16,9 @@ Ref<Tensor> tiled_gradient_from_dense(TiledEvictable& te, const Tensor& primal, 
 Ref<Tensor> project_any(const Ref<Tensor>& full, const TiledEvictable& geometry_of, const TileSelection& sel);
 // a + b where either may be a tiled gradient; the result is tiled if either is.
 Ref<Tensor> add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b);
-// dst[i] += src[i] for n elements of dtype.
-void add_tile_values(sw_dtype_t dtype, std::byte* dst, const std::byte* src, int64_t n);
+// dst[i] += src[i] for the n slots of two tile buffers of one primary kind:
+// in place on the host; on a device's compute backend for f32, f16 and bf16
+// (widened to f32, rounded once), through host copies for other dtypes.
+void add_tiles(Carrier& dst, const Carrier& src, int64_t n);
 
 }  // namespace sw

@@ -142,10 +142,10 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
   Ref<Tensor> source = full;
   Ref<TiledEvictable> owner(&te);
   const std::vector<int64_t> cgrid = sel->compact_grid_shape();
-  req->work = [owner, source, dst, cgrid, selection](const std::vector<std::byte*>& values) {
+  req->work = [owner, source, dst, cgrid, cshape, selection](const std::vector<Ref<Carrier>>& tiles) {
     const TileGeometry& geo = owner->geometry();
-    transfer_tiles(geo, *source, cgrid, selection_ordinals(geo, *selection), values, dst->host_data(),
-                   owner->element_size(), true, owner->runtime().compute());
+    transfer_tiles(geo, *source, cgrid, selection_ordinals(geo, *selection), tiles,
+                   *Tensor::create(dst, 0, Layout::dense(cshape)), true, owner->runtime().compute());
   };
   req->publish = [owner, source, dst, cshape, selection, record]() -> Ref<Object> {
     dst->unclaim();
@@ -223,23 +223,18 @@ Ref<Await> TiledEvictable::update(const Ref<Tensor>& full, const Ref<Tensor>& co
   Ref<TileSelection> selection = sel;
   Ref<Tensor> target = full;
   const bool add = reduction == SW_SCATTER_ADD;
-  req->work = [self, compact, selection, target, add](const std::vector<std::byte*>& values) {
+  req->work = [self, compact, selection, target, add](const std::vector<Ref<Carrier>>& tiles) {
     const TileGeometry& geo = self->geometry();
     const auto ks = selection_ordinals(geo, *selection);
     if (!add) {
-      transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, values, compact->host_base(),
-                     self->element_size(), false, self->runtime().compute());
+      transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, tiles, *compact, false,
+                     self->runtime().compute());
       return;
     }
     std::vector<Ref<Carrier>> parts;
-    std::vector<std::byte*> ptrs;
-    for (size_t j = 0; j < ks.size(); ++j) {
-      parts.push_back(self->new_tile_buffer(false));
-      ptrs.push_back(parts.back()->host_data());
-    }
-    transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, ptrs, compact->host_base(), self->element_size(),
-                   false, self->runtime().compute());
-    for (size_t j = 0; j < ks.size(); ++j) add_tile_values(self->dtype(), values[j], ptrs[j], geo.tile_size);
+    for (size_t j = 0; j < ks.size(); ++j) parts.push_back(self->new_tile_buffer(false));
+    transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, parts, *compact, false, self->runtime().compute());
+    for (size_t j = 0; j < ks.size(); ++j) add_tiles(*tiles[j], *parts[j], geo.tile_size);
   };
   req->publish = [self, selection]() -> Ref<Object> {
     self->mark_written(selection_ordinals(self->geometry(), *selection));
@@ -272,18 +267,14 @@ Ref<Await> TiledEvictable::scatter(const Ref<Tensor>& compact_in, const Ref<Tens
   Ref<TiledEvictable> self(this);
   Ref<TileSelection> selection = sel;
   Ref<Tensor> tmpl = full_template, compact_keep = compact_in;
-  req->work = [self, result_te, compact, selection, buffers, add, tmpl](const std::vector<std::byte*>& values) {
+  req->work = [self, result_te, compact, selection, buffers, add, tmpl](const std::vector<Ref<Carrier>>& tiles) {
     const TileGeometry& geo = self->geometry();
     const auto ks = selection_ordinals(geo, *selection);
-    std::vector<std::byte*> ptrs;
-    for (size_t j = 0; j < ks.size(); ++j) {
-      buffers->push_back(result_te->new_tile_buffer(false));
-      ptrs.push_back(buffers->back()->host_data());
-    }
-    transfer_tiles(geo, *tmpl, selection->compact_grid_shape(), ks, ptrs, compact->host_base(), self->element_size(),
-                   false, self->runtime().compute());
+    for (size_t j = 0; j < ks.size(); ++j) buffers->push_back(result_te->new_tile_buffer(false));
+    transfer_tiles(geo, *tmpl, selection->compact_grid_shape(), ks, *buffers, *compact, false,
+                   self->runtime().compute());
     if (add)
-      for (size_t j = 0; j < ks.size(); ++j) add_tile_values(self->dtype(), ptrs[j], values[j], geo.tile_size);
+      for (size_t j = 0; j < ks.size(); ++j) add_tiles(*(*buffers)[j], *tiles[j], geo.tile_size);
   };
   req->publish = [self, result_te, selection, buffers, tmpl, compact_keep, record, add]() -> Ref<Object> {
     const auto ks = selection_ordinals(self->geometry(), *selection);

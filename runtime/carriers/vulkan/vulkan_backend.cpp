@@ -395,19 +395,22 @@ class VulkanComputeBackend final : public ComputeBackend {
     ctx.copy(buffer_of(*z), 0, buffer_of(out), from, bytes);
   }
 
-  // Copies `a` into dense `out`: a buffer copy when nothing converts and a
-  // is one dense run, else the copy kernel.
+  // Copies `a` into `out`: a buffer copy when nothing converts and both are
+  // one dense run, else the copy kernel. `out` may be any injective layout
+  // (a tile's place in a compact tensor).
   void copy(const Tensor& a, const Tensor& out) {
     check_carriers("copy", {&a, &out});
-    if (!out.layout().is_dense()) internal_error("vulkan kernel given a non-dense output");
     const int64_t n = out.numel();
     if (!n) return;
     vk::Context& ctx = context_of(out);
     std::lock_guard lock(ctx.mutex());
     std::vector<int32_t> meta;
     const Operand da = describe(a, meta);
+    const Operand dout = describe(out, meta);
+    if (dout.mode == kScalar && n > 1) internal_error("vulkan copy given an output that repeats slots");
+    const bool strided_out = dout.mode != kFlat && n > 1;
     const VkDeviceSize es_in = dtype_size(a.dtype()), es_out = dtype_size(out.dtype());
-    if (a.dtype() == out.dtype() && da.mode == kFlat) {
+    if (a.dtype() == out.dtype() && da.mode == kFlat && !strided_out) {
       ctx.copy(buffer_of(a), da.offset * es_in, buffer_of(out), out.offset() * es_out, n * es_out);
       return;
     }
@@ -423,7 +426,7 @@ class VulkanComputeBackend final : public ComputeBackend {
                         dtype_name(out.dtype()) + " is not supported on a Vulkan carrier");
     }
     uint64_t words = static_cast<uint64_t>(n);
-    if (es_out < 8) {
+    if (es_out < 8 && !strided_out) {
       const uint64_t per = 4 / es_out, first = static_cast<uint64_t>(out.offset());
       words = (first + n - 1) / per - first / per + 1;
     }
@@ -433,7 +436,11 @@ class VulkanComputeBackend final : public ComputeBackend {
     p.set(3, static_cast<uint32_t>(out.offset()));
     p.set(4, da.desc);
     p.set(5, static_cast<uint32_t>(words));
-    run_1d({Kernel::kCopy, f64, {fin, fout, da.mode}}, out, a, a, meta, p, static_cast<int64_t>(words));
+    p.set(6, dout.desc);
+    const PipelineKey key{Kernel::kCopy, f64, {fin, fout, da.mode, strided_out ? kGeneral : kFlat}};
+    uint32_t gx, gy;
+    grid((words + kGroup - 1) / kGroup, &gx, &gy);
+    ctx.dispatch(key, buffer_of(out), buffer_of(a), buffer_of(a), meta, p, gx, gy, 1);
   }
 
   void run_1d(const PipelineKey& key, const Tensor& out, const Tensor& a, const Tensor& b,

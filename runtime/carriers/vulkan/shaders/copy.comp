@@ -1,9 +1,13 @@
 #version 450
-// Copies a (any layout) into dense out, converting between value formats
-// (FMT_IN != FMT_OUT) or copying bits (raw formats, or equal ones). One
-// invocation per output word: an element of 8 bytes, or the one to four
-// elements sharing a 32-bit word, so no two invocations write one word.
-// Slots of a partly covered word outside the output keep their bits.
+// Copies a (any layout) into out, converting between value formats
+// (FMT_IN != FMT_OUT) or copying bits (raw formats, or equal ones).
+// A dense out (MODE_OUT FLAT) takes one invocation per output word: an
+// element of 8 bytes, or the one to four elements sharing a 32-bit word, so
+// no two invocations write one word. A strided out (MODE_OUT GENERAL, an
+// injective layout: a tile's place in a compact tensor) takes one invocation
+// per element; elements narrower than a word are merged into it with atomic
+// and/or on their own bits, so neighbours written by other invocations keep
+// theirs. Slots outside the output keep their bits.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -11,6 +15,7 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint FMT_IN = 0u;
 layout(constant_id = 1) const uint FMT_OUT = 0u;
 layout(constant_id = 2) const uint MODE_A = 0u;
+layout(constant_id = 3) const uint MODE_OUT = 0u;  // MODE_FLAT or MODE_GENERAL
 
 layout(push_constant) uniform Push {
   uint meta_base;
@@ -18,7 +23,8 @@ layout(push_constant) uniform Push {
   uint a_offset;
   uint out_offset;
   uint a_desc;
-  uint words;       // invocations: output words (or elements, for 8 bytes)
+  uint words;       // invocations: output words (or elements, for 8 bytes), or elements (GENERAL out)
+  uint out_desc;    // meta word of out's leaves (GENERAL out)
 } pc;
 
 uint bytes_of(uint fmt) {
@@ -99,6 +105,21 @@ void main() {
   uint w = linear_invocation();
   if (w >= pc.words) return;
   uint es = bytes_of(FMT_OUT);
+  if (MODE_OUT == MODE_GENERAL) {
+    uint s = decode_slot(pc.out_offset, pc.meta_base + pc.out_desc, w);
+    uvec2 b = converted(w);
+    if (es == 8u) {
+      o_words[2u * s] = b.x;
+      o_words[2u * s + 1u] = b.y;
+    } else if (es == 4u) {
+      o_words[s] = b.x;
+    } else {
+      uint per = 4u / es, shift = 8u * es * (s % per), mask = ((1u << (8u * es)) - 1u) << shift;
+      atomicAnd(o_words[s / per], ~mask);
+      atomicOr(o_words[s / per], (b.x << shift) & mask);
+    }
+    return;
+  }
   if (es == 8u) {
     uvec2 b = converted(w);
     o_words[2u * (pc.out_offset + w)] = b.x;
