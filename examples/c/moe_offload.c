@@ -4,7 +4,9 @@
  * A synthetic mixture-of-experts feed-forward layer keeps its expert weights
  * (experts x dim x dim) in one TiledEvictable, one expert per tile. The
  * secondary tier (a file, zstd-compressed memory or host memory) holds every
- * expert; the primary tier (CPU memory) holds at most a budget of them. A
+ * expert; the primary tier (CPU memory, or with --compute vulkan the device
+ * memory of a Vulkan device, where the experts are gathered and multiplied)
+ * holds at most a budget of them. A
  * router picks top-k experts per token batch from a skewed, repeatable
  * distribution. The built-in LRU policy decides what stays resident and
  * prefetches the next batch's experts, and the projection of batch b+1's
@@ -20,7 +22,7 @@
  *   moe_offload [--experts 64] [--dim 1024] [--topk 4] [--tokens 32]
  *               [--batches 48] [--tier file|zstd|host] [--budget 0.25]
  *               [--dtype f32|bf16] [--policy lru|none] [--train]
- *               [--csv FILE] [--dir DIR] [--quiet]
+ *               [--compute cpu|vulkan] [--csv FILE] [--dir DIR] [--quiet]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -50,6 +52,7 @@ typedef struct options {
   int use_policy, train, quiet;
   const char* csv;
   const char* dir;
+  sw_device_t* device; /* --compute vulkan: the primary tier's device; NULL for CPU */
 } options;
 
 typedef struct run_stats {
@@ -178,9 +181,47 @@ static sw_carrier_t* make_secondary(sw_runtime_t* rt, const options* o, uint64_t
   return c;
 }
 
+/* The empty primary tier: CPU memory, or the Vulkan device's. */
+static sw_carrier_t* make_primary(sw_runtime_t* rt, const options* o) {
+  sw_carrier_t* c = NULL;
+  if (o->device)
+    CHECK(sw_carrier_create_vulkan(rt, o->device, o->dtype, 0, &c));
+  else
+    CHECK(sw_carrier_create_cpu(rt, o->dtype, 0, &c));
+  return c;
+}
+
+/* `t` (a new CPU tensor, taken) on the primary tier's compute carrier, where
+ * the projected experts are: ops take operands of one carrier kind. */
+static sw_tensor_t* on_compute(sw_runtime_t* rt, const options* o, sw_tensor_t* t) {
+  if (!o->device) return t;
+  int64_t n = 0, ext[8];
+  size_t rank = 0;
+  sw_dtype_t dtype;
+  CHECK(sw_tensor_numel(t, &n));
+  CHECK(sw_tensor_rank(t, &rank));
+  CHECK(sw_tensor_shape(t, ext, 8));
+  CHECK(sw_tensor_dtype(t, &dtype));
+  const size_t bytes = (size_t)n * sw_dtype_size(dtype);
+  void* v = malloc(bytes);
+  CHECK(sw_tensor_read(t, v, bytes));
+  sw_tensor_release(t);
+  sw_carrier_t* c = NULL;
+  CHECK(sw_carrier_create_vulkan(rt, o->device, dtype, (size_t)n, &c));
+  CHECK(sw_carrier_write(c, 0, (size_t)n, v));
+  free(v);
+  sw_layout_t* l = NULL;
+  CHECK(sw_layout_dense(ext, rank, &l));
+  sw_tensor_t* out = NULL;
+  CHECK(sw_tensor_create(c, 0, l, &out));
+  sw_layout_release(l);
+  sw_carrier_release(c);
+  return out;
+}
+
 /* factor * g. The CPU carrier's elementwise ops take f32 and f64, so a bf16
  * gradient is scaled on the host in f32 and rounded back once. */
-static sw_tensor_t* scaled(sw_runtime_t* rt, sw_tensor_t* g, double factor) {
+static sw_tensor_t* scaled(sw_runtime_t* rt, const options* o, sw_tensor_t* g, double factor) {
   sw_tensor_t* out = NULL;
   sw_dtype_t dtype;
   CHECK(sw_tensor_dtype(g, &dtype));
@@ -198,7 +239,7 @@ static sw_tensor_t* scaled(sw_runtime_t* rt, sw_tensor_t* g, double factor) {
   for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16((float)(bf16_to_f32(h[i]) * factor));
   CHECK(sw_tensor_from_data(rt, SW_DTYPE_BF16, ext, rank, h, &out));
   free(h);
-  return out;
+  return on_compute(rt, o, out);
 }
 
 static sw_tensor_t* make_tokens(sw_runtime_t* rt, const options* o, int batch) {
@@ -221,7 +262,7 @@ static sw_tensor_t* make_tokens(sw_runtime_t* rt, const options* o, int batch) {
     sw_tensor_release(f32);
   }
   free(v);
-  return t;
+  return on_compute(rt, o, t);
 }
 
 static sw_tensor_t* make_target(sw_runtime_t* rt, const options* o, int batch) {
@@ -233,7 +274,7 @@ static sw_tensor_t* make_target(sw_runtime_t* rt, const options* o, int batch) {
   sw_tensor_t* t = NULL;
   CHECK(sw_tensor_from_data(rt, SW_DTYPE_F32, ext, 2, v, &t));
   free(v);
-  return t;
+  return on_compute(rt, o, t);
 }
 
 /* y = sum over the selected experts of W_e @ x  -> (dim, tokens), f32. */
@@ -303,8 +344,7 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
   const int budget_tiles = (int)ceil(o->budget * o->experts);
 
   sw_carrier_t* secondary = make_secondary(rt, o, 0xa11ce5ull);
-  sw_carrier_t* primary = NULL;
-  CHECK(sw_carrier_create_cpu(rt, o->dtype, 0, &primary));
+  sw_carrier_t* primary = make_primary(rt, o);
   sw_lru_policy_t* lru = NULL;
   sw_residency_policy_t policy;
   const int with_policy = mode == MODE_OFFLOAD && o->use_policy;
@@ -428,8 +468,7 @@ static uint64_t weights_digest(sw_tensor_t* full, const options* o, double* out_
 static int train(sw_runtime_t* rt, const options* o, const int* picks) {
   const int budget_tiles = (int)ceil(o->budget * o->experts);
   sw_carrier_t* secondary = make_secondary(rt, o, 0xa11ce5ull);
-  sw_carrier_t* primary = NULL;
-  CHECK(sw_carrier_create_cpu(rt, o->dtype, 0, &primary));
+  sw_carrier_t* primary = make_primary(rt, o);
   sw_lru_policy_t* lru = NULL;
   sw_residency_policy_t policy;
   CHECK(sw_lru_policy_create((size_t)budget_tiles, &lru));
@@ -479,7 +518,7 @@ static int train(sw_runtime_t* rt, const options* o, const int* picks) {
     CHECK(sw_await_wait(ga, -1));
     sw_tensor_t *g = NULL, *step = NULL;
     CHECK(sw_await_result(ga, &g));
-    step = scaled(rt, g, -lr);
+    step = scaled(rt, o, g, -lr);
     sw_await_t* ua = NULL;
     CHECK(sw_tiled_update_async(weights, full, step, sel, SW_SCATTER_ADD, &ua));
     CHECK(sw_await_wait(ua, -1));
@@ -548,12 +587,14 @@ static void usage(void) {
   fprintf(stderr,
           "usage: moe_offload [--experts N] [--dim D] [--topk K] [--tokens T] [--batches B]\n"
           "                   [--tier file|zstd|host] [--budget F] [--dtype f32|bf16]\n"
-          "                   [--policy lru|none] [--train] [--csv FILE] [--dir DIR] [--quiet]\n");
+          "                   [--policy lru|none] [--train] [--compute cpu|vulkan] [--csv FILE] [--dir DIR]\n"
+          "                   [--quiet]\n");
   exit(2);
 }
 
 int main(int argc, char** argv) {
-  options o = {64, 1024, 4, 32, 48, "file", 0.25, SW_DTYPE_F32, 1, 0, 0, NULL, NULL};
+  options o = {64, 1024, 4, 32, 48, "file", 0.25, SW_DTYPE_F32, 1, 0, 0, NULL, NULL, NULL};
+  const char* compute = "cpu";
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -572,20 +613,33 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--policy")) o.use_policy = strcmp(v, "none") != 0;
     else if (!strcmp(a, "--csv")) o.csv = v;
     else if (!strcmp(a, "--dir")) o.dir = v;
+    else if (!strcmp(a, "--compute")) compute = v;
     else usage();
   }
   if (o.experts < 1 || o.dim < 1 || o.topk < 1 || o.topk > o.experts || o.tokens < 1 || o.batches < 1 ||
       o.budget <= 0 || o.budget > 1 ||
-      (strcmp(o.tier, "file") && strcmp(o.tier, "zstd") && strcmp(o.tier, "host")))
+      (strcmp(o.tier, "file") && strcmp(o.tier, "zstd") && strcmp(o.tier, "host")) ||
+      (strcmp(compute, "cpu") && strcmp(compute, "vulkan")))
     usage();
 
   sw_runtime_t* rt = NULL;
   CHECK(sw_runtime_create(NULL, &rt));
+  if (!strcmp(compute, "vulkan")) {
+    sw_error_t* e = sw_device_create_vulkan(rt, NULL, &o.device);
+    if (e) {
+      fprintf(stderr, "moe_offload: no Vulkan device for --compute vulkan (%s: %s)\n",
+              sw_error_code_name(sw_error_code(e)), sw_error_message(e));
+      sw_error_free(e);
+      sw_runtime_release(rt);
+      return 77; /* a skip, for the test runner */
+    }
+  }
   const double mib = (double)o.experts * o.dim * o.dim * sw_dtype_size(o.dtype) / (1 << 20);
   printf("StrideWeave %s MoE offload: %d experts of %dx%d %s (%.0f MiB) on the %s tier, top-%d of %d tokens per batch, "
-         "primary budget %.0f%% (%d experts), policy %s\n\n",
+         "primary budget %.0f%% (%d experts) in %s memory, policy %s\n\n",
          sw_version_string(), o.experts, o.dim, o.dim, sw_dtype_name(o.dtype), mib, o.tier, o.topk, o.tokens,
-         o.budget * 100, (int)ceil(o.budget * o.experts), o.use_policy ? "LRU + prefetch" : "none");
+         o.budget * 100, (int)ceil(o.budget * o.experts), o.device ? "Vulkan device" : "CPU",
+         o.use_policy ? "LRU + prefetch" : "none");
   int* picks = route_all(&o);
   int status = 0;
   if (o.train) {
@@ -621,6 +675,7 @@ int main(int argc, char** argv) {
     if (!same) status = 1;
   }
   free(picks);
+  sw_device_release(o.device);
   sw_runtime_release(rt);
   return status;
 }
