@@ -3,7 +3,9 @@
 A synthetic mixture-of-experts feed-forward layer keeps its expert weights
 (experts x dim x dim) in one TiledEvictable, one expert per tile. The
 secondary tier (a file, zstd-compressed memory or host memory) holds every
-expert; the primary tier (CPU memory) holds at most a budget of them. A
+expert; the primary tier (CPU memory, or with --compute vulkan the memory of
+a Vulkan device, where the experts are gathered and multiplied) holds at
+most a budget of them. A
 router picks top-k experts per token batch from a skewed, repeatable
 distribution (the C demo's generator: both route the same experts). The
 built-in LRU policy decides what stays resident and prefetches the next
@@ -20,7 +22,8 @@ reloading them from the secondary tier.
     PYTHONPATH=build/bindings/python python3 examples/python/moe_offload.py
         [--experts 64] [--dim 1024] [--topk 4] [--tokens 32] [--batches 48]
         [--tier file|zstd|host] [--budget 0.25] [--dtype f32|bf16]
-        [--policy lru|none] [--train] [--csv FILE] [--dir DIR] [--quiet]
+        [--policy lru|none] [--train] [--compute cpu|vulkan] [--csv FILE]
+        [--dir DIR] [--quiet]
 
 (the build tree's package; an installed strideweave needs no PYTHONPATH).
 --csv writes the same columns as the C demo's, which tools/plot_moe.py plots.
@@ -36,7 +39,7 @@ import time
 import numpy as np
 
 import strideweave as sw
-from strideweave.carriers import CPU, File, Host, Zstd
+from strideweave.carriers import CPU, File, Host, Vulkan, Zstd
 
 MASK64 = (1 << 64) - 1
 RUN_NAMES = ("offloaded", "resident", "naive")
@@ -96,6 +99,12 @@ def as_tensor(values, dtype):
     return sw.from_numpy(values)
 
 
+def on_compute(o, t):
+    """`t` on the primary tier's compute carrier, where the projected experts
+    are: ops take operands of one carrier kind."""
+    return sw.move_async(t, Vulkan(0, dtype=t.dtype)).wait() if o.compute == "vulkan" else t
+
+
 def expert_values(o, seed=0xA11CE5):
     """Every expert's weights, tile after tile, each first mode fastest: the
     secondary tier's contents. Uniform in +-1/sqrt(dim)."""
@@ -121,12 +130,12 @@ def make_tokens(o, batch):
     """x: (1, dim, tokens), broadcast over the selected experts."""
     rng = np.random.default_rng(0x70C3E5 + batch * 7919)
     x = np.asfortranarray(rng.random((1, o.dim, o.tokens), dtype=np.float32) * 2 - 1)
-    return as_tensor(x, o.dtype)
+    return on_compute(o, as_tensor(x, o.dtype))
 
 
 def make_target(o, batch):
     rng = np.random.default_rng(0x7A26E7 + batch * 104729)
-    return sw.from_numpy(np.asfortranarray(rng.random((o.dim, o.tokens), dtype=np.float32) - 0.5))
+    return on_compute(o, sw.from_numpy(np.asfortranarray(rng.random((o.dim, o.tokens), dtype=np.float32) - 0.5)))
 
 
 def expert_layer(w, x):
@@ -163,7 +172,8 @@ def project_batch(weights, full, experts, lru, st):
 
 
 def make_weights(o, policy):
-    return sw.TiledEvictable(CPU(0, dtype=o.dtype), make_secondary(o), (o.experts, 1, 1), (1, o.dim, o.dim),
+    primary = Vulkan(0, dtype=o.dtype) if o.compute == "vulkan" else CPU(0, dtype=o.dtype)
+    return sw.TiledEvictable(primary, make_secondary(o), (o.experts, 1, 1), (1, o.dim, o.dim),
                              residency_policy=policy)
 
 
@@ -231,11 +241,11 @@ def run(o, picks, mode, csv=None):
     return st
 
 
-def scaled(g, factor):
+def scaled(o, g, factor):
     """factor * g. The CPU carrier's elementwise ops take float32 and float64,
     so a bfloat16 gradient is scaled in NumPy in float32 and rounded once."""
     if g.dtype is sw.bfloat16:
-        return as_tensor(g.numpy() * np.float32(factor), sw.bfloat16)
+        return on_compute(o, as_tensor(g.numpy() * np.float32(factor), sw.bfloat16))
     return g * factor
 
 
@@ -262,7 +272,7 @@ def train(o, picks):
         grad = full.grad
         with sw.no_grad():
             g = grad.carrier.project(grad, sel).wait()
-            weights.update_async(full, scaled(g, -lr), sel, "add").wait()
+            weights.update_async(full, scaled(o, g, -lr), sel, "add").wait()
         full.grad = None
         losses.append(loss)
         if not o.quiet:
@@ -320,6 +330,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     p.add_argument("--policy", choices=("lru", "none"), default="lru")
     p.add_argument("--train", action="store_true")
+    p.add_argument("--compute", choices=("cpu", "vulkan"), default="cpu",
+                   help="the primary tier's compute carrier: CPU memory or a Vulkan device")
     p.add_argument("--csv", metavar="FILE", help="write per-batch latency, wait and hit rate of the three runs")
     p.add_argument("--dir", metavar="DIR", help="directory of the file tier's scratch file")
     p.add_argument("--quiet", action="store_true", help="no line per batch")
@@ -337,8 +349,15 @@ def main(argv=None):
     mib = o.experts * o.dim * o.dim * o.dtype.itemsize / (1 << 20)
     print(f"StrideWeave {sw.__version__} MoE offload (Python): {o.experts} experts of {o.dim}x{o.dim} "
           f"{'bf16' if o.dtype is sw.bfloat16 else 'f32'} ({mib:.0f} MiB) on the {o.tier} tier, top-{o.topk} of "
-          f"{o.tokens} tokens per batch, primary budget {o.budget * 100:.0f}% ({budget_tiles(o)} experts), "
+          f"{o.tokens} tokens per batch, primary budget {o.budget * 100:.0f}% ({budget_tiles(o)} experts) in "
+          f"{'Vulkan device' if o.compute == 'vulkan' else 'CPU'} memory, "
           f"policy {'LRU + prefetch' if o.use_policy else 'none'}\n")
+    if o.compute == "vulkan":
+        try:
+            Vulkan(0)
+        except NotImplementedError as e:
+            print(f"moe_offload: no Vulkan device for --compute vulkan ({e})", file=sys.stderr)
+            return 77  # a skip, for test runners
     picks = route_all(o)
     if o.train:
         return train(o, picks)

@@ -21,16 +21,18 @@ def runtime():
     rt.shutdown()
 
 
-def seeded_tiled(values, grid, tile, secondary=sw.carriers.Host, policy=None, **kwargs):
+def seeded_tiled(values, grid, tile, secondary=sw.carriers.Host, policy=None, primary=None, **kwargs):
     """A TiledEvictable whose secondary tier is seeded with `values` (tiles
-    one after another, each first mode fastest) and whose primary is empty."""
+    one after another, each first mode fastest) and whose primary is empty
+    (`primary`, else a new empty CPU carrier)."""
     values = np.asarray(values, dtype=np.float32).reshape(-1)
     sec = secondary(values.size, dtype=sw.float32, **kwargs)
     if values.size:
         from strideweave import _native as N
 
         N.carrier_write_from(sec._h, 0, values.size, values)
-    return sw.TiledEvictable(sw.carriers.CPU(0), sec, grid, tile, residency_policy=policy)
+    primary = sw.carriers.CPU(0) if primary is None else primary
+    return sw.TiledEvictable(primary, sec, grid, tile, residency_policy=policy)
 
 
 def tiles_to_logical(values, grid, tile):

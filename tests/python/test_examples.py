@@ -80,6 +80,18 @@ def test_moe_offload_train(capsys, options):
     assert "training verified" in out and "every value identical" in out
 
 
+@pytest.mark.parametrize("options", [["--quiet"], ["--train", "--dtype", "bf16", "--tier", "zstd", "--quiet"]])
+def test_moe_offload_on_a_vulkan_primary(capsys, options):
+    args = ["--experts", "12", "--dim", "32", "--tokens", "16", "--batches", "12", "--compute", "vulkan"] + options
+    status = load("moe_offload").main(args)
+    if status == 77:
+        pytest.skip("no Vulkan device")
+    assert status == 0
+    out = capsys.readouterr().out
+    assert "Vulkan device memory" in out
+    assert ("training verified" if "--train" in options else "outputs identical across runs") in out
+
+
 def test_plot_moe(tmp_path):
     pytest.importorskip("matplotlib")
     csv = tmp_path / "moe.csv"

@@ -587,3 +587,57 @@ def test_update_in_place_adds_into_the_selected_tiles():
         te.update_async(full, sw.from_numpy(np.ones((2, O, I), np.float32)), sel, reduction="mul")
     with pytest.raises(sw.StrideWeaveTypeError):
         te.update_async(full, np.ones((2, O, I), np.float32), sel)
+
+
+# ---- a Vulkan primary tier -------------------------------------------------------
+
+def vulkan_primary_or_skip():
+    try:
+        return carriers.Vulkan(0)
+    except NotImplementedError as e:  # no Vulkan in this build or no driver (ICD)
+        pytest.skip(f"Vulkan unavailable: {e}")
+
+
+def test_a_vulkan_primary_tier_projects_trains_and_evicts_like_a_cpu_one():
+    primary = vulkan_primary_or_skip()
+    values = np.arange(E * O * I, dtype=np.float32) - 7
+    te = seeded_tiled(values, (E, 1, 1), (1, O, I), primary=primary)
+    ref = seeded_tiled(values, (E, 1, 1), (1, O, I))
+    logical = tiles_to_logical(values, (E, 1, 1), (1, O, I))
+    assert te.primary is primary and primary.is_owned()
+    sel = sw.TileSelection([[2, 0, 3], [0], [0]])
+    full, ref_full = te.full_tensor(), ref.full_tensor()
+    full.requires_grad = ref_full.requires_grad = True
+
+    # Projection gathers on the device: the compact tensor is a Vulkan one.
+    compact = te.project(full, sel).wait()
+    assert isinstance(compact.carrier, carriers.Vulkan)
+    np.testing.assert_array_equal(compact.numpy(), logical[[2, 0, 3]])
+    assert te.primary_tiles == sel.tile_set and len(te.dirty_tiles) == 0
+
+    # Backward through the projection gives the same tile-sparse gradient.
+    w = np.random.default_rng(3).standard_normal((3, O, I)).astype(np.float32)
+    wv = sw.move_async(sw.from_numpy(w), carriers.Vulkan(0)).wait()
+    sw.reduce_sum(sw.relu(compact) * wv).backward()
+    sw.reduce_sum(sw.relu(ref.project(ref_full, sel).wait()) * sw.from_numpy(w)).backward()
+    assert isinstance(full.grad.carrier.primary, carriers.Vulkan)
+    np.testing.assert_array_equal(full.grad.numpy(), ref_full.grad.numpy())
+
+    # An in-place add, then eviction: the dirty tiles reach the secondary tier.
+    with sw.no_grad():
+        step = sw.move_async(sw.from_numpy(np.full((3, O, I), 0.5, np.float32)), carriers.Vulkan(0)).wait()
+        te.update_async(full, step, sel, reduction="add").wait()
+    want = logical.copy()
+    want[[2, 0, 3]] += 0.5
+    assert te.dirty_tiles == sel.tile_set
+    te.evict(te.primary_tiles)
+    assert len(te.primary_tiles) == 0 and len(te.dirty_tiles) == 0
+    stored = np.array([te.secondary[i] for i in range(E * O * I)], np.float32)
+    np.testing.assert_array_equal(tiles_to_logical(stored, (E, 1, 1), (1, O, I)), want)
+    np.testing.assert_array_equal(full.numpy(), want)
+
+    # A CPU compact tensor or destination is refused, naming the kind.
+    with pytest.raises(sw.StrideWeaveTypeError, match="Vulkan"):
+        te.project(full, sel, destination=carriers.CPU(0))
+    with pytest.raises(sw.StrideWeaveTypeError, match="Vulkan"):
+        te.scatter(sw.from_numpy(w), full, sel)

@@ -77,7 +77,7 @@ def _selection(value):
 class TiledEvictable(Carrier):
     """TiledEvictable(primary, secondary, grid_shape, tile_shape, *, residency_policy=None)
 
-    `primary` is a compute carrier (CPU), `secondary` a storage carrier
+    `primary` is a compute carrier (CPU or Vulkan), `secondary` a storage carrier
     (Host, File, Zstd); each is empty or holds the full logical extent as a
     seed, tiles one after another in tile order, first mode fastest. Both
     are claimed by the TiledEvictable until its release()."""
