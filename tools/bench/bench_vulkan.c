@@ -13,6 +13,13 @@
  *   matmul       sw_matmul 256x256x256 and 512x512x512 f32, GFLOP/s
  *   matmul_t     a^T @ b at 512 (a transposed view: no copy), GFLOP/s
  *   matmul_bf16  bf16 operands at 512 (f32 result), GFLOP/s
+ *   project      a TiledEvictable projection of 8 resident experts of
+ *                (1024, 1024) f32 out of 16, one expert per tile, from a
+ *                primary tier of this carrier kind; GB/s of tile values read
+ *                and compact values written (the experts interleave, expert
+ *                mode fastest, as in the MoE demo)
+ *   promote      promotion of those 8 experts from a host secondary tier
+ *                into the primary tier (an upload on Vulkan), GB/s
  *   backward     sum(relu(a @ w + a)) backward at 256, ms per step
  *   submit       one 1-element op and a 1-element read: a submit and a fence
  *                wait on Vulkan, us
@@ -142,8 +149,80 @@ static sw_tensor_t* transposed(sw_tensor_t* t) {
 
 typedef struct {
   timing_t add, add_bcast, mul_scalar, relu, relu_t, reduce_sum, reduce_rows, matmul256, matmul512, matmul_t,
-      matmul_bf16, backward, submit, roundtrip, batched;
+      matmul_bf16, project, promote, backward, submit, roundtrip, batched;
 } figures_t;
+
+#define EXPERTS 16
+#define PICKED 8
+#define EXPERT_DIM 1024
+
+static sw_tile_set_t* picked_set(void) {
+  int64_t c[PICKED * 3] = {0};
+  for (int k = 0; k < PICKED; ++k) c[3 * k] = (k * 5 + 3) % EXPERTS;
+  sw_tile_set_t* set;
+  check(sw_tile_set_create(c, PICKED, 3, &set), "tile set");
+  return set;
+}
+
+/* Projection and promotion of PICKED experts out of EXPERTS on a primary tier
+ * of `dev`'s kind (CPU when NULL) over a host secondary tier. */
+static void time_tiled(sw_runtime_t* rt, sw_device_t* dev, timing_t* project, timing_t* promote) {
+  const int64_t grid[3] = {EXPERTS, 1, 1}, tile[3] = {1, EXPERT_DIM, EXPERT_DIM};
+  const int64_t n = (int64_t)EXPERTS * EXPERT_DIM * EXPERT_DIM;
+  sw_tensor_t* seed = make(rt, NULL, SW_DTYPE_F32, &n, 1);
+  sw_carrier_t *cpu_seed, *secondary, *primary, *te;
+  check(sw_tensor_carrier(seed, &cpu_seed), "carrier");
+  check(sw_carrier_create_host(rt, SW_DTYPE_F32, (size_t)n, &secondary), "host carrier");
+  float* v = malloc(sizeof(float) * (size_t)n);
+  check(sw_carrier_read(cpu_seed, 0, (size_t)n, v), "read");
+  check(sw_carrier_write(secondary, 0, (size_t)n, v), "write");
+  free(v);
+  if (dev)
+    check(sw_carrier_create_vulkan(rt, dev, SW_DTYPE_F32, 0, &primary), "carrier");
+  else
+    check(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 0, &primary), "carrier");
+  check(sw_tiled_create(primary, secondary, grid, tile, 3, NULL, &te), "tiled");
+  sw_tensor_t* full;
+  check(sw_tiled_full_tensor(te, &full), "full tensor");
+  sw_tile_set_t* set = picked_set();
+  int64_t picks[PICKED];
+  for (int k = 0; k < PICKED; ++k) picks[k] = (k * 5 + 3) % EXPERTS;
+  const int64_t zero = 0;
+  const int64_t* axes[3] = {picks, &zero, &zero};
+  const size_t counts[3] = {PICKED, 1, 1};
+  sw_tile_selection_t* sel;
+  check(sw_tile_selection_create(axes, counts, 3, &sel), "selection");
+  double t[64];
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    check(sw_tiled_promote(te, set), "promote");
+    t[r] = now() - t0;
+    if (r + 1 < reps) check(sw_tiled_evict(te, set), "evict");
+  }
+  *promote = summarise(t, reps);
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    sw_await_t* a;
+    sw_tensor_t* c;
+    check(sw_tiled_project(te, full, sel, NULL, &a), "project");
+    check(sw_await_wait(a, -1), "wait");
+    check(sw_await_result(a, &c), "result");
+    read_one(c);
+    t[r] = now() - t0;
+    sw_tensor_release(c);
+    sw_await_release(a);
+  }
+  *project = summarise(t, reps);
+  sw_tile_selection_release(sel);
+  sw_tile_set_release(set);
+  sw_tensor_release(full);
+  check(sw_carrier_dispose(te), "dispose");
+  sw_carrier_release(te);
+  sw_carrier_release(primary);
+  sw_carrier_release(secondary);
+  sw_carrier_release(cpu_seed);
+  sw_tensor_release(seed);
+}
 
 static timing_t time_backward(sw_runtime_t* rt, sw_device_t* dev) {
   int64_t s[2] = {256, 256};
@@ -198,6 +277,7 @@ static figures_t run(sw_runtime_t* rt, sw_device_t* dev) {
   f.matmul512 = time_op(MATMUL, p5, p5);
   f.matmul_t = time_op(MATMUL, p5t, p5);
   f.matmul_bf16 = time_op(MATMUL, h5, h5);
+  time_tiled(rt, dev, &f.project, &f.promote);
   f.backward = time_backward(rt, dev);
   f.submit = time_op(MUL_SCALAR, e, NULL);
   double t[64];
@@ -250,7 +330,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   figures_t cpu = run(rt, NULL), vk = run(rt, dev);
-  const double n4 = 4.0 * (4 << 20), sq4 = 4.0 * 2048 * 2048;
+  const double n4 = 4.0 * (4 << 20), sq4 = 4.0 * 2048 * 2048, tiles4 = 4.0 * PICKED * EXPERT_DIM * EXPERT_DIM;
   struct {
     const char* name;
     const char* unit;
@@ -268,6 +348,8 @@ int main(int argc, char** argv) {
       {"matmul512", "GFLOP/s", 2.0 * 512 * 512 * 512, cpu.matmul512, vk.matmul512},
       {"matmul_t", "GFLOP/s", 2.0 * 512 * 512 * 512, cpu.matmul_t, vk.matmul_t},
       {"matmul_bf16", "GFLOP/s", 2.0 * 512 * 512 * 512, cpu.matmul_bf16, vk.matmul_bf16},
+      {"project", "GB/s", 2 * tiles4, cpu.project, vk.project},
+      {"promote", "GB/s", tiles4, cpu.promote, vk.promote},
   };
   const size_t nrows = sizeof rows / sizeof *rows;
   printf("%-12s %8s %18s %18s   (best; median)\n", "op", "unit", "cpu", "vulkan");
