@@ -31,6 +31,8 @@ class ComputeBackend {
   virtual Ref<Tensor> zeros(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) = 0;
   // `out` is dense; `a` and `b` have out's extents (broadcast modes stride 0).
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // `out` is dense, except for kCopy, whose `out` may be any injective
+  // layout (a tile's place in a compact tensor).
   virtual void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) = 0;
   // `out` is dense with a's rank and extent 1 on every reduced mode.
   virtual void reduce_sum(const Tensor& a, const Tensor& out) = 0;
