@@ -38,30 +38,8 @@
 
 #include "strideweave/strideweave.h"
 
-static void check(sw_error_t* err, const char* what) {
-  if (!err) return;
-  fprintf(stderr, "bench_await: %s failed: %s: %s\n", what, sw_error_code_name(sw_error_code(err)),
-          sw_error_message(err));
-  sw_error_free(err);
-  exit(2);
-}
-#define CHECK(call) check((call), #call)
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double load_average(void) {
-  double load = -1;
-  FILE* f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &load) != 1) load = -1;
-    fclose(f);
-  }
-  return load;
-}
+#define BENCH_NAME "bench_await"
+#include "bench_util.h"
 
 static int compare_i64(const void* a, const void* b) {
   const int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;

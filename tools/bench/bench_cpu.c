@@ -37,53 +37,10 @@
 
 #include "strideweave/strideweave.h"
 
+#define BENCH_NAME "bench_cpu"
+#include "bench_util.h"
+
 #define MAX_THREADS 64
-
-static void check(sw_error_t* err, const char* what) {
-  if (!err) return;
-  fprintf(stderr, "bench_cpu: %s failed: %s: %s\n", what, sw_error_code_name(sw_error_code(err)),
-          sw_error_message(err));
-  sw_error_free(err);
-  exit(2);
-}
-#define CHECK(call) check((call), #call)
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double* values, int n) {
-  double sorted[256];
-  memcpy(sorted, values, (size_t)n * sizeof(double));
-  qsort(sorted, (size_t)n, sizeof(double), compare_doubles);
-  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-}
-
-/* The 1-minute load average, or -1 where /proc/loadavg is missing: other
- * processes competing for the cores make every figure noisy. */
-static double load_average(void) {
-  double load = -1;
-  FILE* f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &load) != 1) load = -1;
-    fclose(f);
-  }
-  return load;
-}
-
-static double fastest(const double* values, int n) {
-  double m = values[0];
-  for (int i = 1; i < n; ++i)
-    if (values[i] < m) m = values[i];
-  return m;
-}
 
 static void* alloc_pages(size_t bytes) {
   void* p = NULL;

@@ -45,48 +45,17 @@
 
 #include "strideweave/strideweave.h"
 
-#define MAX_REPS 64
+#define BENCH_NAME "bench_file"
+#include "bench_util.h"
 
-static void check(sw_error_t* err, const char* what) {
-  if (!err) return;
-  fprintf(stderr, "bench_file: %s failed: %s: %s\n", what, sw_error_code_name(sw_error_code(err)),
-          sw_error_message(err));
-  sw_error_free(err);
-  exit(2);
-}
-#define CHECK(call) check((call), #call)
+#define MAX_REPS 64
 
 static void die(const char* what) {
   fprintf(stderr, "bench_file: %s: %s\n", what, strerror(errno));
   exit(2);
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double* values, int n) {
-  double sorted[MAX_REPS];
-  memcpy(sorted, values, (size_t)n * sizeof(double));
-  qsort(sorted, (size_t)n, sizeof(double), compare_doubles);
-  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-}
-
 static float value_at(size_t i) { return (float)(i % 1000003) * 0.25f - 7.0f; }
-
-static double fastest(const double* values, int n) {
-  double best = values[0];
-  for (int i = 1; i < n; ++i)
-    if (values[i] < best) best = values[i];
-  return best;
-}
 
 /* ---- the peer: pthreads doing pread --------------------------------------- */
 

@@ -22,34 +22,11 @@
 
 #include "strideweave/strideweave.h"
 
-#define CHECK(expr)                                                                                    \
-  do {                                                                                                 \
-    sw_error_t* e_ = (expr);                                                                           \
-    if (e_) {                                                                                          \
-      fprintf(stderr, "bench_tiled: %s: %s: %s\n", #expr, sw_error_code_name(sw_error_code(e_)),       \
-              sw_error_message(e_));                                                                   \
-      exit(1);                                                                                         \
-    }                                                                                                  \
-  } while (0)
+#define BENCH_NAME "bench_tiled"
+#include "bench_util.h"
 
 enum { EXPERTS = 64, DIM = 1024, PICK = 8 };
 static const size_t TILE = (size_t)DIM * DIM;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double* v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp_double);
-  return v[n / 2];
-}
 
 /* ---- memcpy peer with N threads ------------------------------------------- */
 
@@ -68,14 +45,14 @@ static void* copy_tiles(void* arg) {
 static double memcpy_peer(float** src, float* dst, int threads) {
   pthread_t th[16];
   copy_job jobs[16];
-  const double t0 = now();
+  const double t0 = now_seconds();
   for (int i = 0; i < threads; ++i) {
     jobs[i] = (copy_job){src, dst, PICK * i / threads, PICK * (i + 1) / threads};
     if (i) pthread_create(&th[i], NULL, copy_tiles, &jobs[i]);
   }
   copy_tiles(&jobs[0]);
   for (int i = 1; i < threads; ++i) pthread_join(th[i], NULL);
-  return now() - t0;
+  return now_seconds() - t0;
 }
 
 static sw_tile_selection_t* selection(const int* experts, int n) {
@@ -155,7 +132,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
   double t_transfer[MOE_ROUNDS], t_compute[MOE_ROUNDS], t_step[MOE_ROUNDS];
   for (int round = -1; round < MOE_ROUNDS; ++round) { /* round -1 warms up */
     /* transfer alone */
-    double t0 = now();
+    double t0 = now_seconds();
     for (int b = 0; b < MOE_BATCHES; ++b) {
       sw_tile_selection_t* s = selection(order + b * MOE_TOPK, MOE_TOPK);
       sw_tensor_t* w = project_wait(te, full, s, NULL);
@@ -163,19 +140,19 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
       sw_tensor_release(w);
       sw_tile_selection_release(s);
     }
-    const double transfer = now() - t0;
+    const double transfer = now_seconds() - t0;
     /* compute alone */
     sw_tile_selection_t* s0 = selection(order, MOE_TOPK);
     sw_tensor_t* w0 = project_wait(te, full, s0, NULL);
-    t0 = now();
+    t0 = now_seconds();
     for (int b = 0; b < MOE_BATCHES; ++b) moe_compute(w0, x);
-    const double compute = now() - t0;
+    const double compute = now_seconds() - t0;
     CHECK(sw_tiled_evict(te, s0));
     sw_tensor_release(w0);
     sw_tile_selection_release(s0);
     /* pipelined: the projections of the next MOE_DEPTH batches are in flight
      * while a batch computes */
-    t0 = now();
+    t0 = now_seconds();
     sw_tile_selection_t* sels[MOE_BATCHES];
     sw_await_t* pending[MOE_BATCHES];
     int issued = 0;
@@ -198,7 +175,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
       CHECK(sw_tiled_evict(te, sels[b]));
       sw_tile_selection_release(sels[b]);
     }
-    const double step = now() - t0;
+    const double step = now_seconds() - t0;
     if (round >= 0) {
       t_transfer[round] = transfer / MOE_BATCHES * 1e3;
       t_compute[round] = compute / MOE_BATCHES * 1e3;
@@ -252,9 +229,9 @@ int main(int argc, char** argv) {
   float* peer_dst = malloc(PICK * TILE * sizeof(float));
   memset(peer_dst, 0, PICK * TILE * sizeof(float));
   for (int r = -2; r < reps; ++r) {
-    double t0 = now();
+    double t0 = now_seconds();
     sw_tensor_t* out = project_wait(te, full, sel, dest);
-    const double tp = now() - t0;
+    const double tp = now_seconds() - t0;
     sw_tensor_release(out);
     const double tc = memcpy_peer(tiles, peer_dst, threads);
     if (r >= 0) {

@@ -41,20 +41,8 @@
 
 #include "strideweave/strideweave.h"
 
-static void check(sw_error_t* e, const char* what) {
-  if (!e) return;
-  fprintf(stderr, "%s: %s: %s\n", what, sw_error_code_name(sw_error_code(e)), sw_error_message(e));
-  exit(1);
-}
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
+#define BENCH_NAME "bench_vulkan"
+#include "bench_util.h"
 
 static int reps = 9;
 
@@ -62,9 +50,8 @@ typedef struct {
   double best, median;
 } timing_t;
 
-static timing_t summarise(double* v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  timing_t t = {v[0], v[n / 2]};
+static timing_t summarise(const double* v, int n) {
+  timing_t t = {fastest(v, n), median(v, n)};
   return t;
 }
 
@@ -115,7 +102,7 @@ typedef enum { ADD, MUL_SCALAR, RELU, REDUCE_ALL, REDUCE_AXIS0, MATMUL } op_t;
 static timing_t time_op(op_t op, sw_tensor_t* a, sw_tensor_t* b) {
   double t[64];
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double t0 = now_seconds();
     sw_tensor_t* s = NULL;
     int64_t axis = 0;
     sw_error_t* e = NULL;
@@ -135,7 +122,7 @@ static timing_t time_op(op_t op, sw_tensor_t* a, sw_tensor_t* b) {
       return none;
     }
     read_one(s);
-    t[r] = now() - t0;
+    t[r] = now_seconds() - t0;
     sw_tensor_release(s);
   }
   return summarise(t, reps);
@@ -194,21 +181,21 @@ static void time_tiled(sw_runtime_t* rt, sw_device_t* dev, timing_t* project, ti
   check(sw_tile_selection_create(axes, counts, 3, &sel), "selection");
   double t[64];
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double t0 = now_seconds();
     check(sw_tiled_promote(te, set), "promote");
-    t[r] = now() - t0;
+    t[r] = now_seconds() - t0;
     if (r + 1 < reps) check(sw_tiled_evict(te, set), "evict");
   }
   *promote = summarise(t, reps);
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double t0 = now_seconds();
     sw_await_t* a;
     sw_tensor_t* c;
     check(sw_tiled_project(te, full, sel, NULL, &a), "project");
     check(sw_await_wait(a, -1), "wait");
     check(sw_await_result(a, &c), "result");
     read_one(c);
-    t[r] = now() - t0;
+    t[r] = now_seconds() - t0;
     sw_tensor_release(c);
     sw_await_release(a);
   }
@@ -231,7 +218,7 @@ static timing_t time_backward(sw_runtime_t* rt, sw_device_t* dev) {
   check(sw_tensor_set_requires_grad(w, true), "requires_grad");
   double t[64];
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double t0 = now_seconds();
     sw_tensor_t *p, *q, *y, *z, *g;
     check(sw_matmul(a, w, &p), "matmul");
     check(sw_add(p, a, &q), "add");
@@ -240,7 +227,7 @@ static timing_t time_backward(sw_runtime_t* rt, sw_device_t* dev) {
     check(sw_backward(z, NULL, false), "backward");
     check(sw_tensor_grad(w, &g), "grad");
     read_one(g);
-    t[r] = now() - t0;
+    t[r] = now_seconds() - t0;
     check(sw_tensor_clear_grad(w), "clear_grad");
     sw_tensor_t* all[] = {p, q, y, z, g};
     for (int i = 0; i < 5; ++i) sw_tensor_release(all[i]);
@@ -285,15 +272,15 @@ static figures_t run(sw_runtime_t* rt, sw_device_t* dev) {
   check(sw_tensor_carrier(e, &c), "carrier");
   float x = 1.0f;
   for (int k = 0; k < reps; ++k) {
-    double t0 = now();
+    double t0 = now_seconds();
     check(sw_carrier_write(c, 0, 1, &x), "write");
     check(sw_carrier_read(c, 0, 1, &x), "read");
-    t[k] = now() - t0;
+    t[k] = now_seconds() - t0;
   }
   f.roundtrip = summarise(t, reps);
   sw_carrier_release(c);
   for (int k = 0; k < reps; ++k) {
-    double t0 = now();
+    double t0 = now_seconds();
     sw_tensor_t* s = e;
     sw_tensor_retain(s);
     for (int i = 0; i < 16; ++i) {
@@ -304,7 +291,7 @@ static figures_t run(sw_runtime_t* rt, sw_device_t* dev) {
     }
     read_one(s);
     sw_tensor_release(s);
-    t[k] = (now() - t0) / 16;
+    t[k] = (now_seconds() - t0) / 16;
   }
   f.batched = summarise(t, reps);
   sw_tensor_t* all[] = {a, b, r, v, q, qt, p, p5, p5t, h5, e};

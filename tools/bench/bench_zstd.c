@@ -46,14 +46,8 @@
 
 #include "strideweave/strideweave.h"
 
-static void check(sw_error_t* err, const char* what) {
-  if (!err) return;
-  fprintf(stderr, "bench_zstd: %s failed: %s: %s\n", what, sw_error_code_name(sw_error_code(err)),
-          sw_error_message(err));
-  sw_error_free(err);
-  exit(2);
-}
-#define CHECK(call) check((call), #call)
+#define BENCH_NAME "bench_zstd"
+#include "bench_util.h"
 
 static void* xmalloc(size_t n) {
   void* p = malloc(n ? n : 1);
@@ -62,38 +56,6 @@ static void* xmalloc(size_t n) {
     exit(2);
   }
   return p;
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU seconds of every thread of the process: the library's workers and loop
- * thread as well as the peer's threads. Ratios of CPU time measure speed per
- * core and hold up when other processes compete for the cores. */
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double* values, int n) {
-  qsort(values, (size_t)n, sizeof *values, compare_doubles);
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-static double fastest(const double* values, int n) {
-  double best = values[0];
-  for (int i = 1; i < n; ++i)
-    if (values[i] < best) best = values[i];
-  return best;
 }
 
 /* ---- data ------------------------------------------------------------------ */
