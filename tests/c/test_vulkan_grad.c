@@ -5,7 +5,8 @@
  * read of device memory and no submission until a gradient is read; the
  * gradients equal the CPU carrier's (values are small integers, so matmul
  * and reduce sums are exact too; one smooth case is compared within f32
- * tolerance). Skips, saying why, without an ICD. */
+ * tolerance). The same holds for tiled work on a Vulkan primary tier.
+ * Skips, saying why, without an ICD. */
 #include "sw_vulkan_test.h"
 
 typedef enum { ADD, MUL, SCALE, RELU, MATMUL, REDUCE, REDUCE_KEEP } op_t;
@@ -203,6 +204,126 @@ static void test_chain_grads(void** state) {
   vk_pair_release(m);
 }
 
+/* A TiledEvictable per side (a CPU primary, a Vulkan primary) over a host
+ * secondary tier holding 6 experts of (4, 3) small integers. */
+static sw_carrier_t* experts_on(vk_fixture_t* f, bool vulkan, sw_tensor_t** full) {
+  const int64_t grid[3] = {6, 1, 1}, tile[3] = {1, 4, 3};
+  float v[72];
+  vk_fill_ints(v, 72, 3);
+  sw_carrier_t *p = NULL, *s = NULL, *te = NULL;
+  if (vulkan)
+    SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 0, &p));
+  else
+    SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &p));
+  SW_OK_(sw_carrier_create_host(f->rt, SW_DTYPE_F32, 72, &s));
+  SW_OK_(sw_carrier_write(s, 0, 72, v));
+  SW_OK_(sw_tiled_create(p, s, grid, tile, 3, NULL, &te));
+  SW_OK_(sw_tiled_full_tensor(te, full));
+  SW_OK_(sw_tensor_set_requires_grad(*full, true));
+  sw_carrier_release(p);
+  sw_carrier_release(s);
+  return te;
+}
+
+static sw_tensor_t* wait_tensor(sw_await_t* a) {
+  SW_OK_(sw_await_wait(a, -1));
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_await_result(a, &t));
+  sw_await_release(a);
+  return t;
+}
+
+/* On a Vulkan primary tier, the projection of resident experts, the
+ * forward and backward through it (a tiled gradient) and an in-place SGD
+ * step on the selected experts all stay on the device: recorded, with no
+ * read of device memory and no submission (the backward seed is the one
+ * host write). Values equal the CPU primary's; eviction then writes the
+ * updated experts to the secondary tier, as on the CPU. */
+static void test_tiled_work_stays_on_the_device(void** state) {
+  vk_fixture_t* f = *state;
+  NEED_DEVICE(f);
+  const int64_t pick[3] = {4, 1, 3}, zero = 0;
+  const int64_t* axes[3] = {pick, &zero, &zero};
+  const size_t counts[3] = {3, 1, 1};
+  sw_tile_selection_t* sel = NULL;
+  SW_OK_(sw_tile_selection_create(axes, counts, 3, &sel));
+  sw_tile_set_t* set = NULL;
+  SW_OK_(sw_tile_selection_tile_set(sel, &set));
+  const int64_t xshape[3] = {1, 3, 5};
+  float xv[15];
+  vk_fill_ints(xv, 15, 8);
+  vk_pair_t x = vk_pair(f, SW_DTYPE_F32, xshape, 3, xv);
+  sw_tensor_t *full[2], *grad[2], *step[2];
+  sw_carrier_t* te[2];
+  sw_vulkan_counters_t before = vk_counters(f), after = before;
+  for (int side = 0; side < 2; ++side) {
+    te[side] = experts_on(f, side == 1, &full[side]);
+    SW_OK_(sw_tiled_promote(te[side], set));
+    if (side == 1) before = vk_counters(f);
+    sw_await_t* a = NULL;
+    SW_OK_(sw_tiled_project(te[side], full[side], sel, NULL, &a));
+    sw_tensor_t* w = wait_tensor(a);
+    sw_tensor_t *y = NULL, *loss = NULL;
+    SW_OK_(sw_matmul(w, side ? x.vk : x.cpu, &y));
+    SW_OK_(sw_reduce_sum(y, NULL, 0, false, &loss));
+    SW_OK_(sw_backward(loss, NULL, false));
+    SW_OK_(sw_tensor_grad(full[side], &grad[side]));
+    sw_carrier_t* gt = NULL;
+    SW_OK_(sw_tensor_carrier(grad[side], &gt));
+    bool prev = sw_set_grad_enabled(false);
+    SW_OK_(sw_tiled_project(gt, grad[side], sel, NULL, &a));
+    sw_tensor_t* g = wait_tensor(a);
+    SW_OK_(sw_mul_scalar(g, -0.5, &step[side]));
+    SW_OK_(sw_tiled_update_async(te[side], full[side], step[side], sel, SW_SCATTER_ADD, &a));
+    SW_OK_(sw_await_wait(a, -1));
+    sw_await_release(a);
+    sw_set_grad_enabled(prev);
+    if (side == 1) after = vk_counters(f);
+    sw_tensor_release(g);
+    sw_carrier_release(gt);
+    sw_tensor_release(loss);
+    sw_tensor_release(y);
+    sw_tensor_release(w);
+  }
+  assert_int_equal(after.host_reads, before.host_reads);
+  assert_int_equal(after.submits, before.submits);
+  assert_true(after.host_writes <= before.host_writes + 1); /* at most the backward seed */
+  assert_true(after.dispatches + after.copies > before.dispatches + before.copies);
+  vk_assert_matches(step[0], step[1], 0);
+  /* The gradient's tiles live on the device too. */
+  sw_carrier_t *gt = NULL, *gp = NULL;
+  SW_OK_(sw_tensor_carrier(grad[1], &gt));
+  SW_OK_(sw_tiled_primary(gt, &gp));
+  sw_carrier_kind_t kind;
+  SW_OK_(sw_carrier_kind(gp, &kind));
+  assert_int_equal(kind, SW_CARRIER_VULKAN);
+  sw_carrier_release(gp);
+  sw_carrier_release(gt);
+  /* Evicted, the updated experts reach the secondary tier alike. */
+  float stored[2][72];
+  for (int side = 0; side < 2; ++side) {
+    SW_OK_(sw_tiled_evict(te[side], set));
+    sw_carrier_t* s = NULL;
+    SW_OK_(sw_tiled_secondary(te[side], &s));
+    SW_OK_(sw_carrier_read(s, 0, 72, stored[side]));
+    sw_carrier_release(s);
+  }
+  assert_memory_equal(stored[0], stored[1], sizeof stored[0]);
+  float seed[72];
+  vk_fill_ints(seed, 72, 3);
+  assert_true(memcmp(stored[0], seed, sizeof seed) != 0); /* the step changed them */
+  for (int side = 0; side < 2; ++side) {
+    sw_tensor_release(step[side]);
+    sw_tensor_release(grad[side]);
+    sw_tensor_release(full[side]);
+    SW_OK_(sw_carrier_dispose(te[side]));
+    sw_carrier_release(te[side]);
+  }
+  vk_pair_release(x);
+  sw_tile_set_release(set);
+  sw_tile_selection_release(sel);
+}
+
 int main(void) {
   sw_vulkan_test_keep_driver();
   const struct CMUnitTest tests[] = {
@@ -210,6 +331,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reduce_grads, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_matmul_grads, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_chain_grads, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_tiled_work_stays_on_the_device, vk_setup, vk_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
