@@ -191,31 +191,22 @@ static sw_carrier_t* make_primary(sw_runtime_t* rt, const options* o) {
   return c;
 }
 
-/* `t` (a new CPU tensor, taken) on the primary tier's compute carrier, where
- * the projected experts are: ops take operands of one carrier kind. */
+/* `t` (a new CPU tensor, taken) moved to the primary tier's compute carrier,
+ * where the projected experts are: ops take operands of one carrier kind. */
 static sw_tensor_t* on_compute(sw_runtime_t* rt, const options* o, sw_tensor_t* t) {
   if (!o->device) return t;
-  int64_t n = 0, ext[8];
-  size_t rank = 0;
   sw_dtype_t dtype;
-  CHECK(sw_tensor_numel(t, &n));
-  CHECK(sw_tensor_rank(t, &rank));
-  CHECK(sw_tensor_shape(t, ext, 8));
   CHECK(sw_tensor_dtype(t, &dtype));
-  const size_t bytes = (size_t)n * sw_dtype_size(dtype);
-  void* v = malloc(bytes);
-  CHECK(sw_tensor_read(t, v, bytes));
-  sw_tensor_release(t);
   sw_carrier_t* c = NULL;
-  CHECK(sw_carrier_create_vulkan(rt, o->device, dtype, (size_t)n, &c));
-  CHECK(sw_carrier_write(c, 0, (size_t)n, v));
-  free(v);
-  sw_layout_t* l = NULL;
-  CHECK(sw_layout_dense(ext, rank, &l));
+  CHECK(sw_carrier_create_vulkan(rt, o->device, dtype, 0, &c));
+  sw_await_t* a = NULL;
+  CHECK(sw_move_async(t, c, &a));
+  CHECK(sw_await_wait(a, -1));
   sw_tensor_t* out = NULL;
-  CHECK(sw_tensor_create(c, 0, l, &out));
-  sw_layout_release(l);
+  CHECK(sw_await_result(a, &out));
+  sw_await_release(a);
   sw_carrier_release(c);
+  sw_tensor_release(t);
   return out;
 }
 

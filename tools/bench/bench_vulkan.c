@@ -157,13 +157,13 @@ static void time_tiled(sw_runtime_t* rt, sw_device_t* dev, timing_t* project, ti
   const int64_t grid[3] = {EXPERTS, 1, 1}, tile[3] = {1, EXPERT_DIM, EXPERT_DIM};
   const int64_t n = (int64_t)EXPERTS * EXPERT_DIM * EXPERT_DIM;
   sw_tensor_t* seed = make(rt, NULL, SW_DTYPE_F32, &n, 1);
-  sw_carrier_t *cpu_seed, *secondary, *primary, *te;
-  check(sw_tensor_carrier(seed, &cpu_seed), "carrier");
-  check(sw_carrier_create_host(rt, SW_DTYPE_F32, (size_t)n, &secondary), "host carrier");
-  float* v = malloc(sizeof(float) * (size_t)n);
-  check(sw_carrier_read(cpu_seed, 0, (size_t)n, v), "read");
-  check(sw_carrier_write(secondary, 0, (size_t)n, v), "write");
-  free(v);
+  sw_carrier_t *secondary, *primary, *te;
+  check(sw_carrier_create_host(rt, SW_DTYPE_F32, 0, &secondary), "host carrier");
+  sw_await_t* moved;
+  check(sw_move_async(seed, secondary, &moved), "move");
+  check(sw_await_wait(moved, -1), "move");
+  sw_await_release(moved);
+  sw_tensor_release(seed);
   if (dev)
     check(sw_carrier_create_vulkan(rt, dev, SW_DTYPE_F32, 0, &primary), "carrier");
   else
@@ -207,8 +207,6 @@ static void time_tiled(sw_runtime_t* rt, sw_device_t* dev, timing_t* project, ti
   sw_carrier_release(te);
   sw_carrier_release(primary);
   sw_carrier_release(secondary);
-  sw_carrier_release(cpu_seed);
-  sw_tensor_release(seed);
 }
 
 static timing_t time_backward(sw_runtime_t* rt, sw_device_t* dev) {
