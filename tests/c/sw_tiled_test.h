@@ -527,10 +527,8 @@ static inline sw_tensor_t* tt_tensor_from_data(sw_runtime_t* rt, sw_dtype_t dtyp
 /* As sw_test_tensor (f64 for SW_DTYPE_F64, else f32), on the primary kind. */
 static inline sw_tensor_t* tt_tensor(sw_runtime_t* rt, sw_dtype_t dtype, const int64_t* extents, size_t rank,
                                      const double* values) {
-  if (TT_PRIMARY == SW_CARRIER_CPU || dtype == SW_DTYPE_F64) {
-    if (TT_PRIMARY == SW_CARRIER_CPU) return sw_test_tensor(rt, dtype, extents, rank, values);
-    return tt_tensor_from_data(rt, SW_DTYPE_F64, extents, rank, values);
-  }
+  if (TT_PRIMARY == SW_CARRIER_CPU) return sw_test_tensor(rt, dtype, extents, rank, values);
+  if (dtype == SW_DTYPE_F64) return tt_tensor_from_data(rt, SW_DTYPE_F64, extents, rank, values);
   int64_t n = 1;
   for (size_t i = 0; i < rank; ++i) n *= extents[i];
   float* f = (float*)malloc(sizeof(float) * (size_t)(n ? n : 1));

@@ -27,7 +27,8 @@ static sw_tensor_t* apply(op_t op, sw_tensor_t* a, sw_tensor_t* b) {
   return y;
 }
 
-static vk_pair_t leaf(vk_fixture_t* f, const int64_t* shape, size_t rank, int seed, bool smooth) {
+/* A pair of `shape` filled with small integers, or smooth values. */
+static vk_pair_t filled(vk_fixture_t* f, const int64_t* shape, size_t rank, int seed, bool smooth) {
   size_t n = 1;
   for (size_t i = 0; i < rank; ++i) n *= (size_t)shape[i];
   float* x = malloc(sizeof(float) * (n ? n : 1));
@@ -37,6 +38,11 @@ static vk_pair_t leaf(vk_fixture_t* f, const int64_t* shape, size_t rank, int se
     vk_fill_ints(x, n, seed);
   vk_pair_t p = vk_pair(f, SW_DTYPE_F32, shape, rank, x);
   free(x);
+  return p;
+}
+
+static vk_pair_t leaf(vk_fixture_t* f, const int64_t* shape, size_t rank, int seed, bool smooth) {
+  vk_pair_t p = filled(f, shape, rank, seed, smooth);
   SW_OK_(sw_tensor_set_requires_grad(p.cpu, true));
   SW_OK_(sw_tensor_set_requires_grad(p.vk, true));
   return p;
@@ -48,16 +54,7 @@ static vk_pair_t cotangent_for(vk_fixture_t* f, sw_tensor_t* y, int seed, bool s
   int64_t shape[SW_MAX_RANK];
   SW_OK_(sw_tensor_rank(y, &rank));
   SW_OK_(sw_tensor_shape(y, shape, SW_MAX_RANK));
-  size_t n = 1;
-  for (size_t i = 0; i < rank; ++i) n *= (size_t)shape[i];
-  float* x = malloc(sizeof(float) * (n ? n : 1));
-  if (smooth)
-    vk_fill(x, n, (float)seed);
-  else
-    vk_fill_ints(x, n, seed);
-  vk_pair_t p = vk_pair(f, SW_DTYPE_F32, shape, rank, x);
-  free(x);
-  return p;
+  return filled(f, shape, rank, seed, smooth);
 }
 
 static void expect_grad(sw_tensor_t* cpu_leaf, sw_tensor_t* vk_leaf, double tol) {
