@@ -103,7 +103,6 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
       t.dirty = true;
     }
   }
-  seed = nullptr;
   // The policy is taken last: after a failure above (a tile buffer) it is
   // still the caller's, and its destroy must not run.
   std::shared_ptr<Policy> taken = policy ? std::make_shared<Policy>(*policy) : nullptr;
