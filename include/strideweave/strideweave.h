@@ -201,11 +201,21 @@ SW_API sw_error_t* sw_runtime_shutdown(sw_runtime_t* runtime);
  * of top-level modes, each either a leaf `extent:stride` or a nested tuple.
  * index(coord) = sum over leaves of coord_leaf * stride_leaf, where a
  * coordinate of a nested mode is decoded first mode fastest into its leaves.
- * Written as text: "(4,(2,2)):(1,(4,8))". Immutable and thread-safe. */
+ * Written as text: "(4,(2,2)):(1,(4,8))". Immutable and thread-safe.
+ *
+ * One rule for sizes and strides, however a layout is made (create, dense,
+ * parse, group, permute): its size (the product of the extents) and its
+ * index span, 1 + the sum over leaves of |stride| * (extent - 1), must both
+ * fit in int64_t; otherwise VALUE. Every index, cosize and ordinal of a
+ * layout then fits in int64_t. Nesting deeper than SW_MAX_LAYOUT_DEPTH is
+ * VALUE, with a message naming the limit. */
 typedef struct sw_layout_t sw_layout_t;
 
 /* Longest rank (top-level modes) accepted by tensors and ops. */
 #define SW_MAX_RANK 16
+/* Deepest nesting of a layout's modes (a tuple of leaves is one level):
+ * deeper text, groupings or trees are VALUE. */
+#define SW_MAX_LAYOUT_DEPTH 32
 
 /* A flat layout with `rank` leaf modes. Extents must be >= 0; strides may be
  * any value (negative strides are allowed). rank 0 is a scalar (size 1). */
@@ -635,6 +645,11 @@ SW_API sw_error_t* sw_carrier_stored_bytes(const sw_carrier_t* carrier, uint64_t
 /* Tile values: TileSet, TileSelection, ResidencyPlan                        */
 /* ------------------------------------------------------------------------ */
 
+/* Most tiles a TiledEvictable holds, and so most a selection can select
+ * (its tile table lives in host memory): more is VALUE before anything is
+ * allocated. */
+#define SW_MAX_TILES ((uint64_t)1 << 24)
+
 /* Immutable, thread-safe values. A TileSet is a finite set of full-rank tile
  * coordinates, ordered first coordinate fastest (sorted by reversed tuple).
  * A TileSelection is an ordered Cartesian product of per-axis coordinates,
@@ -659,8 +674,9 @@ SW_API sw_error_t* sw_tile_set_coordinates(const sw_tile_set_t* set, int64_t* ou
 SW_API sw_error_t* sw_tile_set_equal(const sw_tile_set_t* a, const sw_tile_set_t* b, bool* out_equal);
 
 /* per_axis[i] points at counts[i] coordinates of axis i, in the caller's
- * order. VALUE for rank 0, an empty axis, a duplicate within an axis or a
- * negative coordinate. */
+ * order. VALUE for rank 0 or above SW_MAX_RANK, an empty axis, a duplicate
+ * within an axis, a negative coordinate, or more than SW_MAX_TILES tiles in
+ * all (the product of the counts). */
 SW_API sw_error_t* sw_tile_selection_create(const int64_t* const* per_axis, const size_t* counts, size_t rank,
                                             sw_tile_selection_t** out_selection);
 SW_API void sw_tile_selection_retain(sw_tile_selection_t* selection);

@@ -21,11 +21,20 @@ int64_t checked_product(const std::vector<int64_t>& extents) {
   return p;
 }
 
+static void depth_error() {
+  value_error("layout nesting exceeds the limit of " + std::to_string(kMaxLayoutDepth) + " levels");
+}
+
 Mode Mode::make_tuple(std::vector<Mode> children) {
   Mode m;
   m.leaf = false;
   m.extent = 1;
-  for (const Mode& c : children) m.extent = mul_checked(m.extent, c.extent);
+  m.depth = 1;
+  for (const Mode& c : children) {
+    m.extent = mul_checked(m.extent, c.extent);
+    m.depth = std::max(m.depth, c.depth + 1);
+  }
+  if (m.depth > kMaxLayoutDepth) depth_error();
   m.children = std::move(children);
   return m;
 }
@@ -54,17 +63,23 @@ Layout::Layout(std::vector<Mode> modes) : Object(ObjectKind::kLayout), modes_(st
     size_ = mul_checked(size_, m.extent);
   }
   leaf_begin_.push_back(leaves_.size());
-  for (const Leaf& l : leaves_) {
+  for (const Leaf& l : leaves_)
     if (l.extent < 0) value_error("layout extents must be >= 0, got " + std::to_string(l.extent));
-    if (size_ == 0) continue;
-    const int64_t span = mul_checked(l.stride, l.extent - 1);
-    if (span > 0) {
-      if (__builtin_add_overflow(max_index_, span, &max_index_)) value_error("layout index overflows 64 bits");
-    } else if (__builtin_add_overflow(min_index_, span, &min_index_)) {
-      value_error("layout index overflows 64 bits");
-    }
+  if (size_ == 0) return;  // reaches no index
+  // The span 1 + sum |stride| * (extent - 1) must fit in int64: computed in
+  // 128 bits, where no term can overflow.
+  __int128 span = 1, lo = 0, hi = 0;
+  constexpr __int128 kMax = INT64_MAX;
+  for (const Leaf& l : leaves_) {
+    const __int128 reach = static_cast<__int128>(l.stride) * (l.extent - 1);
+    (reach < 0 ? lo : hi) += reach;
+    span += reach < 0 ? -reach : reach;
+    if (span > kMax)
+      value_error("layout index span overflows 64 bits: 1 + the sum of |stride| * (extent - 1) over its leaves exceeds " +
+                  std::to_string(INT64_MAX));
   }
-  if (size_ == 0) min_index_ = max_index_ = 0;
+  min_index_ = static_cast<int64_t>(lo);
+  max_index_ = static_cast<int64_t>(hi);
 }
 
 Ref<Layout> Layout::flat(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride) {
@@ -158,10 +173,12 @@ static void check_coord(int64_t c, int64_t extent, size_t axis) {
 }
 
 int64_t Layout::index(const int64_t* coord, size_t count) const {
+  // Every coordinate is checked before any is used: in range, the sum
+  // cannot overflow (see the size rule above).
   if (count == modes_.size()) {
+    for (size_t i = 0; i < modes_.size(); ++i) check_coord(coord[i], extents_[i], i);
     int64_t r = 0;
     for (size_t i = 0; i < modes_.size(); ++i) {
-      check_coord(coord[i], extents_[i], i);
       int64_t c = coord[i];
       for (size_t k = leaf_begin_[i]; k < leaf_begin_[i + 1]; ++k) {
         const Leaf& l = leaves_[k];
@@ -172,11 +189,9 @@ int64_t Layout::index(const int64_t* coord, size_t count) const {
     return r;
   }
   if (count == leaves_.size()) {
+    for (size_t k = 0; k < leaves_.size(); ++k) check_coord(coord[k], leaves_[k].extent, k);
     int64_t r = 0;
-    for (size_t k = 0; k < leaves_.size(); ++k) {
-      check_coord(coord[k], leaves_[k].extent, k);
-      r += coord[k] * leaves_[k].stride;
-    }
+    for (size_t k = 0; k < leaves_.size(); ++k) r += coord[k] * leaves_[k].stride;
     return r;
   }
   value_error("coordinate has " + std::to_string(count) + " entries; the layout has rank " +
@@ -196,9 +211,9 @@ int64_t Layout::encode(const int64_t* coord, size_t count) const {
   if (count != modes_.size())
     value_error("coordinate has " + std::to_string(count) + " entries; the shape has rank " +
                 std::to_string(modes_.size()));
+  for (size_t i = 0; i < count; ++i) check_coord(coord[i], extents_[i], i);
   int64_t r = 0, scale = 1;
   for (size_t i = 0; i < count; ++i) {
-    check_coord(coord[i], extents_[i], i);
     r += coord[i] * scale;
     scale *= extents_[i];
   }
@@ -243,11 +258,20 @@ static void print_tree(const Mode& m, bool stride, std::string* out) {
 }
 
 std::string Layout::to_string() const {
-  Mode top = Mode::make_tuple(modes_);
+  // The top level prints as a tuple of the modes, without building one (a
+  // tuple of the modes could nest one level too deep).
+  auto print = [&](bool stride, std::string* out) {
+    *out += '(';
+    for (size_t i = 0; i < modes_.size(); ++i) {
+      if (i) *out += ',';
+      print_tree(modes_[i], stride, out);
+    }
+    *out += ')';
+  };
   std::string s;
-  print_tree(top, false, &s);
+  print(false, &s);
   s += ':';
-  print_tree(top, true, &s);
+  print(true, &s);
   return s;
 }
 
@@ -261,16 +285,21 @@ struct IntTree {
 class Parser {
  public:
   explicit Parser(const std::string& t) : t_(t) {}
-  IntTree tree() {
+  IntTree tree(int depth = 0) {
     skip();
     IntTree n;
     if (pos_ < t_.size() && t_[pos_] == '(') {
+      // Refused before recursing: nesting never costs more stack than this.
+      // The outermost parentheses group the top-level modes, which may
+      // each nest kMaxLayoutDepth levels.
+      if (depth > kMaxLayoutDepth)
+        fail("layout nesting exceeds the limit of " + std::to_string(kMaxLayoutDepth) + " levels");
       ++pos_;
       n.leaf = false;
       skip();
       if (peek() == ')') { ++pos_; return n; }
       for (;;) {
-        n.children.push_back(tree());
+        n.children.push_back(tree(depth + 1));
         skip();
         const char c = peek();
         if (c != ')' && c != ',') fail("expected ',' or ')'");  // report the offending character
@@ -301,7 +330,10 @@ class Parser {
     if (pos_ != t_.size()) fail("unexpected trailing text");
   }
   [[noreturn]] void fail(const std::string& what) {
-    value_error("cannot parse layout \"" + t_ + "\" at position " + std::to_string(pos_) + ": " + what);
+    // Long text is quoted by its start only: the position locates the rest.
+    constexpr size_t kQuote = 64;
+    const std::string quoted = t_.size() <= kQuote ? t_ : t_.substr(0, kQuote) + "...";
+    value_error("cannot parse layout \"" + quoted + "\" at position " + std::to_string(pos_) + ": " + what);
   }
 
  private:
@@ -330,9 +362,11 @@ Ref<Layout> Layout::parse(const std::string& text) {
   p.expect(':');
   IntTree d = p.tree();
   p.end();
-  Mode top = zip(s, d, p);
-  if (top.leaf) return make({top});
-  return make(std::move(top.children));
+  if (s.leaf != d.leaf || s.children.size() != d.children.size()) p.fail("shape and stride are not congruent");
+  if (s.leaf) return make({zip(s, d, p)});
+  std::vector<Mode> modes;
+  for (size_t i = 0; i < s.children.size(); ++i) modes.push_back(zip(s.children[i], d.children[i], p));
+  return make(std::move(modes));
 }
 
 }  // namespace sw

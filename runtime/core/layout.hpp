@@ -9,14 +9,21 @@
 
 namespace sw {
 
+// How deep modes may nest (a leaf is depth 0, a tuple of leaves depth 1):
+// every walk over a tree recurses, so the depth is bounded where trees are
+// built, on a budget that fits any thread's stack.
+constexpr int kMaxLayoutDepth = 32;
+
 // One node of the congruent trees: a leaf (extent, stride) or a tuple.
 struct Mode {
   bool leaf = true;
   int64_t extent = 1;  // for a tuple: the product of its children's extents
   int64_t stride = 0;  // leaves only
   std::vector<Mode> children;
+  int depth = 0;       // 1 + the deepest child's, for tuples
 
-  static Mode make_leaf(int64_t extent, int64_t stride) { return Mode{true, extent, stride, {}}; }
+  static Mode make_leaf(int64_t extent, int64_t stride) { return Mode{true, extent, stride, {}, 0}; }
+  // VALUE when the tuple would nest deeper than kMaxLayoutDepth.
   static Mode make_tuple(std::vector<Mode> children);
   bool operator==(const Mode& o) const;
 };
@@ -26,6 +33,11 @@ struct Leaf {
   int64_t stride;
 };
 
+// The one rule for sizes and strides, applied to every layout however it is
+// made: its size (the product of the extents) and its index span
+// (1 + the sum over leaves of |stride| * (extent - 1)) must both fit in
+// int64, VALUE otherwise. Then every index, every partial sum of one, the
+// cosize and every first-mode-fastest ordinal fit in int64 too.
 class Layout : public Object {
  public:
   explicit Layout(std::vector<Mode> modes);

@@ -22,6 +22,9 @@ TileGeometry::TileGeometry(std::vector<int64_t> grid_shape, std::vector<int64_t>
   }
   int64_t total;
   if (__builtin_mul_overflow(tiles, tile_size, &total)) value_error("TiledEvictable: size overflows");
+  if (static_cast<uint64_t>(tiles) > SW_MAX_TILES)
+    value_error("TiledEvictable: " + std::to_string(tiles) + " tiles exceed the limit of SW_MAX_TILES (" +
+                std::to_string(SW_MAX_TILES) + "); use larger tiles");
 }
 
 int64_t TileGeometry::ordinal(const TileCoord& c) const {

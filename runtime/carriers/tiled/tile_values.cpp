@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "strideweave/strideweave.h"
 
 namespace sw {
 
@@ -50,6 +51,9 @@ void TileSet::check_grid(const std::vector<int64_t>& grid, const char* what) con
 TileSelection::TileSelection(std::vector<std::vector<int64_t>> per_axis)
     : Object(ObjectKind::kTileSelection), per_axis_(std::move(per_axis)) {
   if (per_axis_.empty()) value_error("TileSelection needs at least one axis");
+  if (per_axis_.size() > SW_MAX_RANK)
+    value_error("TileSelection has " + std::to_string(per_axis_.size()) + " axes; the limit is SW_MAX_RANK (" +
+                std::to_string(SW_MAX_RANK) + ")");
   for (size_t a = 0; a < per_axis_.size(); ++a) {
     const auto& ax = per_axis_[a];
     if (ax.empty()) value_error("TileSelection axis " + std::to_string(a) + " is empty");
@@ -59,6 +63,11 @@ TileSelection::TileSelection(std::vector<std::vector<int64_t>> per_axis)
       if (!seen.insert(v).second)
         value_error("TileSelection axis " + std::to_string(a) + " repeats coordinate " + std::to_string(v));
     }
+    // The product is checked against the tile limit axis by axis, so it
+    // never overflows.
+    if (ax.size() > SW_MAX_TILES / count_)
+      value_error("TileSelection selects more than SW_MAX_TILES (" + std::to_string(SW_MAX_TILES) +
+                  ") tiles: the product of its axis counts is too large");
     count_ *= ax.size();
   }
 }
