@@ -1218,6 +1218,19 @@ SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_cou
  * changing nothing, as any failure; the operation after it succeeds again.
  * Arming again replaces the count; nth 0 disarms. Not for production use. */
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
+/* Holds back the completion of the `nth` (1 = next) asynchronous storage
+ * transfer of `kind` (SW_FAULT_READ or SW_FAULT_WRITE; one transfer is one
+ * read or write the library starts on a storage carrier, however many
+ * requests it takes): the bytes move, but the work waiting for them sees the
+ * transfer in flight until sw_testing_release_hold, so a test can act in
+ * that window deterministically. One hold at a time; arming again replaces
+ * the count; nth 0 disarms. VALUE for other kinds. Not for production use. */
+SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
+/* Blocks until the armed hold has caught its transfer's completion
+ * (negative timeout: no limit); TIMEOUT when the time ran out. */
+SW_API sw_error_t* sw_testing_wait_held(sw_runtime_t* runtime, int64_t timeout_ns);
+/* Lets the held completion run on the loop thread. STATE when none is held. */
+SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */
 SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame);

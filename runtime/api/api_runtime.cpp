@@ -94,6 +94,32 @@ SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_
   });
 }
 
+SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (kind != SW_FAULT_READ && kind != SW_FAULT_WRITE)
+      value_error("sw_testing_hold: only storage reads and writes can be held, not fault kind " +
+                  std::to_string(static_cast<int>(kind)));
+    rt->arm_hold(static_cast<FaultKind>(kind), nth);
+  });
+}
+
+SW_API sw_error_t* sw_testing_wait_held(sw_runtime_t* runtime, int64_t timeout_ns) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (!rt->wait_held(timeout_ns))
+      throw_error(SW_ERROR_TIMEOUT, "sw_testing_wait_held: no held transfer completed within " +
+                                        std::to_string(timeout_ns) + " ns");
+  });
+}
+
+SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (!rt->release_hold()) state_error("sw_testing_release_hold: no transfer is held");
+  });
+}
+
 SW_API sw_error_t* sw_runtime_compute_threads(const sw_runtime_t* runtime, uint32_t* out_threads) {
   return guard([&] {
     Runtime* rt = get<Runtime>(runtime, "runtime");

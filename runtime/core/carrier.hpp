@@ -83,10 +83,10 @@ class Carrier : public Object {
 
   // Asynchronous bulk transfer between slots and host memory, without checks
   // or version steps. Called on the loop thread; `done` runs there too. The
-  // buffers stay valid until `done`. The default runs read_slots /
-  // write_slots on a background worker.
-  virtual void read_async(size_t first, size_t count, std::byte* dst, IoDone done);
-  virtual void write_async(size_t first, size_t count, const std::byte* src, IoDone done);
+  // buffers stay valid until `done`. Each call is one storage transfer for
+  // the runtime's testing holds (Runtime::arm_hold).
+  void read_async(size_t first, size_t count, std::byte* dst, IoDone done);
+  void write_async(size_t first, size_t count, const std::byte* src, IoDone done);
 
   // A read-only carrier refuses public writes (STATE) and moves into it.
   virtual bool is_read_only() const { return false; }
@@ -107,6 +107,10 @@ class Carrier : public Object {
   virtual uint64_t stored_bytes() const { return static_cast<uint64_t>(size()) * element_size(); }
 
  protected:
+  // The transfers behind read_async / write_async. The default runs
+  // read_slots / write_slots on a background worker.
+  virtual void issue_read(size_t first, size_t count, std::byte* dst, IoDone done);
+  virtual void issue_write(size_t first, size_t count, const std::byte* src, IoDone done);
   virtual void dispose_storage() = 0;
   // Refuses dispose (STATE) while work that the carrier does not own is pending.
   virtual void check_disposable() const {}

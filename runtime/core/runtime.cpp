@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <thread>
@@ -185,6 +186,52 @@ void Runtime::check_fault(FaultKind kind, const char* what) {
     case FaultKind::kWrite: throw_error(SW_ERROR_IO, std::string("injected write failure: ") + what);
     case FaultKind::kDecompress: throw_error(SW_ERROR_DATA_CORRUPT, std::string("injected decompression failure: ") + what);
   }
+}
+
+void Runtime::arm_hold(FaultKind kind, uint64_t nth) {
+  std::lock_guard<std::mutex> lock(hold_mutex_);
+  hold_countdown_[static_cast<int>(kind)] = nth;
+}
+
+std::function<void(Status)> Runtime::hold_point(FaultKind kind, std::function<void(Status)> done) {
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    uint64_t& c = hold_countdown_[static_cast<int>(kind)];
+    if (c == 0 || --c != 0) return done;
+  }
+  Ref<Runtime> self(this);
+  return [self, done = std::move(done)](Status st) mutable {
+    std::lock_guard<std::mutex> lock(self->hold_mutex_);
+    self->held_done_ = std::move(done);
+    self->held_status_ = std::move(st);
+    self->hold_cv_.notify_all();
+  };
+}
+
+bool Runtime::wait_held(int64_t timeout_ns) {
+  std::unique_lock<std::mutex> lock(hold_mutex_);
+  auto held = [&] { return static_cast<bool>(held_done_); };
+  if (timeout_ns < 0) {
+    hold_cv_.wait(lock, held);
+    return true;
+  }
+  return hold_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), held);
+}
+
+bool Runtime::release_hold() {
+  std::function<void(Status)> done;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    if (!held_done_) return false;
+    done = std::move(held_done_);
+    held_done_ = nullptr;
+    st = std::move(held_status_);
+  }
+  auto run = [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); };
+  auto copy = run;
+  if (!loop_->post(std::move(run))) copy();
+  return true;
 }
 
 }  // namespace sw

@@ -73,6 +73,17 @@ class Runtime : public Object {
   void arm_fault(FaultKind kind, uint64_t nth);
   void check_fault(FaultKind kind, const char* what);
 
+  // Testing holds: the completion of the nth asynchronous storage transfer
+  // of `kind` (kRead or kWrite) is kept back until release_hold(), so a test
+  // can act while that transfer is deterministically in flight.
+  void arm_hold(FaultKind kind, uint64_t nth);
+  // `done` as is, or wrapped to be held when this transfer is the armed one.
+  std::function<void(Status)> hold_point(FaultKind kind, std::function<void(Status)> done);
+  // Blocks until a held completion has arrived; false on timeout (ns, negative: none).
+  bool wait_held(int64_t timeout_ns);
+  // Lets the held completion run on the loop thread; false when none is held.
+  bool release_hold();
+
  private:
   std::unique_ptr<ThreadPool> compute_;
   std::shared_ptr<BufferPool> pool_;
@@ -96,6 +107,12 @@ class Runtime : public Object {
 
   std::mutex fault_mutex_;
   uint64_t fault_countdown_[5] = {0, 0, 0, 0, 0};
+
+  std::mutex hold_mutex_;
+  std::condition_variable hold_cv_;
+  uint64_t hold_countdown_[5] = {0, 0, 0, 0, 0};
+  std::function<void(Status)> held_done_;  // set once the held completion arrived
+  Status held_status_;
 };
 
 }  // namespace sw

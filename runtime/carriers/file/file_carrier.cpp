@@ -432,11 +432,11 @@ void FileCarrier::transfer_async(bool write, uint64_t file_offset, std::byte* bu
   std::make_shared<Transfer>(self, write, file_offset, buffer, total, std::move(done))->start();
 }
 
-void FileCarrier::read_async(size_t first, size_t count, std::byte* dst, IoDone done) {
+void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done) {
   transfer_async(false, byte_offset_of(first), dst, count * element_size(), std::move(done));
 }
 
-void FileCarrier::write_async(size_t first, size_t count, const std::byte* src, IoDone done) {
+void FileCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
   if (read_only_) {
     auto refuse = [done = std::move(done), path = path_]() mutable {
       done(Status::make(SW_ERROR_STATE, "write: the File carrier over '" + path + "' is read-only"));

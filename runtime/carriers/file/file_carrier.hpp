@@ -38,8 +38,6 @@ class FileCarrier final : public Carrier {
 
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
-  void read_async(size_t first, size_t count, std::byte* dst, IoDone done) override;
-  void write_async(size_t first, size_t count, const std::byte* src, IoDone done) override;
 
   // A new empty scratch carrier with the same settings, in the same
   // directory (the default one for a read-only carrier: the user's file's
@@ -51,6 +49,8 @@ class FileCarrier final : public Carrier {
   const std::string& path() const { return path_; }
 
  protected:
+  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done) override;
+  void issue_write(size_t first, size_t count, const std::byte* src, IoDone done) override;
   void dispose_storage() override { close_file(); }
   void allocate_storage(size_t size, bool zero_fill) override;
 

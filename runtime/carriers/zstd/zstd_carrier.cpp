@@ -312,7 +312,7 @@ struct TransferJoin {
 
 }  // namespace
 
-void ZstdCarrier::read_async(size_t first, size_t count, std::byte* dst, IoDone done) {
+void ZstdCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done) {
   auto ranges = split_for_workers(first, count);
   if (ranges.empty()) {
     runtime().run_on_worker([] {}, std::move(done));
@@ -330,7 +330,7 @@ void ZstdCarrier::read_async(size_t first, size_t count, std::byte* dst, IoDone 
   }
 }
 
-void ZstdCarrier::write_async(size_t first, size_t count, const std::byte* src, IoDone done) {
+void ZstdCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
   auto ranges = split_for_workers(first, count);
   if (ranges.empty()) {
     runtime().run_on_worker([] {}, std::move(done));

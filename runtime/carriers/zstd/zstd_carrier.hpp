@@ -101,8 +101,6 @@ class ZstdCarrier final : public Carrier {
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
   // Spread the frames of the range over the runtime's workers, one job each.
-  void read_async(size_t first, size_t count, std::byte* dst, IoDone done) override;
-  void write_async(size_t first, size_t count, const std::byte* src, IoDone done) override;
 
   // Total compressed bytes of the frames.
   uint64_t stored_bytes() const override;
@@ -120,6 +118,8 @@ class ZstdCarrier final : public Carrier {
   void corrupt_frame(size_t frame);
 
  protected:
+  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done) override;
+  void issue_write(size_t first, size_t count, const std::byte* src, IoDone done) override;
   void dispose_storage() override;
   void allocate_storage(size_t size, bool zero_fill) override;
 
