@@ -765,12 +765,20 @@ PyObject* tile_selection_coordinates(const sw_tile_selection_t* selection) {
 
 /* ---- policies ---- */
 
-/* What the built-in LRU policy plans for `required` (a new plan handle). */
+/* What the built-in LRU policy would plan for `required` (a new plan
+ * handle). No request carries the plan out, so it is reported back as not
+ * committed at once: the policy's view and statistics stay as they were. */
 PyObject* lru_policy_plan(sw_lru_policy_t* policy, const sw_tile_set_t* required, int purpose) {
   sw_residency_policy_t vtable;
   SW_PY_CHECK(sw_lru_policy_as_residency_policy(policy, &vtable));
   sw_residency_plan_t* plan = NULL;
   sw_error_t* e = vtable.plan(vtable.user_data, required, (sw_residency_purpose_t)purpose, &plan);
+  if (!e && plan && vtable.outcome) {
+    sw_tile_set_t* none = NULL;
+    e = sw_tile_set_create(NULL, 0, 0, &none);
+    if (!e) vtable.outcome(vtable.user_data, plan, false, none, none);
+    sw_tile_set_release(none);
+  }
   if (vtable.destroy) vtable.destroy(vtable.user_data);
   if (e) {
     sw_py_raise(e);

@@ -314,15 +314,15 @@ static uint64_t take_lru_counters(sw_lru_policy_t* lru, run_stats* st) {
   return hits;
 }
 
-/* Issues the projection of a batch's experts; returns how many of them were
- * hits. The LRU policy counts them as it plans the request, inside
- * sw_tiled_project; without a policy the hits are the experts already
- * primary-resident. */
+/* Issues the projection of a batch's experts; without a policy returns how
+ * many of them were hits (already primary-resident). The LRU policy counts
+ * hits when a request commits: those are read once the projection is waited
+ * for (take_lru_counters). */
 static int project_batch(sw_carrier_t* weights, sw_tensor_t* full, sw_tile_selection_t* sel, const options* o,
-                         const int* experts, sw_lru_policy_t* lru, run_stats* st, sw_await_t** out) {
+                         const int* experts, sw_lru_policy_t* lru, sw_await_t** out) {
   const int resident = lru ? 0 : resident_count(weights, o, experts);
   CHECK(sw_tiled_project(weights, full, sel, NULL, out));
-  return lru ? (int)take_lru_counters(lru, st) : resident;
+  return resident;
 }
 
 typedef enum { MODE_OFFLOAD, MODE_RESIDENT, MODE_NAIVE } run_mode;
@@ -368,13 +368,15 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
     int hits = next_hits;
     if (!pending) {
       sel = selection_for(o, experts);
-      hits = project_batch(weights, full, sel, o, experts, lru, &st, &pending);
+      hits = project_batch(weights, full, sel, o, experts, lru, &pending);
     }
     next = NULL;
     next_sel = NULL;
     const double tw = now();
     CHECK(sw_await_wait(pending, -1));
     const double waited = now() - tw;
+    /* This batch's request is the last one committed: the next is issued below. */
+    if (lru) hits = (int)take_lru_counters(lru, &st);
     sw_tensor_t* w = NULL;
     CHECK(sw_await_result(pending, &w));
     sw_await_release(pending);
@@ -386,7 +388,7 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
         sw_tile_set_release(hint);
       }
       next_sel = selection_for(o, picks + (b + 1) * o->topk);
-      next_hits = project_batch(weights, full, next_sel, o, picks + (b + 1) * o->topk, lru, &st, &next);
+      next_hits = project_batch(weights, full, next_sel, o, picks + (b + 1) * o->topk, lru, &next);
     }
     sw_tensor_t* x = make_tokens(rt, o, b);
     sw_tensor_t* y = expert_layer(w, x);

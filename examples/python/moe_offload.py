@@ -161,14 +161,14 @@ def take_lru_counters(lru, st):
     return hits
 
 
-def project_batch(weights, full, experts, lru, st):
+def project_batch(weights, full, experts, lru):
     """Issues the projection of a batch's experts; returns (its await, how
-    many of the experts were hits). The LRU policy counts them as it plans
-    the request, inside project(); without a policy the hits are the experts
-    already primary-resident."""
+    many of the experts were hits without a policy: those already
+    primary-resident). The LRU policy counts hits when a request commits:
+    those are read once the projection is waited for."""
     resident = 0 if lru is not None else resident_count(weights, experts)
     pending = weights.project(full, selection_for(experts))
-    return pending, take_lru_counters(lru, st) if lru is not None else resident
+    return pending, resident
 
 
 def make_weights(o, policy):
@@ -200,16 +200,19 @@ def run(o, picks, mode, csv=None):
         tb = time.perf_counter()
         pending, hits = pending_next, next_hits
         if pending is None:
-            pending, hits = project_batch(weights, full, experts, lru, st)
+            pending, hits = project_batch(weights, full, experts, lru)
         pending_next = None
         tw = time.perf_counter()
         w = pending.wait()
         waited = time.perf_counter() - tw
+        if lru is not None:
+            # This batch's request is the last one committed: the next is issued below.
+            hits = take_lru_counters(lru, st)
         if mode == "offloaded" and b + 1 < len(picks):
             # Start the next batch's gather now, and hint the one after it.
             if lru is not None and b + 2 < len(picks):
                 lru.hint(sw.TileSet((e, 0, 0) for e in picks[b + 2]))
-            pending_next, next_hits = project_batch(weights, full, picks[b + 1], lru, st)
+            pending_next, next_hits = project_batch(weights, full, picks[b + 1], lru)
         x = make_tokens(o, b)
         st["checksum"] += sw.reduce_sum(expert_layer(w, x)).item()
         del w, x

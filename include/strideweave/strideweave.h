@@ -730,7 +730,13 @@ SW_API const char* sw_residency_purpose_name(sw_residency_purpose_t purpose);
  * not a plan, fails TYPE; a plan that does not fit the grid fails VALUE. It
  * is called on the thread that makes the request, at most once per request.
  * The policy can only optimise: required tiles are always made available,
- * and evictions wait until no work needs the tile. */
+ * and evictions wait until no work needs the tile.
+ *
+ * A request commits as a whole or not at all: its promotions, the evictions
+ * its plan asked for (dirty values written to the secondary tier first) and
+ * its result appear together once everything succeeded; if anything fails
+ * (a fetch, a write, the work), nothing it planned happens. outcome() tells
+ * the policy which, so its view can follow the carrier. */
 typedef struct sw_residency_policy_t {
   uint32_t struct_size;
   void* user_data;
@@ -738,23 +744,46 @@ typedef struct sw_residency_policy_t {
                       sw_residency_plan_t** out_plan);
   /* Optional: called once when the last TiledEvictable using it is gone. */
   void (*destroy)(void* user_data);
+  /* Optional (added in 0.2; a policy from an older header has none).
+   * Called exactly once for every plan that plan() returned, once the
+   * request it planned is terminal or was refused before it started:
+   * `committed` is true when the request succeeded, and then `promoted` and
+   * `evicted` are the tiles it made primary and dropped from primary (an
+   * eviction the library deferred because other work still needed the tile
+   * is not listed: the tile is still primary); when the request failed both
+   * sets are empty and nothing it planned happened. Also called with `plan`
+   * NULL and `committed` true for residency changes outside planned
+   * requests: sw_tiled_promote / sw_tiled_evict, public writes that brought
+   * tiles to the primary tier, and a full primary seed at creation. The
+   * handles are borrowed for the call. Runs on the runtime's loop thread or
+   * on the thread that made the call, with no library lock held; it must
+   * not block on this TiledEvictable's requests. */
+  void (*outcome)(void* user_data, const sw_residency_plan_t* plan, bool committed,
+                  const sw_tile_set_t* promoted, const sw_tile_set_t* evicted);
 } sw_residency_policy_t;
 
 SW_API void sw_residency_policy_init(sw_residency_policy_t* policy);
 
 /* The built-in LRU policy: keeps at most `budget_tiles` tiles primary,
  * promotes what a request needs, evicts the least recently used tiles that no
- * request needs, and promotes prefetch hints while the budget allows. */
+ * request needs, and promotes prefetch hints while the budget allows. Its
+ * view of what is primary follows what requests committed (through the
+ * vtable's outcome): a failed or refused request leaves its view and its
+ * statistics as they were, a tile promoted by hand counts as a use, and an
+ * eviction that could not be carried out is planned again. */
 typedef struct sw_lru_policy_t sw_lru_policy_t;
 
+/* Statistics of committed requests only. */
 typedef struct sw_lru_stats_t {
   uint32_t struct_size;
-  uint64_t requests;   /* plan() calls */
-  uint64_t hits;       /* required tiles already resident in the policy's view */
+  uint64_t requests;   /* planned requests that committed */
+  uint64_t hits;       /* required tiles already primary when planned */
   uint64_t misses;     /* required tiles it had to promote */
   uint64_t promoted;   /* tiles planned for promotion (misses and prefetches) */
-  uint64_t evicted;    /* tiles planned for eviction */
+  uint64_t evicted;    /* tiles its plans evicted */
 } sw_lru_stats_t;
+
+SW_API void sw_lru_stats_init(sw_lru_stats_t* stats);
 
 SW_API sw_error_t* sw_lru_policy_create(size_t budget_tiles, sw_lru_policy_t** out_policy);
 SW_API void sw_lru_policy_retain(sw_lru_policy_t* policy);
@@ -787,7 +816,10 @@ SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_sta
  *
  * Both tiers are claimed by the TiledEvictable (owned, not publicly mutable)
  * and disposed by its dispose. Thread-safe; requests from several threads are
- * serialised internally. */
+ * serialised internally, and each commits as a whole or not at all (see
+ * sw_residency_policy_t). A read of the full tensor racing an update or a
+ * write is consistent per tile: each tile holds the value before or after
+ * it, never a mix (a read of several tiles is not one snapshot). */
 
 typedef enum sw_tile_location_t {
   SW_TILE_PRIMARY = 1,
@@ -803,6 +835,8 @@ typedef struct sw_tile_state_t {
   bool valid;
   bool dirty; /* primary value not yet written to the secondary tier */
 } sw_tile_state_t;
+
+SW_API void sw_tile_state_init(sw_tile_state_t* state);
 
 typedef enum sw_tile_set_kind_t {
   SW_TILES_PRIMARY = 1,
@@ -943,12 +977,16 @@ typedef struct sw_object_spec_t {
 
 SW_API void sw_object_spec_init(sw_object_spec_t* spec);
 
-/* A copy event: {generation, id}. Plain data; copy it freely. */
+/* A copy event: {generation, id}. Plain data; copy it freely. Fill one
+ * with sw_copy_event_init before passing it as an out-parameter; an event
+ * passed in must carry a struct_size this library knows (VALUE otherwise). */
 typedef struct sw_copy_event_t {
   uint32_t struct_size;
   uint64_t generation;
   uint64_t id;
 } sw_copy_event_t;
+
+SW_API void sw_copy_event_init(sw_copy_event_t* event);
 
 /* A view's description. strides_bytes are first mode fastest (dense: stride
  * i is the product of the extents before i, times the dtype size). `pointer`

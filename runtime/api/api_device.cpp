@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "core/dtype.hpp"
 #include "device/bridge.hpp"
 #include "device/dlpack.hpp"
@@ -14,9 +15,11 @@ using namespace sw::api;
 
 namespace {
 
-const sw_copy_event_t& event_arg(const sw_copy_event_t* e) {
+sw_copy_event_t event_arg(const sw_copy_event_t* e) {
   require(e, "event");
-  return *e;
+  sw_copy_event_t d;
+  sw_copy_event_init(&d);
+  return struct_in(e, d, "event");
 }
 
 }  // namespace
@@ -27,6 +30,12 @@ SW_API void sw_object_spec_init(sw_object_spec_t* spec) {
   if (!spec) return;
   std::memset(spec, 0, sizeof(*spec));
   spec->struct_size = sizeof(*spec);
+}
+
+SW_API void sw_copy_event_init(sw_copy_event_t* event) {
+  if (!event) return;
+  std::memset(event, 0, sizeof(*event));
+  event->struct_size = sizeof(*event);
 }
 
 SW_API void sw_view_info_init(sw_view_info_t* info) {
@@ -168,8 +177,9 @@ SW_API sw_error_t* sw_device_host_to_device(sw_device_allocation_t* allocation, 
   return guard([&] {
     DeviceAllocation* a = get<DeviceAllocation>(allocation, "allocation");
     if (async) require(out_event, "out_event");
+    if (out_event) checked_struct_size<sw_copy_event_t>(out_event->struct_size, "out_event");
     sw_copy_event_t e = a->device().copy(*a, true, device_offset, const_cast<void*>(host), bytes, async);
-    if (out_event) *out_event = e;
+    if (out_event) struct_out(out_event, e, "out_event");
   });
 }
 
@@ -178,8 +188,9 @@ SW_API sw_error_t* sw_device_device_to_host(sw_device_allocation_t* allocation, 
   return guard([&] {
     DeviceAllocation* a = get<DeviceAllocation>(allocation, "allocation");
     if (async) require(out_event, "out_event");
+    if (out_event) checked_struct_size<sw_copy_event_t>(out_event->struct_size, "out_event");
     sw_copy_event_t e = a->device().copy(*a, false, device_offset, host, bytes, async);
-    if (out_event) *out_event = e;
+    if (out_event) struct_out(out_event, e, "out_event");
   });
 }
 

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "carriers/file/file_carrier.hpp"
 #include "core/dtype.hpp"
 
@@ -17,14 +18,7 @@ constexpr uint32_t kMaxRequestsInFlight = 64;
 FileCarrierOptions file_options(const sw_file_carrier_desc_t* desc, const char* what) {
   sw_file_carrier_desc_t d;
   sw_file_carrier_desc_init(&d);
-  if (desc) {
-    if (desc->struct_size < offsetof(sw_file_carrier_desc_t, directory) + sizeof(desc->directory) ||
-        desc->struct_size > sizeof(sw_file_carrier_desc_t))
-      value_error(std::string(what) + ": desc->struct_size " + std::to_string(desc->struct_size) +
-                  " is not a size this library knows; call sw_file_carrier_desc_init first");
-    // Fields a shorter desc lacks keep their defaults.
-    std::memcpy(&d, desc, desc->struct_size);
-  }
+  if (desc) d = struct_in(desc, d, (std::string(what) + ": desc").c_str());
   if (d.directory && !*d.directory) value_error(std::string(what) + ": desc->directory is empty; pass NULL for the default");
   if (d.requests_in_flight > kMaxRequestsInFlight)
     value_error(std::string(what) + ": desc->requests_in_flight " + std::to_string(d.requests_in_flight) +

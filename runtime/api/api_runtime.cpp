@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "async/loop.hpp"
 
 using namespace sw;
@@ -37,11 +38,7 @@ SW_API sw_error_t* sw_runtime_create(const sw_runtime_desc_t* desc, sw_runtime_t
     sw_runtime_desc_t d;
     sw_runtime_desc_init(&d);
     if (desc) {
-      if (desc->struct_size < sizeof(uint32_t) * 2 || desc->struct_size > sizeof(sw_runtime_desc_t))
-        value_error("sw_runtime_create: desc->struct_size " + std::to_string(desc->struct_size) +
-                    " is not a size this library knows; call sw_runtime_desc_init first");
-      // A desc from an older header is shorter: its missing fields keep their defaults.
-      std::memcpy(&d, desc, desc->struct_size);
+      d = struct_in(desc, d, "sw_runtime_create: desc");
       if (d.worker_threads > 64)
         value_error("sw_runtime_create: worker_threads " + std::to_string(d.worker_threads) + " exceeds 64");
       if (d.compute_threads > 256)

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "async/loop.hpp"
 #include "carriers/tiled/policy.hpp"
 #include "carriers/tiled/tiled_carrier.hpp"
@@ -66,6 +67,14 @@ sw_error_t* lru_plan(void* user, const sw_tile_set_t* required, sw_residency_pur
     auto* lru = static_cast<LruPolicy*>(user);
     *out = to_handle<sw_residency_plan_t>(lru->plan(*get<TileSet>(required, "required")));
   });
+}
+
+void lru_outcome(void* user, const sw_residency_plan_t* plan, bool committed, const sw_tile_set_t* promoted,
+                 const sw_tile_set_t* evicted) {
+  auto* lru = static_cast<LruPolicy*>(user);
+  auto* p = plan ? static_cast<const ResidencyPlan*>(reinterpret_cast<const Object*>(plan)) : nullptr;
+  lru->outcome(p, committed, *reinterpret_cast<const TileSet*>(reinterpret_cast<const Object*>(promoted)),
+               *reinterpret_cast<const TileSet*>(reinterpret_cast<const Object*>(evicted)));
 }
 
 void lru_destroy(void* user) { static_cast<LruPolicy*>(user)->release(); }
@@ -261,6 +270,7 @@ SW_API sw_error_t* sw_lru_policy_as_residency_policy(sw_lru_policy_t* policy, sw
     out_policy->user_data = p;
     out_policy->plan = lru_plan;
     out_policy->destroy = lru_destroy;
+    out_policy->outcome = lru_outcome;
   });
 }
 
@@ -268,13 +278,17 @@ SW_API sw_error_t* sw_lru_policy_hint(sw_lru_policy_t* policy, const sw_tile_set
   return guard([&] { lru(policy, "policy")->hint(ref<TileSet>(tiles, "tiles")); });
 }
 
+SW_API void sw_lru_stats_init(sw_lru_stats_t* stats) {
+  if (!stats) return;
+  *stats = sw_lru_stats_t{};
+  stats->struct_size = sizeof(sw_lru_stats_t);
+}
+
 SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_stats_t* out_stats) {
   return guard([&] {
     LruPolicy* p = lru(policy, "policy");
     require(out_stats, "out_stats");
-    if (out_stats->struct_size != sizeof(sw_lru_stats_t))
-      value_error("out_stats->struct_size must be sizeof(sw_lru_stats_t)");
-    *out_stats = p->stats();
+    struct_out(out_stats, p->stats(), "out_stats");
   });
 }
 
@@ -288,10 +302,13 @@ SW_API sw_error_t* sw_tiled_create(sw_carrier_t* primary, sw_carrier_t* secondar
     auto s = ref<Carrier>(secondary, "secondary");
     require(out_tiled, "out_tiled");
     if (rank && (!grid_shape || !tile_shape)) value_error("grid_shape and tile_shape must not be NULL");
-    if (policy && policy->struct_size != sizeof(sw_residency_policy_t))
-      value_error("policy->struct_size is not a size this library knows; call sw_residency_policy_init first");
+    sw_residency_policy_t vt;
+    if (policy) {
+      sw_residency_policy_init(&vt);
+      vt = struct_in(policy, vt, "policy");
+    }
     std::vector<int64_t> g(grid_shape, grid_shape + rank), t(tile_shape, tile_shape + rank);
-    *out_tiled = to_handle<sw_carrier_t>(TiledEvictable::create(p, s, g, t, policy, true));
+    *out_tiled = to_handle<sw_carrier_t>(TiledEvictable::create(p, s, g, t, policy ? &vt : nullptr, true));
   });
 }
 
@@ -350,10 +367,15 @@ SW_API sw_error_t* sw_tiled_tile_state(const sw_carrier_t* handle, const int64_t
     TiledEvictable* te = tiled(handle, "tiled");
     require(out_state, "out_state");
     if (rank && !coord) value_error("coord must not be NULL");
-    if (out_state->struct_size != sizeof(sw_tile_state_t))
-      value_error("out_state->struct_size must be sizeof(sw_tile_state_t)");
-    *out_state = te->tile_state(TileCoord(coord, coord + rank));
+    checked_struct_size<sw_tile_state_t>(out_state->struct_size, "out_state");
+    struct_out(out_state, te->tile_state(TileCoord(coord, coord + rank)), "out_state");
   });
+}
+
+SW_API void sw_tile_state_init(sw_tile_state_t* state) {
+  if (!state) return;
+  *state = sw_tile_state_t{};
+  state->struct_size = sizeof(sw_tile_state_t);
 }
 
 SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* handle, sw_tile_set_kind_t kind, sw_tile_set_t** out_set) {

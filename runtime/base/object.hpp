@@ -38,6 +38,9 @@ class Object {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
   uint32_t ref_count() const { return refs_.load(std::memory_order_relaxed); }
+  // Whether this is the only reference; acquire, so that whatever the
+  // holders of released references did happens before what follows.
+  bool is_unique() const { return refs_.load(std::memory_order_acquire) == 1; }
 
  private:
   ObjectKind kind_;

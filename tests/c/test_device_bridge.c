@@ -107,6 +107,7 @@ static void test_sync_round_trip_exact_ranges(void** state) {
   uint8_t in[24], out[64];
   for (int i = 0; i < 24; ++i) in[i] = (uint8_t)(100 + i);
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_host_to_device(a, 16, in, 24, false, &ev));
   /* Synchronous: released and complete on return. */
   bool released = false, complete = false;
@@ -152,6 +153,7 @@ static void test_async_h2d_releases_only_at_completion(void** state) {
   sw_device_allocation_t* a = alloc64(f);
   uint8_t in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_host_to_device(a, 8, in, 8, true, &ev));
   bool released = true, complete = true;
   SW_OK_(sw_device_event_query(f->dev, &ev, &released, &complete));
@@ -186,6 +188,7 @@ static void test_async_d2h_valid_only_at_completion(void** state) {
   SW_OK_(sw_device_host_to_device(a, 4, in, 4, false, NULL));
   uint8_t out[4] = {0, 0, 0, 0};
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_device_to_host(a, 4, out, 4, true, &ev));
   assert_int_equal(out[0], 0); /* not written before completion */
   size_t n = 0;
@@ -202,6 +205,7 @@ static void test_free_refused_while_in_use(void** state) {
   uint8_t buf[4] = {0};
   /* A pending copy. */
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_host_to_device(a, 0, buf, 4, true, &ev));
   SW_FAILS(sw_device_free(a), SW_ERROR_STATE, "in use");
   SW_OK_(sw_fake_device_complete(f->dev, &ev));
@@ -281,6 +285,7 @@ static void test_copy_failures_are_typed(void** state) {
   /* An async copy fails at completion; its event reports the error, and the
    * allocation is no longer in use. */
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_device_to_host(a, 0, buf, 4, true, &ev));
   SW_OK_(sw_fake_device_arm_failure(f->dev, SW_FAKE_FAIL_COPY));
   SW_OK_(sw_fake_device_complete(f->dev, &ev));
@@ -299,6 +304,8 @@ static void test_restart_abandons_and_rejects_stale(void** state) {
   sw_device_view_t* v = NULL;
   SW_OK_(sw_device_view(a, SW_DTYPE_F32, shape, 1, &v));
   sw_copy_event_t pending, done;
+  sw_copy_event_init(&pending);
+  sw_copy_event_init(&done);
   SW_OK_(sw_device_host_to_device(a, 0, buf, 4, false, &done));
   SW_OK_(sw_device_host_to_device(a, 0, buf, 4, true, &pending));
   SW_OK_(sw_device_restart(f->dev));
@@ -331,6 +338,7 @@ static void test_restart_abandons_and_rejects_stale(void** state) {
   SW_OK_(sw_device_allocation_generation(b, &gen));
   assert_int_equal(gen, 3);
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_host_to_device(b, 0, buf, 4, false, &ev));
   assert_int_equal(ev.generation, 3);
   sw_device_view_release(v);
@@ -343,6 +351,7 @@ static void test_device_lost_restarts(void** state) {
   sw_device_allocation_t* a = alloc64(f);
   uint8_t buf[4] = {1, 2, 3, 4};
   sw_copy_event_t pending;
+  sw_copy_event_init(&pending);
   SW_OK_(sw_device_host_to_device(a, 0, buf, 4, true, &pending));
   SW_OK_(sw_fake_device_arm_failure(f->dev, SW_FAKE_FAIL_DEVICE_LOST));
   SW_FAILS(sw_device_device_to_host(a, 0, buf, 4, false, NULL), SW_ERROR_DEVICE_LOST, NULL);
@@ -355,6 +364,7 @@ static void test_device_lost_restarts(void** state) {
   /* A loss reported by an async completion restarts too. */
   sw_device_allocation_t* b = alloc64(f);
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_host_to_device(b, 0, buf, 4, true, &ev));
   SW_OK_(sw_fake_device_arm_failure(f->dev, SW_FAKE_FAIL_DEVICE_LOST));
   SW_OK_(sw_fake_device_complete(f->dev, &ev));
@@ -452,6 +462,8 @@ static void test_host_device_async(void** state) {
   SW_OK_(sw_device_alloc(d, &s, 64, &a));
   float in[4] = {1, 2, 3, 4}, out[4] = {0};
   sw_copy_event_t e1, e2;
+  sw_copy_event_init(&e1);
+  sw_copy_event_init(&e2);
   SW_OK_(sw_device_host_to_device(a, 12, in, 16, true, &e1));
   SW_OK_(sw_device_event_wait(d, &e1, -1));
   SW_OK_(sw_device_device_to_host(a, 12, out, 16, true, &e2));

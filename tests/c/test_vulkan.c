@@ -23,6 +23,8 @@ static void test_round_trip_at_offsets(void** state) {
   for (int i = 0; i < 1000; ++i) assert_int_equal(out[i], (i >= 13 && i < 346) ? in[i - 13] : 0);
   /* Asynchronous: host bytes are released at submission, valid at completion. */
   sw_copy_event_t e1, e2;
+  sw_copy_event_init(&e1);
+  sw_copy_event_init(&e2);
   SW_OK_(sw_device_host_to_device(a, 501, in, 100, true, &e1));
   bool released = false, complete = false;
   SW_OK_(sw_device_event_query(f->dev, &e1, &released, &complete));

@@ -228,6 +228,7 @@ static void exercise(sw_runtime_t* rt, sw_device_t* dev) {
   for (int i = 0; i < 100; ++i) in[i] = (uint8_t)(i * 3 + 1);
   SW_OK_(sw_device_host_to_device(al, 17, in, 100, false, NULL));
   sw_copy_event_t ev;
+  sw_copy_event_init(&ev);
   SW_OK_(sw_device_device_to_host(al, 17, out, 100, true, &ev));
   SW_OK_(sw_device_event_wait(dev, &ev, -1));
   assert_memory_equal(in, out, 100);

@@ -348,7 +348,9 @@ class ResidencyPolicy(Protocol):
 
     purpose is one of "operation", "projection", "scatter", "backward". It is
     called on the requesting thread before any transfer; its exceptions reach
-    the caller unchanged."""
+    the caller unchanged. A request commits as a whole or not at all: its
+    promotions, evictions and result appear together once everything
+    succeeded, and nothing of it happens when it fails."""
 
     def plan(self, required: TileSet, purpose: str) -> ResidencyPlan: ...
 
@@ -383,7 +385,8 @@ class LRUPolicy:
         return N.lru_policy_stats(self._h)
 
     def plan(self, required, purpose):
-        """The plan the policy makes for `required` (also updates its state)."""
+        """The plan the policy would make for `required` now. No request
+        carries it out, so the policy's view and statistics do not change."""
         if not isinstance(required, TileSet):
             raise StrideWeaveTypeError(f"required must be a TileSet, not {type(required).__name__}")
         if purpose not in PURPOSES:

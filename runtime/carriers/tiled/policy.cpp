@@ -44,6 +44,14 @@ Ref<ResidencyPlan> Policy::plan(const Ref<TileSet>& required, sw_residency_purpo
   return plan;
 }
 
+void Policy::outcome(const ResidencyPlan* plan, bool committed, const Ref<TileSet>& promoted,
+                     const Ref<TileSet>& evicted) const noexcept {
+  if (!vt_.outcome) return;
+  auto handle = [](const Object* o) { return reinterpret_cast<const sw_tile_set_t*>(o); };
+  vt_.outcome(vt_.user_data, reinterpret_cast<const sw_residency_plan_t*>(static_cast<const Object*>(plan)), committed,
+              handle(promoted.get()), handle(evicted.get()));
+}
+
 void LruPolicy::touch(const TileCoord& c) {
   auto it = where_.find(c);
   if (it != where_.end()) order_.erase(it->second);
@@ -51,46 +59,102 @@ void LruPolicy::touch(const TileCoord& c) {
   where_[c] = order_.begin();
 }
 
+void LruPolicy::forget(const TileCoord& c) {
+  auto it = where_.find(c);
+  if (it == where_.end()) return;
+  order_.erase(it->second);
+  where_.erase(it);
+}
+
+bool LruPolicy::in_view(const TileCoord& c) const {
+  auto count = [](const std::map<TileCoord, int>& m, const TileCoord& k) {
+    auto it = m.find(k);
+    return it == m.end() ? 0 : it->second;
+  };
+  return (where_.count(c) || count(arriving_, c) > 0) && count(leaving_, c) == 0;
+}
+
 Ref<ResidencyPlan> LruPolicy::plan(const TileSet& required) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.requests;
-  std::vector<TileCoord> promote, retain, evict;
+  // The view: committed primary tiles, plus what pending plans promote,
+  // minus what they evict.
+  std::set<TileCoord> view;
+  for (const auto& [c, it] : where_)
+    if (in_view(c)) view.insert(c);
+  for (const auto& [c, n] : arriving_)
+    if (n > 0 && in_view(c)) view.insert(c);
+  Pending p;
+  std::vector<TileCoord> retain;
   for (const TileCoord& c : required.coords()) {
-    if (where_.count(c)) {
-      ++stats_.hits;
+    p.required.push_back(c);
+    if (view.count(c)) {
+      ++p.hits;
       retain.push_back(c);
     } else {
-      ++stats_.misses;
-      promote.push_back(c);
+      ++p.misses;
+      p.promote.push_back(c);
     }
   }
-  // Required tiles become most recent, then hints while the budget allows.
-  for (const TileCoord& c : required.coords()) touch(c);
+  std::set<TileCoord> after(view);
+  after.insert(p.promote.begin(), p.promote.end());
+  // Hints while the budget allows.
   if (hints_) {
     for (const TileCoord& c : hints_->coords()) {
-      if (where_.size() >= budget_ && !where_.count(c)) break;
-      if (required.contains(c) || where_.count(c)) continue;
-      promote.push_back(c);
-      touch(c);
+      if (required.contains(c) || after.count(c)) continue;
+      if (after.size() >= budget_) break;
+      p.promote.push_back(c);
+      after.insert(c);
     }
     hints_ = nullptr;
   }
-  // Over budget: evict the least recent tiles the request does not need.
-  std::set<TileCoord> keep(promote.begin(), promote.end());
-  for (const TileCoord& c : retain) keep.insert(c);
-  while (where_.size() > budget_) {
-    auto victim = std::prev(order_.end());
-    while (keep.count(*victim) && victim != order_.begin()) --victim;
-    if (keep.count(*victim)) break;  // the request alone exceeds the budget
-    evict.push_back(*victim);
-    where_.erase(*victim);
-    order_.erase(victim);
+  // Over budget: evict the least recent committed tiles this request does
+  // not need. Tiles other pending plans bring in are in use and stay.
+  std::set<TileCoord> needed(required.coords().begin(), required.coords().end());
+  needed.insert(p.promote.begin(), p.promote.end());
+  for (auto victim = order_.rbegin(); victim != order_.rend() && after.size() > budget_; ++victim) {
+    if (needed.count(*victim) || !view.count(*victim)) continue;
+    p.evict.push_back(*victim);
+    after.erase(*victim);
   }
-  stats_.promoted += promote.size();
-  stats_.evicted += evict.size();
+  for (const TileCoord& c : p.promote) ++arriving_[c];
+  for (const TileCoord& c : p.evict) ++leaving_[c];
   const size_t rank = required.rank();
   auto mk = [&](std::vector<TileCoord> v) { return make_ref<TileSet>(std::move(v), rank); };
-  return make_ref<ResidencyPlan>(mk(promote), mk(retain), mk(evict));
+  auto plan = make_ref<ResidencyPlan>(mk(p.promote), mk(retain), mk(p.evict));
+  pending_[plan.get()] = std::move(p);
+  return plan;
+}
+
+void LruPolicy::outcome(const ResidencyPlan* plan, bool committed, const TileSet& promoted, const TileSet& evicted) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto drop = [](std::map<TileCoord, int>& m, const TileCoord& c) {
+    auto it = m.find(c);
+    if (it != m.end() && --it->second <= 0) m.erase(it);
+  };
+  std::vector<TileCoord> used;
+  if (plan) {
+    auto it = pending_.find(plan);
+    if (it != pending_.end()) {
+      Pending& p = it->second;
+      for (const TileCoord& c : p.promote) drop(arriving_, c);
+      for (const TileCoord& c : p.evict) drop(leaving_, c);
+      if (committed) {
+        ++stats_.requests;
+        stats_.hits += p.hits;
+        stats_.misses += p.misses;
+        stats_.promoted += p.promote.size();
+        stats_.evicted += evicted.count();
+        used = std::move(p.required);
+      }
+      pending_.erase(it);
+    }
+  }
+  if (!committed) return;
+  // What is primary now; a tile promoted by hand is a use like any other.
+  for (const TileCoord& c : promoted.coords()) touch(c);
+  for (const TileCoord& c : evicted.coords()) forget(c);
+  for (const TileCoord& c : used)
+    if (where_.count(c)) touch(c);
 }
 
 void LruPolicy::hint(const Ref<TileSet>& tiles) {

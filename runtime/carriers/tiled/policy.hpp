@@ -2,9 +2,10 @@
 #pragma once
 
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
+#include <set>
 
 #include "carriers/tiled/tile_values.hpp"
 #include "strideweave/strideweave.h"
@@ -24,6 +25,10 @@ class Policy {
   // missing or wrong return, VALUE for a plan that does not fit `grid`.
   Ref<ResidencyPlan> plan(const Ref<TileSet>& required, sw_residency_purpose_t purpose,
                           const std::vector<int64_t>& grid) const;
+  // Reports what came of `plan` (null for changes outside planned requests)
+  // to the policy's optional outcome callback. Never throws.
+  void outcome(const ResidencyPlan* plan, bool committed, const Ref<TileSet>& promoted,
+               const Ref<TileSet>& evicted) const noexcept;
 
  private:
   sw_residency_policy_t vt_;
@@ -31,20 +36,34 @@ class Policy {
 
 const char* purpose_name(sw_residency_purpose_t purpose);
 
-// LRU under a tile budget, with prefetch hints.
+// LRU under a tile budget, with prefetch hints. Its view of the primary
+// tier is what committed requests reported (outcome), plus what pending
+// plans will promote, minus what they will evict; statistics count committed
+// requests only.
 class LruPolicy : public Object {
  public:
   explicit LruPolicy(size_t budget) : Object(ObjectKind::kLruPolicy), budget_(budget) {}
   Ref<ResidencyPlan> plan(const TileSet& required);
+  void outcome(const ResidencyPlan* plan, bool committed, const TileSet& promoted, const TileSet& evicted);
   void hint(const Ref<TileSet>& tiles);
   sw_lru_stats_t stats() const;
 
  private:
+  // What a plan will do once its request commits.
+  struct Pending {
+    std::vector<TileCoord> required, promote, evict;
+    uint64_t hits = 0, misses = 0;
+  };
   void touch(const TileCoord& c);
+  void forget(const TileCoord& c);
+  bool in_view(const TileCoord& c) const;
+
   mutable std::mutex mutex_;
   size_t budget_;
-  std::list<TileCoord> order_;  // most recent first: the tiles the policy believes resident
+  std::list<TileCoord> order_;  // committed primary tiles, most recent first
   std::map<TileCoord, std::list<TileCoord>::iterator> where_;
+  std::map<const ResidencyPlan*, Pending> pending_;
+  std::map<TileCoord, int> arriving_, leaving_;  // counts over pending plans
   Ref<TileSet> hints_;
   sw_lru_stats_t stats_{sizeof(sw_lru_stats_t), 0, 0, 0, 0, 0};
 };

@@ -7,6 +7,19 @@
 
 namespace sw {
 
+namespace {
+
+Status cancelled_status() { return Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"); }
+
+
+}  // namespace
+
+TileRequest::~TileRequest() {
+  // Never submitted (refused, or dropped after its plan was made): the plan
+  // was not carried out.
+  if (plan && !reported_ && te_->policy()) te_->policy()->outcome(plan.get(), false, TileSet::empty(), TileSet::empty());
+}
+
 void TileRequest::submit() {
   std::vector<int64_t> all = reads;
   all.insert(all.end(), promotes.begin(), promotes.end());
@@ -15,14 +28,15 @@ void TileRequest::submit() {
   pinned_.erase(std::unique(pinned_.begin(), pinned_.end()), pinned_.end());
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    const char* what = residency ? "residency request" : "tiled request";
-    for (int64_t k : pinned_) te_->check_no_owner(k, what);
-    for (int64_t k : evicts) te_->check_no_owner(k, what);
-    for (int64_t k : pinned_) te_->check_valid(k, what);
-    if (exclusive)
-      for (int64_t k : pinned_)
-        if (te_->tiles_[static_cast<size_t>(k)].pins)
-          state_error("update: tile " + std::to_string(k) + " is in use by pending tiled work; wait for it first");
+    const char* what = residency ? "residency request" : !writes.empty() ? "update" : "tiled request";
+    for (const auto* list : {&pinned_, &evicts, &writes})
+      for (int64_t k : *list) te_->check_no_owner(k, what);
+    for (const auto* list : {&pinned_, &writes})
+      for (int64_t k : *list) te_->check_valid(k, what);
+    for (int64_t k : writes)
+      if (te_->tiles_[static_cast<size_t>(k)].pins)
+        state_error(std::string(what) + ": tile " + std::to_string(k) +
+                    " is in use by pending tiled work; wait for it first");
     if (residency)
       for (int64_t k : evicts) {
         const Tile& t = te_->tiles_[static_cast<size_t>(k)];
@@ -30,30 +44,48 @@ void TileRequest::submit() {
           state_error("evict: tile " + std::to_string(k) + " is dirty and the secondary tier is read-only");
       }
     for (int64_t k : pinned_) ++te_->tiles_[static_cast<size_t>(k)].pins;
-    if (residency || exclusive) {
+    if (residency) {
       for (int64_t k : pinned_) te_->tiles_[static_cast<size_t>(k)].owner = this;
       for (int64_t k : evicts) te_->tiles_[static_cast<size_t>(k)].owner = this;
     }
+    for (int64_t k : writes) te_->tiles_[static_cast<size_t>(k)].owner = this;
     ++te_->pending_;
   }
+  if (residency) remaining_ = evicts;
+  submitted_ = true;
   try {
     te_->runtime().submit(shared_from_this());
   } catch (...) {
-    std::lock_guard<std::mutex> lock(te_->mutex_);
-    for (int64_t k : pinned_) {
-      Tile& t = te_->tiles_[static_cast<size_t>(k)];
-      --t.pins;
-      if (t.owner == this) t.owner = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(te_->mutex_);
+      release_locked();
+      --te_->pending_;
     }
-    for (int64_t k : evicts)
-      if (te_->tiles_[static_cast<size_t>(k)].owner == this) te_->tiles_[static_cast<size_t>(k)].owner = nullptr;
-    --te_->pending_;
+    submitted_ = false;
     throw;
   }
 }
 
+// ---- the request proper -------------------------------------------------------
+
+bool TileRequest::capturable(int64_t k, bool pinned_by_me) const {
+  const Tile& t = te_->tiles_[static_cast<size_t>(k)];
+  if (!t.primary || !t.dirty || t.writer || t.secondary_readers) return false;
+  if (te_->secondary_->is_read_only()) return false;  // dirty tiles stay primary
+  if (residency) return true;                          // owned: nothing else can hold it
+  // A policy eviction leaves tiles other work needs for a later plan.
+  return t.pins == (pinned_by_me ? 1 : 0) && (!t.owner || t.owner == this);
+}
+
+void TileRequest::capture_locked(int64_t k) {
+  Tile& t = te_->tiles_[static_cast<size_t>(k)];
+  t.writer = this;
+  captures_.push_back(Capture{k, t.primary, {}, false});
+}
+
 void TileRequest::start() {
-  if (cancelled_) return finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request ran"));
+  if (cancelled_) return fail(cancelled_status());
+  if (residency && !evicts.empty()) return start_eviction();
   fetched_.assign(pinned_.size(), nullptr);
   values_.assign(pinned_.size(), nullptr);
   staged_.assign(pinned_.size(), {});
@@ -69,6 +101,10 @@ void TileRequest::start() {
       else
         needs.push_back({i, t.secondary_valid});
     }
+    // The plan's evictions write their dirty values now, beside the fetches;
+    // the tiles are dropped only at the commit.
+    for (int64_t k : evicts)
+      if (capturable(k, std::binary_search(pinned_.begin(), pinned_.end(), k))) capture_locked(k);
   }
   Status st = capture([&] {
     for (const Need& n : needs) {
@@ -76,216 +112,279 @@ void TileRequest::start() {
       values_[n.i] = fetched_[n.i];
       if (n.secondary && !fetched_[n.i]->host_data()) staged_[n.i].resize(T * te_->element_size());
     }
+    for (size_t j = 0; j < writes.size(); ++j) outs_.push_back(te_->new_tile_buffer(false));
+    if (!captures_.empty()) te_->ensure_secondary_storage();
   });
-  if (!st.ok()) return finish(st);
-  in_flight_ = 1;  // held until every read is issued
+  if (!st.ok()) return fail(st);
+  ops_ = 1;  // held until everything is issued
+  fetches_ = 1;
   for (const Need& n : needs) {
     if (!n.secondary) continue;
-    ++in_flight_;
+    ++ops_;
+    ++fetches_;
     auto me = self();
     std::byte* into = staged_[n.i].empty() ? fetched_[n.i]->host_data() : staged_[n.i].data();
     te_->secondary_->read_async(static_cast<size_t>(pinned_[n.i]) * T, T, into, [me](Status s) {
       if (!s.ok() && me->error_.ok()) me->error_ = s;
       me->fetch_done();
+      me->op_done();
     });
   }
+  write_captures();
   fetch_done();
+  op_done();
+}
+
+void TileRequest::write_captures() {
+  const size_t T = static_cast<size_t>(te_->geo_.tile_size);
+  for (size_t i = 0; i < captures_.size(); ++i) {
+    ++ops_;
+    auto me = self();
+    auto write = [me, i, T] {
+      Capture& c = me->captures_[i];
+      const std::byte* from = c.staged.empty() ? c.buffer->host_data() : c.staged.data();
+      me->te_->write_secondary(static_cast<size_t>(c.tile) * T, T, from, [me, i](Status s) {
+        if (s.ok())
+          me->captures_[i].written = true;
+        else if (me->error_.ok())
+          me->error_ = s;
+        me->op_done();
+      });
+    };
+    if (captures_[i].buffer->host_data()) {
+      write();
+      continue;
+    }
+    // Device memory: download the value on a worker first.
+    te_->runtime().run_on_worker(
+        [me, i, T] {
+          Capture& c = me->captures_[i];
+          c.staged.resize(T * c.buffer->element_size());
+          c.buffer->read_slots(0, T, c.staged.data());
+        },
+        [me, write](Status s) {
+          if (!s.ok() && me->error_.ok()) me->error_ = s;
+          if (!me->error_.ok() || me->cancelled_) return me->op_done();
+          write();
+        });
+  }
 }
 
 void TileRequest::fetch_done() {
-  if (--in_flight_ > 0) return;
-  if (!error_.ok()) return finish(error_);
-  if (cancelled_) return finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"));
-  run_work();
-}
-
-void TileRequest::upload_staged() {
-  const size_t T = static_cast<size_t>(te_->geo_.tile_size);
-  for (size_t i = 0; i < staged_.size(); ++i) {
-    if (staged_[i].empty()) continue;
-    fetched_[i]->write_slots(0, T, staged_[i].data());
-    staged_[i] = {};
-  }
+  if (--fetches_ > 0) return;
+  if (error_.ok() && !cancelled_) run_work();
 }
 
 void TileRequest::run_work() {
   const bool uploads = std::any_of(staged_.begin(), staged_.end(), [](const auto& v) { return !v.empty(); });
-  if (!work && !uploads) return commit();
+  if (!work && !uploads) return;
   // Buffers in `reads` order.
   std::unordered_map<int64_t, Ref<Carrier>> by_tile;
   for (size_t i = 0; i < pinned_.size(); ++i) by_tile[pinned_[i]] = values_[i];
   auto ordered = std::make_shared<std::vector<Ref<Carrier>>>();
   for (int64_t k : reads) ordered->push_back(by_tile[k]);
+  ++ops_;
   auto me = self();
-  on_worker([me, ordered] {
-    me->upload_staged();
-    if (me->work) me->work(*ordered);
-  }, &TileRequest::commit);
+  te_->runtime().run_on_worker(
+      [me, ordered] {
+        const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
+        for (size_t i = 0; i < me->staged_.size(); ++i) {
+          if (me->staged_[i].empty()) continue;
+          me->fetched_[i]->write_slots(0, T, me->staged_[i].data());
+          me->staged_[i] = {};
+        }
+        if (me->work) me->work(*ordered, me->outs_);
+      },
+      [me](Status s) {
+        if (!s.ok() && me->error_.ok()) me->error_ = s;
+        me->op_done();
+      });
 }
 
-void TileRequest::on_worker(std::function<void()> job, void (TileRequest::*next)()) {
-  in_flight_ = 1;
-  auto me = self();
-  te_->runtime().run_on_worker(std::move(job), [me, next](Status s) {
-    me->in_flight_ = 0;
-    if (!s.ok()) return me->finish(s);
-    if (me->cancelled_) return me->finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"));
-    ((*me).*next)();
-  });
+void TileRequest::op_done() {
+  if (--ops_ > 0) return;
+  if (!error_.ok()) return fail(error_);
+  if (cancelled_) return fail(cancelled_status());
+  if (residency && !evicts.empty()) return drop_evictions();
+  commit();
 }
 
 void TileRequest::commit() {
-  {
-    std::lock_guard<std::mutex> lock(te_->mutex_);
-    std::unordered_map<int64_t, size_t> index;
-    for (size_t i = 0; i < pinned_.size(); ++i) index[pinned_[i]] = i;
-    for (int64_t k : promotes) {
-      Tile& t = te_->tiles_[static_cast<size_t>(k)];
-      const size_t i = index[k];
-      if (!t.primary && fetched_[i]) t.primary = fetched_[i];
-      if (t.owner == this) t.owner = nullptr;
-    }
-  }
-  unpin();
   if (publish) {
     Status st = capture([&] { result_ = publish(); });
-    if (!st.ok()) return finish(st);
+    if (!st.ok()) return fail(st);
   }
-  fetched_.clear();
-  values_.clear();
-  staged_.clear();
-  evict_phase();
-}
-
-void TileRequest::evict_phase() {
-  if (evicts.empty()) return finish(Status{});
-  evict_writes_.clear();
-  Status st = capture([&] {
-    std::lock_guard<std::mutex> lock(te_->mutex_);
-    for (int64_t k : evicts) {
-      const Tile& t = te_->tiles_[static_cast<size_t>(k)];
-      if (!t.primary || !t.dirty) continue;
-      if (!residency && (t.pins > 0 || (t.owner && t.owner != this))) continue;  // a policy eviction waits for a later plan
-      if (te_->secondary_->is_read_only()) continue;  // keep dirty tiles primary
-      evict_writes_.emplace_back(k, t.primary);
-    }
-    if (!evict_writes_.empty()) te_->ensure_secondary_storage();
-  });
-  if (!st.ok()) return finish(st);
-  const bool device = std::any_of(evict_writes_.begin(), evict_writes_.end(),
-                                  [](const auto& w) { return !w.second->host_data(); });
-  if (!device) return write_evictions();
-  // Device buffers: download their values on a worker first.
-  auto me = self();
-  on_worker([me] {
-    const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
-    me->staged_.assign(me->evict_writes_.size(), {});
-    for (size_t i = 0; i < me->evict_writes_.size(); ++i) {
-      const Ref<Carrier>& buf = me->evict_writes_[i].second;
-      if (buf->host_data()) continue;
-      me->staged_[i].resize(T * buf->element_size());
-      buf->read_slots(0, T, me->staged_[i].data());
-    }
-  }, &TileRequest::write_evictions);
-}
-
-void TileRequest::write_evictions() {
-  const size_t T = static_cast<size_t>(te_->geo_.tile_size);
-  in_flight_ = 1;
-  for (size_t i = 0; i < evict_writes_.size(); ++i) {
-    ++in_flight_;
-    auto me = self();
-    const int64_t tile = evict_writes_[i].first;
-    const std::byte* from = i < staged_.size() && !staged_[i].empty() ? staged_[i].data() : evict_writes_[i].second->host_data();
-    te_->write_secondary(static_cast<size_t>(tile) * T, T, from, [me, tile](Status s) {
-      if (!s.ok() && me->error_.ok()) me->error_ = s;
-      if (s.ok()) me->written_.push_back(tile);
-      if (--me->in_flight_ == 0) me->commit_evictions();
-    });
-  }
-  if (--in_flight_ == 0) commit_evictions();
-}
-
-void TileRequest::commit_evictions() {
-  if (!error_.ok()) return finish(error_);
-  std::vector<int64_t> remaining;
+  std::vector<int64_t> promoted, evicted;
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    const std::vector<int64_t>& todo = deferred_.empty() ? evicts : deferred_;
-    for (int64_t k : todo) {
+    for (const Capture& c : captures_) {
+      Tile& t = te_->tiles_[static_cast<size_t>(c.tile)];
+      t.secondary_valid = true;
+      // A tile written again since its capture (a new buffer) stays dirty.
+      if (t.primary == c.buffer) t.dirty = false;
+    }
+    for (size_t j = 0; j < writes.size(); ++j) {
+      Tile& t = te_->tiles_[static_cast<size_t>(writes[j])];
+      if (!t.primary) promoted.push_back(writes[j]);
+      t.primary = outs_[j];
+      t.dirty = true;
+      t.implicit = false;
+    }
+    for (int64_t k : promotes) {
       Tile& t = te_->tiles_[static_cast<size_t>(k)];
-      const bool wrote = std::find(written_.begin(), written_.end(), k) != written_.end();
-      if (wrote) {
-        // The secondary tier now holds the value, whatever happens next.
-        t.secondary_valid = true;
-        t.dirty = false;
+      const size_t i = static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), k) - pinned_.begin());
+      if (!t.primary && fetched_[i]) {
+        t.primary = fetched_[i];
+        promoted.push_back(k);
       }
-      const bool busy = t.pins > 0 || (t.owner && t.owner != this);
+    }
+    release_locked();
+    // The plan's evictions, of tiles no work needs any more. A clean tile's
+    // value is on the secondary tier (or is its implicit zero).
+    for (int64_t k : evicts) {
+      Tile& t = te_->tiles_[static_cast<size_t>(k)];
+      if (!t.primary || t.dirty || t.pins || t.owner || t.writer) continue;
+      t.primary = nullptr;
+      evicted.push_back(k);
+    }
+  }
+  report(true, promoted, evicted);
+  finish(Status{});
+}
+
+// ---- explicit evictions ----------------------------------------------------------
+
+void TileRequest::start_eviction() {
+  {
+    std::lock_guard<std::mutex> lock(te_->mutex_);
+    // Another eviction still writing one of the tiles, or a blocking read of
+    // a secondary copy, goes first: this one writes after it.
+    for (int64_t k : remaining_) {
+      const Tile& t = te_->tiles_[static_cast<size_t>(k)];
+      if ((t.writer && t.writer != this) || t.secondary_readers) {
+        parked_ = true;
+        te_->deferred_.push_back(self());
+        return;
+      }
+    }
+    for (int64_t k : remaining_)
+      if (capturable(k, false)) capture_locked(k);
+  }
+  if (!captures_.empty()) {
+    Status st = capture([&] { te_->ensure_secondary_storage(); });
+    if (!st.ok()) return fail(st);
+  }
+  ops_ = 1;
+  write_captures();
+  op_done();
+}
+
+void TileRequest::drop_evictions() {
+  std::vector<int64_t> evicted, next;
+  bool unwritten = false;
+  {
+    std::lock_guard<std::mutex> lock(te_->mutex_);
+    for (const Capture& c : captures_) {
+      Tile& t = te_->tiles_[static_cast<size_t>(c.tile)];
+      t.secondary_valid = true;
+      if (t.primary == c.buffer) t.dirty = false;
+      if (t.writer == this) t.writer = nullptr;
+    }
+    captures_.clear();
+    for (int64_t k : remaining_) {
+      Tile& t = te_->tiles_[static_cast<size_t>(k)];
+      const bool busy = t.pins > 0 || t.writer;
       // A tile that pending work is still fetching is not primary yet, but
-      // that work may promote it: an explicit eviction waits for it too, so
-      // that the eviction, issued later, has the last word.
-      if (!t.primary && !(residency && busy)) {
+      // that work may promote it: the eviction, issued later, waits for it
+      // so that it has the last word.
+      if (!t.primary && !busy) {
         if (t.owner == this) t.owner = nullptr;
         continue;
       }
-      if (busy) {
-        if (residency) remaining.push_back(k);  // waits until the work no longer needs it
+      if (busy || t.dirty) {
+        unwritten = unwritten || (t.dirty && !busy);
+        next.push_back(k);
         continue;
       }
-      if (t.dirty) continue;  // read-only secondary, or written by nobody: keep the value
       t.primary = nullptr;
-      if (wrote) t.implicit = false;
+      evicted.push_back(k);
       if (t.owner == this) t.owner = nullptr;
     }
-    deferred_ = remaining;
-    if (!remaining.empty()) te_->deferred_.push_back(self());
+    remaining_ = next;
+    if (!remaining_.empty() && !unwritten) {
+      parked_ = true;
+      te_->deferred_.push_back(self());
+    }
   }
-  if (remaining.empty()) finish(Status{});
+  report(true, {}, evicted);
+  if (remaining_.empty()) return finish(Status{});
+  if (unwritten) start_eviction();  // a tile promoted dirty meanwhile: write it too
 }
 
-void TileRequest::retry_deferred() {
-  if (!finished_ && !deferred_.empty()) commit_evictions();
+void TileRequest::retry() {
+  if (finished_ || !parked_) return;
+  parked_ = false;
+  if (cancelled_) return fail(cancelled_status());
+  start_eviction();
 }
 
-void TileRequest::unpin() {
-  if (unpinned_) return;
-  unpinned_ = true;
-  std::vector<std::shared_ptr<TileRequest>> retry;
+// ---- the end -----------------------------------------------------------------------
+
+void TileRequest::release_locked() {
+  if (released_) return;
+  released_ = true;
+  for (int64_t k : pinned_) --te_->tiles_[static_cast<size_t>(k)].pins;
+  for (const auto* list : {&pinned_, &evicts, &writes})
+    for (int64_t k : *list) {
+      Tile& t = te_->tiles_[static_cast<size_t>(k)];
+      if (t.owner == this) t.owner = nullptr;
+    }
+  for (const Capture& c : captures_) {
+    Tile& t = te_->tiles_[static_cast<size_t>(c.tile)];
+    if (t.writer == this) t.writer = nullptr;
+  }
+}
+
+void TileRequest::report(bool committed, const std::vector<int64_t>& promoted, const std::vector<int64_t>& evicted) {
+  const std::shared_ptr<Policy>& policy = te_->policy();
+  if (!policy) return;
+  if (plan) {
+    if (reported_) return;
+    reported_ = true;
+    policy->outcome(plan.get(), committed, te_->tile_set_of(committed ? promoted : std::vector<int64_t>{}),
+                    te_->tile_set_of(committed ? evicted : std::vector<int64_t>{}));
+  } else if (committed && (!promoted.empty() || !evicted.empty())) {
+    policy->outcome(nullptr, true, te_->tile_set_of(promoted), te_->tile_set_of(evicted));
+  }
+}
+
+void TileRequest::fail(Status st) {
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    for (int64_t k : pinned_) --te_->tiles_[static_cast<size_t>(k)].pins;
-    for (auto& w : te_->deferred_)
-      if (auto r = w.lock()) retry.push_back(r);
-    te_->deferred_.clear();
+    release_locked();
   }
-  for (auto& r : retry)
-    if (r.get() != this) r->retry_deferred();
+  report(false, {}, {});
+  finish(std::move(st));
 }
 
 void TileRequest::cancel() {
   cancelled_ = true;
-  if (in_flight_ == 0) finish(Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"));
+  if (ops_ == 0 && !finished_) fail(cancelled_status());
 }
 
 void TileRequest::finish(Status st) {
   if (finished_) return;
   finished_ = true;
   auto keep = shared_from_this();
-  if (!st.ok()) {
-    // Nothing was committed for the failed phase: release pins and owners.
+  {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    for (Tile& t : te_->tiles_)
-      if (t.owner == this) t.owner = nullptr;
-  } else {
-    std::lock_guard<std::mutex> lock(te_->mutex_);
-    for (Tile& t : te_->tiles_)
-      if (t.owner == this) t.owner = nullptr;
+    release_locked();
   }
-  unpin();
   fetched_.clear();
   values_.clear();
   staged_.clear();
-  evict_writes_.clear();
+  outs_.clear();
+  captures_.clear();
   if (cleanup) capture([&] { cleanup(st.ok()); });
   te_->request_done();
   if (st.ok())
@@ -293,6 +392,9 @@ void TileRequest::finish(Status st) {
   else
     await_->fail(std::move(st));
   te_->runtime().finished(this);
+  // Pins, owners and writer marks are gone: explicit evictions waiting on
+  // them may go on.
+  te_->wake_deferred();
 }
 
 }  // namespace sw

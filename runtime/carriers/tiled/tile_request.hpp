@@ -1,8 +1,19 @@
-// One asynchronous request on a TiledEvictable: fetch the tiles it needs
-// (from primary, the secondary tier or implicit zeros), run its work on a
-// worker, commit promotions, then carry out evictions. Pins keep required
-// tiles resident from submission to the end of the work; residency requests
-// also own their tiles so that overlapping requests are refused.
+// One asynchronous request on a TiledEvictable. It commits as a whole or not
+// at all:
+//  1. start: fetch the tiles it reads that are not primary (from the
+//     secondary tier or implicit zeros) and, at the same time, write the
+//     dirty values of the tiles its plan evicts to the secondary tier;
+//  2. once fetched, run its work on a worker (into fresh buffers for the
+//     tiles it writes: copy on write, so that readers and eviction writes of
+//     the old buffer are never raced);
+//  3. when every fetch, write and the work succeeded, commit everything in
+//     one step under the tile table's lock: written tiles become clean
+//     (unless their buffer changed meanwhile), new buffers and promotions
+//     are installed, and planned evictions drop tiles no work needs.
+// A failure anywhere commits nothing. Pins keep read tiles resident from
+// submission to the commit; residency requests and writers also own their
+// tiles, so overlapping requests are refused. Explicit evictions (residency
+// requests) write first and drop each tile once no work needs it.
 #pragma once
 
 #include <functional>
@@ -17,17 +28,21 @@ namespace sw {
 class TileRequest final : public Operation {
  public:
   TileRequest(Ref<TiledEvictable> te, Ref<Await> await) : te_(std::move(te)), await_(std::move(await)) {}
+  // A request dropped before it was submitted reports its plan as failed.
+  ~TileRequest() override;
 
   // Configuration, set before submit().
-  std::vector<int64_t> reads;     // tiles whose values `work` needs, in its order
+  std::vector<int64_t> reads;     // tiles whose values `work` reads, in its order
   std::vector<int64_t> promotes;  // tiles made primary at commit
-  std::vector<int64_t> evicts;    // tiles evicted once the work is done
+  std::vector<int64_t> evicts;    // tiles evicted once no work needs them
+  std::vector<int64_t> writes;    // tiles `work` gives new values, in its order (owned)
   bool residency = false;         // an explicit promote/evict: owns its tiles, evictions wait for pins
-  bool exclusive = false;         // writes its tiles in place: owns them and refuses pinned ones
-  // Runs on a worker with tiles[i] holding tile reads[i]: a primary-kind
-  // buffer of T slots (host or device memory).
-  std::function<void(const std::vector<Ref<Carrier>>& tiles)> work;
-  // Runs on the loop thread after the commit; its object is the await's result.
+  Ref<ResidencyPlan> plan;        // the policy's plan; its outcome is reported at the end
+  // Runs on a worker with tiles[i] holding tile reads[i] and outs[j] a fresh
+  // buffer (T slots of the primary kind) for tile writes[j] to fill.
+  std::function<void(const std::vector<Ref<Carrier>>& tiles, const std::vector<Ref<Carrier>>& outs)> work;
+  // Runs on the loop thread just before the commit; its object is the
+  // await's result. A failure here fails the request with nothing committed.
   std::function<Ref<Object>()> publish;
   // Runs on the loop thread at the terminal state.
   std::function<void(bool succeeded)> cleanup;
@@ -39,22 +54,33 @@ class TileRequest final : public Operation {
 
   void start() override;
   void cancel() override;
-  // Retries evictions deferred by pins (loop thread).
-  void retry_deferred();
+  // Retries an explicit eviction waiting for other work (loop thread).
+  void retry();
 
  private:
+  struct Capture {
+    int64_t tile;
+    Ref<Carrier> buffer;           // the primary buffer whose value is written
+    std::vector<std::byte> staged;  // its host copy when the buffer is device memory
+    bool written = false;
+  };
+
+  // Capturing dirty tiles for their eviction writes, under the tile lock.
+  bool capturable(int64_t k, bool pinned_by_me) const;
+  void capture_locked(int64_t k);
+  // Issues the writes of captures_ (downloading device buffers first).
+  void write_captures();
   void fetch_done();
   void run_work();
+  void op_done();
   void commit();
-  // Runs `job` on a worker, then `next` on the loop thread unless the job
-  // failed or the runtime shut down meanwhile (the request then finishes).
-  void on_worker(std::function<void()> job, void (TileRequest::*next)());
-  void upload_staged();
-  void evict_phase();
-  void write_evictions();
-  void commit_evictions();
+  // Explicit eviction: write phase, then drops as tiles stop being busy.
+  void start_eviction();
+  void drop_evictions();
+  void fail(Status st);
   void finish(Status st);
-  void unpin();
+  void report(bool committed, const std::vector<int64_t>& promoted, const std::vector<int64_t>& evicted);
+  void release_locked();  // writer marks, owners and pins (tile lock held)
   std::shared_ptr<TileRequest> self() { return std::static_pointer_cast<TileRequest>(shared_from_this()); }
 
   Ref<TiledEvictable> te_;
@@ -63,15 +89,16 @@ class TileRequest final : public Operation {
   std::vector<Ref<Carrier>> fetched_;       // per pinned_ entry: a new buffer, or null when primary
   std::vector<Ref<Carrier>> values_;        // per pinned_ entry: the buffer holding its value
   // Host copies of secondary-tier reads whose buffer is device memory (per
-  // pinned_ entry; empty otherwise), uploaded on the worker before `work`;
-  // then of evicted dirty tiles' values, downloaded before the writes.
+  // pinned_ entry; empty otherwise), uploaded on the worker before `work`.
   std::vector<std::vector<std::byte>> staged_;
-  std::vector<std::pair<int64_t, Ref<Carrier>>> evict_writes_;  // (tile, buffer) of dirty evictions
-  std::vector<int64_t> written_;            // evictions whose dirty values were written
-  std::vector<int64_t> deferred_;           // evictions waiting for pins
-  int in_flight_ = 0;
+  std::vector<Ref<Carrier>> outs_;          // per writes entry: the fresh buffer `work` fills
+  std::vector<Capture> captures_;           // dirty tiles this request writes to the secondary tier
+  std::vector<int64_t> remaining_;          // explicit evictions not yet dropped
+  int ops_ = 0;                             // outstanding reads, writes and worker jobs (+1 while issuing)
+  int fetches_ = 0;                         // outstanding reads (+1 while issuing)
   Status error_;
-  bool cancelled_ = false, unpinned_ = false, finished_ = false;
+  bool submitted_ = false, cancelled_ = false, released_ = false, finished_ = false, reported_ = false;
+  bool parked_ = false;                     // an explicit eviction waiting in te_->deferred_
   Ref<Object> result_;
 };
 

@@ -110,6 +110,11 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   // disposed carrier cannot be claimed), so free its storage instead.
   if (full_primary) primary->deallocate();
   te->policy_ = std::move(taken);
+  if (full_primary) {
+    std::vector<int64_t> all(static_cast<size_t>(geo.tiles));
+    for (int64_t k = 0; k < geo.tiles; ++k) all[static_cast<size_t>(k)] = k;
+    te->report_residency(all, {});
+  }
   return te;
 }
 
@@ -174,7 +179,7 @@ Ref<TileSet> TiledEvictable::tiles(sw_tile_set_kind_t kind) const {
 void TiledEvictable::check_no_owner(int64_t k, const char* what) const {
   if (tiles_[static_cast<size_t>(k)].owner)
     state_error(std::string(what) + ": tile " + coord_str(geo_.coord(k)) +
-                " is covered by another incomplete residency request; wait for it first");
+                " is covered by another incomplete residency request or update; wait for it first");
 }
 
 void TiledEvictable::check_valid(int64_t k, const char* what) const {
@@ -226,6 +231,41 @@ void TiledEvictable::request_done() {
   --pending_;
 }
 
+void TiledEvictable::wake_deferred() const {
+  std::vector<std::shared_ptr<TileRequest>> retry;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& w : deferred_)
+      if (auto r = w.lock()) retry.push_back(std::move(r));
+    deferred_.clear();
+  }
+  if (retry.empty()) return;
+  runtime().on_loop([retry] {
+    for (const auto& r : retry) r->retry();
+  });
+}
+
+Ref<TileSet> TiledEvictable::tile_set_of(const std::vector<int64_t>& ordinals) const {
+  std::vector<TileCoord> coords;
+  coords.reserve(ordinals.size());
+  for (int64_t k : ordinals) coords.push_back(geo_.coord(k));
+  return make_ref<TileSet>(std::move(coords), geo_.rank());
+}
+
+void TiledEvictable::report_residency(const std::vector<int64_t>& promoted, const std::vector<int64_t>& evicted) const {
+  if (!policy_ || (promoted.empty() && evicted.empty())) return;
+  policy_->outcome(nullptr, true, tile_set_of(promoted), tile_set_of(evicted));
+}
+
+void TiledEvictable::end_secondary_read(int64_t k) const {
+  bool last;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last = --tiles_[static_cast<size_t>(k)].secondary_readers == 0;
+  }
+  if (last) wake_deferred();
+}
+
 void TiledEvictable::write_secondary(size_t first, size_t count, const std::byte* src, IoDone done) {
   writes_.push_back({first, count, src, std::move(done)});
   if (!writing_) start_next_write();
@@ -260,17 +300,25 @@ void TiledEvictable::read_tile(int64_t k, std::byte* dst) const {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     check_valid(k, "read");
-    const Tile& t = tiles_[static_cast<size_t>(k)];
-    primary = t.primary;
-    secondary = t.secondary_valid;
+    Tile& t = tiles_[static_cast<size_t>(k)];
+    primary = t.primary;  // held: a writer swaps in a new buffer, never changes this one
+    secondary = !primary && t.secondary_valid;
+    // No eviction writes this tile's secondary copy while it is being read.
+    if (secondary) ++t.secondary_readers;
   }
-  const size_t bytes = static_cast<size_t>(geo_.tile_size) * element_size();
-  if (primary)
-    primary->read_slots(0, static_cast<size_t>(geo_.tile_size), dst);
-  else if (secondary)
-    secondary_->read_slots(static_cast<size_t>(k * geo_.tile_size), static_cast<size_t>(geo_.tile_size), dst);
-  else
-    std::memset(dst, 0, bytes);
+  const size_t T = static_cast<size_t>(geo_.tile_size);
+  if (primary) {
+    primary->read_slots(0, T, dst);
+  } else if (secondary) {
+    struct End {
+      const TiledEvictable* te;
+      int64_t k;
+      ~End() { te->end_secondary_read(k); }
+    } end{this, k};
+    secondary_->read_slots(static_cast<size_t>(k) * T, T, dst);
+  } else {
+    std::memset(dst, 0, T * element_size());
+  }
 }
 
 Ref<Carrier> TiledEvictable::copy_of_tile(int64_t k) const {
@@ -303,15 +351,6 @@ void TiledEvictable::set_tile(int64_t k, Ref<Carrier> values) {
   t.implicit = false;
 }
 
-void TiledEvictable::mark_written(const std::vector<int64_t>& ks) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (int64_t k : ks) {
-    Tile& t = tiles_[static_cast<size_t>(k)];
-    t.dirty = true;
-    t.implicit = false;
-  }
-}
-
 void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {
   const size_t es = element_size();
   // Canonical slots may interleave tiles: read each touched tile once.
@@ -335,57 +374,124 @@ void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {
 
 void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byte* src) {
   const size_t es = element_size();
-  // Check every touched tile first: a refused write changes nothing.
+  const size_t T = static_cast<size_t>(geo_.tile_size);
   std::set<int64_t> touched;
   for (const SlotRun& r : runs)
     geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
                         [&](int64_t k, int64_t, int64_t, int64_t) { touched.insert(k); });
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+  // Every touched tile is checked first, and again when the write lands: a
+  // refused write changes nothing.
+  auto check = [&] {
     for (int64_t k : touched) {
       check_no_owner(k, "write");
       check_valid(k, "write");
       if (tiles_[static_cast<size_t>(k)].pins)
         state_error("write: tile " + coord_str(geo_.coord(k)) + " is in use by pending tiled work; wait for it first");
     }
-  }
-  // Bring the touched tiles to primary, then write.
-  for (int64_t k : touched) {
-    bool has_primary;
+  };
+  // A tile evicted between the two checks needs a copy made afresh: retry.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    // Tiles off the primary tier are first copied into new buffers, their
+    // secondary copies counted as being read so that no eviction rewrites
+    // them under the read.
+    std::vector<int64_t> off, reading;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      has_primary = static_cast<bool>(tiles_[static_cast<size_t>(k)].primary);
+      check();
+      for (int64_t k : touched) {
+        Tile& t = tiles_[static_cast<size_t>(k)];
+        if (t.primary) continue;
+        off.push_back(k);
+        if (t.secondary_valid) {
+          ++t.secondary_readers;
+          reading.push_back(k);
+        }
+      }
     }
-    if (has_primary) continue;
-    auto buf = copy_of_tile(k);
-    std::lock_guard<std::mutex> lock(mutex_);
-    Tile& t = tiles_[static_cast<size_t>(k)];
-    if (!t.primary) t.primary = buf;
+    std::unordered_map<int64_t, Ref<Carrier>> copies;
+    {
+      struct EndReads {
+        const TiledEvictable* te;
+        const std::vector<int64_t>& ks;
+        ~EndReads() {
+          for (int64_t k : ks) te->end_secondary_read(k);
+        }
+      } end_reads{this, reading};
+      for (int64_t k : off) {
+        const bool stored = std::find(reading.begin(), reading.end(), k) != reading.end();
+        Ref<Carrier> buf = new_tile_buffer(!stored);  // an implicit zero otherwise
+        if (stored) {
+          if (buf->host_data()) {
+            secondary_->read_slots(static_cast<size_t>(k) * T, T, buf->host_data());
+          } else {
+            std::vector<std::byte> staged(T * es);
+            secondary_->read_slots(static_cast<size_t>(k) * T, T, staged.data());
+            buf->write_slots(0, T, staged.data());
+          }
+        }
+        copies[k] = std::move(buf);
+      }
+    }
+    std::vector<int64_t> promoted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      check();
+      // Where each tile's new value goes: the copy made above for a tile
+      // still off the primary tier; its own buffer when nobody else holds
+      // it; else a fresh copy of it (a reader or an eviction write holds the
+      // old one, which must not change under them).
+      std::unordered_map<int64_t, Ref<Carrier>> target;
+      bool stale = false;
+      for (int64_t k : touched) {
+        Tile& t = tiles_[static_cast<size_t>(k)];
+        if (!t.primary) {
+          auto it = copies.find(k);
+          if (it == copies.end()) {
+            stale = true;
+            break;
+          }
+          target[k] = it->second;
+          promoted.push_back(k);
+        } else if (t.primary->is_unique()) {
+          target[k] = t.primary;
+        } else {
+          Ref<Carrier> fresh = new_tile_buffer(false);
+          auto in_tile = Layout::dense({geo_.tile_size});
+          backend_for(*fresh).unary(UnaryOp::kCopy, *Tensor::create(t.primary, 0, in_tile), 0.0,
+                                    *Tensor::create(fresh, 0, in_tile));
+          target[k] = std::move(fresh);
+        }
+      }
+      if (stale) continue;
+      // Device tiles are patched in host copies and written back whole.
+      std::unordered_map<int64_t, std::vector<std::byte>> staged;
+      for (auto& [k, buf] : target) {
+        if (buf->host_data()) continue;
+        auto& v = staged[k];
+        v.resize(T * es);
+        buf->read_slots(0, T, v.data());
+      }
+      for (const SlotRun& r : runs) {
+        geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
+                            [&](int64_t k, int64_t w, int64_t, int64_t n) {
+                              auto it = staged.find(k);
+                              std::byte* base = it == staged.end() ? target[k]->host_data() : it->second.data();
+                              std::memcpy(base + w * static_cast<int64_t>(es), src, static_cast<size_t>(n) * es);
+                              src += static_cast<size_t>(n) * es;
+                            });
+      }
+      for (auto& [k, v] : staged) target[k]->write_slots(0, T, v.data());
+      for (auto& [k, buf] : target) {
+        Tile& t = tiles_[static_cast<size_t>(k)];
+        t.primary = buf;
+        t.dirty = true;
+        t.implicit = false;
+      }
+    }
+    report_residency(promoted, {});
+    return;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Device tiles are patched in host copies and written back whole.
-  const size_t T = static_cast<size_t>(geo_.tile_size);
-  std::unordered_map<int64_t, std::vector<std::byte>> staged;
-  for (int64_t k : touched) {
-    const Ref<Carrier>& buf = tiles_[static_cast<size_t>(k)].primary;
-    if (buf->host_data()) continue;
-    auto& v = staged[k];
-    v.resize(T * es);
-    buf->read_slots(0, T, v.data());
-  }
-  for (const SlotRun& r : runs) {
-    geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
-                        [&](int64_t k, int64_t w, int64_t, int64_t n) {
-                          Tile& t = tiles_[static_cast<size_t>(k)];
-                          auto it = staged.find(k);
-                          std::byte* base = it == staged.end() ? t.primary->host_data() : it->second.data();
-                          std::memcpy(base + w * static_cast<int64_t>(es), src, static_cast<size_t>(n) * es);
-                          src += static_cast<size_t>(n) * es;
-                          t.dirty = true;
-                          t.implicit = false;
-                        });
-  }
-  for (auto& [k, v] : staged) tiles_[static_cast<size_t>(k)].primary->write_slots(0, T, v.data());
+  state_error("write: the touched tiles kept changing residency under the write; try again");
 }
 
 }  // namespace sw

@@ -17,13 +17,20 @@ namespace sw {
 
 class TileRequest;
 
+// One tile's entry in the tile table (guarded by the TiledEvictable's mutex).
+// A primary buffer is never modified while anyone else holds a reference to
+// it: writers put new values in a fresh buffer and swap it in (copy on
+// write), so readers and eviction writes of the old buffer see one
+// consistent value.
 struct Tile {
   Ref<Carrier> primary;          // T slots of the primary kind while primary-resident
-  bool secondary_valid = false;  // the secondary tier holds this tile's value
+  bool secondary_valid = false;  // the secondary tier holds a value of this tile (the current one unless dirty)
   bool implicit = false;         // the value is an implicit zero (when no copy says otherwise)
   bool dirty = false;            // primary value not yet in the secondary tier
   int pins = 0;                  // tiled work that still needs the value
-  const void* owner = nullptr;   // an incomplete residency request covering the tile
+  int secondary_readers = 0;     // blocking reads of the secondary copy in progress
+  const void* owner = nullptr;   // an incomplete residency request or update covering the tile
+  const void* writer = nullptr;  // the request writing the value to the secondary tier
 };
 
 class TiledEvictable final : public Carrier {
@@ -64,13 +71,17 @@ class TiledEvictable final : public Carrier {
 
   // Gradient building on fresh carriers (blocking).
   void set_tile(int64_t k, Ref<Carrier> values);  // primary, valid, dirty
-  void mark_written(const std::vector<int64_t>& tiles);  // primary tiles now dirty
   bool tile_is_zero(int64_t k) const;             // implicit and not materialised
   void read_tile(int64_t k, std::byte* dst) const;
   // A new primary-kind buffer holding tile k's value (VALUE/STATE as read).
   Ref<Carrier> copy_of_tile(int64_t k) const;
   // A TileRequest ends: the carrier may be disposed once none is pending.
   void request_done();
+  // Lets explicit evictions waiting for pins, writers or readers retry (on
+  // the loop thread). Call with the tile lock not held.
+  void wake_deferred() const;
+  // The tile set of tile ordinals.
+  Ref<TileSet> tile_set_of(const std::vector<int64_t>& ordinals) const;
   // Writes tile values to the secondary tier (loop thread). Carriers require
   // concurrent writes to be serialised by their caller (a zstd frame holding
   // several tiles is rewritten whole), so writes run one at a time in order.
@@ -92,6 +103,11 @@ class TiledEvictable final : public Carrier {
   // Validation shared by requests (under mutex_): STATE for conflicts and invalid tiles.
   void check_no_owner(int64_t k, const char* what) const;
   void check_valid(int64_t k, const char* what) const;
+  // Residency changes outside planned requests, for the policy's view.
+  void report_residency(const std::vector<int64_t>& promoted, const std::vector<int64_t>& evicted) const;
+  // Counts a blocking read of tile k's secondary copy (under mutex_ to
+  // begin); ends it with the lock not held.
+  void end_secondary_read(int64_t k) const;
   std::vector<int64_t> ordinals(const TileSet& set, const char* what) const;
 
   TileGeometry geo_;
@@ -99,9 +115,9 @@ class TiledEvictable final : public Carrier {
   Ref<Carrier> secondary_;
   std::shared_ptr<Policy> policy_;
   mutable std::mutex mutex_;
-  std::vector<Tile> tiles_;
+  mutable std::vector<Tile> tiles_;
   int pending_ = 0;  // non-terminal requests involving this carrier
-  std::vector<std::weak_ptr<TileRequest>> deferred_;  // evictions waiting for pins
+  mutable std::vector<std::weak_ptr<TileRequest>> deferred_;  // explicit evictions waiting for pins, writers, readers
   struct SecondaryWrite {
     size_t first, count;
     const std::byte* src;

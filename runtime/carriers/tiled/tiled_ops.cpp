@@ -109,17 +109,15 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
       value_error("project: the destination holds " + std::to_string(d.size()) + " slots, the projection needs " +
                   std::to_string(n) + "; it cannot be allocated to fit (it is not empty, or its memory belongs to the host)");
   }
-  // The policy may only optimise; its errors surface before any work.
-  Ref<ResidencyPlan> plan;
-  auto required = sel->tile_set();
-  if (te.policy()) plan = te.policy()->plan(required, purpose, g.grid);
-
   auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
   auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(&te), await);
   req->reads = selection_ordinals(g, *sel);
-  if (plan) {
-    for (const TileCoord& c : plan->promote()->coords()) req->promotes.push_back(g.ordinal(c));
-    for (const TileCoord& c : plan->evict()->coords()) req->evicts.push_back(g.ordinal(c));
+  // The policy may only optimise; its errors surface before any work. The
+  // request reports the plan's outcome, refused or not.
+  if (te.policy()) {
+    req->plan = te.policy()->plan(sel->tile_set(), purpose, g.grid);
+    for (const TileCoord& c : req->plan->promote()->coords()) req->promotes.push_back(g.ordinal(c));
+    for (const TileCoord& c : req->plan->evict()->coords()) req->evicts.push_back(g.ordinal(c));
   } else {
     req->promotes = req->reads;  // without a policy, projected tiles stay primary
   }
@@ -142,7 +140,8 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
   Ref<Tensor> source = full;
   Ref<TiledEvictable> owner(&te);
   const std::vector<int64_t> cgrid = sel->compact_grid_shape();
-  req->work = [owner, source, dst, cgrid, cshape, selection](const std::vector<Ref<Carrier>>& tiles) {
+  req->work = [owner, source, dst, cgrid, cshape, selection](const std::vector<Ref<Carrier>>& tiles,
+                                                              const std::vector<Ref<Carrier>>&) {
     const TileGeometry& geo = owner->geometry();
     transfer_tiles(geo, *source, cgrid, selection_ordinals(geo, *selection), tiles,
                    *Tensor::create(dst, 0, Layout::dense(cshape)), true, owner->runtime().compute());
@@ -216,28 +215,23 @@ Ref<Await> TiledEvictable::update(const Ref<Tensor>& full, const Ref<Tensor>& co
   Ref<Tensor> compact = ops::copy_as(*compact_in, compact_in->dtype());
   auto await = make_ref<Await>(runtime_ref(), SW_AWAIT_MOVE);
   auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(this), await);
-  req->reads = selection_ordinals(geo_, *sel);
-  req->promotes = req->reads;
-  req->exclusive = true;
+  const bool add = reduction == SW_SCATTER_ADD;
+  // New values go to fresh buffers swapped in at the commit (copy on write):
+  // a replace reads nothing, an add reads the old values.
+  req->writes = selection_ordinals(geo_, *sel);
+  if (add) req->reads = req->writes;
   Ref<TiledEvictable> self(this);
   Ref<TileSelection> selection = sel;
   Ref<Tensor> target = full;
-  const bool add = reduction == SW_SCATTER_ADD;
-  req->work = [self, compact, selection, target, add](const std::vector<Ref<Carrier>>& tiles) {
+  req->work = [self, compact, selection, target, add](const std::vector<Ref<Carrier>>& tiles,
+                                                      const std::vector<Ref<Carrier>>& outs) {
     const TileGeometry& geo = self->geometry();
     const auto ks = selection_ordinals(geo, *selection);
-    if (!add) {
-      transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, tiles, *compact, false,
-                     self->runtime().compute());
-      return;
-    }
-    std::vector<Ref<Carrier>> parts;
-    for (size_t j = 0; j < ks.size(); ++j) parts.push_back(self->new_tile_buffer(false));
-    transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, parts, *compact, false, self->runtime().compute());
-    for (size_t j = 0; j < ks.size(); ++j) add_tiles(*tiles[j], *parts[j], geo.tile_size);
+    transfer_tiles(geo, *target, selection->compact_grid_shape(), ks, outs, *compact, false, self->runtime().compute());
+    if (add)
+      for (size_t j = 0; j < ks.size(); ++j) add_tiles(*outs[j], *tiles[j], geo.tile_size);
   };
-  req->publish = [self, selection]() -> Ref<Object> {
-    self->mark_written(selection_ordinals(self->geometry(), *selection));
+  req->publish = [self]() -> Ref<Object> {
     self->bump_version();
     return nullptr;
   };
@@ -248,26 +242,25 @@ Ref<Await> TiledEvictable::update(const Ref<Tensor>& full, const Ref<Tensor>& co
 Ref<Await> TiledEvictable::scatter(const Ref<Tensor>& compact_in, const Ref<Tensor>& full_template,
                                    const Ref<TileSelection>& sel, sw_scatter_reduction_t reduction) {
   check_compact_write(*this, *compact_in, *full_template, *sel, reduction, "scatter");
-  Ref<ResidencyPlan> plan;
-  if (policy_) plan = policy_->plan(sel->tile_set(), SW_PURPOSE_SCATTER, geo_.grid);
+  auto await = make_ref<Await>(runtime_ref(), SW_AWAIT_MOVE);
+  auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(this), await);
+  if (policy_) {
+    req->plan = policy_->plan(sel->tile_set(), SW_PURPOSE_SCATTER, geo_.grid);
+    for (const TileCoord& c : req->plan->promote()->coords()) req->promotes.push_back(geo_.ordinal(c));
+    for (const TileCoord& c : req->plan->evict()->coords()) req->evicts.push_back(geo_.ordinal(c));
+  }
   const bool add = reduction == SW_SCATTER_ADD;
   const bool record = grad_enabled() && (compact_in->requires_grad() || (add && full_template->requires_grad()));
   // Work on a private dense copy: later writes to the input cannot reach the request.
   Ref<Tensor> compact = ops::copy_as(*compact_in, compact_in->dtype());
   auto result_te = fresh_like(*this, false);
-
-  auto await = make_ref<Await>(runtime_ref(), SW_AWAIT_MOVE);
-  auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(this), await);
   if (add) req->reads = selection_ordinals(geo_, *sel);
-  if (plan) {
-    for (const TileCoord& c : plan->promote()->coords()) req->promotes.push_back(geo_.ordinal(c));
-    for (const TileCoord& c : plan->evict()->coords()) req->evicts.push_back(geo_.ordinal(c));
-  }
   auto buffers = std::make_shared<std::vector<Ref<Carrier>>>();
   Ref<TiledEvictable> self(this);
   Ref<TileSelection> selection = sel;
   Ref<Tensor> tmpl = full_template, compact_keep = compact_in;
-  req->work = [self, result_te, compact, selection, buffers, add, tmpl](const std::vector<Ref<Carrier>>& tiles) {
+  req->work = [self, result_te, compact, selection, buffers, add, tmpl](const std::vector<Ref<Carrier>>& tiles,
+                                                                        const std::vector<Ref<Carrier>>&) {
     const TileGeometry& geo = self->geometry();
     const auto ks = selection_ordinals(geo, *selection);
     for (size_t j = 0; j < ks.size(); ++j) buffers->push_back(result_te->new_tile_buffer(false));
