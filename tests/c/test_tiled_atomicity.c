@@ -106,6 +106,30 @@ static void evict_all(tt_fix_t* f) {
 
 #define SECOND ((int64_t)1000000000)
 
+/* Two tiles under an LRU policy of one, tile 1 primary and dirty with the
+ * value 7 everywhere: the next projection of tile 0 evicts it. */
+typedef struct dirty_fix_t {
+  sw_runtime_t* rt;
+  sw_lru_policy_t* lru;
+  tt_fix_t f;
+} dirty_fix_t;
+
+static void dirty_setup(dirty_fix_t* d, sw_carrier_kind_t secondary) {
+  d->rt = sw_async_runtime();
+  sw_residency_policy_t vt;
+  d->lru = lru_vtable(1, &vt);
+  make_line(&d->f, d->rt, 2, secondary, &vt);
+  project_tile(&d->f, 1);
+  update_tile(&d->f, 1, 7.0);
+  tt_expect_tile(&d->f, 1, SW_TILE_PRIMARY, true);
+}
+
+static void dirty_teardown(dirty_fix_t* d) {
+  tt_free(&d->f);
+  sw_lru_policy_release(d->lru);
+  sw_runtime_release(d->rt);
+}
+
 /* ---- 1. a dirty value is never lost ---------------------------------------- */
 
 /* Tile 1 is dirty; a projection of tile 0 makes the LRU policy evict it,
@@ -113,14 +137,10 @@ static void evict_all(tt_fix_t* f) {
  * The update's value must survive: the eviction sees that the tile changed
  * under it and keeps it primary and dirty. */
 static void update_during_policy_eviction_survives(sw_carrier_kind_t secondary) {
-  sw_runtime_t* rt = sw_async_runtime();
-  sw_residency_policy_t vt;
-  sw_lru_policy_t* lru = lru_vtable(1, &vt);
-  tt_fix_t f;
-  make_line(&f, rt, 2, secondary, &vt);
-  project_tile(&f, 1);
-  update_tile(&f, 1, 7.0);
-  tt_expect_tile(&f, 1, SW_TILE_PRIMARY, true);
+  dirty_fix_t d;
+  dirty_setup(&d, secondary);
+  sw_runtime_t* rt = d.rt;
+  tt_fix_t f = d.f; /* the same handles: dirty_teardown releases them */
 
   SW_OK_(sw_testing_hold(rt, SW_FAULT_WRITE, 1));
   sw_tile_selection_t* s0 = one_tile(0);
@@ -163,9 +183,7 @@ static void update_during_policy_eviction_survives(sw_carrier_kind_t secondary) 
   sw_tensor_release(c);
   sw_tile_selection_release(s0);
   sw_tile_selection_release(s1);
-  tt_free(&f);
-  sw_lru_policy_release(lru);
-  sw_runtime_release(rt);
+  dirty_teardown(&d);
 }
 
 static void update_during_policy_eviction_survives_file(void** state) {
@@ -186,13 +204,10 @@ static void update_during_policy_eviction_survives_host(void** state) {
 /* The same with a public write (sw_tensor_write) of tile 1 in the window. */
 static void tensor_write_during_policy_eviction_survives(void** state) {
   (void)state;
-  sw_runtime_t* rt = sw_async_runtime();
-  sw_residency_policy_t vt;
-  sw_lru_policy_t* lru = lru_vtable(1, &vt);
-  tt_fix_t f;
-  make_line(&f, rt, 2, SW_CARRIER_FILE, &vt);
-  project_tile(&f, 1);
-  update_tile(&f, 1, 7.0);
+  dirty_fix_t d;
+  dirty_setup(&d, SW_CARRIER_FILE);
+  sw_runtime_t* rt = d.rt;
+  tt_fix_t f = d.f; /* the same handles: dirty_teardown releases them */
   SW_OK_(sw_testing_hold(rt, SW_FAULT_WRITE, 1));
   sw_tile_selection_t* s0 = one_tile(0);
   sw_await_t* p = NULL;
@@ -221,9 +236,7 @@ static void tensor_write_during_policy_eviction_survives(void** state) {
   expect_tile_value(&f, 1, expect);
   free(all);
   sw_tile_selection_release(s0);
-  tt_free(&f);
-  sw_lru_policy_release(lru);
-  sw_runtime_release(rt);
+  dirty_teardown(&d);
 }
 
 /* Two evictions of the same dirty tile at once: whichever writes last, the
@@ -231,13 +244,10 @@ static void tensor_write_during_policy_eviction_survives(void** state) {
  * the policy eviction that is still writing the tile. */
 static void explicit_evict_during_policy_eviction(void** state) {
   (void)state;
-  sw_runtime_t* rt = sw_async_runtime();
-  sw_residency_policy_t vt;
-  sw_lru_policy_t* lru = lru_vtable(1, &vt);
-  tt_fix_t f;
-  make_line(&f, rt, 2, SW_CARRIER_FILE, &vt);
-  project_tile(&f, 1);
-  update_tile(&f, 1, 7.0);
+  dirty_fix_t d;
+  dirty_setup(&d, SW_CARRIER_FILE);
+  sw_runtime_t* rt = d.rt;
+  tt_fix_t f = d.f; /* the same handles: dirty_teardown releases them */
   SW_OK_(sw_testing_hold(rt, SW_FAULT_WRITE, 1));
   sw_tile_selection_t* s0 = one_tile(0);
   sw_await_t* p = NULL;
@@ -260,9 +270,7 @@ static void explicit_evict_during_policy_eviction(void** state) {
   sw_await_release(p);
   sw_tile_set_release(t1);
   sw_tile_selection_release(s0);
-  tt_free(&f);
-  sw_lru_policy_release(lru);
-  sw_runtime_release(rt);
+  dirty_teardown(&d);
 }
 
 /* ---- 2. a failed request changes nothing ---------------------------------- */
@@ -273,13 +281,11 @@ static void explicit_evict_during_policy_eviction(void** state) {
  * version 0 and unowned. A retry then behaves as a first attempt. */
 static void failed_policy_eviction_commits_nothing(void** state) {
   (void)state;
-  sw_runtime_t* rt = sw_async_runtime();
-  sw_residency_policy_t vt;
-  sw_lru_policy_t* lru = lru_vtable(1, &vt);
-  tt_fix_t f;
-  make_line(&f, rt, 2, SW_CARRIER_FILE, &vt);
-  project_tile(&f, 1);
-  update_tile(&f, 1, 7.0);
+  dirty_fix_t d;
+  dirty_setup(&d, SW_CARRIER_FILE);
+  sw_runtime_t* rt = d.rt;
+  sw_lru_policy_t* lru = d.lru;
+  tt_fix_t f = d.f; /* the same handles: dirty_teardown releases them */
   expect_stats(lru, 1, 0, 1, 1, 0);
   const tt_snap_t snap = tt_snapshot(&f);
 
@@ -316,21 +322,17 @@ static void failed_policy_eviction_commits_nothing(void** state) {
   }
   sw_carrier_release(dst);
   sw_tile_selection_release(s0);
-  tt_free(&f);
-  sw_lru_policy_release(lru);
-  sw_runtime_release(rt);
+  dirty_teardown(&d);
 }
 
 /* The same inside a scatter, whose result must not appear either. */
 static void failed_policy_eviction_in_scatter_commits_nothing(void** state) {
   (void)state;
-  sw_runtime_t* rt = sw_async_runtime();
-  sw_residency_policy_t vt;
-  sw_lru_policy_t* lru = lru_vtable(1, &vt);
-  tt_fix_t f;
-  make_line(&f, rt, 2, SW_CARRIER_FILE, &vt);
-  project_tile(&f, 1);
-  update_tile(&f, 1, 7.0);
+  dirty_fix_t d;
+  dirty_setup(&d, SW_CARRIER_FILE);
+  sw_runtime_t* rt = d.rt;
+  sw_lru_policy_t* lru = d.lru;
+  tt_fix_t f = d.f; /* the same handles: dirty_teardown releases them */
   const tt_snap_t snap = tt_snapshot(&f);
   const sw_lru_stats_t before = lru_stats(lru);
   SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_WRITE, 1));
@@ -354,9 +356,7 @@ static void failed_policy_eviction_in_scatter_commits_nothing(void** state) {
   expect_tile_value(&f, 1, 7.0);
   sw_tensor_release(c);
   sw_tile_selection_release(s0);
-  tt_free(&f);
-  sw_lru_policy_release(lru);
-  sw_runtime_release(rt);
+  dirty_teardown(&d);
 }
 
 /* A policy that evicts a fixed set and promotes what is required. */
