@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libopenblas-dev libopenblas0-pthread
   swig
   glslc libvulkan-dev mesa-vulkan-drivers
+  abigail-tools
 )
 # The Python bindings compile against the headers of the python3 that runs the
 # tests; Debian's python3 needs python3-dev for them (pyenv builds ship them).

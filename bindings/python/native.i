@@ -18,6 +18,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "strideweave/strideweave.h"
+#include "strideweave/strideweave_testing.h"
 %}
 
 %include <stdint.i>
@@ -935,19 +936,9 @@ PyObject* tiled_tile_state(const sw_carrier_t* tiled, PyObject* coord) {
                        state.dirty ? Py_True : Py_False);
 }
 
-/* Residency transitions; `tiles` is a TileSet or TileSelection handle. The
- * blocking forms release the GIL for their whole wait. */
-static int sw_py_tiles_arg(PyObject* tiles, void** out) {
-  if (SWIG_ConvertPtr(tiles, out, SWIGTYPE_p_sw_tile_set_t, 0) >= 0) return 0;
-  PyErr_Clear();
-  if (SWIG_ConvertPtr(tiles, out, SWIGTYPE_p_sw_tile_selection_t, 0) >= 0) return 0;
-  PyErr_SetString(SW_PY_TYPE_ERROR, "expected a TileSet or TileSelection handle");
-  return -1;
-}
-
-PyObject* tiled_residency(sw_carrier_t* tiled, PyObject* tiles, bool evict, bool blocking) {
-  void* t = NULL;
-  if (sw_py_tiles_arg(tiles, &t) < 0) return NULL;
+/* Residency transitions of a TileSet handle. The blocking forms release the
+ * GIL for their whole wait. */
+PyObject* tiled_residency(sw_carrier_t* tiled, const sw_tile_set_t* t, bool evict, bool blocking) {
   if (blocking) {
     SW_PY_CHECK_NOGIL(evict ? sw_tiled_evict(tiled, t) : sw_tiled_promote(tiled, t));
     Py_RETURN_NONE;

@@ -10,6 +10,7 @@
 
 %{
 #include "strideweave/strideweave.h"
+#include "strideweave/strideweave_testing.h"
 %}
 
 /* The export macro is an attribute SWIG need not see. */
@@ -114,3 +115,5 @@ SW_BLOCKING_CALLS(SW_BLOCKING_FEATURE)
 #endif
 
 %include "strideweave/strideweave.h"
+/* The testing hooks, for the test suites (strideweave_testing.h). */
+%include "strideweave/strideweave_testing.h"

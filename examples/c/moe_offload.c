@@ -397,7 +397,12 @@ static run_stats run(sw_runtime_t* rt, const options* o, const int* picks, run_m
     sw_tensor_release(y);
     sw_tensor_release(x);
     sw_tensor_release(w);
-    if (mode == MODE_NAIVE) CHECK(sw_tiled_evict(weights, sel));
+    if (mode == MODE_NAIVE) {
+      sw_tile_set_t* tiles = NULL;
+      CHECK(sw_tile_selection_tile_set(sel, &tiles));
+      CHECK(sw_tiled_evict(weights, tiles));
+      sw_tile_set_release(tiles);
+    }
     sw_tile_selection_release(sel);
     const double latency = now() - tb;
     st.wait_seconds += waited;

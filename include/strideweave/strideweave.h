@@ -33,8 +33,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
+/* SW_API marks the exported functions. Building the library defines
+ * SW_BUILDING_LIBRARY; a program linking a static build on Windows defines
+ * SW_STATIC. */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(SW_BUILDING_LIBRARY)
+#define SW_API __declspec(dllexport)
+#elif defined(SW_STATIC)
+#define SW_API
+#else
 #define SW_API __declspec(dllimport)
+#endif
 #elif defined(__GNUC__) || defined(__clang__)
 #define SW_API __attribute__((visibility("default")))
 #else
@@ -50,7 +59,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SW_VERSION_MAJOR 0
-#define SW_VERSION_MINOR 1
+#define SW_VERSION_MINOR 2
 #define SW_VERSION_PATCH 0
 /* Packs a version as major << 22 | minor << 12 | patch. */
 #define SW_MAKE_VERSION(major, minor, patch) \
@@ -335,7 +344,8 @@ SW_API void sw_external_memory_desc_init(sw_external_memory_desc_t* desc);
  * through sw_carrier_host_pointer do. Everything else is as for any CPU
  * carrier: every op takes it, moves go into it (unless read-only) and out of
  * it (disposing it, so releasing the memory), ownership and dispose rules
- * hold. Creating one allocates no storage, so SW_FAULT_ALLOCATION does not
+ * hold. Creating one allocates no storage, so SW_FAULT_ALLOCATION
+ * (strideweave_testing.h) does not
  * count it. Errors: TYPE for an invalid dtype; VALUE for a NULL desc, an
  * unknown desc->struct_size, NULL data with bytes > 0, data not aligned to
  * the dtype's size, or bytes not a multiple of it. On failure release is not
@@ -877,20 +887,20 @@ SW_API sw_error_t* sw_tiled_tile_state(const sw_carrier_t* tiled, const int64_t*
                                        sw_tile_state_t* out_state);
 SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* tiled, sw_tile_set_kind_t kind, sw_tile_set_t** out_set);
 
-/* Residency transitions. `tiles` is a TileSet (sw_tile_set_t*) or a
- * TileSelection (sw_tile_selection_t*, meaning its tile set); anything else
- * is TYPE. VALUE for a rank or range mismatch, STATE for a disposed carrier,
+/* Residency transitions of the tiles in `tiles` (a TileSelection converts
+ * with sw_tile_selection_tile_set); another handle kind is TYPE. VALUE for a
+ * rank or range mismatch, STATE for a disposed carrier,
  * for an invalid tile to promote, for a dirty tile to evict into a read-only
  * secondary, or when a tile is covered by another incomplete residency
  * request. Promotion makes every tile valid on primary; eviction writes dirty
  * values to the secondary tier before dropping primary storage, and waits for
  * work that still needs a tile. Both commit atomically, are idempotent, and
  * leave the prior state of the whole set on failure. No autograd node. */
-SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* tiled, const void* tiles, sw_await_t** out_await);
-SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* tiled, const void* tiles, sw_await_t** out_await);
+SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* tiled, const sw_tile_set_t* tiles, sw_await_t** out_await);
+SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* tiled, const sw_tile_set_t* tiles, sw_await_t** out_await);
 /* promote_async / evict_async followed by wait. */
-SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* tiled, const void* tiles);
-SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* tiled, const void* tiles);
+SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* tiled, const sw_tile_set_t* tiles);
+SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* tiled, const sw_tile_set_t* tiles);
 
 /* Gathers the selected tiles of the full tensor `tensor` (backed by `tiled`,
  * tile-footprint compatible) into a compact dense tensor of shape
@@ -1007,7 +1017,8 @@ SW_API void sw_view_info_init(sw_view_info_t* info);
  * function may be NULL: the built-in fake then does that part itself (host
  * memory). Return SW_OK or an error code; a failure becomes an error of that
  * code. Called with the device's lock held, on the thread making the call,
- * or on the thread calling sw_fake_device_complete for asynchronous copies:
+ * or on the thread calling sw_fake_device_complete (strideweave_testing.h)
+ * for asynchronous copies:
  * hooks must not call back into the device. */
 typedef struct sw_fake_device_vtable_t {
   uint32_t struct_size;
@@ -1068,8 +1079,9 @@ SW_API void sw_vulkan_device_desc_init(sw_vulkan_device_desc_t* desc);
  * background worker, completed on the loop thread). */
 SW_API sw_error_t* sw_device_create_host(sw_runtime_t* runtime, sw_device_t** out_device);
 /* The fake backend: logs every call with its exact arguments (see
- * sw_fake_device_log_entry), fails one armed call, and performs an
- * asynchronous copy only when sw_fake_device_complete says so, reading or
+ * sw_fake_device_log_entry in strideweave_testing.h), fails one armed call,
+ * and performs an asynchronous copy only when sw_fake_device_complete says
+ * so, reading or
  * writing the host bytes at that moment. `vtable` may be NULL; it is copied. */
 SW_API sw_error_t* sw_device_create_fake(sw_runtime_t* runtime, const sw_fake_device_vtable_t* vtable,
                                          sw_device_t** out_device);
@@ -1151,33 +1163,6 @@ SW_API sw_error_t* sw_device_view_to_dlpack(sw_device_view_t* view, void** out_m
  * nested layouts. */
 SW_API sw_error_t* sw_tensor_to_dlpack(sw_tensor_t* tensor, void** out_managed_tensor);
 
-/* The fake backend's call log: one line per backend call, e.g.
- * "alloc alloc=1 bytes=256 alignment=64", "host_to_device alloc=3 offset=16
- * bytes=64 async=1", "complete event=2", "free alloc=1", "restart
- * generation=2". TYPE for a device that is not fake. */
-SW_API sw_error_t* sw_fake_device_log_count(const sw_device_t* device, size_t* out_count);
-/* Writes line `index` (NUL-terminated) and its length without the NUL; with a
- * too small buffer only *out_length, failing VALUE. INDEX past the end. */
-SW_API sw_error_t* sw_fake_device_log_entry(const sw_device_t* device, size_t index, char* buffer,
-                                            size_t capacity, size_t* out_length);
-SW_API sw_error_t* sw_fake_device_log_clear(sw_device_t* device);
-
-typedef enum sw_fake_failure_t {
-  SW_FAKE_FAIL_ALLOCATION = 1,   /* next allocation: OUT_OF_MEMORY */
-  SW_FAKE_FAIL_COPY = 2,         /* next copy (sync: at the call; async: at completion): IO */
-  SW_FAKE_FAIL_VIEW = 4,         /* next view: IO */
-  SW_FAKE_FAIL_DEVICE_LOST = 8,  /* next backend call: DEVICE_LOST and a restart */
-  SW_FAKE_FAILURE_FORCE32 = 0x7fffffff
-} sw_fake_failure_t;
-
-/* Arms one-shot failures (a bitwise OR of sw_fake_failure_t). */
-SW_API sw_error_t* sw_fake_device_arm_failure(sw_device_t* device, uint32_t failures);
-/* Performs one pending asynchronous copy now (both host_released and complete
- * afterwards). VALUE when the event is not pending; STALE_HANDLE as above. */
-SW_API sw_error_t* sw_fake_device_complete(sw_device_t* device, const sw_copy_event_t* event);
-/* Performs every pending asynchronous copy, oldest first. */
-SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_completed);
-
 /* A compute carrier of `size` zero-filled slots in device-local memory of a
  * Vulkan device. Ops on it run as SPIR-V compute shaders, recorded into one
  * command buffer per batch and submitted when values are read (sw_tensor_read,
@@ -1199,79 +1184,6 @@ SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_
  * Vulkan device; UNSUPPORTED in builds without Vulkan. */
 SW_API sw_error_t* sw_carrier_create_vulkan(sw_runtime_t* runtime, sw_device_t* device, sw_dtype_t dtype,
                                             size_t size, sw_carrier_t** out_carrier);
-
-/* ------------------------------------------------------------------------ */
-/* Testing hooks                                                             */
-/* ------------------------------------------------------------------------ */
-
-/* Claims a carrier as in-flight work would, so tests can observe the rules
- * for owned carriers. STATE if it is already owned or disposed. Not for
- * production use. */
-SW_API sw_error_t* sw_testing_claim(sw_carrier_t* carrier);
-/* Ends a claim made by sw_testing_claim(). STATE if it holds none. */
-SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
-
-/* What counts as an SW_FAULT_ALLOCATION, one each, whatever the size:
- * - creating a carrier: sw_carrier_create_cpu, _cpu_from, _host, _zstd,
- *   _file, _vulkan, sw_tiled_create, and the CPU carrier of sw_tensor_from_data
- *   and sw_tensor_zeros (an injected failure comes after the argument checks
- *   and before anything is allocated or claimed);
- * - each tile buffer a TiledEvictable allocates: one per tile of a full
- *   primary seed at sw_tiled_create, one per tile given primary storage by a
- *   promotion, an update or a scatter;
- * - giving an empty carrier storage: the destination of a move or a
- *   projection, the secondary tier on a first eviction;
- * - a device allocation (sw_device_alloc on host and Vulkan devices).
- * Not counted: carriers that allocate no storage (sw_carrier_open_file over
- * the caller's file, sw_carrier_create_cpu_external over the caller's
- * memory), op results, and the library's internal staging buffers. */
-typedef enum sw_fault_kind_t {
-  SW_FAULT_ALLOCATION = 1,  /* an allocation as listed above */
-  SW_FAULT_READ = 2,        /* one read request of a storage carrier */
-  SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
-  SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
-  SW_FAULT_KIND_FORCE32 = 0x7fffffff
-} sw_fault_kind_t;
-
-/* What a Vulkan device has done since it was created. */
-typedef struct sw_vulkan_counters_t {
-  uint32_t struct_size;
-  uint64_t submits;      /* command batches submitted to the queue */
-  uint64_t dispatches;   /* compute shader dispatches recorded */
-  uint64_t copies;       /* buffer-to-buffer copies recorded */
-  uint64_t host_reads;   /* reads of device memory into host memory */
-  uint64_t host_writes;  /* writes of host memory into device memory */
-  uint64_t pipelines;    /* compute pipelines created (each is kept) */
-} sw_vulkan_counters_t;
-
-SW_API void sw_vulkan_counters_init(sw_vulkan_counters_t* counters);
-/* Reads a Vulkan device's counters, so tests can check that work stays on
- * the device and is batched. TYPE for a device that is not Vulkan. Not for
- * production use. */
-SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_counters_t* out_counters);
-
-/* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
- * runtime fails (allocation: OUT_OF_MEMORY with a message starting
- * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT),
- * changing nothing, as any failure; the operation after it succeeds again.
- * Arming again replaces the count; nth 0 disarms. Not for production use. */
-SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
-/* Holds back the completion of the `nth` (1 = next) asynchronous storage
- * transfer of `kind` (SW_FAULT_READ or SW_FAULT_WRITE; one transfer is one
- * read or write the library starts on a storage carrier, however many
- * requests it takes): the bytes move, but the work waiting for them sees the
- * transfer in flight until sw_testing_release_hold, so a test can act in
- * that window deterministically. One hold at a time; arming again replaces
- * the count; nth 0 disarms. VALUE for other kinds. Not for production use. */
-SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
-/* Blocks until the armed hold has caught its transfer's completion
- * (negative timeout: no limit); TIMEOUT when the time ran out. */
-SW_API sw_error_t* sw_testing_wait_held(sw_runtime_t* runtime, int64_t timeout_ns);
-/* Lets the held completion run on the loop thread. STATE when none is held. */
-SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
-/* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
- * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */
-SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame);
 
 #ifdef __cplusplus
 } /* extern "C" */

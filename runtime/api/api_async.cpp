@@ -1,4 +1,5 @@
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "async/loop.hpp"
 #include "carriers/host/memory_carrier.hpp"
 #include "core/dtype.hpp"
@@ -58,13 +59,13 @@ SW_API sw_error_t* sw_await_set_callback(sw_await_t* await, const sw_await_callb
   return guard([&] {
     Await* a = get<Await>(await, "await");
     require(info, "info");
-    if (info->struct_size != sizeof(sw_await_callback_info_t))
-      value_error("info->struct_size " + std::to_string(info->struct_size) +
-                  " is not a size this library knows; call sw_await_callback_info_init first");
-    if (!info->callback) value_error("info->callback must not be NULL");
-    if (info->mode != SW_CALLBACK_MODE_WAITING_THREAD && info->mode != SW_CALLBACK_MODE_LOOP_THREAD)
-      value_error("info->mode " + std::to_string(static_cast<int>(info->mode)) + " is not a callback mode");
-    a->set_callback(*info);
+    sw_await_callback_info_t i;
+    sw_await_callback_info_init(&i);
+    i = struct_in(info, i, "info");
+    if (!i.callback) value_error("info->callback must not be NULL");
+    if (i.mode != SW_CALLBACK_MODE_WAITING_THREAD && i.mode != SW_CALLBACK_MODE_LOOP_THREAD)
+      value_error("info->mode " + std::to_string(static_cast<int>(i.mode)) + " is not a callback mode");
+    a->set_callback(i);
   });
 }
 

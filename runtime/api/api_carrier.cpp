@@ -1,4 +1,6 @@
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
+#include "strideweave/strideweave_testing.h"
 #include "carriers/cpu/cpu_carrier.hpp"
 #include "carriers/cpu/external_carrier.hpp"
 #include "core/dtype.hpp"
@@ -45,10 +47,10 @@ SW_API sw_error_t* sw_carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtyp
     check_dtype(dtype, "sw_carrier_create_cpu_external");
     require(desc, "desc");
     require(out_carrier, "out_carrier");
-    if (desc->struct_size != sizeof(sw_external_memory_desc_t))
-      value_error("sw_carrier_create_cpu_external: desc->struct_size is " + std::to_string(desc->struct_size) +
-                  ", expected " + std::to_string(sizeof(sw_external_memory_desc_t)) +
-                  "; fill the struct with sw_external_memory_desc_init first");
+    sw_external_memory_desc_t defaults;
+    sw_external_memory_desc_init(&defaults);
+    const sw_external_memory_desc_t d = struct_in(desc, defaults, "sw_carrier_create_cpu_external: desc");
+    desc = &d;
     const size_t es = dtype_size(dtype);
     if (desc->bytes && !desc->data)
       value_error("sw_carrier_create_cpu_external: data must not be NULL when bytes is " +

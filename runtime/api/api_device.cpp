@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "strideweave/strideweave_testing.h"
 #include "api/versioned.hpp"
 #include "core/dtype.hpp"
 #include "device/bridge.hpp"
@@ -69,9 +70,12 @@ SW_API sw_error_t* sw_device_create_fake(sw_runtime_t* runtime, const sw_fake_de
   return guard([&] {
     auto rt = ref<Runtime>(runtime, "runtime");
     require(out_device, "out_device");
-    if (vtable && vtable->struct_size != sizeof(*vtable))
-      value_error("vtable->struct_size: fill it with sw_fake_device_vtable_init()");
-    *out_device = to_handle<sw_device_t>(make_ref<Device>(rt, make_fake_backend(vtable)));
+    sw_fake_device_vtable_t vt;
+    if (vtable) {
+      sw_fake_device_vtable_init(&vt);
+      vt = struct_in(vtable, vt, "vtable");
+    }
+    *out_device = to_handle<sw_device_t>(make_ref<Device>(rt, make_fake_backend(vtable ? &vt : nullptr)));
   });
 }
 
@@ -81,7 +85,13 @@ SW_API sw_error_t* sw_device_create_vulkan(sw_runtime_t* runtime, const sw_vulka
     auto rt = ref<Runtime>(runtime, "runtime");
     require(out_device, "out_device");
 #ifdef SW_HAVE_VULKAN
-    *out_device = to_handle<sw_device_t>(make_ref<Device>(rt, make_vulkan_backend(rt, desc)));
+    // A desc from before enabled_features existed reads it as zero.
+    sw_vulkan_device_desc_t d;
+    if (desc) {
+      sw_vulkan_device_desc_init(&d);
+      d = struct_in(desc, d, "desc");
+    }
+    *out_device = to_handle<sw_device_t>(make_ref<Device>(rt, make_vulkan_backend(rt, desc ? &d : nullptr)));
 #else
     (void)desc;
     unsupported_error("sw_device_create_vulkan: this build has no Vulkan (the vulkan dependency or glslc was "
@@ -119,7 +129,10 @@ SW_API sw_error_t* sw_device_alloc(sw_device_t* device, const sw_object_spec_t* 
     Device* d = get<Device>(device, "device");
     require(spec, "spec");
     require(out_allocation, "out_allocation");
-    if (spec->struct_size != sizeof(*spec)) value_error("spec->struct_size: fill it with sw_object_spec_init()");
+    sw_object_spec_t defaults;
+    sw_object_spec_init(&defaults);
+    const sw_object_spec_t checked = struct_in(spec, defaults, "spec");
+    spec = &checked;
     if (spec->rank > SW_MAX_RANK) value_error("spec->rank exceeds SW_MAX_RANK");
     ObjectSpec s;
     s.dtype = spec->dtype;
@@ -236,9 +249,8 @@ SW_API sw_error_t* sw_device_view_describe(const sw_device_view_t* view, sw_view
   return guard([&] {
     const DeviceView* v = get<DeviceView>(view, "view");
     require(out_info, "out_info");
-    if (out_info->struct_size != sizeof(*out_info))
-      value_error("out_info->struct_size: fill it with sw_view_info_init()");
-    *out_info = v->describe();
+    checked_struct_size<sw_view_info_t>(out_info->struct_size, "out_info");
+    struct_out(out_info, v->describe(), "out_info");
   });
 }
 
@@ -327,10 +339,9 @@ SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_cou
   return guard([&] {
     Device* d = get<Device>(device, "device");
     require(out_counters, "out_counters");
-    if (out_counters->struct_size != sizeof(*out_counters))
-      value_error("out_counters->struct_size: fill it with sw_vulkan_counters_init()");
+    checked_struct_size<sw_vulkan_counters_t>(out_counters->struct_size, "out_counters");
 #ifdef SW_HAVE_VULKAN
-    *out_counters = vulkan_counters(*d);
+    struct_out(out_counters, vulkan_counters(*d), "out_counters");
 #else
     (void)d;
     type_error("sw_testing_vulkan_counters: the device is not a Vulkan device (this build has no Vulkan)");

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "strideweave/strideweave_testing.h"
 #include "api/versioned.hpp"
 #include "async/loop.hpp"
 

@@ -29,14 +29,6 @@ void check_enum_bits(const E& value, const char* what) {
   if (raw > 0x7fffffffu) value_error(std::string(what) + " " + std::to_string(raw) + " is not a known value");
 }
 
-// A TileSet or a TileSelection (meaning its tile set).
-Ref<TileSet> tiles_arg(const void* handle, const char* arg) {
-  if (!handle) type_error(std::string(arg) + ": expected a TileSet or TileSelection, got NULL");
-  auto* obj = reinterpret_cast<const Object*>(handle);
-  if (obj->object_kind() == ObjectKind::kTileSet) return Ref<TileSet>(static_cast<TileSet*>(const_cast<Object*>(obj)));
-  if (obj->object_kind() == ObjectKind::kTileSelection) return static_cast<const TileSelection*>(obj)->tile_set();
-  type_error(std::string(arg) + ": expected a TileSet or TileSelection, got a " + kind_name(obj->object_kind()));
-}
 
 std::vector<TileCoord> coords_arg(const int64_t* coords, size_t count, size_t rank) {
   if (count && !coords) value_error("coords must not be NULL when count is " + std::to_string(count));
@@ -387,19 +379,19 @@ SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* handle, sw_tile_set_kind_t
   });
 }
 
-SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* handle, const void* tiles, sw_await_t** out_await) {
+SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* handle, const sw_tile_set_t* tiles, sw_await_t** out_await) {
   return guard([&] {
     TiledEvictable* te = tiled(handle, "tiled");
-    auto set = tiles_arg(tiles, "tiles");
+    auto set = ref<TileSet>(tiles, "tiles");
     require(out_await, "out_await");
     *out_await = to_handle<sw_await_t>(te->promote_async(set));
   });
 }
 
-SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* handle, const void* tiles, sw_await_t** out_await) {
+SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* handle, const sw_tile_set_t* tiles, sw_await_t** out_await) {
   return guard([&] {
     TiledEvictable* te = tiled(handle, "tiled");
-    auto set = tiles_arg(tiles, "tiles");
+    auto set = ref<TileSet>(tiles, "tiles");
     require(out_await, "out_await");
     *out_await = to_handle<sw_await_t>(te->evict_async(set));
   });
@@ -412,17 +404,17 @@ static void wait_or_raise(const Ref<Await>& a) {
   if (!st.ok()) st.raise();
 }
 
-SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* handle, const void* tiles) {
+SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* handle, const sw_tile_set_t* tiles) {
   return guard([&] {
     TiledEvictable* te = tiled(handle, "tiled");
-    wait_or_raise(te->promote_async(tiles_arg(tiles, "tiles")));
+    wait_or_raise(te->promote_async(ref<TileSet>(tiles, "tiles")));
   });
 }
 
-SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* handle, const void* tiles) {
+SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* handle, const sw_tile_set_t* tiles) {
   return guard([&] {
     TiledEvictable* te = tiled(handle, "tiled");
-    wait_or_raise(te->evict_async(tiles_arg(tiles, "tiles")));
+    wait_or_raise(te->evict_async(ref<TileSet>(tiles, "tiles")));
   });
 }
 

@@ -1,6 +1,8 @@
 #include <zstd.h>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
+#include "strideweave/strideweave_testing.h"
 #include "carriers/zstd/zstd_carrier.hpp"
 #include "core/dtype.hpp"
 
@@ -25,11 +27,11 @@ SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtyp
     check_dtype(dtype, "sw_carrier_create_zstd");
     require(out_carrier, "out_carrier");
     ZstdCarrierOptions options;
+    sw_zstd_carrier_desc_t checked;
     if (desc) {
-      if (desc->struct_size != sizeof(sw_zstd_carrier_desc_t))
-        value_error("sw_carrier_create_zstd: desc->struct_size is " + std::to_string(desc->struct_size) +
-                    ", expected " + std::to_string(sizeof(sw_zstd_carrier_desc_t)) +
-                    "; fill the struct with sw_zstd_carrier_desc_init first");
+      sw_zstd_carrier_desc_init(&checked);
+      checked = struct_in(desc, checked, "sw_carrier_create_zstd: desc");
+      desc = &checked;
       if (desc->level < ZSTD_minCLevel() || desc->level > ZSTD_maxCLevel())
         value_error("sw_carrier_create_zstd: level " + std::to_string(desc->level) + " is outside " +
                     std::to_string(ZSTD_minCLevel()) + ".." + std::to_string(ZSTD_maxCLevel()));

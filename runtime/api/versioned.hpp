@@ -13,6 +13,7 @@
 
 #include "base/error.hpp"
 #include "strideweave/strideweave.h"
+#include "strideweave/strideweave_testing.h"
 
 namespace sw::api {
 
@@ -38,7 +39,9 @@ SW_STRUCT_SIZES(sw_copy_event_t, sizeof(sw_copy_event_t));
 SW_STRUCT_SIZES(sw_object_spec_t, sizeof(sw_object_spec_t));
 SW_STRUCT_SIZES(sw_view_info_t, sizeof(sw_view_info_t));
 SW_STRUCT_SIZES(sw_fake_device_vtable_t, sizeof(sw_fake_device_vtable_t));
-SW_STRUCT_SIZES(sw_vulkan_device_desc_t, sizeof(sw_vulkan_device_desc_t));
+// Before 0.1 the Vulkan desc had no enabled_features.
+SW_STRUCT_SIZES(sw_vulkan_device_desc_t, offsetof(sw_vulkan_device_desc_t, enabled_features),
+                sizeof(sw_vulkan_device_desc_t));
 SW_STRUCT_SIZES(sw_vulkan_counters_t, sizeof(sw_vulkan_counters_t));
 #undef SW_STRUCT_SIZES
 

@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "device/bridge.hpp"
+#include "strideweave/strideweave_testing.h"
 
 namespace sw {
 

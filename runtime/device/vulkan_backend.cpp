@@ -123,18 +123,7 @@ class VulkanBackend final : public DeviceBackend {
 }  // namespace
 
 std::unique_ptr<DeviceBackend> make_vulkan_backend(Ref<Runtime> runtime, const sw_vulkan_device_desc_t* desc) {
-  // Descriptors from before enabled_features existed are accepted: the
-  // missing fields read as zero.
-  constexpr size_t kFirstSize = offsetof(sw_vulkan_device_desc_t, enabled_features);
-  sw_vulkan_device_desc_t full;
-  sw_vulkan_device_desc_init(&full);
-  if (desc) {
-    if (desc->struct_size != sizeof(*desc) && desc->struct_size != kFirstSize)
-      value_error("desc->struct_size: fill it with sw_vulkan_device_desc_init()");
-    std::memcpy(&full, desc, desc->struct_size);
-    full.struct_size = sizeof full;
-  }
-  return std::make_unique<VulkanBackend>(std::move(runtime), desc ? &full : nullptr);
+  return std::make_unique<VulkanBackend>(std::move(runtime), desc);
 }
 
 sw_vulkan_counters_t vulkan_counters(const Device& device) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "device/bridge.hpp"
+#include "strideweave/strideweave_testing.h"
 
 namespace sw {
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "strideweave/strideweave.h"
+#include "strideweave/strideweave_testing.h"
 
 /* Fails the test with the error's code and message unless `expr` succeeds. */
 #define SW_OK_(expr)                                                                     \

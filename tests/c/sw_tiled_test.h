@@ -291,6 +291,35 @@ static inline sw_tile_set_t* tt_set_ordinals(const tt_fix_t* f, const int64_t* k
   return s;
 }
 
+/* Residency calls on a selection's tiles (the calls take TileSets; a
+ * selection converts with sw_tile_selection_tile_set). Return the call's
+ * error, for SW_OK_ or SW_FAILS. */
+typedef enum { TT_PROMOTE, TT_EVICT } tt_residency_t;
+static inline sw_error_t* tt_residency_sel(sw_carrier_t* te, const sw_tile_selection_t* sel, tt_residency_t what,
+                                           sw_await_t** out_await) {
+  sw_tile_set_t* set = NULL;
+  sw_error_t* e = sw_tile_selection_tile_set(sel, &set);
+  if (e) return e;
+  if (out_await)
+    e = what == TT_PROMOTE ? sw_tiled_promote_async(te, set, out_await) : sw_tiled_evict_async(te, set, out_await);
+  else
+    e = what == TT_PROMOTE ? sw_tiled_promote(te, set) : sw_tiled_evict(te, set);
+  sw_tile_set_release(set);
+  return e;
+}
+static inline sw_error_t* tt_promote_sel(sw_carrier_t* te, const sw_tile_selection_t* sel) {
+  return tt_residency_sel(te, sel, TT_PROMOTE, NULL);
+}
+static inline sw_error_t* tt_evict_sel(sw_carrier_t* te, const sw_tile_selection_t* sel) {
+  return tt_residency_sel(te, sel, TT_EVICT, NULL);
+}
+static inline sw_error_t* tt_promote_sel_async(sw_carrier_t* te, const sw_tile_selection_t* sel, sw_await_t** out) {
+  return tt_residency_sel(te, sel, TT_PROMOTE, out);
+}
+static inline sw_error_t* tt_evict_sel_async(sw_carrier_t* te, const sw_tile_selection_t* sel, sw_await_t** out) {
+  return tt_residency_sel(te, sel, TT_EVICT, out);
+}
+
 /* Whether `set` holds exactly the tiles whose ordinals have mask[k] set. */
 static inline void tt_expect_set_mask(const tt_fix_t* f, const sw_tile_set_t* set, const bool* mask) {
   size_t count = 0, rank = 0;

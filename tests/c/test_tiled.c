@@ -1063,7 +1063,7 @@ static void prefetch_without_changing_autograd(void** state) {
   const int64_t pick[2] = {2, 3};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 2);
   sw_await_t* a = NULL;
-  SW_OK_(sw_tiled_promote_async(f.te, sel, &a));
+  SW_OK_(tt_promote_sel_async(f.te, sel, &a));
   sw_await_kind_t kind;
   SW_OK_(sw_await_kind(a, &kind));
   assert_int_equal(kind, SW_AWAIT_RESIDENCY);
@@ -1113,7 +1113,7 @@ static void evict_selected_dirty_tile_set(void** state) {
   double* canon = full_seed_values(&f);
   const int64_t pick[2] = {1, 3};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 2);
-  SW_OK_(sw_tiled_promote(f.te, sel));
+  SW_OK_(tt_promote_sel(f.te, sel));
   /* Public writes make tiles 1 and 3 dirty: one version step each. */
   const int64_t at1[3] = {1, 2, 1}, at3[3] = {3, 0, 0};
   SW_OK_(sw_tensor_set(f.full, at1, 3, -7.0));
@@ -1126,7 +1126,7 @@ static void evict_selected_dirty_tile_set(void** state) {
   tt_expect_tile_sets_consistent(&f);
   tt_expect_values(f.full, canon, f.n);
 
-  SW_OK_(sw_tiled_evict(f.te, sel));
+  SW_OK_(tt_evict_sel(f.te, sel));
   expect_all(&f, SW_TILE_SECONDARY, false);
   tt_expect_tile_sets_consistent(&f);
   assert_int_equal(tt_version(f.te), 2);
@@ -1141,10 +1141,10 @@ static void evict_selected_dirty_tile_set(void** state) {
   assert_true(tilev[0] == -9.0f);
   sw_carrier_release(s);
   /* Idempotent. */
-  SW_OK_(sw_tiled_evict(f.te, sel));
+  SW_OK_(tt_evict_sel(f.te, sel));
   expect_all(&f, SW_TILE_SECONDARY, false);
   /* Promoting again reads the preserved values. */
-  SW_OK_(sw_tiled_promote(f.te, sel));
+  SW_OK_(tt_promote_sel(f.te, sel));
   tt_expect_tile(&f, 1, SW_TILE_PRIMARY, false);
   tt_expect_values(f.full, canon, f.n);
   free(canon);
@@ -1320,7 +1320,7 @@ static void refuse_hidden_waiting_on_external_transition(void** state) {
     errs[1] = sw_reduce_sum(f.full, NULL, 0, false, &out);
     errs[2] = sw_tensor_set(f.full, z, 2, 1.0);
     errs[3] = sw_tiled_promote_async(f.te, t0, &a3);
-    errs[4] = sw_tiled_evict_async(f.te, sel0, &a4);
+    errs[4] = tt_evict_sel_async(f.te, sel0, &a4);
     errs[5] = sw_tiled_scatter(f.te, compact, f.full, sel0, SW_SCATTER_ADD, &a5);
     const sw_await_status_t after = sw_async_status(e);
     int refused = 0;
@@ -1660,7 +1660,7 @@ static void reject_pending_projection_operand(void** state) {
   assert_null(out);
   /* A residency await is no tensor either. */
   sw_await_t* r = NULL;
-  SW_OK_(sw_tiled_promote_async(f.te, sel, &r));
+  SW_OK_(tt_promote_sel_async(f.te, sel, &r));
   SW_FAILS(sw_relu((sw_tensor_t*)(void*)r, &out), SW_ERROR_TYPE, "await");
   SW_OK_(sw_await_wait(r, -1));
   sw_await_release(r);

@@ -481,7 +481,7 @@ static void project_rejects_invalid_tiles(void** state) {
   project_fails(&f, &snap, f.full, sel, d, SW_ERROR_STATE, "invalid");
   sw_tensor_t* out = NULL;
   SW_FAILS(sw_reduce_sum(f.full, NULL, 0, false, &out), SW_ERROR_STATE, "invalid");
-  SW_FAILS(sw_tiled_promote(f.te, sel), SW_ERROR_STATE, "invalid");
+  SW_FAILS(tt_promote_sel(f.te, sel), SW_ERROR_STATE, "invalid");
   const int64_t at[2] = {0, 0};
   SW_FAILS(sw_tensor_set(f.full, at, 2, 1.0), SW_ERROR_STATE, "invalid");
   tt_expect_snapshot(&f, &snap);
@@ -555,16 +555,24 @@ static void residency_rejects_non_tile_set(void** state) {
     assert_null(a);
   }
   tt_expect_snapshot(&f, &snap);
-  /* A selection is accepted as its tile set. */
+  /* The calls take TileSets: a selection handle in their place is TYPE
+   * with nothing changed; converted (sw_tile_selection_tile_set) it is its
+   * tile set. */
   const int64_t pick[1] = {2};
   sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 1);
-  SW_OK_(sw_tiled_promote(f.te, sel));
+  const sw_tile_set_t* not_a_set = (const sw_tile_set_t*)(const void*)sel;
+  SW_FAILS(sw_tiled_promote(f.te, not_a_set), SW_ERROR_TYPE, "expected a TileSet, got a TileSelection");
+  sw_await_t* none = NULL;
+  SW_FAILS(sw_tiled_evict_async(f.te, not_a_set, &none), SW_ERROR_TYPE, "expected a TileSet, got a TileSelection");
+  assert_null(none);
+  tt_expect_snapshot(&f, &snap);
+  SW_OK_(tt_promote_sel(f.te, sel));
   tt_expect_tile(&f, 2, SW_TILE_PRIMARY, false);
-  SW_OK_(sw_tiled_evict(f.te, sel));
+  SW_OK_(tt_evict_sel(f.te, sel));
   tt_expect_tile(&f, 2, SW_TILE_SECONDARY, false);
   /* The carrier must be a TiledEvictable. */
   sw_carrier_t* cpu = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 4);
-  SW_FAILS(sw_tiled_promote(cpu, sel), SW_ERROR_TYPE, "TiledEvictable");
+  SW_FAILS(tt_promote_sel(cpu, sel), SW_ERROR_TYPE, "TiledEvictable");
   sw_carrier_release(cpu);
   sw_tile_selection_release(sel);
   sw_residency_plan_release(plan);
@@ -596,7 +604,7 @@ static void residency_rejects_rank_or_range(void** state) {
   /* A selection out of range too. */
   const int64_t bad[1] = {5};
   sw_tile_selection_t* sel = tt_sel_experts(&f, bad, 1);
-  SW_FAILS(sw_tiled_promote(f.te, sel), SW_ERROR_VALUE, "outside the grid");
+  SW_FAILS(tt_promote_sel(f.te, sel), SW_ERROR_VALUE, "outside the grid");
   sw_tile_selection_release(sel);
   /* tile_state checks its coordinate the same way. */
   sw_tile_state_t st;
@@ -693,7 +701,7 @@ static void whole_write_over_invalid_tiles_changes_nothing(void** state) {
   tt_fix_t rf = f;
   rf.te = tt_carrier_of(r);
   rf.full = r;
-  SW_OK_(sw_tiled_evict(rf.te, sel)); /* tiles 0 and 1 clean in the secondary tier */
+  SW_OK_(tt_evict_sel(rf.te, sel)); /* tiles 0 and 1 clean in the secondary tier */
   const tt_snap_t snap = tt_snapshot(&rf);
   float all[18];
   for (int i = 0; i < 18; ++i) all[i] = -1.0f;

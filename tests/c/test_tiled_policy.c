@@ -409,8 +409,8 @@ static void policy_sees_each_request_once(void** state) {
   assert_int_equal(rec.last_purpose, SW_PURPOSE_SCATTER);
   expect_required(&f, &rec, req, 2);
   /* Residency requests and tile queries do not consult the policy. */
-  SW_OK_(sw_tiled_evict(f.te, sel));
-  SW_OK_(sw_tiled_promote(f.te, sel));
+  SW_OK_(tt_evict_sel(f.te, sel));
+  SW_OK_(tt_promote_sel(f.te, sel));
   tt_expect_tile_sets_consistent(&f);
   assert_int_equal(rec.calls, 2);
   sw_tensor_t* s = NULL;

@@ -95,6 +95,14 @@ static void moe_compute(sw_tensor_t* w, sw_tensor_t* x) {
   sw_tensor_release(y);
 }
 
+/* Evicts the tiles of a selection (residency calls take TileSets). */
+static void evict_selection(sw_carrier_t* te, const sw_tile_selection_t* s) {
+  sw_tile_set_t* tiles;
+  CHECK(sw_tile_selection_tile_set(s, &tiles));
+  CHECK(sw_tiled_evict(te, tiles));
+  sw_tile_set_release(tiles);
+}
+
 static sw_tensor_t* project_wait(sw_carrier_t* te, sw_tensor_t* full, sw_tile_selection_t* s, sw_carrier_t* dest) {
   sw_await_t* a;
   CHECK(sw_tiled_project(te, full, s, dest, &a));
@@ -136,7 +144,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
     for (int b = 0; b < MOE_BATCHES; ++b) {
       sw_tile_selection_t* s = selection(order + b * MOE_TOPK, MOE_TOPK);
       sw_tensor_t* w = project_wait(te, full, s, NULL);
-      CHECK(sw_tiled_evict(te, s));
+      evict_selection(te, s);
       sw_tensor_release(w);
       sw_tile_selection_release(s);
     }
@@ -147,7 +155,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
     t0 = now_seconds();
     for (int b = 0; b < MOE_BATCHES; ++b) moe_compute(w0, x);
     const double compute = now_seconds() - t0;
-    CHECK(sw_tiled_evict(te, s0));
+    evict_selection(te, s0);
     sw_tensor_release(w0);
     sw_tile_selection_release(s0);
     /* pipelined: the projections of the next MOE_DEPTH batches are in flight
@@ -172,7 +180,7 @@ static moe_result moe_loop(sw_runtime_t* rt, const float* seed, bool direct_io) 
       }
       moe_compute(w, x);
       sw_tensor_release(w);
-      CHECK(sw_tiled_evict(te, sels[b]));
+      evict_selection(te, sels[b]);
       sw_tile_selection_release(sels[b]);
     }
     const double step = now_seconds() - t0;

@@ -185,12 +185,10 @@ class TiledEvictable(Carrier):
 
     def _residency(self, tiles, evict, blocking):
         if isinstance(tiles, TileSelection):
-            h = tiles._handle()
-        elif isinstance(tiles, TileSet):
-            h = tiles._handle()
-        else:
+            tiles = tiles.tile_set  # the spec accepts a selection as its tile set
+        elif not isinstance(tiles, TileSet):
             raise StrideWeaveTypeError(f"tiles must be a TileSet or TileSelection, not {type(tiles).__name__}")
-        result = N.tiled_residency(self._h, h, evict, blocking)
+        result = N.tiled_residency(self._h, tiles._handle(), evict, blocking)
         return None if blocking else AwaitResidency._adopt(result, self._rt)
 
     def promote_async(self, tiles):

@@ -1,0 +1,128 @@
+/*
+ * StrideWeave testing hooks: deterministic fault injection, transfer holds,
+ * claims, the fake device's controls and Vulkan counters, for tests of the
+ * library and of programs that embed it. Not for production use.
+ *
+ * These functions are exported under their own symbol version node
+ * (STRIDEWEAVE_TESTING_0), apart from the stable API of strideweave.h: they
+ * may change between minor releases. Include strideweave.h first, or let
+ * this header include it.
+ */
+#ifndef STRIDEWEAVE_STRIDEWEAVE_TESTING_H_
+#define STRIDEWEAVE_STRIDEWEAVE_TESTING_H_
+
+#include "strideweave/strideweave.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The fake device's controls                                                */
+/* ------------------------------------------------------------------------ */
+
+/* The fake backend's call log: one line per backend call, e.g.
+ * "alloc alloc=1 bytes=256 alignment=64", "host_to_device alloc=3 offset=16
+ * bytes=64 async=1", "complete event=2", "free alloc=1", "restart
+ * generation=2". TYPE for a device that is not fake. */
+SW_API sw_error_t* sw_fake_device_log_count(const sw_device_t* device, size_t* out_count);
+/* Writes line `index` (NUL-terminated) and its length without the NUL; with a
+ * too small buffer only *out_length, failing VALUE. INDEX past the end. */
+SW_API sw_error_t* sw_fake_device_log_entry(const sw_device_t* device, size_t index, char* buffer,
+                                            size_t capacity, size_t* out_length);
+SW_API sw_error_t* sw_fake_device_log_clear(sw_device_t* device);
+
+typedef enum sw_fake_failure_t {
+  SW_FAKE_FAIL_ALLOCATION = 1,   /* next allocation: OUT_OF_MEMORY */
+  SW_FAKE_FAIL_COPY = 2,         /* next copy (sync: at the call; async: at completion): IO */
+  SW_FAKE_FAIL_VIEW = 4,         /* next view: IO */
+  SW_FAKE_FAIL_DEVICE_LOST = 8,  /* next backend call: DEVICE_LOST and a restart */
+  SW_FAKE_FAILURE_FORCE32 = 0x7fffffff
+} sw_fake_failure_t;
+
+/* Arms one-shot failures (a bitwise OR of sw_fake_failure_t). */
+SW_API sw_error_t* sw_fake_device_arm_failure(sw_device_t* device, uint32_t failures);
+/* Performs one pending asynchronous copy now (both host_released and complete
+ * afterwards). VALUE when the event is not pending; STALE_HANDLE as above. */
+SW_API sw_error_t* sw_fake_device_complete(sw_device_t* device, const sw_copy_event_t* event);
+/* Performs every pending asynchronous copy, oldest first. */
+SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_completed);
+
+/* ------------------------------------------------------------------------ */
+/* Claims, faults, holds and counters                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Claims a carrier as in-flight work would, so tests can observe the rules
+ * for owned carriers. STATE if it is already owned or disposed. Not for
+ * production use. */
+SW_API sw_error_t* sw_testing_claim(sw_carrier_t* carrier);
+/* Ends a claim made by sw_testing_claim(). STATE if it holds none. */
+SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
+
+/* What counts as an SW_FAULT_ALLOCATION, one each, whatever the size:
+ * - creating a carrier: sw_carrier_create_cpu, _cpu_from, _host, _zstd,
+ *   _file, _vulkan, sw_tiled_create, and the CPU carrier of sw_tensor_from_data
+ *   and sw_tensor_zeros (an injected failure comes after the argument checks
+ *   and before anything is allocated or claimed);
+ * - each tile buffer a TiledEvictable allocates: one per tile of a full
+ *   primary seed at sw_tiled_create, one per tile given primary storage by a
+ *   promotion, an update or a scatter;
+ * - giving an empty carrier storage: the destination of a move or a
+ *   projection, the secondary tier on a first eviction;
+ * - a device allocation (sw_device_alloc on host and Vulkan devices).
+ * Not counted: carriers that allocate no storage (sw_carrier_open_file over
+ * the caller's file, sw_carrier_create_cpu_external over the caller's
+ * memory), op results, and the library's internal staging buffers. */
+typedef enum sw_fault_kind_t {
+  SW_FAULT_ALLOCATION = 1,  /* an allocation as listed above */
+  SW_FAULT_READ = 2,        /* one read request of a storage carrier */
+  SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
+  SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
+  SW_FAULT_KIND_FORCE32 = 0x7fffffff
+} sw_fault_kind_t;
+
+/* What a Vulkan device has done since it was created. */
+typedef struct sw_vulkan_counters_t {
+  uint32_t struct_size;
+  uint64_t submits;      /* command batches submitted to the queue */
+  uint64_t dispatches;   /* compute shader dispatches recorded */
+  uint64_t copies;       /* buffer-to-buffer copies recorded */
+  uint64_t host_reads;   /* reads of device memory into host memory */
+  uint64_t host_writes;  /* writes of host memory into device memory */
+  uint64_t pipelines;    /* compute pipelines created (each is kept) */
+} sw_vulkan_counters_t;
+
+SW_API void sw_vulkan_counters_init(sw_vulkan_counters_t* counters);
+/* Reads a Vulkan device's counters, so tests can check that work stays on
+ * the device and is batched. TYPE for a device that is not Vulkan. Not for
+ * production use. */
+SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_counters_t* out_counters);
+
+/* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
+ * runtime fails (allocation: OUT_OF_MEMORY with a message starting
+ * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT),
+ * changing nothing, as any failure; the operation after it succeeds again.
+ * Arming again replaces the count; nth 0 disarms. Not for production use. */
+SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
+/* Holds back the completion of the `nth` (1 = next) asynchronous storage
+ * transfer of `kind` (SW_FAULT_READ or SW_FAULT_WRITE; one transfer is one
+ * read or write the library starts on a storage carrier, however many
+ * requests it takes): the bytes move, but the work waiting for them sees the
+ * transfer in flight until sw_testing_release_hold, so a test can act in
+ * that window deterministically. One hold at a time; arming again replaces
+ * the count; nth 0 disarms. VALUE for other kinds. Not for production use. */
+SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
+/* Blocks until the armed hold has caught its transfer's completion
+ * (negative timeout: no limit); TIMEOUT when the time ran out. */
+SW_API sw_error_t* sw_testing_wait_held(sw_runtime_t* runtime, int64_t timeout_ns);
+/* Lets the held completion run on the loop thread. STATE when none is held. */
+SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
+/* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
+ * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */
+SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STRIDEWEAVE_STRIDEWEAVE_TESTING_H_ */
