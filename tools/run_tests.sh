@@ -3,7 +3,7 @@
 # AddressSanitizer+UndefinedBehaviorSanitizer and the ThreadSanitizer
 # configurations, and runs every test suite (under TSan only the suites of the
 # "async" label: OpenBLAS is not instrumented). Prints one closing line
-# "tests: N passed, N failed".
+# "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,6 +11,7 @@ bash tools/install_deps.sh || exit 1
 
 passed=0
 failed=0
+skipped=0
 failures=()
 record() {  # record NAME STATUS
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
@@ -27,9 +28,10 @@ run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
   log=$(mktemp)
   env ${envs[@]+"${envs[@]}"} meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" >"$log" 2>&1
   local status=$?
-  local ok fail
+  local ok fail skip
   ok=$(awk '/^Ok:/ {print $2}' "$log")
   fail=$(awk '/^Fail:/ {print $2}' "$log")
+  skip=$(awk '/^Skipped:/ {print $2}' "$log")
   timeout_n=$(awk '/^Timeout:/ {print $2}' "$log")
   ok=${ok:-0}; fail=${fail:-0}; timeout_n=${timeout_n:-0}
   fail=$((fail + timeout_n))
@@ -41,6 +43,7 @@ run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
   fi
   passed=$((passed + ok))
   failed=$((failed + fail))
+  skipped=$((skipped + ${skip:-0}))
   rm -f "$log"
 }
 
@@ -70,5 +73,5 @@ fi
 
 echo
 if ((${#failures[@]})); then echo "failed: ${failures[*]}"; fi
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -46,13 +46,27 @@ static inline int vk_teardown(void** state) {
   return 0;
 }
 
-#define NEED_DEVICE(f)                                     \
-  do {                                                     \
-    if (!(f)->dev) {                                       \
-      fprintf(stderr, "skipped: no Vulkan ICD present\n"); \
-      skip();                                              \
-    }                                                      \
+#define NEED_DEVICE(f)                                  \
+  do {                                                  \
+    if (!(f)->dev) SW_SKIP("no Vulkan ICD present");    \
   } while (0)
+
+/* Call in main() after sw_vulkan_test_keep_driver: false (the suite then
+ * exits 77, a skip) when no Vulkan device can be made. */
+static inline bool sw_vulkan_test_available(void) {
+  sw_runtime_t* rt = NULL;
+  if (sw_runtime_create(NULL, &rt)) return false;
+  sw_device_t* dev = NULL;
+  sw_error_t* e = sw_device_create_vulkan(rt, NULL, &dev);
+  if (e) {
+    fprintf(stderr, "no Vulkan device (%s: %s); the suite skips\n", sw_error_code_name(sw_error_code(e)),
+            sw_error_message(e));
+    sw_error_free(e);
+  }
+  sw_device_release(dev);
+  sw_runtime_release(rt);
+  return dev != NULL;
+}
 
 /* The same view on a CPU and on a Vulkan carrier. */
 typedef struct {

@@ -114,37 +114,27 @@ static void wait_on_succeeded_await(void** state) {
 
 static void wait_times_out_while_pending(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
-  /* Nothing in the API holds work pending, so a 256 MiB move stands in for
-   * slow work: a wait right after submission must find it pending. */
-  int timeouts = 0;
-  for (int attempt = 0; attempt < 3 && timeouts == 0; ++attempt) {
-    pending_move_t m = start_move(rt, BIG, 21 + (uint32_t)attempt);
-    sw_error_t* e = sw_await_wait(m.await, 0);
-    if (e) {
-      assert_int_equal(sw_error_code(e), SW_ERROR_TIMEOUT);
-      sw_error_free(e);
-      ++timeouts;
-      /* A timed-out wait changes nothing: still pending, result refused. */
-      assert_int_equal(sw_async_status(m.await), SW_AWAIT_PENDING);
-      sw_tensor_t* r = (sw_tensor_t*)(uintptr_t)0x1;
-      SW_FAILS(sw_await_result(m.await, &r), SW_ERROR_STATE, NULL);
-      assert_ptr_equal(r, (sw_tensor_t*)(uintptr_t)0x1);
-    }
-    /* A short timeout either times out (and the await is still pending) or
-     * sees the success. */
-    e = sw_await_wait(m.await, 1000000);
-    if (e) {
-      assert_int_equal(sw_error_code(e), SW_ERROR_TIMEOUT);
-      assert_non_null(strstr(sw_error_message(e), "pending"));
-      sw_error_free(e);
-      assert_int_equal(sw_async_status(m.await), SW_AWAIT_PENDING);
-    }
-    SW_OK_(sw_await_wait(m.await, -1));
-    assert_int_equal(sw_async_status(m.await), SW_AWAIT_SUCCEEDED);
-    expect_moved(&m);
-    end_move(&m);
-  }
-  assert_int_equal(timeouts, 1);
+  /* A testing hold keeps the move's write pending until released. */
+  SW_OK_(sw_testing_hold(rt, SW_FAULT_WRITE, 1));
+  pending_move_t m = start_move(rt, SMALL, 21);
+  SW_OK_(sw_testing_wait_held(rt, (int64_t)60 * 1000000000));
+  sw_error_t* e = sw_await_wait(m.await, 0);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_TIMEOUT);
+  sw_error_free(e);
+  /* A timed-out wait changes nothing: still pending, result refused. */
+  assert_int_equal(sw_async_status(m.await), SW_AWAIT_PENDING);
+  sw_tensor_t* r = (sw_tensor_t*)(uintptr_t)0x1;
+  SW_FAILS(sw_await_result(m.await, &r), SW_ERROR_STATE, NULL);
+  assert_ptr_equal(r, (sw_tensor_t*)(uintptr_t)0x1);
+  /* A short timeout times out too, naming the pending work. */
+  SW_FAILS(sw_await_wait(m.await, 1000000), SW_ERROR_TIMEOUT, "pending");
+  assert_int_equal(sw_async_status(m.await), SW_AWAIT_PENDING);
+  SW_OK_(sw_testing_release_hold(rt));
+  SW_OK_(sw_await_wait(m.await, -1));
+  assert_int_equal(sw_async_status(m.await), SW_AWAIT_SUCCEEDED);
+  expect_moved(&m);
+  end_move(&m);
 }
 
 static void failed_await_reports_same_error(void** state) {

@@ -509,6 +509,7 @@ static void test_allocation_fault_on_creation(void** state) {
 
 int main(void) {
   sw_vulkan_test_keep_driver();
+  if (!sw_vulkan_test_available()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_round_trip_at_offsets, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_ops_match_cpu, vk_setup, vk_teardown),
@@ -522,5 +523,5 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_dtype_errors_match_cpu, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_allocation_fault_on_creation, vk_setup, vk_teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -293,6 +293,7 @@ static void test_matmul_batches_and_vectors(void** state) {
 
 int main(void) {
   sw_vulkan_test_keep_driver();
+  if (!sw_vulkan_test_available()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_elementwise_dense_lengths, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_elementwise_offsets, vk_setup, vk_teardown),
@@ -302,5 +303,5 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_matmul_tiles, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_matmul_batches_and_vectors, vk_setup, vk_teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
