@@ -115,7 +115,8 @@ SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, 
 /* Blocks until the armed hold has caught its transfer's completion
  * (negative timeout: no limit); TIMEOUT when the time ran out. */
 SW_API sw_error_t* sw_testing_wait_held(sw_runtime_t* runtime, int64_t timeout_ns);
-/* Lets the held completion run on the loop thread. STATE when none is held. */
+/* Lets the held completion run on the loop thread. STATE when none is held.
+ * sw_runtime_shutdown releases a held completion itself. */
 SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */

@@ -119,6 +119,8 @@ void Runtime::shutdown() {
   }
   Ref<Runtime> self(this);
   loop_->post([self, cancel_all] { cancel_all(); });
+  // A transfer a test holds back would keep its operation pending forever.
+  release_hold();
   {
     std::unique_lock<std::mutex> lock(pending_mutex_);
     pending_empty_.wait(lock, [&] { return pending_count_ == 0; });

@@ -1,3 +1,4 @@
+import contextlib
 """Makes the build tree's package importable: build/bindings/python (or
 $STRIDEWEAVE_PYTHONPATH) holds strideweave with its compiled extension."""
 import os
@@ -54,3 +55,24 @@ def exact(excinfo, cls):
     assert type(excinfo.value) is cls, f"{type(excinfo.value).__name__} is not {cls.__name__}"
     assert isinstance(excinfo.value, sw.Error)
     return excinfo.value
+
+
+@contextlib.contextmanager
+def held(carrier, kind="read"):
+    """Holds the next asynchronous storage read (or write) of `carrier`'s
+    runtime in flight until the block ends (sw_testing_hold): work that needs
+    it stays pending, deterministically. Yields a function that blocks until
+    the transfer is caught."""
+    from strideweave import _native as N
+
+    h = carrier._rt._h
+    fault = N.SW_FAULT_READ if kind == "read" else N.SW_FAULT_WRITE
+    N.sw_testing_hold(h, fault, 1)
+    try:
+        yield lambda: N.sw_testing_wait_held(h, 60 * 10**9)
+    finally:
+        N.sw_testing_hold(h, fault, 0)
+        try:
+            N.sw_testing_release_hold(h)
+        except RuntimeError:
+            pass  # released already, or the transfer never came

@@ -13,9 +13,32 @@ from conftest import exact, seeded_tiled
 BIG = 1 << 21
 
 
-def pending_promotion(tiles=4, secondary=carriers.File):
-    te = seeded_tiled(np.ones(tiles * BIG, np.float32), (tiles,), (BIG,), secondary)
-    return te, te.promote_async(sw.TileSet([(i,) for i in range(tiles)]))
+class held_promotion:
+    """A promotion whose first read is held in flight (sw_testing_hold) until
+    release() or the end of the with-block: pending, deterministically."""
+
+    def __init__(self, tiles=4):
+        self.rt = sw.Runtime()
+        N = sw._native
+        sec = carriers.File(tiles * 16, runtime=self.rt)
+        self.te = sw.TiledEvictable(carriers.CPU(0, runtime=self.rt), sec, (tiles,), (16,))
+        N.sw_testing_hold(self.rt._h, N.SW_FAULT_READ, 1)
+        self.handle = self.te.promote_async(sw.TileSet([(i,) for i in range(tiles)]))
+        N.sw_testing_wait_held(self.rt._h, 60 * 10**9)
+        self.released = False
+
+    def release(self):
+        if not self.released:
+            self.released = True
+            sw._native.sw_testing_release_hold(self.rt._h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        self.handle.wait(timeout=60)
+        self.rt.shutdown()
 
 
 def test_users_never_construct_handles():
@@ -25,26 +48,20 @@ def test_users_never_construct_handles():
 
 
 def test_wait_with_a_timeout_and_done():
-    # The promotion must still be pending for wait(timeout=0) to time out; on
-    # a loaded machine a small one may finish first, and a larger one is tried.
-    for tiles in (4, 16, 64):
-        te, h = pending_promotion(tiles=tiles)
-        pending = not h.done
-        try:
+    with held_promotion() as p:
+        h = p.handle
+        assert not h.done
+        with pytest.raises(TimeoutError) as raised:
             h.wait(timeout=0)
-        except TimeoutError as raised:
-            assert pending
-            assert type(raised) is sw.StrideWeaveTimeoutError and isinstance(raised, sw.Error)
-            assert raised.code == sw.ErrorCode.TIMEOUT
-            break
-        assert h.done  # it finished before the zero timeout was checked
-    else:
-        pytest.fail("every promotion finished before wait(timeout=0) could time out")
-    assert h.wait(timeout=60) is None and h.done and h.wait() is None
-    with pytest.raises(sw.StrideWeaveValueError):
-        h.wait(timeout=-1)
-    with pytest.raises(sw.StrideWeaveTypeError):
-        h.wait(timeout="1")
+        assert type(raised.value) is sw.StrideWeaveTimeoutError and isinstance(raised.value, sw.Error)
+        assert raised.value.code == sw.ErrorCode.TIMEOUT
+        assert not h.done
+        p.release()
+        assert h.wait(timeout=60) is None and h.done and h.wait() is None
+        with pytest.raises(sw.StrideWeaveValueError):
+            h.wait(timeout=-1)
+        with pytest.raises(sw.StrideWeaveTypeError):
+            h.wait(timeout="1")
 
 
 def test_failed_work_raises_the_same_kind_every_wait():
@@ -63,58 +80,48 @@ def test_failed_work_raises_the_same_kind_every_wait():
 
 
 def test_shutdown_cancels_pending_work():
-    rt = sw.Runtime()
-    te = seeded_tiled(np.ones(4 * BIG, np.float32), (4,), (BIG,), carriers.File)
-    sec = carriers.File(4 * BIG, runtime=rt)
-    te = sw.TiledEvictable(carriers.CPU(0, runtime=rt), sec, (4,), (BIG,))
-    h = te.promote_async(sw.TileSet([(i,) for i in range(4)]))
-    pending = not h.done
-    rt.shutdown()
-    if pending:
-        with pytest.raises(RuntimeError) as e:
-            h.wait()
-        exact(e, sw.CancelledError)
-        assert te.primary_tiles == sw.TileSet()  # usable and unchanged
+    p = held_promotion()
+    p.rt.shutdown()  # also lets the held read complete, into a cancelled request
+    with pytest.raises(RuntimeError) as e:
+        p.handle.wait()
+    exact(e, sw.CancelledError)
+    assert p.te.primary_tiles == sw.TileSet()  # usable and unchanged
 
 
 def test_wait_releases_the_gil():
-    # While wait() blocks with the GIL held no other Python thread can run, so
-    # ticks recorded during the wait prove it was released (two: one could
-    # slip in between taking `start` and entering wait()). A promotion
-    # can finish before the other thread is scheduled on a loaded machine:
-    # such an attempt proves nothing, and a larger one is tried.
-    for tiles in (8, 16, 32, 64):
-        te, h = pending_promotion(tiles=tiles)
+    # While wait() blocks with the GIL held no other Python thread can run.
+    # The promotion is held in flight until another Python thread has ticked
+    # twice during the wait and then releases it: that only happens if wait()
+    # released the GIL (if not, wait's own timeout ends the test).
+    with held_promotion() as p:
         ticks = []
-        stop = threading.Event()
-        started = threading.Event()
+        waiting = threading.Event()
 
         def ticker():
-            started.set()
-            while not stop.is_set():
+            waiting.wait()
+            while len(ticks) < 2:
                 ticks.append(time.perf_counter())
-                time.sleep(0.0005)
+                time.sleep(0.001)
+            p.release()
 
         thread = threading.Thread(target=ticker)
         thread.start()
-        started.wait()
+        start = time.perf_counter()
+        waiting.set()
         try:
-            start = time.perf_counter()
-            h.wait()
-            end = time.perf_counter()
+            p.handle.wait(timeout=30)
         finally:
-            stop.set()
+            p.release()
             thread.join()
-        if sum(start < t < end for t in ticks) >= 2:
-            return
-    pytest.fail("no other Python thread ran while wait() blocked")
+        end = time.perf_counter()
+        assert sum(start < t < end for t in ticks) >= 2
 
 
 def test_await_in_asyncio_without_blocking_the_loop():
-    # The promotion must still be pending when the coroutine awaits it; on a
-    # fast, idle machine a small one is not, and a larger one is tried.
-    for tiles in (8, 24, 64):
-        te, h = pending_promotion(tiles=tiles)
+    # The promotion is held in flight until the event loop has ticked while
+    # the coroutine awaits it; the ticker then lets it complete.
+    with held_promotion(tiles=8) as p:
+        te, h = p.te, p.handle
         full = te.full_tensor()
 
         async def main():
@@ -125,28 +132,28 @@ def test_await_in_asyncio_without_blocking_the_loop():
                 nonlocal ticks
                 while not done.is_set():
                     ticks += 1
+                    if ticks == 3:
+                        p.release()
                     await asyncio.sleep(0)
 
             task = asyncio.create_task(ticker())
-            pending = not h.done
+            assert not h.done
             assert await h is None
             assert h.done
             compact = await te.project(full, sw.TileSelection([[5, 1]]))
             again = await asyncio.gather(*(te.project(full, sw.TileSelection([[k]])) for k in range(3)))
             done.set()
             await task
-            return pending, ticks, compact, again
+            return ticks, compact, again
 
-        pending, ticks, compact, again = asyncio.run(main())
-        assert compact.shape == (2 * BIG,) and [a.shape for a in again] == [(BIG,)] * 3
-        if pending:
-            assert ticks > 1, "the event loop kept running while the promotion was pending"
-            return
-    pytest.fail("every promotion finished before the coroutine awaited it")
+        ticks, compact, again = asyncio.run(main())
+        assert ticks >= 3, "the event loop kept running while the promotion was pending"
+        assert compact.shape == (32,) and [a.shape for a in again] == [(16,)] * 3
 
 
 def test_awaiting_the_same_handle_twice_and_after_completion():
-    te, h = pending_promotion()
+    te, h = seeded_tiled(np.ones(4 * BIG, np.float32), (4,), (BIG,), carriers.File), None
+    h = te.promote_async(sw.TileSet([(i,) for i in range(4)]))
 
     async def main():
         a, b = await asyncio.gather(_await(h), _await(h))

@@ -4,7 +4,7 @@ import pytest
 
 import strideweave as sw
 from strideweave import carriers
-from conftest import exact, seeded_tiled, tiles_to_logical
+from conftest import held, exact, seeded_tiled, tiles_to_logical
 
 E, O, I = 4, 2, 3  # experts, outputs, inputs: one expert per tile
 
@@ -393,17 +393,19 @@ def test_failed_residency_request_keeps_the_prior_state():
 
 
 def test_refuse_hidden_waiting_on_an_external_transition():
-    te = big_tiled(tiles=16)  # 64 MiB: still in flight while the refusals are checked
+    te = big_tiled(tiles=16)
     full = te.full_tensor()
     h = te.evict_async(sw.TileSet([(0,)]))  # nothing primary: completes quickly, still a request
     h.wait()
-    p = te.promote_async(sw.TileSet([(i,) for i in range(16)]))
-    assert not p.done
-    with pytest.raises(RuntimeError) as e:
-        sw.reduce_sum(full)
-    exact(e, sw.StrideWeaveRuntimeError)
-    with pytest.raises(sw.StrideWeaveRuntimeError):
-        te.project(full, sw.TileSelection([[0]]))
+    with held(te) as caught:  # the promotion's first read stays in flight
+        p = te.promote_async(sw.TileSet([(i,) for i in range(16)]))
+        caught()
+        assert not p.done
+        with pytest.raises(RuntimeError) as e:
+            sw.reduce_sum(full)
+        exact(e, sw.StrideWeaveRuntimeError)
+        with pytest.raises(sw.StrideWeaveRuntimeError):
+            te.project(full, sw.TileSelection([[0]]))
     p.wait()
     assert sw.reduce_sum(full).item() == 16 * BIG
 
@@ -412,16 +414,18 @@ def test_eviction_races_with_execution():
     te = big_tiled()
     full = te.full_tensor()
     sel = sw.TileSelection([[0, 1]])
-    h = te.project(full, sel)
-    assert not h.done
-    try:
+    with held(te) as caught:  # the projection's first fetch stays in flight
+        h = te.project(full, sel)
+        caught()
+        assert not h.done
+        # Accepted (the projection does not own its tiles): it waits for the
+        # projection before it evicts anything.
         e = te.evict_async(sel)
-    except RuntimeError:
-        e = None  # refused outright: also never evicts under the projection
+        assert not e.done
     compact = h.wait()
-    if e is not None:
-        e.wait()
+    e.wait()
     assert float(compact.numpy().sum()) == 2 * BIG
+    assert te.primary_tiles == sw.TileSet()
 
 
 # ---- direct operations ---------------------------------------------------------------------
@@ -559,12 +563,14 @@ def test_release_after_completed_tiled_work():
 
 def test_release_refuses_while_work_is_pending():
     te = big_tiled()
-    h = te.project(te.full_tensor(), sw.TileSelection([[0, 1, 2]]))
-    assert not h.done
-    with pytest.raises(RuntimeError) as e:
-        te.release()
-    exact(e, sw.StrideWeaveRuntimeError)
-    assert not te.is_released()
+    with held(te) as caught:
+        h = te.project(te.full_tensor(), sw.TileSelection([[0, 1, 2]]))
+        caught()
+        assert not h.done
+        with pytest.raises(RuntimeError) as e:
+            te.release()
+        exact(e, sw.StrideWeaveRuntimeError)
+        assert not te.is_released()
     assert float(h.wait().numpy().sum()) == 3 * BIG
     te.release()
     assert te.is_released()
