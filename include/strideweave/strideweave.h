@@ -825,7 +825,11 @@ SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_sta
  * expert after another can be the secondary tier as it is.
  *
  * Both tiers are claimed by the TiledEvictable (owned, not publicly mutable)
- * and disposed by its dispose. Thread-safe; requests from several threads are
+ * and disposed by its dispose. A full primary seed's values move into the
+ * TiledEvictable's tile buffers: the seed keeps reporting its size, and
+ * public reads of it (a carrier or tensor read, an op, its host pointer) fail
+ * STATE "owned by a TiledEvictable"; read its values through the full
+ * tensor. The secondary tier can still be read (its storage is the tier). Thread-safe; requests from several threads are
  * serialised internally, and each commits as a whole or not at all (see
  * sw_residency_policy_t). A read of the full tensor racing an update or a
  * write is consistent per tile: each tile holds the value before or after

@@ -167,6 +167,7 @@ SW_API sw_error_t* sw_carrier_host_pointer(sw_carrier_t* carrier, void** out_poi
     Carrier* c = get<Carrier>(carrier, "carrier");
     require(out_pointer, "out_pointer");
     c->check_live("host_pointer");
+    c->check_not_tier("host_pointer");
     std::byte* p = c->host_data();
     if (!p && c->size() != 0)
       unsupported_error(std::string("the ") + c->kind_name() + " carrier's memory is not host addressable");

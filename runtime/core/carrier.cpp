@@ -40,17 +40,27 @@ void Carrier::check_mutable(const char* what) const {
                 " and is not publicly mutable");
 }
 
-void Carrier::claim(const char* by) {
+void Carrier::claim(const char* by, bool tier) {
   std::lock_guard<std::mutex> lock(state_mutex_);
   if (is_disposed()) state_error(std::string(by) + ": the " + kind_name() + " carrier has been released");
   if (!owner_.empty()) state_error(std::string(by) + ": the " + kind_name() + " carrier is already owned by " + owner_);
   owner_ = by;
+  tier_.store(tier, std::memory_order_release);
 }
 
 void Carrier::unclaim() {
   std::lock_guard<std::mutex> lock(state_mutex_);
   if (owner_.empty()) state_error(std::string("the ") + kind_name() + " carrier is not owned");
   owner_.clear();
+  tier_.store(false, std::memory_order_release);
+}
+
+void Carrier::check_not_tier(const char* what) const {
+  if (!tier_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (!owner_.empty())
+    state_error(std::string(what) + ": the " + kind_name() + " carrier is owned by " + owner_ +
+                ", which holds its values now; read them through its full tensor");
 }
 
 static void check_range(size_t first, size_t count, size_t size, const char* what) {
@@ -88,6 +98,7 @@ void Carrier::dispose() {
 }
 
 void Carrier::pin_storage(const char* what) const {
+  check_not_tier(what);
   pins_.fetch_add(1, std::memory_order_seq_cst);
   if (disposed_.load(std::memory_order_seq_cst)) {
     unpin_storage();
@@ -154,5 +165,7 @@ void Carrier::deallocate() {
   allocate_storage(0, true);
   size_.store(0, std::memory_order_release);
 }
+
+void Carrier::drop_tier_storage() { allocate_storage(0, true); }
 
 }  // namespace sw

@@ -47,9 +47,14 @@ class Carrier : public Object {
   void check_mutable(const char* what) const;
 
   // Ownership: in-flight work or a composite claims the carrier; a claimed
-  // carrier refuses public writes and dispose. STATE if already claimed.
-  void claim(const char* by);
+  // carrier refuses public writes and dispose. A composite that takes the
+  // carrier's values over (`taken`: a TiledEvictable's primary seed) also
+  // makes it refuse public reads, and the carrier keeps reporting its size.
+  // STATE if already claimed.
+  void claim(const char* by, bool taken = false);
   void unclaim();
+  // STATE when a composite took the carrier's values over.
+  void check_not_tier(const char* what) const;
 
   // Public value access: bounds, liveness and (for writes) mutability checks,
   // and exactly one version step per successful write.
@@ -99,6 +104,9 @@ class Carrier : public Object {
   void allocate(size_t size, bool zero_fill = true);
   // Undoes allocate() after a failed move: back to an empty carrier.
   void deallocate();
+  // Frees the storage of a composite's tier whose values the composite took
+  // over; the carrier keeps reporting its size (reads of a tier are refused).
+  void drop_tier_storage();
   // An empty carrier of this kind with the same settings (a new file in the
   // same directory, the same compression), for gradients and scatter results.
   // UNSUPPORTED by default.
@@ -131,6 +139,7 @@ class Carrier : public Object {
   void drop_storage_once(bool rethrow) const;
   mutable std::mutex state_mutex_;
   std::string owner_;  // non-empty while claimed
+  std::atomic<bool> tier_{false};  // claimed as a composite's tier
 };
 
 // Holds a carrier's storage while its values are read on this thread, so that

@@ -969,9 +969,54 @@ static void residency_plan_rejects_overlap_and_non_sets(void** state) {
   sw_tile_set_release(sc);
 }
 
+/* A claimed primary seed stays a carrier: it reports its size, and public
+ * access to the values the TiledEvictable took over fails STATE. */
+static void claimed_seed_stays_a_carrier(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  const int64_t grid[1] = {2}, tile[1] = {4};
+  sw_carrier_t* seed = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 8);
+  sw_carrier_t* sec = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_F32, 0);
+  tt_fill_tier(seed, SW_DTYPE_F32, 2, 4, 0.0);
+  sw_carrier_t* te = NULL;
+  SW_OK_(sw_tiled_create(seed, sec, grid, tile, 1, NULL, &te));
+  assert_int_equal(sw_async_size(seed), 8);
+  assert_true(tt_owned(seed));
+  assert_false(tt_disposed(seed));
+  float v[8];
+  SW_FAILS(sw_carrier_read(seed, 0, 1, v), SW_ERROR_STATE, "owned by a TiledEvictable");
+  SW_FAILS(sw_carrier_write(seed, 0, 1, v), SW_ERROR_STATE, "owned by a TiledEvictable");
+  const int64_t extent = 8;
+  sw_layout_t* l = NULL;
+  SW_OK_(sw_layout_dense(&extent, 1, &l));
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_create(seed, 0, l, &t));
+  SW_FAILS(sw_tensor_read(t, v, sizeof v), SW_ERROR_STATE, "owned by a TiledEvictable");
+  sw_tensor_t* r = NULL;
+  SW_FAILS(sw_relu(t, &r), SW_ERROR_STATE, "owned by a TiledEvictable");
+  assert_null(r);
+  if (TT_PRIMARY == SW_CARRIER_CPU) {
+    void* p = NULL;
+    SW_FAILS(sw_carrier_host_pointer(seed, &p), SW_ERROR_STATE, "owned by a TiledEvictable");
+  }
+  /* The values are the TiledEvictable's. */
+  sw_tensor_t* full = NULL;
+  SW_OK_(sw_tiled_full_tensor(te, &full));
+  SW_OK_(sw_tensor_read(full, v, sizeof v));
+  for (int i = 0; i < 8; ++i) assert_true(v[i] == (float)tt_seed(i / 4, i % 4));
+  sw_tensor_release(full);
+  sw_tensor_release(t);
+  sw_layout_release(l);
+  sw_carrier_release(te);
+  sw_carrier_release(seed);
+  sw_carrier_release(sec);
+  sw_runtime_release(rt);
+}
+
 int main(void) {
   if (!tt_primary_available()) return 77;
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(claimed_seed_stays_a_carrier),
       cmocka_unit_test(create_rejects_wrong_tier_kinds),
       cmocka_unit_test(create_rejects_partial_tier),
       cmocka_unit_test(create_rejects_bad_grid_or_tile),

@@ -647,3 +647,15 @@ def test_a_vulkan_primary_tier_projects_trains_and_evicts_like_a_cpu_one():
         te.project(full, sel, destination=carriers.CPU(0))
     with pytest.raises(sw.StrideWeaveTypeError, match="Vulkan"):
         te.scatter(sw.from_numpy(w), full, sel)
+
+
+def test_a_claimed_seed_stays_a_carrier():
+    seed = carriers.CPU.from_values(range(8), dtype=sw.float32)
+    te = sw.TiledEvictable(seed, carriers.Host(0), (2,), (4,))
+    assert seed.size() == 8 and seed.is_owned() and not seed.is_released()
+    with pytest.raises(RuntimeError, match="owned by a TiledEvictable") as e:
+        seed[0]
+    exact(e, sw.StrideWeaveRuntimeError)
+    with pytest.raises(RuntimeError, match="owned by a TiledEvictable"):
+        seed[0] = 1.0
+    np.testing.assert_array_equal(te.full_tensor().numpy(), np.arange(8, dtype=np.float32))

@@ -78,7 +78,7 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   if (count_allocation) primary->runtime().check_fault(FaultKind::kAllocation, "TiledEvictable");
 
   Ref<TiledEvictable> te = Ref<TiledEvictable>::adopt(new TiledEvictable(primary->runtime_ref(), primary->dtype(), geo));
-  primary->claim("a TiledEvictable");
+  primary->claim("a TiledEvictable", true);
   try {
     secondary->claim("a TiledEvictable");
   } catch (...) {
@@ -107,8 +107,8 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   // still the caller's, and its destroy must not run.
   std::shared_ptr<Policy> taken = policy ? std::make_shared<Policy>(*policy) : nullptr;
   // Its values now live in the per-tile buffers. The seed stays claimed (a
-  // disposed carrier cannot be claimed), so free its storage instead.
-  if (full_primary) primary->deallocate();
+  // disposed carrier cannot be claimed) and keeps its size; its storage goes.
+  if (full_primary) primary->drop_tier_storage();
   te->policy_ = std::move(taken);
   if (full_primary) {
     std::vector<int64_t> all(static_cast<size_t>(geo.tiles));
