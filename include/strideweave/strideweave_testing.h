@@ -90,6 +90,8 @@ typedef struct sw_vulkan_counters_t {
   uint64_t host_reads;   /* reads of device memory into host memory */
   uint64_t host_writes;  /* writes of host memory into device memory */
   uint64_t pipelines;    /* compute pipelines created (each is kept) */
+  uint64_t buffers_made;   /* device buffers allocated fresh */
+  uint64_t buffers_reused; /* device buffers taken from the device's reuse pool */
 } sw_vulkan_counters_t;
 
 SW_API void sw_vulkan_counters_init(sw_vulkan_counters_t* counters);

@@ -39,7 +39,7 @@ SW_API sw_error_t* sw_await_query(const sw_await_t* await, sw_await_status_t* ou
 SW_API sw_error_t* sw_await_wait(sw_await_t* await, int64_t timeout_ns) {
   return guard([&] {
     Await* a = get<Await>(await, "await");
-    if (timeout_ns != 0 && a->runtime().loop().on_loop_thread() && a->status() == SW_AWAIT_PENDING)
+    if (timeout_ns != 0 && a->host().on_loop_thread() && a->status() == SW_AWAIT_PENDING)
       state_error("sw_await_wait on the loop thread would deadlock; use a waiting-thread callback");
     Status st = a->wait(timeout_ns);
     if (!st.ok()) st.raise();

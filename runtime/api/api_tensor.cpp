@@ -2,6 +2,7 @@
 
 #include "api/handle.hpp"
 #include "autograd/node.hpp"
+#include "carriers/cpu/cpu_backend.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
@@ -55,7 +56,7 @@ SW_API sw_error_t* sw_tensor_zeros(sw_runtime_t* runtime, sw_dtype_t dtype, cons
     auto ext = extents_arg(extents, rank, "extents");
     require(out_tensor, "out_tensor");
     count_allocation(*rt, "CPU carrier");
-    *out_tensor = to_handle<sw_tensor_t>(Tensor::zeros_cpu(rt, dtype, ext));
+    *out_tensor = to_handle<sw_tensor_t>(cpu_backend().zeros(rt, dtype, ext));
   });
 }
 
@@ -266,7 +267,7 @@ SW_API sw_error_t* sw_backward(sw_tensor_t* tensor, sw_tensor_t* cotangent, bool
     auto t = ref<Tensor>(tensor, "tensor");
     Ref<Tensor> cot;
     if (cotangent) cot = ref<Tensor>(cotangent, "cotangent");
-    run_backward(t, cot, retain_graph);
+    run_backward(t, cot, retain_graph, ops::gradient_math());
   });
 }
 

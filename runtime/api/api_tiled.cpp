@@ -398,7 +398,7 @@ SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* handle, const sw_tile_set_
 }
 
 static void wait_or_raise(const Ref<Await>& a) {
-  if (a->runtime().loop().on_loop_thread() && a->status() == SW_AWAIT_PENDING)
+  if (a->host().on_loop_thread() && a->status() == SW_AWAIT_PENDING)
     state_error("a blocking residency call on the loop thread would deadlock; use the async form");
   Status st = a->wait(-1);
   if (!st.ok()) st.raise();

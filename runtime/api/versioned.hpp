@@ -42,7 +42,8 @@ SW_STRUCT_SIZES(sw_fake_device_vtable_t, sizeof(sw_fake_device_vtable_t));
 // Before 0.1 the Vulkan desc had no enabled_features.
 SW_STRUCT_SIZES(sw_vulkan_device_desc_t, offsetof(sw_vulkan_device_desc_t, enabled_features),
                 sizeof(sw_vulkan_device_desc_t));
-SW_STRUCT_SIZES(sw_vulkan_counters_t, sizeof(sw_vulkan_counters_t));
+// 0.1 had no buffer counters.
+SW_STRUCT_SIZES(sw_vulkan_counters_t, offsetof(sw_vulkan_counters_t, buffers_made), sizeof(sw_vulkan_counters_t));
 #undef SW_STRUCT_SIZES
 
 template <typename T>

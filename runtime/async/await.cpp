@@ -2,12 +2,11 @@
 
 #include <chrono>
 
-#include "async/loop.hpp"
 
 namespace sw {
 
-Await::Await(Ref<Runtime> runtime, sw_await_kind_t kind)
-    : Object(ObjectKind::kAwait), runtime_(std::move(runtime)), kind_(kind) {}
+Await::Await(Ref<CompletionHost> host, sw_await_kind_t kind)
+    : Object(ObjectKind::kAwait), host_(std::move(host)), kind_(kind) {}
 
 sw_await_status_t Await::status() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -35,14 +34,14 @@ void Await::complete(sw_await_status_t status, Ref<Object> result, Status error)
       } else {
         // Queued in the critical section that makes it owed, so that a
         // waiter firing it always finds the entry to drop.
-        runtime_->owe_callback(Ref<Await>(this));
+        host_->owe_callback(Ref<Await>(this));
         owe = true;
       }
     }
   }
   done_.notify_all();
   if (fire_now) fire(cb);
-  if (!owe) runtime_->signal_event();
+  if (!owe) host_->signal_event();
 }
 
 Status Await::wait(int64_t timeout_ns) {
@@ -59,7 +58,7 @@ Status Await::wait(int64_t timeout_ns) {
   }
   // The runtime's owed list holds a reference to this await (and so to its
   // result) until process_events; once fired here, nothing is owed.
-  if (fire_owed_callback()) runtime_->forget_owed(this);
+  if (fire_owed_callback()) host_->forget_owed(this);
   return result;
 }
 
@@ -78,12 +77,12 @@ void Await::set_callback(const sw_await_callback_info_t& info) {
     has_callback_ = true;
     callback_ = info;
     terminal = status_ != SW_AWAIT_PENDING;
-    if (terminal && info.mode == SW_CALLBACK_MODE_WAITING_THREAD) runtime_->owe_callback(Ref<Await>(this));
+    if (terminal && info.mode == SW_CALLBACK_MODE_WAITING_THREAD) host_->owe_callback(Ref<Await>(this));
   }
   if (!terminal) return;
   if (info.mode == SW_CALLBACK_MODE_LOOP_THREAD) {
     Ref<Await> self(this);
-    runtime_->on_loop([self] {
+    host_->on_loop([self] {
       sw_await_callback_info_t cb;
       {
         std::lock_guard<std::mutex> lock(self->mutex_);

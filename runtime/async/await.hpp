@@ -4,18 +4,19 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "async/completion_host.hpp"
 #include "base/object.hpp"
 #include "base/status.hpp"
-#include "core/runtime.hpp"
+#include "strideweave/strideweave.h"
 
 namespace sw {
 
 class Await : public Object {
  public:
-  Await(Ref<Runtime> runtime, sw_await_kind_t kind);
+  Await(Ref<CompletionHost> host, sw_await_kind_t kind);
 
   sw_await_kind_t kind() const { return kind_; }
-  Runtime& runtime() const { return *runtime_; }
+  CompletionHost& host() const { return *host_; }
   sw_await_status_t status() const;
 
   // Terminal transitions; the first one wins. Called on the loop thread.
@@ -36,7 +37,7 @@ class Await : public Object {
   void complete(sw_await_status_t status, Ref<Object> result, Status error);
   void fire(const sw_await_callback_info_t& cb);
 
-  Ref<Runtime> runtime_;
+  Ref<CompletionHost> host_;
   sw_await_kind_t kind_;
   mutable std::mutex mutex_;
   std::condition_variable done_;

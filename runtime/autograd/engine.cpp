@@ -7,25 +7,18 @@
 #include "autograd/node.hpp"
 #include "base/error.hpp"
 #include "core/dtype.hpp"
-#include "ops/backend.hpp"
-#include "ops/ops.hpp"
 
 namespace sw {
 
-namespace {
-
-Ref<Tensor> sum_into(const Ref<Tensor>& acc, const Ref<Tensor>& g) { return acc ? ops::sum_gradients(acc, g) : g; }
-
-void accumulate_leaf(const Ref<Tensor>& leaf, const Ref<Tensor>& g) {
-  Ref<Tensor> existing = leaf->grad();
-  Ref<Tensor> next = ops::leaf_gradient(*leaf, g);
-  if (existing) next = ops::sum_gradients(existing, next);
-  leaf->set_grad(next);
-}
-
-}  // namespace
-
-void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool retain_graph) {
+void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool retain_graph,
+                  const GradientMath& math) {
+  auto sum_into = [&](const Ref<Tensor>& acc, const Ref<Tensor>& g) { return acc ? math.sum(acc, g) : g; };
+  auto accumulate_leaf = [&](const Ref<Tensor>& leaf, const Ref<Tensor>& g) {
+    Ref<Tensor> existing = leaf->grad();
+    Ref<Tensor> next = math.leaf_gradient(*leaf, g);
+    if (existing) next = math.sum(existing, next);
+    leaf->set_grad(next);
+  };
   if (!root->requires_grad())
     state_error("backward: the tensor does not require grad and has no grad_fn");
   Ref<Tensor> cot = cotangent_in;
@@ -33,15 +26,7 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
     if (root->numel() != 1)
       value_error("backward: a cotangent is required for a tensor of " + std::to_string(root->numel()) +
                   " elements; it may be omitted only for a one-element tensor");
-    auto root_pins = ops::check_operands("backward", {root.get()});
-    cot = Tensor::empty_cpu(root->runtime_ref(), root->dtype(), root->shape());
-    double_to_element(root->dtype(), 1.0, cot->host_base());
-    if (root->carrier().is_compute() && root->carrier().kind() != SW_CARRIER_CPU) {
-      // The seed lives where the root computes (a Vulkan device, say).
-      auto seed = backend_for(root->carrier()).empty(root->runtime_ref(), root->dtype(), root->shape());
-      seed->carrier().write_slots(0, 1, cot->host_base());
-      cot = seed;
-    }
+    cot = math.one_like(root);
   } else {
     if (cot->dtype() != root->dtype())
       type_error(std::string("backward: cotangent dtype ") + dtype_name(cot->dtype()) + " differs from the tensor's " +
@@ -61,7 +46,7 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
   std::vector<Node*> nodes;
   std::unordered_map<Node*, int> deps;
   std::unordered_set<Node*> seen;
-  std::vector<Node*> stack{root->grad_fn().get()};
+  std::vector<Node*> stack{node_of(*root)};
   seen.insert(stack.back());
   while (!stack.empty()) {
     Node* n = stack.back();
@@ -79,13 +64,13 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
   std::vector<StoragePin> saved_pins;
   for (Node* n : nodes)
     for (const auto& s : n->saved())
-      if (s.tensor && s.tensor->carrier().kind() != SW_CARRIER_TILED) saved_pins.emplace_back(s.tensor->carrier(), "backward");
+      if (s.tensor && !s.tensor->carrier().is_composite()) saved_pins.emplace_back(s.tensor->carrier(), "backward");
 
   std::unordered_map<Node*, Ref<Tensor>> pending;
   std::vector<std::pair<Ref<Tensor>, Ref<Tensor>>> leaves;  // (leaf, summed grad), first-seen order
   std::unordered_map<Tensor*, size_t> leaf_index;
-  pending[root->grad_fn().get()] = cot;
-  std::deque<Node*> ready{root->grad_fn().get()};
+  pending[node_of(*root)] = cot;
+  std::deque<Node*> ready{node_of(*root)};
   while (!ready.empty()) {
     Node* n = ready.front();
     ready.pop_front();

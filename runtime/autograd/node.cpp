@@ -10,7 +10,7 @@ void Node::connect(const std::vector<const Tensor*>& inputs) {
     Edge e;
     if (t && t->requires_grad()) {
       if (t->grad_fn())
-        e.node = t->grad_fn();
+        e.node = Ref<Node>(node_of(*t));
       else
         e.leaf = Ref<Tensor>(const_cast<Tensor*>(t));
     }

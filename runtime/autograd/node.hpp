@@ -11,6 +11,8 @@
 
 namespace sw {
 
+class Node;
+
 // Where a gradient flows: into another node, into a leaf's .grad, or nowhere.
 struct Edge {
   Ref<Node> node;
@@ -23,10 +25,8 @@ struct SavedTensor {
   uint64_t version = 0;
 };
 
-class Node : public Object {
+class Node : public GraphNode {
  public:
-  Node() : Object(ObjectKind::kNode) {}
-  virtual const char* name() const = 0;
 
   // Per-input gradients (null where an input needs none), given the summed
   // cotangent of this node's output. Runs with grad mode off.
@@ -51,14 +51,30 @@ class Node : public Object {
   bool freed_ = false;
 };
 
+// The node that produced `t` (every GraphNode is a Node), or null for a leaf.
+inline Node* node_of(const Tensor& t) { return static_cast<Node*>(t.grad_fn().get()); }
+
 // Whether an op over `inputs` should record a node now.
 bool should_record(const std::vector<const Tensor*>& inputs);
 
 // Attaches `node` (already holding edges and saved tensors) to `out`.
 void attach(const Ref<Tensor>& out, Ref<Node> node);
 
+// The tensor arithmetic a backward pass needs. The ops layer, which sits
+// above autograd, provides it (ops::gradient_math()).
+class GradientMath {
+ public:
+  virtual ~GradientMath() = default;
+  // a + b, summing contributions to one node or leaf.
+  virtual Ref<Tensor> sum(const Ref<Tensor>& a, const Ref<Tensor>& b) const = 0;
+  // `g` as leaf.grad stores it.
+  virtual Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) const = 0;
+  // The cotangent 1 of a one-element root, on the carrier kind it computes on.
+  virtual Ref<Tensor> one_like(const Ref<Tensor>& root) const = 0;
+};
+
 // Runs reverse mode (see sw_backward).
-void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent, bool retain_graph);
+void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent, bool retain_graph, const GradientMath& math);
 
 // The per-thread grad mode.
 bool grad_enabled();

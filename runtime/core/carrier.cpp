@@ -2,6 +2,7 @@
 
 #include "base/error.hpp"
 #include "core/dtype.hpp"
+#include "core/tensor.hpp"
 
 namespace sw {
 
@@ -167,5 +168,17 @@ void Carrier::deallocate() {
 }
 
 void Carrier::drop_tier_storage() { allocate_storage(0, true); }
+
+void Carrier::check_operand(const Tensor&, const char*) const {}
+
+Ref<Tensor> Carrier::resolve_operand(const Ref<Tensor>& t, sw_residency_purpose_t, const char*) const { return t; }
+
+Ref<Tensor> Carrier::leaf_gradient(const Tensor&, const Ref<Tensor>&) const {
+  unsupported_error(std::string("the ") + kind_name() + " carrier keeps no composite gradients");
+}
+
+Ref<Tensor> Carrier::add_gradients(const Ref<Tensor>&, const Ref<Tensor>&) const {
+  unsupported_error(std::string("the ") + kind_name() + " carrier keeps no composite gradients");
+}
 
 }  // namespace sw

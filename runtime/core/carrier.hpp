@@ -16,6 +16,9 @@
 
 namespace sw {
 
+class ComputeBackend;  // the kernels of a compute carrier kind (ops/backend.hpp)
+class Tensor;
+
 // A run of consecutive slots.
 struct SlotRun {
   size_t first = 0, count = 0;
@@ -75,6 +78,32 @@ class Carrier : public Object {
   virtual std::byte* host_data() const { return nullptr; }
   // Whether ops may compute on this carrier (it is a compute carrier).
   virtual bool is_compute() const { return false; }
+
+  // ---- What ops and autograd ask of a carrier -------------------------------
+  // Carrier-specific behaviour the layers above need is asked for here, so
+  // that they never look at a carrier's kind and cast.
+  //
+  // The kernels of a compute carrier (its kind's ComputeBackend); null for
+  // carriers ops do not compute on.
+  virtual ComputeBackend* compute_backend() const { return nullptr; }
+  // A composite carrier (a TiledEvictable) stands for values that live in
+  // other carriers: a tensor on it is an op operand only as a whole, made
+  // available by resolve_operand, and its gradients are composites too.
+  virtual bool is_composite() const { return false; }
+  // The carrier whose kind a tensor on this one computes on (a composite's
+  // primary tier).
+  virtual const Carrier& compute_side() const { return *this; }
+  // A composite checks a tensor over it as an op operand (STATE, VALUE).
+  virtual void check_operand(const Tensor& t, const char* op) const;
+  // The operand's values as a dense tensor on a compute carrier: the tensor
+  // itself here; a composite makes every value available (blocking, no
+  // autograd node).
+  virtual Ref<Tensor> resolve_operand(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op) const;
+  // A composite's gradients: what leaf.grad stores for a leaf over this
+  // carrier given `g` (dense or composite), and the sum of two gradients of
+  // which `a` is over this carrier. UNSUPPORTED on other carriers.
+  virtual Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) const;
+  virtual Ref<Tensor> add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) const;
 
   // Raw slot access without checks or version steps (the library's own moves).
   // Storage carriers may throw IO / DATA_CORRUPT.

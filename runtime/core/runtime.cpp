@@ -15,7 +15,7 @@
 
 namespace sw {
 
-Runtime::Runtime(const sw_runtime_desc_t& desc) : Object(ObjectKind::kRuntime) {
+Runtime::Runtime(const sw_runtime_desc_t& desc) : CompletionHost(ObjectKind::kRuntime) {
   uint32_t threads = desc.compute_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   compute_ = std::make_unique<ThreadPool>(threads);
@@ -101,6 +101,8 @@ void Runtime::on_loop(std::function<void()> task) {
   auto copy = task;
   if (!loop_->post(std::move(task))) copy();
 }
+
+bool Runtime::on_loop_thread() const { return loop_->on_loop_thread(); }
 
 void Runtime::shutdown() {
   std::lock_guard<std::mutex> guard(shutdown_mutex_);

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "async/completion_host.hpp"
 #include "base/object.hpp"
 #include "base/status.hpp"
 #include "base/thread_pool.hpp"
@@ -34,7 +35,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   virtual void cancel() = 0;
 };
 
-class Runtime : public Object {
+class Runtime final : public CompletionHost {
  public:
   explicit Runtime(const sw_runtime_desc_t& desc);
   ~Runtime() override;
@@ -57,15 +58,15 @@ class Runtime : public Object {
   // Runs `work` on a worker, then `done` with its status on the loop thread.
   void run_on_worker(std::function<void()> work, std::function<void(Status)> done);
   // Runs `task` on the loop thread (now, if already there).
-  void on_loop(std::function<void()> task);
+  void on_loop(std::function<void()> task) override;
+  bool on_loop_thread() const override;
   bool is_shut_down() const { return shut_down_.load(std::memory_order_acquire); }
   void shutdown();
 
   // Completion events for waiting-thread callbacks and the pollable fd.
-  void owe_callback(Ref<Await> await);
-  // Drops `await` from the owed list after its callback fired elsewhere.
-  void forget_owed(const Await* await);
-  void signal_event();
+  void owe_callback(Ref<Await> await) override;
+  void forget_owed(const Await* await) override;
+  void signal_event() override;
   int event_fd() const { return event_fd_; }
   size_t process_events();
 

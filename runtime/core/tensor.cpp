@@ -1,8 +1,6 @@
 #include "core/tensor.hpp"
 
-#include "autograd/node.hpp"
 #include "base/error.hpp"
-#include "carriers/cpu/cpu_carrier.hpp"
 #include "core/dtype.hpp"
 
 namespace sw {
@@ -28,16 +26,8 @@ Ref<Tensor> Tensor::create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> lay
   return Ref<Tensor>::adopt(new Tensor(std::move(carrier), offset, std::move(layout)));
 }
 
-Ref<Tensor> Tensor::empty_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) {
-  auto layout = Layout::dense(extents);
-  auto carrier = make_ref<CpuCarrier>(rt, dtype, static_cast<size_t>(layout->size()));
-  return Ref<Tensor>::adopt(new Tensor(carrier, 0, layout));
-}
-
-Ref<Tensor> Tensor::zeros_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) {
-  auto layout = Layout::dense(extents);
-  Ref<Carrier> carrier = CpuCarrier::zeros(rt, dtype, static_cast<size_t>(layout->size()));
-  return Ref<Tensor>::adopt(new Tensor(carrier, 0, layout));
+Ref<Tensor> Tensor::dense_over(Ref<Carrier> carrier, const std::vector<int64_t>& extents) {
+  return Ref<Tensor>::adopt(new Tensor(std::move(carrier), 0, Layout::dense(extents)));
 }
 
 Ref<Tensor> Tensor::view(int64_t offset, Ref<Layout> layout) const {
@@ -64,7 +54,7 @@ std::byte* Tensor::host_base() const {
   return base ? base + offset_ * static_cast<int64_t>(carrier_->element_size()) : nullptr;
 }
 
-void Tensor::set_grad_fn(Ref<Node> node) { grad_fn_ = std::move(node); }
+void Tensor::set_grad_fn(Ref<GraphNode> node) { grad_fn_ = std::move(node); }
 
 bool Tensor::requires_grad() const { return requires_grad_ || grad_fn_; }
 

@@ -12,16 +12,22 @@
 
 namespace sw {
 
-class Node;
+// The part of an autograd node a tensor knows: the op that produced it, by
+// name. The autograd layer's Node derives from it; core holds it opaquely.
+class GraphNode : public Object {
+ public:
+  GraphNode() : Object(ObjectKind::kNode) {}
+  virtual const char* name() const = 0;
+};
 
 class Tensor : public Object {
  public:
   // Checks that every reachable slot lies inside the carrier (INDEX).
   ~Tensor() override;
   static Ref<Tensor> create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout);
-  // A dense, uninitialised tensor on a fresh CPU carrier.
-  static Ref<Tensor> empty_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents);
-  static Ref<Tensor> zeros_cpu(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents);
+  // The dense first-mode-fastest tensor of `extents` over slot 0 of a fresh
+  // carrier (trusted: the carrier holds exactly that many slots).
+  static Ref<Tensor> dense_over(Ref<Carrier> carrier, const std::vector<int64_t>& extents);
   // Another view of the same carrier (trusted: bounds are the caller's duty).
   Ref<Tensor> view(int64_t offset, Ref<Layout> layout) const;
 
@@ -50,8 +56,8 @@ class Tensor : public Object {
   // Autograd identity.
   bool requires_grad() const;
   void set_requires_grad(bool value);
-  const Ref<Node>& grad_fn() const { return grad_fn_; }
-  void set_grad_fn(Ref<Node> node);
+  const Ref<GraphNode>& grad_fn() const { return grad_fn_; }
+  void set_grad_fn(Ref<GraphNode> node);
   bool is_leaf() const { return !grad_fn_; }
   Ref<Tensor> grad() const;
   void set_grad(Ref<Tensor> g);
@@ -63,7 +69,7 @@ class Tensor : public Object {
   Ref<Layout> layout_;
   bool requires_grad_ = false;
   mutable std::atomic<bool> footprints_checked_{false};
-  Ref<Node> grad_fn_;
+  Ref<GraphNode> grad_fn_;
   mutable std::mutex grad_mutex_;
   Ref<Tensor> grad_;
 };

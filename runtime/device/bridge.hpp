@@ -4,6 +4,7 @@
 // DeviceBackend only moves bytes.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -16,11 +17,15 @@
 #include "base/status.hpp"
 #include "core/runtime.hpp"
 
-namespace sw::vk {
-class Context;
-}
-
 namespace sw {
+
+// How an allocation is made: zero-filled or not (a kernel overwrites every
+// byte next), and whether it counts as an SW_FAULT_ALLOCATION (a public
+// sw_device_alloc does; a carrier's storage is counted by the carrier).
+struct AllocationOptions {
+  bool zero = true;
+  bool count_fault = true;
+};
 
 // One backend: host memory, the fake, Vulkan. Every call is made with the
 // device's lock held. Failures throw: OUT_OF_MEMORY (allocate), IO (copies,
@@ -29,7 +34,7 @@ class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
   virtual sw_device_kind_t kind() const = 0;
-  virtual void allocate(uint64_t id, uint64_t bytes, uint64_t alignment) = 0;
+  virtual void allocate(uint64_t id, uint64_t bytes, uint64_t alignment, const AllocationOptions& options) = 0;
   virtual void release(uint64_t id) noexcept = 0;
   virtual void copy_in(uint64_t id, uint64_t offset, const void* host, uint64_t bytes) = 0;
   virtual void copy_out(uint64_t id, uint64_t offset, void* host, uint64_t bytes) = 0;
@@ -42,7 +47,6 @@ class DeviceBackend {
   virtual void* map(uint64_t id) = 0;
   // Every allocation and pending copy is gone; completions still owed are dropped.
   virtual void restart(uint64_t new_generation) noexcept = 0;
-  virtual vk::Context* vulkan() { return nullptr; }
 };
 
 class DeviceAllocation;
@@ -66,7 +70,7 @@ class Device : public Object {
   uint64_t generation() const;
   void restart();
 
-  Ref<DeviceAllocation> allocate(const ObjectSpec& spec, uint64_t extent);
+  Ref<DeviceAllocation> allocate(const ObjectSpec& spec, uint64_t extent, const AllocationOptions& options = {});
   void free(DeviceAllocation& a);
   void compute(DeviceAllocation& a, bool begin);
   sw_copy_event_t copy(DeviceAllocation& a, bool to_device, uint64_t offset, void* host, uint64_t bytes, bool async);
@@ -75,7 +79,9 @@ class Device : public Object {
   // A view's host pointer; counts a use until end_view.
   void* begin_view(DeviceAllocation& a);
   void end_view(DeviceAllocation& a) noexcept;
-  // STALE_HANDLE unless `generation` is current.
+  // STALE_HANDLE unless `generation` is current. Lock-free: a backend that
+  // holds its own lock while using an allocation checks under that lock, and
+  // a restart bumps the generation before it frees anything.
   void check_generation(uint64_t generation, const char* what) const;
 
   // The fake's hooks run through these so that its completions keep the
@@ -110,7 +116,7 @@ class Device : public Object {
   // re-enters through its destructor.
   mutable std::recursive_mutex mutex_;
   std::condition_variable_any cv_;
-  uint64_t generation_ = 1;
+  std::atomic<uint64_t> generation_{1};
   uint64_t next_allocation_ = 1;
   uint64_t next_event_ = 1;
   std::unordered_map<uint64_t, Event> events_;

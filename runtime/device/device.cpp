@@ -13,10 +13,7 @@ Device::Device(Ref<Runtime> runtime, std::unique_ptr<DeviceBackend> backend)
 
 Device::~Device() = default;
 
-uint64_t Device::generation() const {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  return generation_;
-}
+uint64_t Device::generation() const { return generation_.load(std::memory_order_acquire); }
 
 template <typename F>
 auto Device::call(F&& f) -> decltype(f()) {
@@ -29,13 +26,13 @@ auto Device::call(F&& f) -> decltype(f()) {
 }
 
 void Device::restart_locked() {
-  ++generation_;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   // Pending copies are abandoned: they never report complete; their events
   // (and the uses they held) go with the old generation.
   std::unordered_map<uint64_t, Event> old;
   old.swap(events_);
   pending_order_.clear();
-  backend_->restart(generation_);
+  backend_->restart(generation_.load());
   cv_.notify_all();
   // Drop the events' allocation references after the lock's work is done:
   // an allocation destroyed here only checks its (now old) generation.
@@ -51,18 +48,16 @@ void Device::restart() {
 }
 
 void Device::check_generation_locked(uint64_t generation, const char* what) const {
-  if (generation != generation_)
+  const uint64_t now = generation_.load(std::memory_order_acquire);
+  if (generation != now)
     throw_error(SW_ERROR_STALE_HANDLE, std::string(what) + ": handle of device generation " +
                                            std::to_string(generation) + ", the device is at generation " +
-                                           std::to_string(generation_));
+                                           std::to_string(now) + " (it restarted or was lost since)");
 }
 
-void Device::check_generation(uint64_t generation, const char* what) const {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check_generation_locked(generation, what);
-}
+void Device::check_generation(uint64_t generation, const char* what) const { check_generation_locked(generation, what); }
 
-Ref<DeviceAllocation> Device::allocate(const ObjectSpec& spec, uint64_t extent) {
+Ref<DeviceAllocation> Device::allocate(const ObjectSpec& spec, uint64_t extent, const AllocationOptions& options) {
   const size_t es = dtype_size(spec.dtype);
   if (es == 0) type_error("sw_device_alloc: spec->dtype is not a valid dtype");
   uint64_t need = es;
@@ -81,8 +76,8 @@ Ref<DeviceAllocation> Device::allocate(const ObjectSpec& spec, uint64_t extent) 
                 std::to_string(need) + " bytes");
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   const uint64_t id = next_allocation_++;
-  call([&] { backend_->allocate(id, extent, spec.alignment); });
-  return make_ref<DeviceAllocation>(Ref<Device>(this), generation_, id, spec, extent);
+  call([&] { backend_->allocate(id, extent, spec.alignment, options); });
+  return make_ref<DeviceAllocation>(Ref<Device>(this), generation_.load(), id, spec, extent);
 }
 
 void Device::free(DeviceAllocation& a) {

@@ -27,7 +27,7 @@ class FakeBackend final : public DeviceBackend {
 
   sw_device_kind_t kind() const override { return SW_DEVICE_FAKE; }
 
-  void allocate(uint64_t id, uint64_t bytes, uint64_t alignment) override {
+  void allocate(uint64_t id, uint64_t bytes, uint64_t alignment, const AllocationOptions&) override {
     log("alloc alloc=" + std::to_string(id) + " bytes=" + std::to_string(bytes) +
         " alignment=" + std::to_string(alignment));
     lost_check();

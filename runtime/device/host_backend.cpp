@@ -17,8 +17,8 @@ class HostBackend final : public DeviceBackend {
 
   sw_device_kind_t kind() const override { return SW_DEVICE_HOST; }
 
-  void allocate(uint64_t id, uint64_t bytes, uint64_t alignment) override {
-    runtime_->check_fault(FaultKind::kAllocation, "device allocation");
+  void allocate(uint64_t id, uint64_t bytes, uint64_t alignment, const AllocationOptions& options) override {
+    if (options.count_fault) runtime_->check_fault(FaultKind::kAllocation, "device allocation");
     const uint64_t a = alignment < sizeof(void*) ? sizeof(void*) : alignment;
     void* p = std::aligned_alloc(a, (bytes + a - 1) / a * a);
     if (!p) throw_error(SW_ERROR_OUT_OF_MEMORY, "device allocation of " + std::to_string(bytes) + " bytes failed");

@@ -23,14 +23,14 @@ class VulkanBackend final : public DeviceBackend {
   }
 
   sw_device_kind_t kind() const override { return SW_DEVICE_VULKAN; }
-  vk::Context* vulkan() override { return ctx_.get(); }
+  vk::Context& context() const { return *ctx_; }
 
-  void allocate(uint64_t id, uint64_t bytes, uint64_t) override {
-    runtime_->check_fault(FaultKind::kAllocation, "device allocation");
+  void allocate(uint64_t id, uint64_t bytes, uint64_t, const AllocationOptions& options) override {
+    if (options.count_fault) runtime_->check_fault(FaultKind::kAllocation, "device allocation");
     std::lock_guard lock(ctx_->mutex());
     // Vulkan buffers are aligned to at least minStorageBufferOffsetAlignment;
     // the spec's alignment (<= 256 in practice) holds for offset 0.
-    buffers_[id] = ctx_->create_buffer(bytes);
+    buffers_[id] = ctx_->create_buffer(bytes, options.zero);
   }
   void release(uint64_t id) noexcept override {
     std::lock_guard lock(ctx_->mutex());
@@ -126,8 +126,20 @@ std::unique_ptr<DeviceBackend> make_vulkan_backend(Ref<Runtime> runtime, const s
   return std::make_unique<VulkanBackend>(std::move(runtime), desc);
 }
 
+vk::Context* vulkan_context(const Device& device) {
+  auto* b = dynamic_cast<VulkanBackend*>(&device.backend());
+  return b ? &b->context() : nullptr;
+}
+
+vk::Buffer vulkan_buffer(const DeviceAllocation& allocation, const char* what) {
+  auto& b = dynamic_cast<VulkanBackend&>(allocation.device().backend());
+  std::lock_guard lock(b.context().mutex());
+  allocation.device().check_generation(allocation.generation(), what);
+  return b.buffer(allocation.id());
+}
+
 sw_vulkan_counters_t vulkan_counters(const Device& device) {
-  vk::Context* ctx = device.backend().vulkan();
+  vk::Context* ctx = vulkan_context(device);
   if (!ctx) type_error("sw_testing_vulkan_counters: the device is not a Vulkan device");
   std::lock_guard lock(ctx->mutex());
   const vk::Counters& c = ctx->counters();
@@ -139,6 +151,8 @@ sw_vulkan_counters_t vulkan_counters(const Device& device) {
   out.host_reads = c.host_reads;
   out.host_writes = c.host_writes;
   out.pipelines = c.pipelines;
+  out.buffers_made = c.buffers_made;
+  out.buffers_reused = c.buffers_reused;
   return out;
 }
 

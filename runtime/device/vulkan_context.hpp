@@ -1,23 +1,22 @@
-// One Vulkan device shared by the bridge backend and the compute carrier:
-// pooled buffers, batches of recorded commands, submissions and pipelines
-// (one per kernel and specialization, created on first use and kept).
-// Every member is called with mutex() held (it is recursive).
+// One Vulkan device shared by the bridge backend and the compute carrier.
+// Its jobs, one file each: bring-up (vulkan_context.cpp: the instance, device,
+// queue and the dispatch binding convention), memory (vulkan_memory.cpp:
+// buffers and the pool that reuses them) and submission
+// (vulkan_submission.cpp: batches of recorded commands, fences). The compute
+// shaders and their pipelines belong to the Vulkan carrier
+// (carriers/vulkan/vulkan_pipelines.*). Every member is called with mutex()
+// held (it is recursive).
 #pragma once
 
 #include <vulkan/vulkan.h>
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "strideweave/strideweave.h"
-
-namespace sw {
-class ComputeBackend;
-}
 
 namespace sw::vk {
 
@@ -27,19 +26,6 @@ struct Buffer {
   void* mapped = nullptr;  // persistently mapped when host visible
   VkDeviceSize size = 0;   // bytes bound (the pool's size class)
   bool staging = false;
-};
-
-// The compute shaders; kernels marked f64 exist in a second variant whose
-// arithmetic is double (built only for devices with shaderFloat64).
-enum class Kernel : uint32_t { kBinary = 0, kUnary = 1, kCopy = 2, kReduceSum = 3, kMatmul = 4, kCount = 5 };
-
-// A pipeline: the kernel, its f64 variant or not, and the values of its
-// specialization constants (constant_id 0, 1, ...).
-struct PipelineKey {
-  Kernel kernel = Kernel::kBinary;
-  bool f64 = false;
-  std::vector<uint32_t> spec;
-  bool operator<(const PipelineKey& o) const;
 };
 
 // Push constants are at most 128 bytes (the guaranteed minimum). Word 0 is
@@ -59,6 +45,7 @@ struct Push {
 // Counters for tests and benchmarks.
 struct Counters {
   uint64_t submits = 0, dispatches = 0, copies = 0, host_reads = 0, host_writes = 0, pipelines = 0;
+  uint64_t buffers_made = 0, buffers_reused = 0;  // device buffers created fresh / taken from the pool
 };
 
 // A batch of commands: its fence and the buffers it keeps until complete
@@ -89,6 +76,11 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   std::recursive_mutex& mutex() { return mutex_; }
+  VkDevice device() const { return device_; }
+  // The layout every dispatch binds: out, a, b as storage buffers and the
+  // dispatch's meta words as a uniform window, plus 128 bytes of push
+  // constants (common.glsl). Pipelines are made with it.
+  VkPipelineLayout pipeline_layout() const { return pipeline_layout_; }
   const char* device_name() const { return name_; }
   bool handed_in() const { return !own_device_; }
   // A CPU implementation (lavapipe): a hint for kernel shapes.
@@ -111,8 +103,8 @@ class Context {
   void fill_zero(VkBuffer b, VkDeviceSize offset, VkDeviceSize size);
   // Binds out / a / b (storage) and `meta` (at most 4096 words, copied into
   // the batch's meta buffer and bound as a uniform window) and runs
-  // gx x gy x gz workgroups.
-  void dispatch(const PipelineKey& key, VkBuffer out, VkBuffer a, VkBuffer b, const std::vector<int32_t>& meta,
+  // gx x gy x gz workgroups of `pipeline` (made with pipeline_layout()).
+  void dispatch(VkPipeline pipeline, VkBuffer out, VkBuffer a, VkBuffer b, const std::vector<int32_t>& meta,
                 Push push, uint32_t gx, uint32_t gy, uint32_t gz);
   // Records a small host write (at most 65536 bytes, offset and size
   // multiples of 4) in stream order: nothing waits.
@@ -131,16 +123,17 @@ class Context {
   void finish(std::unique_ptr<Submission> s);  // with the mutex
   void wait_idle();
 
-  // The compute backend of this device (built by the Vulkan carrier).
-  std::unique_ptr<ComputeBackend> compute;
+  // What the layer above keeps per device (the Vulkan carrier's pipelines
+  // and kernels): made on first use, destroyed first when the device goes.
+  // Opaque here.
+  std::shared_ptr<void> attachment;
 
  private:
   void open_batch();
   void submit_open_batch();  // into in_flight_, without waiting
   std::unique_ptr<Submission> new_shell();
   void recycle(std::unique_ptr<Submission> s);
-  VkShaderModule module(Kernel k, bool f64);
-  VkPipeline pipeline(const PipelineKey& key);
+  void destroy_submission(std::unique_ptr<Submission>& s);
   uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback);
   Buffer make_buffer(VkDeviceSize size, bool staging);
   Buffer take_buffer(VkDeviceSize size, bool staging);
@@ -162,8 +155,6 @@ class Context {
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
-  VkShaderModule modules_[2][static_cast<int>(Kernel::kCount)] = {};
-  std::map<PipelineKey, VkPipeline> pipelines_;
 
   // Buffer pool: free buffers by (size class, staging).
   size_t pool_limit_ = 0, pool_bytes_ = 0;

@@ -41,9 +41,8 @@ class ComputeBackend {
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
 };
 
-// The backend computing on `carrier`'s kind: TYPE when the carrier is not a
-// compute carrier.
+// The backend computing on `carrier` (Carrier::compute_backend): TYPE when
+// it is not a compute carrier.
 ComputeBackend& backend_for(const Carrier& carrier);
-ComputeBackend& cpu_backend();
 
 }  // namespace sw

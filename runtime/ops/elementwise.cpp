@@ -151,8 +151,9 @@ Ref<Tensor> relu(const Ref<Tensor>& a) {
 
 Ref<Tensor> permute(const Ref<Tensor>& a, const std::vector<size_t>& perm) {
   a->carrier().check_live("permute");
-  if (a->carrier().kind() == SW_CARRIER_TILED)
-    unsupported_error("permute is not supported on a tensor backed by a TiledEvictable; project it first");
+  if (a->carrier().is_composite())
+    unsupported_error(std::string("permute is not supported on a tensor backed by a ") + a->carrier().kind_name() +
+                      "; project it first");
   auto out = a->view(a->offset(), a->layout().permute(perm));
   if (should_record({a.get()})) {
     auto node = make_ref<PermuteNode>(perm);

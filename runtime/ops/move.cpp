@@ -9,8 +9,9 @@
 #include "async/loop.hpp"
 #include "autograd/node.hpp"
 #include "base/error.hpp"
-#include "carriers/cpu/cpu_carrier.hpp"
+#include "core/buffer_pool.hpp"
 #include "core/dtype.hpp"
+#include "core/iteration.hpp"
 #include "ops/backend.hpp"
 #include "ops/ops.hpp"
 
@@ -25,7 +26,9 @@ class MoveNode final : public Node {
   std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override { return {g}; }
 };
 
-bool is_host_memory(const Carrier& c) { return c.kind() == SW_CARRIER_CPU || c.kind() == SW_CARRIER_HOST; }
+// Carriers whose storage is plain host memory, which a failed move can simply
+// leave as it is (the destination is rewritten whole before it commits).
+bool is_host_memory(const Carrier& c) { return c.host_data() != nullptr || c.size() == 0; }
 
 class MoveOp final : public Operation {
  public:
@@ -48,10 +51,8 @@ class MoveOp final : public Operation {
     if (n_ == 0) return commit();
     // Keep what a non-memory destination held, so a failed write can be undone.
     if (!allocated_ && !is_host_memory(*dst_)) {
-      backup_ = make_ref<CpuCarrier>(dst_->runtime_ref(), dst_->dtype(), n_);
-      return io(false, [this] { read_source(); }, [&](IoDone d) {
-        dst_->read_async(0, n_, backup_->host_data(), std::move(d));
-      });
+      backup_ = host_buffer(n_);
+      return io(false, [this] { read_source(); }, [&](IoDone d) { dst_->read_async(0, n_, backup_.data(), std::move(d)); });
     }
     read_source();
   }
@@ -96,36 +97,36 @@ class MoveOp final : public Operation {
     }
     // Strided source: gather densely, from the covering slot range.
     new_staging();
-    if (sc.host_data()) return gather(src_->carrier_ref(), 0);
+    if (sc.host_data()) return gather(sc.host_data(), 0);
     const int64_t lo = src_->offset() + src_->layout().min_index();
     const size_t span = static_cast<size_t>(src_->layout().max_index() - src_->layout().min_index() + 1);
-    raw_ = make_ref<CpuCarrier>(dst_->runtime_ref(), src_->dtype(), span);
-    io(false, [this, lo] { gather(raw_, lo); }, [&](IoDone d) {
-      src_->carrier().read_async(static_cast<size_t>(lo), span, raw_->host_data(), std::move(d));
+    raw_ = host_buffer(span);
+    io(false, [this, lo] { gather(raw_.data(), lo); }, [&](IoDone d) {
+      src_->carrier().read_async(static_cast<size_t>(lo), span, raw_.data(), std::move(d));
     });
   }
 
+  HostBuffer host_buffer(size_t slots) const { return HostBuffer(dst_->runtime().pool(), slots * es_); }
+
   std::byte* new_staging() {
-    staging_ = make_ref<CpuCarrier>(dst_->runtime_ref(), src_->dtype(), n_);
-    return staging_->host_data();
+    staging_ = host_buffer(n_);
+    return staging_.data();
   }
 
   // Copies the source's logical values, found in `raw` whose slot 0 is the
   // source carrier's slot `base`, densely into the staging buffer.
-  void gather(Ref<Carrier> raw, int64_t base) {
+  void gather(const std::byte* raw, int64_t base) {
     auto self = std::static_pointer_cast<MoveOp>(shared_from_this());
     in_flight_ = true;
     dst_->runtime().run_on_worker(
         [self, raw, base] {
-          auto from = Tensor::create(raw, self->src_->offset() - base, self->src_->layout_ref());
-          auto to = Tensor::create(self->staging_, 0, Layout::dense(self->src_->shape()));
-          cpu_backend().unary(UnaryOp::kCopy, *from, 0.0, *to);
+          gather_dense(raw, self->src_->offset() - base, self->src_->layout(), self->es_, self->staging_.data());
         },
         [self](Status st) {
           self->in_flight_ = false;
           if (!st.ok()) return self->finish(st);
           if (self->cancelled_) return self->finish(cancelled_status());
-          self->write_destination(self->staging_->host_data());
+          self->write_destination(self->staging_.data());
         });
   }
 
@@ -156,8 +157,8 @@ class MoveOp final : public Operation {
     if (allocated_) {
       Status u = capture([&] { dst_->deallocate(); });
       if (!u.ok()) dst_->runtime().log(SW_LOG_ERROR, "move: cannot undo the destination allocation: " + u.message);
-    } else if (dst_dirty_ && backup_) {
-      Status u = capture([&] { dst_->write_slots(0, n_, backup_->host_data()); });
+    } else if (dst_dirty_ && backup_.data()) {
+      Status u = capture([&] { dst_->write_slots(0, n_, backup_.data()); });
       if (!u.ok()) dst_->runtime().log(SW_LOG_ERROR, "move: cannot restore the destination: " + u.message);
     }
     capture([&] { dst_->unclaim(); });
@@ -177,9 +178,9 @@ class MoveOp final : public Operation {
     else
       await_->fail(std::move(error));
     // Drop buffers before the runtime forgets the operation.
-    staging_ = nullptr;
-    raw_ = nullptr;
-    backup_ = nullptr;
+    staging_.reset();
+    raw_.reset();
+    backup_.reset();
     rt.finished(this);
   }
 
@@ -190,7 +191,7 @@ class MoveOp final : public Operation {
   size_t n_ = 0, es_ = 0;
   bool allocate_ = false, allocated_ = false, dst_dirty_ = false;
   bool in_flight_ = false, cancelled_ = false, completed_ = false;
-  Ref<Carrier> staging_, raw_, backup_;
+  HostBuffer staging_, raw_, backup_;
   Ref<Tensor> result_;
 };
 
@@ -200,8 +201,8 @@ Ref<Await> move_async(const Ref<Tensor>& tensor, const Ref<Carrier>& destination
   Carrier& src = tensor->carrier();
   Carrier& dst = *destination;
   if (&src == &dst) value_error("move_async: the destination is the tensor's own carrier");
-  if (dst.kind() == SW_CARRIER_TILED)
-    type_error("move_async: a TiledEvictable cannot be a move destination; use scatter");
+  if (dst.is_composite())
+    type_error(std::string("move_async: a ") + dst.kind_name() + " cannot be a move destination; use scatter");
   if (src.dtype() != dst.dtype())
     type_error(std::string("move_async: the destination's dtype ") + dtype_name(dst.dtype()) +
                " differs from the tensor's " + dtype_name(src.dtype()));

@@ -5,7 +5,6 @@
 #include "base/error.hpp"
 #include "core/dtype.hpp"
 #include "autograd/node.hpp"
-#include "carriers/tiled/tiled_grad.hpp"
 #include "ops/backend.hpp"
 
 namespace sw::ops {
@@ -16,19 +15,15 @@ static std::string shape_str(const std::vector<int64_t>& s) {
   return r + (s.size() == 1 ? ",)" : ")");
 }
 
-// The compute carrier kind an operand computes on (a tiled tensor's primary kind).
-static const Carrier& compute_side(const Tensor& t) {
-  if (t.carrier().kind() == SW_CARRIER_TILED) return *static_cast<TiledEvictable&>(t.carrier()).primary_carrier();
-  return t.carrier();
-}
+// The compute carrier kind an operand computes on (a composite's primary kind).
+static const Carrier& compute_side(const Tensor& t) { return t.carrier().compute_side(); }
 
 std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
   std::vector<StoragePin> pins;
   for (const Tensor* t : inputs) {
-    if (t->carrier().kind() == SW_CARRIER_TILED) {
-      // A TiledEvictable's own request accounting keeps its tiers alive.
-      t->carrier().check_live(op);
-      static_cast<TiledEvictable&>(t->carrier()).check_full(*t, op);
+    if (t->carrier().is_composite()) {
+      // A composite's own request accounting keeps its tiers alive.
+      t->carrier().check_operand(*t, op);
     } else {
       pins.emplace_back(t->carrier(), op);
       backend_for(t->carrier());
@@ -108,16 +103,14 @@ Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape) {
 }
 
 Ref<Tensor> resolve(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op) {
-  if (t->carrier().kind() != SW_CARRIER_TILED) return t;
-  auto& te = static_cast<TiledEvictable&>(t->carrier());
-  te.check_live(op);
-  te.check_full(*t, op);
+  if (!t->carrier().is_composite()) return t;
   NoGradGuard no_grad;
-  return te.materialize(t, purpose);
+  return t->carrier().resolve_operand(t, purpose, op);
 }
 
 Ref<Tensor> sum_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) {
-  if (a->carrier().kind() == SW_CARRIER_TILED || b->carrier().kind() == SW_CARRIER_TILED) return add_gradients(a, b);
+  if (a->carrier().is_composite()) return a->carrier().add_gradients(a, b);
+  if (b->carrier().is_composite()) return b->carrier().add_gradients(b, a);
   if (b->dtype() == SW_DTYPE_F16 || b->dtype() == SW_DTYPE_BF16) {
     // Half gradients (matmul into a half leaf) are stored, not computed on:
     // the kernels add f32 and f64 only, so add in f32 and round once.
@@ -131,16 +124,36 @@ Ref<Tensor> sum_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) {
 }
 
 Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) {
-  if (leaf.carrier().kind() == SW_CARRIER_TILED) {
-    if (g->carrier().kind() == SW_CARRIER_TILED) return g;  // already a fresh gradient
-    return tiled_gradient_from_dense(static_cast<TiledEvictable&>(leaf.carrier()), leaf, g);
-  }
-  if (g->carrier().kind() == SW_CARRIER_TILED) {
-    auto& te = static_cast<TiledEvictable&>(g->carrier());
-    return te.materialize(g, SW_PURPOSE_BACKWARD);
-  }
+  if (leaf.carrier().is_composite()) return leaf.carrier().leaf_gradient(leaf, g);
+  if (g->carrier().is_composite()) return resolve(g, SW_PURPOSE_BACKWARD, "backward");
   // A fresh dense tensor: .grad never aliases a graph value.
   return copy_as(*g, leaf.dtype());
+}
+
+namespace {
+
+class OpsGradientMath final : public GradientMath {
+ public:
+  Ref<Tensor> sum(const Ref<Tensor>& a, const Ref<Tensor>& b) const override { return sum_gradients(a, b); }
+  Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) const override {
+    return ops::leaf_gradient(leaf, g);
+  }
+  Ref<Tensor> one_like(const Ref<Tensor>& root) const override {
+    auto pins = check_operands("backward", {root.get()});
+    // The seed lives where the root computes (a Vulkan device, say).
+    auto seed = backend_for(root->carrier().compute_side()).empty(root->runtime_ref(), root->dtype(), root->shape());
+    std::byte one[8];
+    double_to_element(root->dtype(), 1.0, one);
+    seed->carrier().write_slots(0, 1, one);
+    return seed;
+  }
+};
+
+}  // namespace
+
+const GradientMath& gradient_math() {
+  static const OpsGradientMath math;  // stateless
+  return math;
 }
 
 }  // namespace sw::ops

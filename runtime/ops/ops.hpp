@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "autograd/node.hpp"
 #include "core/tensor.hpp"
 
 namespace sw::ops {
@@ -35,13 +36,16 @@ Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape);
 // the operands' storage: hold the result until the op has read its operands.
 [[nodiscard]] std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs);
 
-// A full tensor on a TiledEvictable as a dense compute tensor (every tile made
-// available, blocking; no autograd node); any other tensor as it is.
+// A full tensor on a composite carrier (a TiledEvictable) as a dense compute
+// tensor (every value made available, blocking; no autograd node); any other
+// tensor as it is.
 Ref<Tensor> resolve(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op);
 // a + b for gradients: tiled if either is, halves added in f32.
 Ref<Tensor> sum_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b);
 // `g` as stored in leaf.grad: a fresh dense tensor of the leaf's dtype, or a
 // tiled gradient for a leaf backed by a TiledEvictable.
 Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g);
+// The arithmetic run_backward needs, by these functions.
+const GradientMath& gradient_math();
 
 }  // namespace sw::ops

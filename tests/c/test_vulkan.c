@@ -223,6 +223,88 @@ static void test_wrong_device(void** state) {
   sw_device_release(fake);
 }
 
+/* Vulkan carriers allocate through the device bridge: once the device
+ * restarts, every carrier, tensor and TiledEvictable tile of the old
+ * generation fails STALE_HANDLE on use (never a crash, never old values),
+ * and new carriers work. */
+static void test_restart_makes_carriers_stale(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  const int64_t shape[1] = {16};
+  float x[16], y[16];
+  vk_fill(x, 16, 0.25f);
+  vk_pair_t a = vk_pair(f, SW_DTYPE_F32, shape, 1, x);
+  sw_tensor_t* r = NULL;
+  SW_OK_(sw_relu(a.vk, &r));
+  SW_OK_(sw_tensor_read(r, y, sizeof y));
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_tensor_carrier(a.vk, &c));
+  /* A TiledEvictable whose tiles live on the device. */
+  sw_carrier_t *prim = NULL, *sec = NULL, *te = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 16, &prim));
+  SW_OK_(sw_carrier_write(prim, 0, 16, x));
+  SW_OK_(sw_carrier_create_host(f->rt, SW_DTYPE_F32, 0, &sec));
+  const int64_t grid[1] = {4}, tile[1] = {4}, k0 = 0;
+  SW_OK_(sw_tiled_create(prim, sec, grid, tile, 1, NULL, &te));
+  sw_tensor_t* full = NULL;
+  SW_OK_(sw_tiled_full_tensor(te, &full));
+  const int64_t* axes[1] = {&k0};
+  const size_t counts[1] = {1};
+  sw_tile_selection_t* sel = NULL;
+  SW_OK_(sw_tile_selection_create(axes, counts, 1, &sel));
+
+  SW_OK_(sw_device_restart(f->dev));
+  SW_FAILS(sw_carrier_read(c, 0, 16, y), SW_ERROR_STALE_HANDLE, "generation");
+  SW_FAILS(sw_carrier_write(c, 0, 16, x), SW_ERROR_STALE_HANDLE, "generation");
+  SW_FAILS(sw_tensor_read(a.vk, y, sizeof y), SW_ERROR_STALE_HANDLE, "generation");
+  sw_tensor_t* out = NULL;
+  SW_FAILS(sw_relu(r, &out), SW_ERROR_STALE_HANDLE, "generation");
+  assert_null(out);
+  sw_carrier_t* cpu = NULL;
+  SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cpu));
+  sw_await_t* m = NULL;
+  SW_OK_(sw_move_async(r, cpu, &m));
+  SW_FAILS(sw_await_wait(m, -1), SW_ERROR_STALE_HANDLE, "generation");
+  sw_await_release(m);
+  sw_await_t* p = NULL;
+  SW_OK_(sw_tiled_project(te, full, sel, NULL, &p));
+  SW_FAILS(sw_await_wait(p, -1), SW_ERROR_STALE_HANDLE, "generation");
+  sw_await_release(p);
+  /* Old handles release cleanly; the device works at its new generation. */
+  SW_OK_(sw_carrier_dispose(c));
+  sw_carrier_t* fresh = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 16, &fresh));
+  SW_OK_(sw_carrier_write(fresh, 0, 16, x));
+  SW_OK_(sw_carrier_read(fresh, 0, 16, y));
+  for (int i = 0; i < 16; ++i) assert_true(y[i] == x[i]);
+  sw_carrier_release(fresh);
+  sw_carrier_release(cpu);
+  sw_tile_selection_release(sel);
+  sw_tensor_release(full);
+  sw_carrier_release(te);
+  sw_carrier_release(prim);
+  sw_carrier_release(sec);
+  sw_carrier_release(c);
+  sw_tensor_release(r);
+  vk_pair_release(a);
+}
+
+/* Freed device memory goes back to the device's pool and is reused. */
+static void test_device_buffers_are_pooled(void** state) {
+  fixture_t* f = *state;
+  NEED_DEVICE(f);
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 1 << 18, &c));
+  SW_OK_(sw_carrier_dispose(c));
+  sw_carrier_release(c);
+  const sw_vulkan_counters_t before = vk_counters(f);
+  SW_OK_(sw_carrier_create_vulkan(f->rt, f->dev, SW_DTYPE_F32, 1 << 18, &c));
+  const sw_vulkan_counters_t after = vk_counters(f);
+  assert_int_equal(after.buffers_made, before.buffers_made);
+  assert_int_equal(after.buffers_reused, before.buffers_reused + 1);
+  sw_carrier_release(c);
+}
+
 /* Ops are recorded, not run: one submission carries them all when a value
  * is read, and each kernel variant's pipeline is made once. */
 static void test_ops_batch_into_one_submission(void** state) {
@@ -516,6 +598,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backward_matches_cpu, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_move_between_cpu_and_vulkan, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_wrong_device, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_restart_makes_carriers_stale, vk_setup, vk_teardown),
+      cmocka_unit_test_setup_teardown(test_device_buffers_are_pooled, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_ops_batch_into_one_submission, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_half_matmul_matches_cpu, vk_setup, vk_teardown),
       cmocka_unit_test_setup_teardown(test_half_matmul_grads, vk_setup, vk_teardown),

@@ -12,13 +12,11 @@
 #endif
 
 #include "base/error.hpp"
+#include "carriers/cpu/cpu_backend.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
-#include "carriers/cpu/iteration.hpp"
+#include "core/iteration.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
-#ifdef SW_HAVE_VULKAN
-#include "carriers/vulkan/vulkan_carrier.hpp"
-#endif
 
 namespace sw {
 namespace {
@@ -563,10 +561,10 @@ class CpuBackend final : public ComputeBackend {
  public:
   const char* name() const override { return "CPU"; }
   Ref<Tensor> empty(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) override {
-    return Tensor::empty_cpu(rt, dtype, extents);
+    return Tensor::dense_over(make_ref<CpuCarrier>(rt, dtype, static_cast<size_t>(checked_product(extents))), extents);
   }
   Ref<Tensor> zeros(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) override {
-    return Tensor::zeros_cpu(rt, dtype, extents);
+    return Tensor::dense_over(CpuCarrier::zeros(rt, dtype, static_cast<size_t>(checked_product(extents))), extents);
   }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
     dispatch_float(out.dtype(), "binary", [&](auto zero) {
@@ -601,15 +599,6 @@ class CpuBackend final : public ComputeBackend {
 ComputeBackend& cpu_backend() {
   static CpuBackend backend;  // stateless
   return backend;
-}
-
-ComputeBackend& backend_for(const Carrier& carrier) {
-  if (carrier.kind() == SW_CARRIER_CPU) return cpu_backend();
-#ifdef SW_HAVE_VULKAN
-  if (carrier.kind() == SW_CARRIER_VULKAN) return vulkan_backend_for(carrier);
-#endif
-  type_error(std::string("operations do not compute on a ") + carrier.kind_name() +
-             " carrier; move the tensor to a compute carrier first");
 }
 
 }  // namespace sw

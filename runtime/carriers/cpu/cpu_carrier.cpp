@@ -2,9 +2,12 @@
 
 #include <cstring>
 
+#include "carriers/cpu/cpu_backend.hpp"
 #include "core/dtype.hpp"
 
 namespace sw {
+
+ComputeBackend* CpuCarrier::compute_backend() const { return &cpu_backend(); }
 
 Ref<CpuCarrier> CpuCarrier::zeros(const Ref<Runtime>& runtime, sw_dtype_t dtype, size_t size) {
   auto c = make_ref<CpuCarrier>(runtime, dtype, size);

@@ -16,6 +16,7 @@ class CpuCarrier final : public MemoryCarrier {
   static Ref<CpuCarrier> copy_of(const Ref<Runtime>& runtime, sw_dtype_t dtype, const void* data, size_t size);
 
   bool is_compute() const override { return true; }
+  ComputeBackend* compute_backend() const override;
   Ref<Carrier> create_empty_like() const override { return make_ref<CpuCarrier>(runtime_ref(), dtype(), 0); }
 };
 

@@ -3,10 +3,13 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "carriers/cpu/cpu_backend.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
 #include "core/dtype.hpp"
 
 namespace sw {
+
+ComputeBackend* ExternalCpuCarrier::compute_backend() const { return &cpu_backend(); }
 
 ExternalCpuCarrier::ExternalCpuCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, const ExternalMemory& memory)
     : Carrier(std::move(runtime), SW_CARRIER_CPU, dtype, memory.bytes / dtype_size(dtype)),

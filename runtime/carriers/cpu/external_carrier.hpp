@@ -28,6 +28,7 @@ class ExternalCpuCarrier final : public Carrier {
 
   std::byte* host_data() const override { return data_.load(std::memory_order_acquire); }
   bool is_compute() const override { return true; }
+  ComputeBackend* compute_backend() const override;
   bool is_read_only() const override { return read_only_; }
   // The memory is the embedder's: it cannot grow, so an empty one stays empty.
   bool is_allocatable() const override { return false; }

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "carriers/cpu/interleave.hpp"
-#include "carriers/cpu/iteration.hpp"
+#include "core/interleave.hpp"
+#include "core/iteration.hpp"
 #include "ops/backend.hpp"
 
 namespace sw {

@@ -87,6 +87,15 @@ class TiledEvictable final : public Carrier {
   // several tiles is rewritten whole), so writes run one at a time in order.
   void write_secondary(size_t first, size_t count, const std::byte* src, IoDone done);
 
+  // A composite: ops take its full tensor as a whole, and its gradients are
+  // TiledEvictables too (tiled_grad.cpp).
+  bool is_composite() const override { return true; }
+  const Carrier& compute_side() const override { return *primary_seed_; }
+  void check_operand(const Tensor& t, const char* op) const override;
+  Ref<Tensor> resolve_operand(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op) const override;
+  Ref<Tensor> leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) const override;
+  Ref<Tensor> add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) const override;
+
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
   void write_runs(const std::vector<SlotRun>& runs, const std::byte* src) override;

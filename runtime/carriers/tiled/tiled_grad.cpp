@@ -150,4 +150,24 @@ Ref<Tensor> add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) {
   return sum->full_tensor_like(*a);
 }
 
+// ---- the composite's behaviour for ops and autograd ---------------------------
+
+void TiledEvictable::check_operand(const Tensor& t, const char* op) const {
+  check_live(op);
+  check_full(t, op);
+}
+
+Ref<Tensor> TiledEvictable::resolve_operand(const Ref<Tensor>& t, sw_residency_purpose_t purpose, const char* op) const {
+  check_operand(*t, op);
+  NoGradGuard no_grad;
+  return const_cast<TiledEvictable*>(this)->materialize(t, purpose);
+}
+
+Ref<Tensor> TiledEvictable::leaf_gradient(const Tensor& leaf, const Ref<Tensor>& g) const {
+  if (g->carrier().is_composite()) return g;  // already a fresh gradient
+  return tiled_gradient_from_dense(const_cast<TiledEvictable&>(*this), leaf, g);
+}
+
+Ref<Tensor> TiledEvictable::add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) const { return sw::add_gradients(a, b); }
+
 }  // namespace sw

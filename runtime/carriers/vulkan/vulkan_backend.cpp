@@ -17,6 +17,8 @@
 
 #include "base/error.hpp"
 #include "carriers/vulkan/vulkan_carrier.hpp"
+#include "carriers/vulkan/vulkan_pipelines.hpp"
+#include "device/vulkan_backend.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
 
@@ -148,7 +150,7 @@ void grid(uint64_t groups, uint32_t* gx, uint32_t* gy) {
 
 class VulkanComputeBackend final : public ComputeBackend {
  public:
-  explicit VulkanComputeBackend(Device* device) : device_(device) {}
+  VulkanComputeBackend(Device* device, vk::Pipelines* pipelines) : device_(device), pipelines_(pipelines) {}
   const char* name() const override { return "vulkan"; }
 
   Ref<Tensor> empty(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) override {
@@ -345,10 +347,12 @@ class VulkanComputeBackend final : public ComputeBackend {
   }
 
   static vk::Context& context_of(const Tensor& t) { return static_cast<const VulkanCarrier&>(t.carrier()).context(); }
-  static VkBuffer buffer_of(const Tensor& t) { return static_cast<const VulkanCarrier&>(t.carrier()).buffer(); }
+  // With the context's mutex held: STALE_HANDLE for a carrier of an older
+  // device generation.
+  static VkBuffer buffer_of(const Tensor& t) { return static_cast<const VulkanCarrier&>(t.carrier()).buffer_handle(); }
 
   void need_float64(const char* what) const {
-    vk::Context& ctx = *device_->backend().vulkan();
+    vk::Context& ctx = *vulkan_context(*device_);
     if (ctx.has_float64()) return;
     unsupported_error(std::string("vulkan ") + what + ": f64 kernels need the Vulkan feature shaderFloat64, which " +
                       (ctx.handed_in() ? "the handed-in device was not created with (declare it in "
@@ -440,7 +444,7 @@ class VulkanComputeBackend final : public ComputeBackend {
     const PipelineKey key{Kernel::kCopy, f64, {fin, fout, da.mode, strided_out ? kGeneral : kFlat}};
     uint32_t gx, gy;
     grid((words + kGroup - 1) / kGroup, &gx, &gy);
-    ctx.dispatch(key, buffer_of(out), buffer_of(a), buffer_of(a), meta, p, gx, gy, 1);
+    ctx.dispatch(pipelines_->get(key), buffer_of(out), buffer_of(a), buffer_of(a), meta, p, gx, gy, 1);
   }
 
   void run_1d(const PipelineKey& key, const Tensor& out, const Tensor& a, const Tensor& b,
@@ -459,16 +463,17 @@ class VulkanComputeBackend final : public ComputeBackend {
     std::lock_guard lock(ctx.mutex());
     // Buffers of carriers released before the batch ran (temporaries among
     // them) are kept by the batch: nothing else needs to hold the operands.
-    ctx.dispatch(key, buffer_of(out), buffer_of(a), buffer_of(b), meta, p, gx, gy, gz);
+    ctx.dispatch(pipelines_->get(key), buffer_of(out), buffer_of(a), buffer_of(b), meta, p, gx, gy, gz);
   }
 
   Device* device_;
+  vk::Pipelines* pipelines_;
 };
 
 }  // namespace
 
-std::unique_ptr<ComputeBackend> make_vulkan_compute_backend(Device* device) {
-  return std::make_unique<VulkanComputeBackend>(device);
+std::unique_ptr<ComputeBackend> make_vulkan_compute_backend(Device* device, vk::Pipelines* pipelines) {
+  return std::make_unique<VulkanComputeBackend>(device, pipelines);
 }
 
 }  // namespace sw

@@ -1,6 +1,6 @@
 // Interleaving copies between S separate arrays and one array that holds
 // them element by element (see interleave.hpp).
-#include "carriers/cpu/interleave.hpp"
+#include "core/interleave.hpp"
 
 #include <cstddef>
 #include <cstdint>

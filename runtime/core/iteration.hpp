@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "core/layout.hpp"
 
 namespace sw {
 
@@ -67,5 +67,10 @@ void walk(const Iteration& it, int64_t begin, int64_t end, F&& fn) {
     }
   }
 }
+
+// Copies the `element_size`-byte elements of a strided view of host memory
+// (slot 0 at `src`, the view at slot `offset` with `layout`) densely, first
+// mode fastest, to `dst`. Runs on the calling thread.
+void gather_dense(const std::byte* src, int64_t offset, const Layout& layout, size_t element_size, std::byte* dst);
 
 }  // namespace sw

@@ -1,6 +1,7 @@
-#include "carriers/cpu/iteration.hpp"
+#include "core/iteration.hpp"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "base/error.hpp"
 
@@ -93,6 +94,29 @@ void order_by_operand(Iteration* it, int k) {
     return std::abs(a.stride[k]) < std::abs(b.stride[k]);
   });
   coalesce(it);
+}
+
+void gather_dense(const std::byte* src, int64_t offset, const Layout& layout, size_t element_size, std::byte* dst) {
+  const int64_t n = layout.size();
+  if (n == 0) return;
+  const auto es = static_cast<int64_t>(element_size);
+  auto dense = Layout::dense(layout.extents());
+  Iteration it;
+  if (!build_iteration({&layout, dense.get()}, &it)) {
+    // No common refinement with the dense layout: element by element.
+    for (int64_t o = 0; o < n; ++o)
+      std::memcpy(dst + o * es, src + (offset + layout.index_of_ordinal(o)) * es, element_size);
+    return;
+  }
+  walk(it, 0, n, [&](const int64_t* off, int64_t count, const int64_t* step) {
+    const std::byte* from = src + (offset + off[0]) * es;
+    std::byte* to = dst + off[1] * es;
+    if (step[0] == 1) {
+      std::memcpy(to, from, static_cast<size_t>(count * es));
+      return;
+    }
+    for (int64_t i = 0; i < count; ++i) std::memcpy(to + i * es, from + i * step[0] * es, element_size);
+  });
 }
 
 }  // namespace sw
