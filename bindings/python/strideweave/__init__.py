@@ -3,13 +3,10 @@
 A thin Python layer over libstrideweave's C ABI (through the private SWIG
 module strideweave._native). See docs/PYTHON_API.md for the surface.
 """
-from . import _native
-from ._errors import (CLASSES_BY_CODE as _CLASSES_BY_CODE, CancelledError, DataCorruptError, DeviceLostError, Error,
+from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error,
                       ErrorCode, InternalError, StaleHandleError, StrideWeaveIndexError, StrideWeaveMemoryError,
                       StrideWeaveNotImplementedError, StrideWeaveOSError, StrideWeaveRuntimeError,
                       StrideWeaveTimeoutError, StrideWeaveTypeError, StrideWeaveValueError)
-
-_native.set_error_classes(_CLASSES_BY_CODE)
 
 from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8  # noqa: E402
 from ._runtime import Runtime, default_runtime  # noqa: E402
@@ -24,8 +21,9 @@ from . import carriers  # noqa: E402
 from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState  # noqa: E402
 from ._move import move_async  # noqa: E402
 from ._device import Device  # noqa: E402
+from . import _lib  # noqa: E402
 
-__version__ = _native.sw_version_string()
+__version__ = _lib.native.sw_version_string()
 
 __all__ = [
     "Error", "ErrorCode", "StrideWeaveTypeError", "StrideWeaveValueError", "StrideWeaveRuntimeError",

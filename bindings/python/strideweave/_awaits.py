@@ -7,7 +7,7 @@ import numbers
 import threading
 
 from . import _handles
-from . import _native as N
+from ._lib import native as N
 from ._errors import StrideWeaveTypeError, StrideWeaveValueError
 
 _PENDING = N.SW_AWAIT_PENDING

@@ -2,7 +2,7 @@
 carriers.Vulkan."""
 import threading
 
-from . import _native as N
+from ._lib import native as N
 from . import _runtime
 
 _KINDS = {N.SW_DEVICE_HOST: "host", N.SW_DEVICE_FAKE: "fake", N.SW_DEVICE_VULKAN: "vulkan"}

@@ -6,7 +6,7 @@ import weakref
 
 import numpy as np
 
-from . import _native as N
+from ._lib import native as N
 from ._errors import StrideWeaveTypeError
 
 _carriers = weakref.WeakValueDictionary()

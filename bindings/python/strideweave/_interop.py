@@ -18,7 +18,7 @@ arrays, empty ones and other carrier classes are copied.
 import numpy as np
 
 from . import _dtypes
-from . import _native as N
+from ._lib import native as N
 from . import _runtime
 from ._errors import StrideWeaveNotImplementedError, StrideWeaveTypeError, StrideWeaveValueError
 from ._layout import Layout, Stride, flat_strides

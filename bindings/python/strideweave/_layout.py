@@ -2,7 +2,7 @@
 import math
 import re
 
-from . import _native as N
+from ._lib import native as N
 from ._errors import StrideWeaveIndexError, StrideWeaveValueError
 from ._handles import integer
 

@@ -1,5 +1,5 @@
 """move_async: moving a tensor's values to another carrier."""
-from . import _native as N
+from ._lib import native as N
 from ._awaits import AwaitMove, AwaitResult
 from ._errors import StrideWeaveRuntimeError, StrideWeaveTypeError
 

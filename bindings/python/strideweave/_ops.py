@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-from . import _native as N
+from ._lib import native as N
 from ._errors import StrideWeaveTypeError
 from ._handles import integer
 

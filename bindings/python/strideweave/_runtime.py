@@ -3,7 +3,7 @@ constructors take an optional runtime= keyword for others."""
 import atexit
 import threading
 
-from . import _native as N
+from ._lib import native as N
 
 
 class Runtime:

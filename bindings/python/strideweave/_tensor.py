@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _dtypes
 from . import _handles
-from . import _native as N
+from ._lib import native as N
 from ._errors import StrideWeaveTypeError
 from ._layout import Layout
 

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from . import _native as N
+from ._lib import native as N
 from ._errors import StrideWeaveTypeError, StrideWeaveValueError
 
 # An iterable without len() is consumed up to this many items; one that

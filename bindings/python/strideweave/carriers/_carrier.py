@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _dtypes
 from .. import _handles
-from .. import _native as N
+from .._lib import native as N
 from .. import _runtime
 from .._errors import (StrideWeaveIndexError, StrideWeaveRuntimeError,
                        StrideWeaveTypeError, StrideWeaveValueError)

@@ -4,7 +4,7 @@ gathered into compact tensors by projection."""
 import numbers
 
 from .. import _handles
-from .. import _native as N
+from .._lib import native as N
 from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
 from .._errors import StrideWeaveTypeError, StrideWeaveValueError
 from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, _finite, planner
