@@ -1,13 +1,8 @@
 """Wrapper identity: one Python object per live C carrier or tensor handle
-where identity matters (tensor.carrier, await results, gradients), and the
-argument checks every entry point shares."""
-import numbers
+where identity matters (tensor.carrier, await results, gradients)."""
 import weakref
 
-import numpy as np
-
 from ._lib import native as N
-from ._errors import StrideWeaveTypeError
 
 _carriers = weakref.WeakValueDictionary()
 _tensors = weakref.WeakValueDictionary()
@@ -43,10 +38,3 @@ def adopt_tensor(h, rt):
     t = Tensor._adopt(h, rt)
     _tensors[int(h)] = t
     return t
-
-
-def integer(value, what):
-    """An int from an integral value; bool, float and others are TypeError."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise StrideWeaveTypeError(f"{what} must be an integer, not {type(value).__name__}")
-    return int(value)

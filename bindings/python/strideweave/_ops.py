@@ -4,9 +4,9 @@ import numbers
 
 import numpy as np
 
-from ._lib import native as N
+from ._checks import integer
 from ._errors import StrideWeaveTypeError
-from ._handles import integer
+from ._lib import native as N
 
 _add = N.sw_add
 _emul = N.sw_elementwise_mul

@@ -5,9 +5,10 @@ import numpy as np
 
 from . import _dtypes
 from . import _handles
-from ._lib import native as N
+from ._checks import integer
 from ._errors import StrideWeaveTypeError
 from ._layout import Layout
+from ._lib import native as N
 
 _tensor_release = N.sw_tensor_release
 _new = object.__new__
@@ -24,7 +25,7 @@ class Tensor:
 
         if not isinstance(carrier, Carrier):
             raise StrideWeaveTypeError(f"carrier must be a strideweave Carrier, not {type(carrier).__name__}")
-        offset = _handles.integer(offset, "offset")
+        offset = integer(offset, "offset")
         if not isinstance(layout, Layout):
             raise StrideWeaveTypeError(f"layout must be a strideweave.Layout, not {type(layout).__name__}")
         self._h = N.sw_tensor_create(carrier._h, offset, layout._h)
@@ -130,12 +131,12 @@ class Tensor:
     def permute(self, *perm):
         if len(perm) == 1 and isinstance(perm[0], (list, tuple)):
             perm = tuple(perm[0])
-        perm = [_handles.integer(p, "permutation entry") for p in perm]
+        perm = [integer(p, "permutation entry") for p in perm]
         return Tensor._adopt(N.tensor_permute(self._h, perm), self._rt)
 
     def transpose(self, axis0, axis1):
-        a0 = _handles.integer(axis0, "axis0")
-        a1 = _handles.integer(axis1, "axis1")
+        a0 = integer(axis0, "axis0")
+        a1 = integer(axis1, "axis1")
         n = self.ndim
         a0, a1 = a0 + n if a0 < 0 else a0, a1 + n if a1 < 0 else a1
         if not (0 <= a0 < n and 0 <= a1 < n):

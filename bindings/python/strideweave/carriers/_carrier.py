@@ -7,19 +7,12 @@ import numpy as np
 
 from .. import _dtypes
 from .. import _handles
-from .._lib import native as N
 from .. import _runtime
-from .._errors import (StrideWeaveIndexError, StrideWeaveRuntimeError,
-                       StrideWeaveTypeError, StrideWeaveValueError)
+from .._checks import finite, integer, nonnegative
+from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError
+from .._lib import native as N
 
 _carrier_release = N.sw_carrier_release
-
-
-def _size(size):
-    size = _handles.integer(size, "size")
-    if size < 0:
-        raise StrideWeaveValueError(f"size must be >= 0, got {size}")
-    return size
 
 
 class Carrier:
@@ -106,7 +99,7 @@ class Carrier:
         N.sw_carrier_dispose(self._h)
 
     def _slot(self, slot):
-        slot = _handles.integer(slot, "slot")
+        slot = integer(slot, "slot")
         size = self.size()
         if slot < 0:
             slot += size
@@ -155,7 +148,7 @@ class CPU(Carrier):
 
     def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
         rt = _runtime.resolve(runtime)
-        self._init(N.sw_carrier_create_cpu(rt._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._init(N.sw_carrier_create_cpu(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
 
     @classmethod
     def _from_host(cls, data, dtype, size, rt):
@@ -176,10 +169,9 @@ class CPU(Carrier):
     def from_values(cls, iterable, *, dtype=_dtypes.float32, runtime=None):
         """A CPU carrier holding `iterable`'s values in order."""
         from .._interop import _bf16_bits
-        from .._tiles import _finite
 
         dtype = _dtypes.as_dtype(dtype)
-        values = _finite(iterable, "values")
+        values = finite(iterable, "values")
         for v in values:
             if not isinstance(v, (numbers.Real, np.generic)):
                 raise StrideWeaveTypeError(f"values must be numbers, not {type(v).__name__}")
@@ -196,7 +188,7 @@ class Host(Carrier):
 
     def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
         rt = _runtime.resolve(runtime)
-        self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
 
 
 class File(Carrier):
@@ -210,18 +202,16 @@ class File(Carrier):
         rt = _runtime.resolve(runtime)
         if directory is not None:
             directory = os.fspath(directory)
-        self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, _size(size), directory,
+        self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size"), directory,
                                          bool(direct_io)), rt)
 
     @classmethod
     def open(cls, path, offset, size, *, dtype=_dtypes.float32, direct_io=False, runtime=None):
         """A read-only carrier over `size` elements at byte `offset` of `path`."""
         rt = _runtime.resolve(runtime)
-        offset = _handles.integer(offset, "offset")
-        if offset < 0:
-            raise StrideWeaveValueError(f"offset must be >= 0, got {offset}")
+        offset = nonnegative(offset, "offset")
         obj = object.__new__(cls)
-        obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, _size(size),
+        obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, nonnegative(size, "size"),
                                       bool(direct_io)), rt)
         return obj
 
@@ -235,10 +225,10 @@ class Zstd(Carrier):
 
     def __init__(self, size, *, dtype=_dtypes.float32, level=1, frame_elements=0, shuffle=None, runtime=None):
         rt = _runtime.resolve(runtime)
-        level = _handles.integer(level, "level")
-        frame_elements = _handles.integer(frame_elements, "frame_elements")
+        level = integer(level, "level")
+        frame_elements = integer(frame_elements, "frame_elements")
         shuffle = -1 if shuffle is None else int(bool(shuffle))
-        self._init(N.carrier_create_zstd(rt._h, _dtypes.as_dtype(dtype).code, _size(size), level,
+        self._init(N.carrier_create_zstd(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size"), level,
                                          frame_elements, shuffle), rt)
 
 
@@ -263,7 +253,7 @@ class Vulkan(Carrier):
             device = Device.vulkan(runtime=rt)
         elif not isinstance(device, Device):
             raise StrideWeaveTypeError(f"device must be a strideweave.Device, not {type(device).__name__}")
-        self._init(N.sw_carrier_create_vulkan(rt._h, device._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._init(N.sw_carrier_create_vulkan(rt._h, device._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
         self._device = device
 
     @classmethod

@@ -4,10 +4,11 @@ gathered into compact tensors by projection."""
 import numbers
 
 from .. import _handles
-from .._lib import native as N
 from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
+from .._checks import finite, integer
 from .._errors import StrideWeaveTypeError, StrideWeaveValueError
-from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, _finite, planner
+from .._lib import native as N
+from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, planner
 from ._carrier import Carrier
 
 __all__ = [
@@ -47,8 +48,8 @@ class TileState:
 
 
 def _shape_arg(value, what):
-    items = _finite(value, what)
-    return tuple(_handles.integer(v, f"{what} entry") for v in items)
+    items = finite(value, what)
+    return tuple(integer(v, f"{what} entry") for v in items)
 
 
 def _tensor(value, what):
@@ -159,8 +160,8 @@ class TiledEvictable(Carrier):
     # ---- residency ----
 
     def tile_state(self, coord):
-        items = (coord,) if isinstance(coord, numbers.Integral) else _finite(coord, "coord")
-        coord = tuple(_handles.integer(c, "coord entry") for c in items)
+        items = (coord,) if isinstance(coord, numbers.Integral) else finite(coord, "coord")
+        coord = tuple(integer(c, "coord entry") for c in items)
         location, valid, dirty = N.tiled_tile_state(self._h, coord)
         return TileState(_LOCATIONS[location], valid, dirty)
 
