@@ -105,21 +105,8 @@ def _copy_out(t, raw=False):
     if out.size:
         N.tensor_read_into(t._h, out.T)
     if dtype is _dtypes.bfloat16 and not raw:
-        out = bf16_to_float32(out)
+        out = _dtypes.bf16_to_float32(out)
     return out
-
-
-def bf16_to_float32(bits):
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def _bf16_bits(values):
-    """Rounds float values to bfloat16 bits (round to nearest even)."""
-    f = np.asarray(values, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    nan = np.isnan(f)
-    return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
 
 
 def _numpy_dtype_of(array):
@@ -221,7 +208,7 @@ def scalar_tensor(value, like):
     from ._tensor import Tensor
 
     if dtype is _dtypes.bfloat16:
-        data = _bf16_bits([value]).tobytes()
+        data = _dtypes.bf16_bits([value]).tobytes()
     else:
         data = np.asarray([value], dtype=dtype.numpy).tobytes()
     home = like.carrier

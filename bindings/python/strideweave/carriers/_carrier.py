@@ -113,18 +113,14 @@ class Carrier:
         out = np.empty(1, dtype=raw)
         N.carrier_read_into(self._h, self._slot(slot), 1, out)
         if dtype is _dtypes.bfloat16:
-            from .._interop import bf16_to_float32
-
-            return float(bf16_to_float32(out)[0])
+            return float(_dtypes.bf16_to_float32(out)[0])
         return out[0].item()
 
     def __setitem__(self, slot, value):
-        from .._interop import _bf16_bits
-
         if not isinstance(value, (numbers.Real, np.generic)):
             raise StrideWeaveTypeError(f"carrier slots are set from numbers, not {type(value).__name__}")
         dtype = self.dtype
-        data = _bf16_bits([value]) if dtype is _dtypes.bfloat16 else np.asarray([value], dtype=dtype.numpy)
+        data = _dtypes.bf16_bits([value]) if dtype is _dtypes.bfloat16 else np.asarray([value], dtype=dtype.numpy)
         N.carrier_write_from(self._h, self._slot(slot), 1, data)
 
     def require_facet(self, facet):
@@ -168,14 +164,13 @@ class CPU(Carrier):
     @classmethod
     def from_values(cls, iterable, *, dtype=_dtypes.float32, runtime=None):
         """A CPU carrier holding `iterable`'s values in order."""
-        from .._interop import _bf16_bits
 
         dtype = _dtypes.as_dtype(dtype)
         values = finite(iterable, "values")
         for v in values:
             if not isinstance(v, (numbers.Real, np.generic)):
                 raise StrideWeaveTypeError(f"values must be numbers, not {type(v).__name__}")
-        data = _bf16_bits(values) if dtype is _dtypes.bfloat16 else np.asarray(values, dtype=dtype.numpy)
+        data = _dtypes.bf16_bits(values) if dtype is _dtypes.bfloat16 else np.asarray(values, dtype=dtype.numpy)
         return cls._from_host(data.reshape(-1).view(np.uint8) if len(values) else b"", dtype, len(values),
                               _runtime.resolve(runtime))
 
