@@ -1,17 +1,21 @@
 """Tensor: (carrier, offset, layout), the autograd identity."""
 import numbers
+import weakref
 
 import numpy as np
 
 from . import _dtypes
 from . import _handles
 from ._checks import integer
-from ._errors import StrideWeaveTypeError
+from ._errors import StrideWeaveIndexError, StrideWeaveTypeError, StrideWeaveValueError
 from ._layout import Layout
 from ._lib import native as N
 
 _tensor_release = N.sw_tensor_release
 _new = object.__new__
+# One wrapper per tensor handle that comes back from the library where
+# identity matters (await results, gradients).
+_tensors = weakref.WeakValueDictionary()
 
 
 class Tensor:
@@ -21,9 +25,7 @@ class Tensor:
     __slots__ = ("_h", "_rt", "_carrier", "_layout", "_shape", "_dtype", "__weakref__")
 
     def __init__(self, carrier, offset, layout):
-        from .carriers import Carrier
-
-        if not isinstance(carrier, Carrier):
+        if not _handles.is_carrier(carrier):
             raise StrideWeaveTypeError(f"carrier must be a strideweave Carrier, not {type(carrier).__name__}")
         offset = integer(offset, "offset")
         if not isinstance(layout, Layout):
@@ -32,7 +34,7 @@ class Tensor:
         self._rt = carrier._rt
         self._carrier = carrier
         self._layout = layout
-        _handles._tensors[int(self._h)] = self
+        _tensors[int(self._h)] = self
 
     @classmethod
     def _adopt(cls, h, rt):
@@ -120,8 +122,6 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            from ._errors import StrideWeaveValueError
-
             raise StrideWeaveValueError(f"item() needs a one-element tensor; this one has {self.numel()}")
         return self[(0,) * self.ndim]
 
@@ -140,8 +140,6 @@ class Tensor:
         n = self.ndim
         a0, a1 = a0 + n if a0 < 0 else a0, a1 + n if a1 < 0 else a1
         if not (0 <= a0 < n and 0 <= a1 < n):
-            from ._errors import StrideWeaveIndexError
-
             raise StrideWeaveIndexError(f"axes ({axis0}, {axis1}) are out of range for rank {n}")
         return Tensor._adopt(N.sw_tensor_transpose(self._h, a0, a1), self._rt)
 
@@ -169,7 +167,7 @@ class Tensor:
 
     @property
     def grad(self):
-        return _handles.adopt_tensor(N.sw_tensor_grad(self._h), self._rt)
+        return adopt_tensor(N.sw_tensor_grad(self._h), self._rt)
 
     @grad.setter
     def grad(self, value):
@@ -260,6 +258,20 @@ class Tensor:
             body = np.array2string(np.asarray(values), separator=", ", prefix="Tensor(")
             return f"Tensor({body}, {head})"
         return f"Tensor({head})"
+
+
+def adopt_tensor(h, rt):
+    """The wrapper for a new tensor reference `h` (None for a NULL handle),
+    reusing a live wrapper of the same handle."""
+    if h is None:
+        return None
+    existing = _tensors.get(int(h))
+    if existing is not None:
+        _tensor_release(h)
+        return existing
+    t = Tensor._adopt(h, rt)
+    _tensors[int(h)] = t
+    return t
 
 
 def _coord(coord):

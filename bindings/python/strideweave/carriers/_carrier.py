@@ -1,5 +1,6 @@
 """Carrier base class and the ordinary carriers: CPU, Host, File, Zstd and
-Vulkan."""
+Vulkan, each registered for its kind (strideweave._handles) as it is
+defined."""
 import numbers
 import os
 
@@ -8,6 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .. import _handles
 from .. import _runtime
+from .._device import Device
 from .._checks import finite, integer, nonnegative
 from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError
 from .._lib import native as N
@@ -20,7 +22,7 @@ class Carrier:
     an ownership state and release()."""
 
     __slots__ = ("_h", "_rt", "_exports", "__weakref__")
-    _kind = None
+    _kind = None  # set by _handles.carrier_kind on each concrete class
 
     def __init__(self, *args, **kwargs):
         raise StrideWeaveTypeError("Carrier is abstract; use one of strideweave.carriers' classes")
@@ -133,6 +135,7 @@ class Carrier:
         return f"{type(self).__name__}(size={self.size()}, dtype={self.dtype.name}{state})"
 
 
+@_handles.carrier_kind(N.SW_CARRIER_CPU)
 class CPU(Carrier):
     """Aligned host memory, the compute carrier. Zero-filled.
 
@@ -140,7 +143,6 @@ class CPU(Carrier):
     memory (no copy) and keeps the source alive until release()."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_CPU
 
     def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
         rt = _runtime.resolve(runtime)
@@ -175,23 +177,23 @@ class CPU(Carrier):
                               _runtime.resolve(runtime))
 
 
+@_handles.carrier_kind(N.SW_CARRIER_HOST)
 class Host(Carrier):
     """Plain host memory that is not a compute carrier: a secondary tier."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_HOST
 
     def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
         rt = _runtime.resolve(runtime)
         self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
 
 
+@_handles.carrier_kind(N.SW_CARRIER_FILE)
 class File(Carrier):
     """A secondary tier in a scratch file (removed on release), or with
     File.open a read-only window on an existing file."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_FILE
 
     def __init__(self, size, *, dtype=_dtypes.float32, directory=None, direct_io=False, runtime=None):
         rt = _runtime.resolve(runtime)
@@ -211,12 +213,12 @@ class File(Carrier):
         return obj
 
 
+@_handles.carrier_kind(N.SW_CARRIER_ZSTD)
 class Zstd(Carrier):
     """Compressed host memory: checksummed zstd frames; a corrupt frame
     raises DataCorruptError, never returns garbage."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_ZSTD
 
     def __init__(self, size, *, dtype=_dtypes.float32, level=1, frame_elements=0, shuffle=None, runtime=None):
         rt = _runtime.resolve(runtime)
@@ -227,6 +229,7 @@ class Zstd(Carrier):
                                          frame_elements, shuffle), rt)
 
 
+@_handles.carrier_kind(N.SW_CARRIER_VULKAN)
 class Vulkan(Carrier):
     """Device-local memory of a Vulkan device: a compute carrier whose ops,
     and their backward, run as SPIR-V shaders on the device, batched until a
@@ -238,11 +241,8 @@ class Vulkan(Carrier):
     present."""
 
     __slots__ = ("_device",)
-    _kind = N.SW_CARRIER_VULKAN
 
     def __init__(self, size, *, dtype=_dtypes.float32, device=None, runtime=None):
-        from .._device import Device
-
         rt = _runtime.resolve(runtime)
         if device is None:
             device = Device.vulkan(runtime=rt)

@@ -75,6 +75,7 @@ def _selection(value):
     return value
 
 
+@_handles.carrier_kind(N.SW_CARRIER_TILED)
 class TiledEvictable(Carrier):
     """TiledEvictable(primary, secondary, grid_shape, tile_shape, *, residency_policy=None)
 
@@ -84,7 +85,6 @@ class TiledEvictable(Carrier):
     are claimed by the TiledEvictable until its release()."""
 
     __slots__ = ("_primary", "_secondary", "_policy")
-    _kind = N.SW_CARRIER_TILED
 
     def __init__(self, primary, secondary, grid_shape, tile_shape, *, residency_policy=None):
         if not isinstance(primary, Carrier):
