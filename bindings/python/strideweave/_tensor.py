@@ -1,4 +1,11 @@
-"""Tensor: (carrier, offset, layout), the autograd identity."""
+"""Tensor: (carrier, offset, layout), the autograd identity.
+
+The class here holds the structure, element access and autograd. It knows
+neither the ops nor the carrier classes: a tensor finds its carrier's class
+through the registry in strideweave._handles, and the modules above attach
+the rest of its surface: strideweave._ops the operators (+, *, @, ...) and
+relu() / sum(), strideweave._interop numpy(), from_numpy() and the NumPy
+and DLPack protocols."""
 import numbers
 import weakref
 
@@ -181,73 +188,6 @@ class Tensor:
             raise StrideWeaveTypeError(f"cotangent must be a Tensor or None, not {type(cotangent).__name__}")
         N.sw_backward(self._h, None if cotangent is None else cotangent._h, bool(retain_graph))
 
-    # ---- operators (strideweave._ops) ----
-
-    def __add__(self, other):
-        return _ops.add(self, other)
-
-    def __radd__(self, other):
-        return _ops.add(other, self)
-
-    def __mul__(self, other):
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return _ops.mul(other, self)
-
-    def __matmul__(self, other):
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return _ops.matmul(other, self)
-
-    def __neg__(self):
-        return _ops.mul(self, -1.0)
-
-    def __sub__(self, other):
-        return _ops.add(self, -other if _ops._is_number(other) else _ops.mul(other, -1.0))
-
-    def __rsub__(self, other):
-        return _ops.add(other, _ops.mul(self, -1.0))
-
-    def relu(self):
-        return _ops.relu(self)
-
-    def sum(self, axes=None, keepdims=False):
-        return _ops.reduce_sum(self, axes, keepdims)
-
-    # ---- interop (strideweave._interop) ----
-
-    def numpy(self):
-        """A NumPy array sharing memory where the carrier and layout allow,
-        else a copy (tiled or compressed carriers, nested modes, bfloat16).
-        A view of a read-only carrier is read-only."""
-        return _interop.to_numpy(self)
-
-    def __array__(self, dtype=None, copy=None):
-        if copy is False and not _interop.can_view(self):
-            raise ValueError("this tensor cannot be viewed without a copy (its carrier or layout)")
-        a = _interop.to_numpy(self)
-        if copy:
-            a = a.copy()
-        return a if dtype is None else a.astype(dtype, copy=bool(copy))
-
-    @property
-    def __array_interface__(self):
-        return _interop.array_interface(self)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return _interop.dlpack_export(self, stream, max_version, dl_device, copy)
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-    @staticmethod
-    def from_numpy(array, carrier_class=None, *, runtime=None):
-        """strideweave.from_numpy: a tensor sharing the array's memory on a CPU
-        carrier where the array allows, else a copy."""
-        return _interop.from_numpy(array, carrier_class, runtime=runtime)
-
     def __repr__(self):
         try:
             values = self.numpy() if self.numel() <= 64 else None
@@ -288,6 +228,3 @@ def _to_python(value, dtype):
     if dtype.is_floating:
         return value
     return int(value)
-
-
-from . import _interop, _ops  # noqa: E402  (circular: they use Tensor)

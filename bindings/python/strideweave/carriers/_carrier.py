@@ -9,8 +9,8 @@ import numpy as np
 from .. import _dtypes
 from .. import _handles
 from .. import _runtime
-from .._device import Device
 from .._checks import finite, integer, nonnegative
+from .._device import Device
 from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError
 from .._lib import native as N
 

@@ -8,6 +8,7 @@ from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
 from .._checks import finite, integer
 from .._errors import StrideWeaveTypeError, StrideWeaveValueError
 from .._lib import native as N
+from .._tensor import Tensor
 from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, planner
 from ._carrier import Carrier
 
@@ -53,8 +54,6 @@ def _shape_arg(value, what):
 
 
 def _tensor(value, what):
-    from .._tensor import Tensor
-
     if isinstance(value, AwaitResult):
         raise StrideWeaveTypeError(f"{what}: got an {type(value).__name__}, not a Tensor; call .wait() first")
     if not isinstance(value, Tensor):
@@ -151,8 +150,6 @@ class TiledEvictable(Carrier):
 
     def full_tensor(self):
         """The full logical tensor: dense layout of logical_shape at offset 0."""
-        from .._tensor import Tensor
-
         t = Tensor._adopt(N.sw_tiled_full_tensor(self._h), self._rt)
         t._carrier = self
         return t
