@@ -191,30 +191,34 @@ _DL_CPU = 1
 
 
 def dlpack_export(t, *, stream=None, max_version=None, dl_device=None, copy=None):
-    """The DLPack capsule of the array-API protocol: shares the carrier's
-    memory where it is host addressable and the layout allows, else a copy
-    (copy=True always copies, copy=False refuses to with BufferError)."""
+    """The DLPack capsule of the array-API protocol, made by the library's
+    export (sw_tensor_to_dlpack_versioned for a consumer that reads DLPack
+    1.0 or later: a "dltensor_versioned" capsule; otherwise
+    sw_tensor_to_dlpack: "dltensor"). It shares the carrier's memory where
+    the carrier is host addressable and the layout allows, and counts as an
+    export of the carrier until the consumer deletes it; else, or with
+    copy=True, it exports a copy (copy=False refuses one: BufferError)."""
     if stream is not None and stream != -1:
         raise BufferError("a CPU tensor takes no stream")
     if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
         raise BufferError(f"cannot export to device {tuple(dl_device)}; this tensor is on the CPU")
-    versioned = max_version is not None and tuple(max_version)[0] >= 1
-    code, bits = t.dtype.dlpack
+    version = None if max_version is None else tuple(max_version)
     params = None if copy else _view_params(t, numpy=False)
-    read_only = False
     if params is not None:
-        carrier, address, strides, read_only = params
-        owner = _ArrayView(None, t, carrier)
-        copied = False
+        source, owner, copied = t, _ArrayView(None, None, params[0]), False
     else:
         if copy is False:
             raise BufferError("this tensor cannot be exported without a copy (carrier or layout)")
-        array = _copy_out(t, raw=True)
-        address = array.ctypes.data
-        strides = tuple(s // array.itemsize for s in array.strides)
-        owner = array
-        copied = True
-    return N.dlpack_export(address, t.shape, strides, code, bits, owner, versioned, read_only, copied)
+        # A CPU tensor over a first-mode-fastest copy, which the export alone keeps.
+        source = from_numpy(_copy_out(t, raw=True), runtime=t._rt, dtype=t.dtype)
+        owner, copied = None, True
+    if version is not None and version[0] >= 1:
+        major, minor = (min(int(v), _U32_MAX) for v in version[:2])
+        return N.tensor_dlpack_versioned(source._h, major, minor, owner, copied)
+    return N.tensor_dlpack(source._h, owner)
+
+
+_U32_MAX = (1 << 32) - 1
 
 
 def from_dlpack(x, carrier_class=None, *, runtime=None):
