@@ -1,7 +1,8 @@
 """StrideWeave: tensors that do not fit where they are computed.
 
 A thin Python layer over libstrideweave's C ABI (through the private SWIG
-module strideweave._native). See docs/PYTHON_API.md for the surface.
+module strideweave._native). See docs/quickstart-python.md for a tour of
+the surface and bindings/python/README.md for how the package is built.
 """
 from . import _lib, carriers
 from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
