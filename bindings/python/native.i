@@ -1026,72 +1026,95 @@ PyObject* await_wait(sw_await_t* await, int64_t timeout_ns) {
 /* ------------------------------------------------------------------------ */
 
 %{
-/* The DLPack ABI (dlpack.h, v1.0), declared here so the module needs no
- * header from outside. */
-typedef struct { int32_t device_type; int32_t device_id; } SWDLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } SWDLDataType;
-typedef struct {
-  void* data;
-  SWDLDevice device;
-  int32_t ndim;
-  SWDLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-} SWDLTensor;
-typedef struct SWDLManagedTensor {
-  SWDLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(struct SWDLManagedTensor* self);
-} SWDLManagedTensor;
-typedef struct { uint32_t major; uint32_t minor; } SWDLPackVersion;
-typedef struct SWDLManagedTensorVersioned {
-  SWDLPackVersion version;
-  void* manager_ctx;
-  void (*deleter)(struct SWDLManagedTensorVersioned* self);
-  uint64_t flags;
-  SWDLTensor dl_tensor;
-} SWDLManagedTensorVersioned;
-#define SW_DL_CPU 1
-#define SW_DL_FLAG_READ_ONLY (1ULL << 0)
-#define SW_DL_FLAG_IS_COPIED (1ULL << 1)
+/* The structs of the DLPack header the library builds against
+ * (third_party/dlpack). */
+#include <dlpack/dlpack.h>
 
-/* One export: the managed tensor, its shape and strides, and the Python
- * object that keeps the memory alive (dropped by the deleter). */
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
+
+/* An export of the library (sw_tensor_to_dlpack[_versioned]) handed to a
+ * Python consumer: the managed tensor's own context and deleter move here,
+ * and the deleter installed in their place puts them back, runs the
+ * library's and then drops `owner` (what the package counts as an export of
+ * the carrier), on whichever thread the consumer deletes the tensor. */
 typedef struct {
+  void* manager_ctx;
   union {
-    SWDLManagedTensor legacy;
-    SWDLManagedTensorVersioned versioned;
-  } managed;
+    void (*legacy)(DLManagedTensor*);
+    void (*versioned)(DLManagedTensorVersioned*);
+  } deleter;
   PyObject* owner;
-  int64_t dims[2 * SW_MAX_RANK];
-} sw_py_dlpack_export_t;
+} sw_py_dlpack_lease_t;
 
-static void sw_py_dlpack_free(sw_py_dlpack_export_t* ctx) {
-  PyObject* owner = ctx->owner;
-  free(ctx);
+static void sw_py_dlpack_return_legacy(DLManagedTensor* m) {
+  sw_py_dlpack_lease_t* lease = (sw_py_dlpack_lease_t*)m->manager_ctx;
+  PyObject* owner = lease->owner;
+  m->manager_ctx = lease->manager_ctx;
+  m->deleter = lease->deleter.legacy;
+  free(lease);
+  m->deleter(m);
   sw_py_decref_anywhere(owner);
 }
-static void sw_py_dlpack_delete_legacy(SWDLManagedTensor* self) {
-  sw_py_dlpack_free((sw_py_dlpack_export_t*)self->manager_ctx);
-}
-static void sw_py_dlpack_delete_versioned(SWDLManagedTensorVersioned* self) {
-  sw_py_dlpack_free((sw_py_dlpack_export_t*)self->manager_ctx);
+static void sw_py_dlpack_return_versioned(DLManagedTensorVersioned* m) {
+  sw_py_dlpack_lease_t* lease = (sw_py_dlpack_lease_t*)m->manager_ctx;
+  PyObject* owner = lease->owner;
+  m->manager_ctx = lease->manager_ctx;
+  m->deleter = lease->deleter.versioned;
+  free(lease);
+  m->deleter(m);
+  sw_py_decref_anywhere(owner);
 }
 
 /* Capsule destructors: a capsule never consumed still owns its tensor. */
 static void sw_py_dlpack_capsule_legacy(PyObject* capsule) {
   if (PyCapsule_IsValid(capsule, "dltensor")) {
-    SWDLManagedTensor* m = (SWDLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
+    DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
     if (m && m->deleter) m->deleter(m);
   }
 }
 static void sw_py_dlpack_capsule_versioned(PyObject* capsule) {
   if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-    SWDLManagedTensorVersioned* m =
-        (SWDLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, "dltensor_versioned");
     if (m && m->deleter) m->deleter(m);
   }
+}
+
+/* The capsule `name` over the library's managed tensor `m`, leased with
+ * `owner` (see sw_py_dlpack_lease_t); on failure the export is deleted. */
+static PyObject* sw_py_dlpack_capsule(void* m, bool versioned, PyObject* owner) {
+  DLManagedTensor* legacy = (DLManagedTensor*)m;
+  DLManagedTensorVersioned* current = (DLManagedTensorVersioned*)m;
+  sw_py_dlpack_lease_t* lease = (sw_py_dlpack_lease_t*)calloc(1, sizeof *lease);
+  if (!lease) {
+    if (versioned)
+      current->deleter(current);
+    else
+      legacy->deleter(legacy);
+    return PyErr_NoMemory();
+  }
+  Py_INCREF(owner);
+  lease->owner = owner;
+  if (versioned) {
+    lease->manager_ctx = current->manager_ctx;
+    lease->deleter.versioned = current->deleter;
+    current->manager_ctx = lease;
+    current->deleter = sw_py_dlpack_return_versioned;
+  } else {
+    lease->manager_ctx = legacy->manager_ctx;
+    lease->deleter.legacy = legacy->deleter;
+    legacy->manager_ctx = lease;
+    legacy->deleter = sw_py_dlpack_return_legacy;
+  }
+  PyObject* capsule = versioned
+      ? PyCapsule_New(m, "dltensor_versioned", sw_py_dlpack_capsule_versioned)
+      : PyCapsule_New(m, "dltensor", sw_py_dlpack_capsule_legacy);
+  if (!capsule) {
+    if (versioned)
+      current->deleter(current);
+    else
+      legacy->deleter(legacy);
+  }
+  return capsule;
 }
 
 /* An imported tensor: the consumer side keeps the producer's managed
@@ -1104,78 +1127,35 @@ static void sw_py_dlpack_keeper_destroy(PyObject* capsule) {
     return;
   }
   if (ctx == (void*)1) {
-    SWDLManagedTensorVersioned* m = (SWDLManagedTensorVersioned*)p;
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)p;
     if (m->deleter) m->deleter(m);
   } else {
-    SWDLManagedTensor* m = (SWDLManagedTensor*)p;
+    DLManagedTensor* m = (DLManagedTensor*)p;
     if (m->deleter) m->deleter(m);
   }
 }
 %}
 
 %inline %{
-/* A DLPack capsule over host memory at `address` with `shape` and element
- * `strides`; `owner` is kept alive until the consumer's deleter runs.
- * dtype is (code, bits, lanes). versioned selects "dltensor_versioned". */
-PyObject* dlpack_export(PyObject* address, PyObject* shape, PyObject* strides, int code, int bits, PyObject* owner,
-                        bool versioned, bool read_only, bool copied) {
-  void* data = PyLong_AsVoidPtr(address);
-  if (!data && PyErr_Occurred()) return NULL;
-  int64_t *sh = NULL, *st = NULL;
-  size_t n = 0, m = 0;
-  if (sw_py_int64_array(shape, &sh, &n) < 0) return NULL;
-  if (sw_py_int64_array(strides, &st, &m) < 0) {
-    free(sh);
-    return NULL;
-  }
-  if (n != m || n > SW_MAX_RANK) {
-    free(sh);
-    free(st);
-    return PyErr_Format(SW_PY_VALUE_ERROR, "shape and strides must have the same rank <= %d", SW_MAX_RANK);
-  }
-  sw_py_dlpack_export_t* ctx = (sw_py_dlpack_export_t*)calloc(1, sizeof *ctx);
-  if (!ctx) {
-    free(sh);
-    free(st);
-    return PyErr_NoMemory();
-  }
-  for (size_t i = 0; i < n; ++i) {
-    ctx->dims[i] = sh[i];
-    ctx->dims[SW_MAX_RANK + i] = st[i];
-  }
-  free(sh);
-  free(st);
-  SWDLTensor* t = versioned ? &ctx->managed.versioned.dl_tensor : &ctx->managed.legacy.dl_tensor;
-  t->data = data;
-  t->device.device_type = SW_DL_CPU;
-  t->device.device_id = 0;
-  t->ndim = (int32_t)n;
-  t->dtype.code = (uint8_t)code;
-  t->dtype.bits = (uint8_t)bits;
-  t->dtype.lanes = 1;
-  t->shape = ctx->dims;
-  t->strides = ctx->dims + SW_MAX_RANK;
-  t->byte_offset = 0;
-  Py_INCREF(owner);
-  ctx->owner = owner;
-  PyObject* capsule;
-  if (versioned) {
-    ctx->managed.versioned.version.major = 1;
-    ctx->managed.versioned.version.minor = 0;
-    ctx->managed.versioned.manager_ctx = ctx;
-    ctx->managed.versioned.deleter = sw_py_dlpack_delete_versioned;
-    ctx->managed.versioned.flags = (read_only ? SW_DL_FLAG_READ_ONLY : 0) | (copied ? SW_DL_FLAG_IS_COPIED : 0);
-    capsule = PyCapsule_New(&ctx->managed.versioned, "dltensor_versioned", sw_py_dlpack_capsule_versioned);
-  } else {
-    ctx->managed.legacy.manager_ctx = ctx;
-    ctx->managed.legacy.deleter = sw_py_dlpack_delete_legacy;
-    capsule = PyCapsule_New(&ctx->managed.legacy, "dltensor", sw_py_dlpack_capsule_legacy);
-  }
-  if (!capsule) {
-    Py_DECREF(owner);
-    free(ctx);
-  }
-  return capsule;
+/* A "dltensor" capsule over the library's legacy export of `tensor`
+ * (sw_tensor_to_dlpack); `owner` stays alive until the consumer deletes
+ * the tensor. */
+PyObject* tensor_dlpack(sw_tensor_t* tensor, PyObject* owner) {
+  void* m = NULL;
+  SW_PY_CHECK(sw_tensor_to_dlpack(tensor, &m));
+  return sw_py_dlpack_capsule(m, false, owner);
+}
+
+/* A "dltensor_versioned" capsule over the library's versioned export of
+ * `tensor` for a consumer that reads up to max_major.max_minor
+ * (sw_tensor_to_dlpack_versioned); `copied` marks a tensor made for the
+ * export, which the consumer then owns (DLPACK_FLAG_BITMASK_IS_COPIED). */
+PyObject* tensor_dlpack_versioned(sw_tensor_t* tensor, uint32_t max_major, uint32_t max_minor, PyObject* owner,
+                                  bool copied) {
+  void* m = NULL;
+  SW_PY_CHECK(sw_tensor_to_dlpack_versioned(tensor, max_major, max_minor, &m));
+  if (copied) ((DLManagedTensorVersioned*)m)->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  return sw_py_dlpack_capsule(m, true, owner);
 }
 
 /* Consumes a "dltensor" or "dltensor_versioned" capsule (renaming it to its
@@ -1184,21 +1164,21 @@ PyObject* dlpack_export(PyObject* address, PyObject* shape, PyObject* strides, i
  *  None, read_only, keeper), where `keeper` owns the producer's tensor and
  * calls its deleter when collected. */
 PyObject* dlpack_import(PyObject* capsule) {
-  SWDLTensor* t = NULL;
+  DLTensor* t = NULL;
   void* managed = NULL;
   int versioned = 0;
   int read_only = 0;
   if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-    SWDLManagedTensorVersioned* m = (SWDLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, "dltensor_versioned");
-    if (m->version.major != 1)
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    if (m->version.major != DLPACK_MAJOR_VERSION)
       return PyErr_Format(PyExc_BufferError, "DLPack version %u.%u is not supported", m->version.major,
                           m->version.minor);
     t = &m->dl_tensor;
     managed = m;
     versioned = 1;
-    read_only = (m->flags & SW_DL_FLAG_READ_ONLY) != 0;
+    read_only = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-    SWDLManagedTensor* m = (SWDLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
+    DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
     t = &m->dl_tensor;
     managed = m;
   } else {

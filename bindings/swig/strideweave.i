@@ -74,6 +74,10 @@
 %ignore sw_tiled_promote;
 %ignore sw_tiled_evict;
 %ignore sw_set_log;
+%ignore sw_tensor_to_dlpack;
+%ignore sw_tensor_to_dlpack_versioned;
+%ignore sw_device_view_to_dlpack;
+%ignore sw_device_view_to_dlpack_versioned;
 /* An error a host callback hands back to the library: a language's own
  * callback trampolines make it; as a plain call it would only raise. */
 %ignore sw_error_create;

@@ -1154,18 +1154,50 @@ SW_API sw_error_t* sw_device_view(sw_device_allocation_t* allocation, sw_dtype_t
 SW_API void sw_device_view_retain(sw_device_view_t* view);
 SW_API void sw_device_view_release(sw_device_view_t* view);
 SW_API sw_error_t* sw_device_view_describe(const sw_device_view_t* view, sw_view_info_t* out_info);
-/* Exports a host-visible view as a DLPack DLManagedTensor* (dlpack.h v0.8
- * layout, kDLCPU) written to *out_managed_tensor; the tensor keeps the view
- * alive until its deleter runs. UNSUPPORTED when the memory is not host
- * visible. For tinygrad, pass the described view without DLPack:
+/* DLPack exports (the structs of dlpack.h, DLPack 1.x: the library builds
+ * against the copy in third_party/dlpack). Each writes a new managed tensor
+ * to *out_managed_tensor, describing the memory in place (kDLCPU, element
+ * strides, byte_offset 0) and keeping what owns it alive; the caller owns it
+ * and hands it to a consumer, which calls its deleter exactly once, from any
+ * thread; the deleter frees it. Nothing is written on error. Thread-safe.
+ *
+ * Exports a host-visible view as a legacy DLManagedTensor*; it keeps the
+ * view, a use of its allocation (which then refuses to be freed), alive
+ * until its deleter runs. TYPE for a NULL or wrong handle, VALUE for a NULL
+ * out_managed_tensor, STALE_HANDLE after the device restarted, UNSUPPORTED
+ * when the memory is not host visible. For tinygrad, pass the described view
+ * without DLPack:
  *   Tensor.from_blob(info.pointer, reversed(info.shape), dtype=..., device="CPU")
  * (dense first mode fastest is row-major with the shape reversed), keeping
  * the view alive while tinygrad may read: see docs/interop.md. */
 SW_API sw_error_t* sw_device_view_to_dlpack(sw_device_view_t* view, void** out_managed_tensor);
-/* Exports a CPU tensor (flat layout: one leaf per mode) the same way; the
- * DLPack tensor keeps the tensor alive. UNSUPPORTED for other carriers or
- * nested layouts. */
+/* The same as a DLManagedTensorVersioned* for a consumer that reads DLPack
+ * up to version max_major.max_minor: its version is 1.x, the minor at most
+ * max_minor when max_major is 1 (a consumer of a later major gets this
+ * library's 1.x), and its flags are 0. VALUE when max_major is 0 (before
+ * DLPack 1.0 there is no versioned struct: use sw_device_view_to_dlpack);
+ * other errors as sw_device_view_to_dlpack. */
+SW_API sw_error_t* sw_device_view_to_dlpack_versioned(sw_device_view_t* view, uint32_t max_major, uint32_t max_minor,
+                                                      void** out_managed_tensor);
+/* Exports a tensor on a host-addressable carrier (CPU, Host) as a legacy
+ * DLManagedTensor*, sharing the carrier's memory; it keeps the tensor, and
+ * so its carrier, alive until its deleter runs. The carrier must not be
+ * disposed (sw_carrier_dispose, a move out of it) while a consumer may read,
+ * since the export does not hold its storage against that: the Python
+ * package refuses release() while an export is alive. Each top-level mode
+ * must walk one arithmetic progression (a nested mode may, as NumPy strides
+ * need). TYPE for a NULL or wrong handle, VALUE for a NULL
+ * out_managed_tensor, STATE for a released carrier or one a TiledEvictable
+ * holds as a tier, UNSUPPORTED for a carrier whose memory is not host
+ * addressable (Vulkan, File, Zstd, TiledEvictable: read or move their
+ * tensors instead) or a mode that is not one progression. */
 SW_API sw_error_t* sw_tensor_to_dlpack(sw_tensor_t* tensor, void** out_managed_tensor);
+/* The same as a DLManagedTensorVersioned*, versioned as for
+ * sw_device_view_to_dlpack_versioned, with DLPACK_FLAG_BITMASK_READ_ONLY
+ * set in flags when the carrier is read-only (a CPU carrier over read-only
+ * external memory) and no other flag: the export is never a copy. VALUE when max_major is 0; other errors as sw_tensor_to_dlpack. */
+SW_API sw_error_t* sw_tensor_to_dlpack_versioned(sw_tensor_t* tensor, uint32_t max_major, uint32_t max_minor,
+                                                 void** out_managed_tensor);
 
 /* A compute carrier of `size` zero-filled slots in device-local memory of a
  * Vulkan device. Ops on it run as SPIR-V compute shaders, recorded into one

@@ -258,7 +258,18 @@ SW_API sw_error_t* sw_device_view_to_dlpack(sw_device_view_t* view, void** out_m
   return guard([&] {
     auto v = ref<DeviceView>(view, "view");
     require(out_managed_tensor, "out_managed_tensor");
-    *out_managed_tensor = dlpack::export_view(v);
+    *out_managed_tensor = dlpack::to_legacy(dlpack::of_view(v, "sw_device_view_to_dlpack"));
+  });
+}
+
+SW_API sw_error_t* sw_device_view_to_dlpack_versioned(sw_device_view_t* view, uint32_t max_major, uint32_t max_minor,
+                                                      void** out_managed_tensor) {
+  return guard([&] {
+    const char* what = "sw_device_view_to_dlpack_versioned";
+    auto v = ref<DeviceView>(view, "view");
+    require(out_managed_tensor, "out_managed_tensor");
+    DLPackVersion version = dlpack::negotiate(max_major, max_minor, what);
+    *out_managed_tensor = dlpack::to_versioned(dlpack::of_view(v, what), version);
   });
 }
 
@@ -266,7 +277,18 @@ SW_API sw_error_t* sw_tensor_to_dlpack(sw_tensor_t* tensor, void** out_managed_t
   return guard([&] {
     auto t = ref<Tensor>(tensor, "tensor");
     require(out_managed_tensor, "out_managed_tensor");
-    *out_managed_tensor = dlpack::export_tensor(t);
+    *out_managed_tensor = dlpack::to_legacy(dlpack::of_tensor(t, "sw_tensor_to_dlpack"));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_to_dlpack_versioned(sw_tensor_t* tensor, uint32_t max_major, uint32_t max_minor,
+                                                 void** out_managed_tensor) {
+  return guard([&] {
+    const char* what = "sw_tensor_to_dlpack_versioned";
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_managed_tensor, "out_managed_tensor");
+    DLPackVersion version = dlpack::negotiate(max_major, max_minor, what);
+    *out_managed_tensor = dlpack::to_versioned(dlpack::of_tensor(t, what), version);
   });
 }
 

@@ -1,6 +1,8 @@
 /* The device bridge contract against the fake backend: allocation, both copy
  * directions with exact ranges, release points, views, lifetime, typed
  * faults, generations and stale events. */
+#include <dlpack/dlpack.h>
+
 #include "sw_test.h"
 
 typedef struct {
@@ -264,13 +266,12 @@ static void test_view_checks_dtype_then_shape(void** state) {
   SW_OK_(sw_device_view_to_dlpack(v, &managed));
   sw_device_view_release(v);
   SW_FAILS(sw_device_free(a), SW_ERROR_STATE, "in use");
-  struct dl { void* data; int32_t dt, di; int32_t ndim; uint8_t code, bits; uint16_t lanes; int64_t* shape; int64_t* strides; uint64_t off; };
-  struct managed_t { struct dl t; void* ctx; void (*deleter)(struct managed_t*); }* m = managed;
-  assert_ptr_equal(m->t.data, info.pointer);
-  assert_int_equal(m->t.ndim, 2);
-  assert_int_equal(m->t.code, 2);
-  assert_int_equal(m->t.bits, 32);
-  assert_int_equal(m->t.strides[1], 4);
+  DLManagedTensor* m = managed;
+  assert_ptr_equal(m->dl_tensor.data, info.pointer);
+  assert_int_equal(m->dl_tensor.ndim, 2);
+  assert_int_equal(m->dl_tensor.dtype.code, kDLFloat);
+  assert_int_equal(m->dl_tensor.dtype.bits, 32);
+  assert_int_equal(m->dl_tensor.strides[1], 4);
   m->deleter(m);
   SW_OK_(sw_device_free(a));
   sw_device_allocation_release(a);
@@ -486,14 +487,13 @@ static void test_tensor_to_dlpack(void** state) {
   void* managed = NULL;
   SW_OK_(sw_tensor_to_dlpack(t, &managed));
   sw_tensor_release(t); /* the export keeps it alive */
-  struct dl { void* data; int32_t dt, di; int32_t ndim; uint8_t code, bits; uint16_t lanes; int64_t* shape; int64_t* strides; uint64_t off; };
-  struct managed_t { struct dl t; void* ctx; void (*deleter)(struct managed_t*); }* m = managed;
-  assert_int_equal(m->t.dt, 1);
-  assert_int_equal(m->t.ndim, 2);
-  assert_int_equal(m->t.shape[1], 3);
-  assert_int_equal(m->t.strides[0], 1);
-  assert_int_equal(m->t.strides[1], 2);
-  assert_true(((float*)m->t.data)[5] == 5.0f);
+  DLManagedTensor* m = managed;
+  assert_int_equal(m->dl_tensor.device.device_type, kDLCPU);
+  assert_int_equal(m->dl_tensor.ndim, 2);
+  assert_int_equal(m->dl_tensor.shape[1], 3);
+  assert_int_equal(m->dl_tensor.strides[0], 1);
+  assert_int_equal(m->dl_tensor.strides[1], 2);
+  assert_true(((float*)m->dl_tensor.data)[5] == 5.0f);
   m->deleter(m);
 }
 

@@ -96,3 +96,40 @@ def test_torch_round_trips():
     np.testing.assert_array_equal(back.numpy(), np.arange(6, dtype=np.float64).reshape(2, 3).T)
     bf = sw.from_dlpack(torch.tensor([1.0, 2.5], dtype=torch.bfloat16))
     assert bf.dtype is sw.bfloat16 and bf.numpy().tolist() == [1.0, 2.5]
+
+
+@pytest.mark.parametrize("max_version", [None, (1, 0)])
+def test_torch_consumes_both_capsules_of_ours(max_version):
+    t = sw.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    capsule = t.__dlpack__() if max_version is None else t.__dlpack__(max_version=max_version)
+    x = torch.utils.dlpack.from_dlpack(capsule)
+    assert torch.equal(x, torch.arange(12, dtype=torch.float32).reshape(3, 4))
+    x[0, 1] = 9.0
+    assert t[0, 1] == 9.0
+    assert t.carrier._exports == 1
+    with pytest.raises(sw.StrideWeaveRuntimeError):
+        t.carrier.release()
+    del x
+    gc.collect()
+    assert t.carrier._exports == 0  # torch ran the deleter, once
+    t.carrier.release()
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_torch_capsules_import_in_place(versioned):
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3).t()
+    capsule = x.__dlpack__(max_version=(1, 0)) if versioned else torch.utils.dlpack.to_dlpack(x)
+    t = sw.from_dlpack(capsule)
+    np.testing.assert_array_equal(t.numpy(), x.numpy())
+    x[2, 1] = -1.0
+    assert t[2, 1] == -1.0
+    with pytest.raises(sw.StrideWeaveTypeError):
+        sw.from_dlpack(capsule)  # consumed
+
+
+def test_torch_from_dlpack_of_copies():
+    z = sw.from_numpy(np.arange(4, dtype=np.float32), carriers.Zstd)
+    assert torch.equal(torch.from_dlpack(z), torch.arange(4, dtype=torch.float32))
+    nested = sw.Tensor(carriers.CPU.from_values(range(6), dtype=sw.bfloat16), 0,
+                       sw.Layout(sw.Shape([2, 2]), sw.Stride([1, 3])))
+    assert torch.equal(torch.from_dlpack(nested), torch.tensor([0, 1, 3, 4], dtype=torch.bfloat16))

@@ -22,7 +22,7 @@
  * noise from other processes hits both alike. The "best" ratio compares the
  * fastest repetitions, which stays meaningful when other processes load the
  * cores (the tool prints the load average). The move reads straight into
- * the CPU destination it allocates, as pread does. Target (docs/PERFORMANCE.md):
+ * the CPU destination it allocates, as pread does. Target (tools/bench/README.md):
  * a ratio of at least 0.80. The last line is "BENCH_JSON {...}" for scripts.
  *
  * While sw_move_async refuses read-only sources, each repetition fills a

@@ -5,7 +5,7 @@ Eight of 64 experts of 1024x1024 float32 (32 MiB of 256 MiB) are gathered
 from a TiledEvictable whose tiles are all primary-resident, into a reused
 destination carrier, through the Python package; the peers gather the same
 experts from a (64, 1024, 1024) array with `torch.index_select(out=)` (the
-figure docs/PERFORMANCE.md quotes) and `numpy.take(out=)`, with the same
+peer of the target in tools/bench/README.md) and `numpy.take(out=)`, with the same
 number of threads. Every figure is the median over --repeats; GB/s counts
 the gathered bytes once. StrideWeave's compact result puts the expert mode
 fastest (dense, first mode fastest), so it interleaves the experts element

@@ -3,7 +3,7 @@
 
 Times sw.add and sw.mul (tensor with tensor, tensor with scalar), sw.relu,
 sw.reduce_sum and sw.matmul on 4x4 and 64x64 float32 tensors, and the same
-calls of PyTorch and NumPy in the same run. The target (docs/PERFORMANCE.md)
+calls of PyTorch and NumPy in the same run. The target (tools/bench/README.md)
 is StrideWeave within 2x of PyTorch per call.
 
 Each library gets its inputs in its own contiguous layout, so that every

@@ -21,7 +21,7 @@
  *                 allocates. Its CPU seconds also include freeing the source's
  *                 frames (on a worker), which the raw peer has no part of.
  *
- * Target (docs/PERFORMANCE.md): decompression >= 80 % of raw zstd speed per
+ * Target (tools/bench/README.md): decompression >= 80 % of raw zstd speed per
  * core. Every figure is the median of R repetitions after a warm-up; the
  * carrier and its peer alternate within each repetition. The "best" ratios
  * compare the fastest repetitions instead, which stay meaningful when other

@@ -349,7 +349,7 @@ def markdown(report):
         f"targets: {len(met)} met, {len(misses)} missed",
         "",
         "Every ratio is StrideWeave's figure over its peer's, measured in the same run. \"best\" compares the "
-        "fastest repetitions. Targets are docs/PERFORMANCE.md's (shared docs).",
+        "fastest repetitions. Targets are the project's, as tools/bench/README.md gives them.",
         "",
         "## Summary",
         "",

@@ -1,31 +1,28 @@
 """StrideWeave: tensors that do not fit where they are computed.
 
 A thin Python layer over libstrideweave's C ABI (through the private SWIG
-module strideweave._native). See docs/PYTHON_API.md for the surface.
+module strideweave._native). See docs/quickstart-python.md for a tour of
+the surface and bindings/python/README.md for how the package is built.
 """
-from . import _native
-from ._errors import (CLASSES_BY_CODE as _CLASSES_BY_CODE, CancelledError, DataCorruptError, DeviceLostError, Error,
-                      ErrorCode, InternalError, StaleHandleError, StrideWeaveIndexError, StrideWeaveMemoryError,
-                      StrideWeaveNotImplementedError, StrideWeaveOSError, StrideWeaveRuntimeError,
-                      StrideWeaveTimeoutError, StrideWeaveTypeError, StrideWeaveValueError)
+from . import _lib, carriers
+from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
+from ._device import Device
+from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8
+from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, ErrorCode, InternalError,
+                      StaleHandleError, StrideWeaveIndexError, StrideWeaveMemoryError, StrideWeaveNotImplementedError,
+                      StrideWeaveOSError, StrideWeaveRuntimeError, StrideWeaveTimeoutError, StrideWeaveTypeError,
+                      StrideWeaveValueError)
+from ._interop import from_dlpack, from_numpy
+from ._layout import Layout, Shape, Stride
+from ._move import move_async
+from ._ops import add, elementwise_mul, matmul, mul, reduce_sum, relu
+from ._runtime import Runtime, default_runtime
+from ._tensor import Tensor
+from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet
+from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState
 
-_native.set_error_classes(_CLASSES_BY_CODE)
-
-from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8  # noqa: E402
-from ._runtime import Runtime, default_runtime  # noqa: E402
-from ._layout import Layout, Shape, Stride  # noqa: E402
-from ._tensor import Tensor  # noqa: E402
-from ._ops import add, elementwise_mul, matmul, mul, reduce_sum, relu  # noqa: E402
-from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
-from ._interop import from_dlpack, from_numpy  # noqa: E402
-from ._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult  # noqa: E402
-from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet  # noqa: E402
-from . import carriers  # noqa: E402
-from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState  # noqa: E402
-from ._move import move_async  # noqa: E402
-from ._device import Device  # noqa: E402
-
-__version__ = _native.sw_version_string()
+__version__ = _lib.native.sw_version_string()
 
 __all__ = [
     "Error", "ErrorCode", "StrideWeaveTypeError", "StrideWeaveValueError", "StrideWeaveRuntimeError",

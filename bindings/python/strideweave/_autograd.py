@@ -1,7 +1,7 @@
 """Grad mode: per thread, on by default."""
 import functools
 
-from . import _native as N
+from ._lib import native as N
 
 
 def is_grad_enabled():

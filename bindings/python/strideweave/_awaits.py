@@ -6,9 +6,9 @@ import asyncio
 import numbers
 import threading
 
-from . import _handles
-from . import _native as N
 from ._errors import StrideWeaveTypeError, StrideWeaveValueError
+from ._lib import native as N
+from ._tensor import adopt_tensor
 
 _PENDING = N.SW_AWAIT_PENDING
 _KIND_RESIDENCY = N.SW_AWAIT_RESIDENCY
@@ -67,7 +67,7 @@ class AwaitResult:
         if not self._has_result:
             result = None
             if N.sw_await_kind(self._h) != _KIND_RESIDENCY:
-                result = _handles.adopt_tensor(N.sw_await_result(self._h), self._rt)
+                result = adopt_tensor(N.sw_await_result(self._h), self._rt)
                 if self._on_result is not None:
                     self._on_result(result)
             self._result = result

@@ -2,8 +2,9 @@
 carriers.Vulkan."""
 import threading
 
-from . import _native as N
 from . import _runtime
+from ._errors import StrideWeaveTypeError
+from ._lib import native as N
 
 _KINDS = {N.SW_DEVICE_HOST: "host", N.SW_DEVICE_FAKE: "fake", N.SW_DEVICE_VULKAN: "vulkan"}
 
@@ -15,8 +16,6 @@ class Device:
     __slots__ = ("_h", "_rt", "__weakref__")
 
     def __init__(self, *args, **kwargs):
-        from ._errors import StrideWeaveTypeError
-
         raise StrideWeaveTypeError("use Device.vulkan() to get a device")
 
     @classmethod

@@ -1,5 +1,8 @@
-"""Element types: sw.float32 ... sw.bool_."""
+"""Element types: sw.float32 ... sw.bool_, and bfloat16's conversions (NumPy
+has no bfloat16: its values travel as uint16 bits)."""
 import numpy as np
+
+from ._errors import StrideWeaveTypeError
 
 
 class DType:
@@ -60,8 +63,6 @@ def from_dlpack_dtype(code, bits, lanes):
 
 def as_dtype(value):
     """A DType from a DType, a NumPy dtype or a name; TypeError otherwise."""
-    from ._errors import StrideWeaveTypeError
-
     if isinstance(value, DType):
         return value
     if isinstance(value, str) and value in _BY_NAME:
@@ -75,3 +76,17 @@ def as_dtype(value):
     if found is None:
         raise StrideWeaveTypeError(f"{value!r} is not a StrideWeave dtype")
     return found
+
+
+def bf16_to_float32(bits):
+    """float32 values of bfloat16 bits (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def bf16_bits(values):
+    """Rounds float values to bfloat16 bits (round to nearest even)."""
+    f = np.asarray(values, dtype=np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    nan = np.isnan(f)
+    return np.where(nan, 0x7FC0, rounded).astype(np.uint16)

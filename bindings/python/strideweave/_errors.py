@@ -91,7 +91,7 @@ class InternalError(Error, RuntimeError):
     code = ErrorCode.INTERNAL
 
 
-# Indexed by ErrorCode; registered with the native layer in __init__.
+# Indexed by ErrorCode; registered with the native layer by _lib.
 CLASSES_BY_CODE = (
     None,
     StrideWeaveTypeError,

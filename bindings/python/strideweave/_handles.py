@@ -1,18 +1,33 @@
-"""Wrapper identity: one Python object per live C carrier or tensor handle
-where identity matters (tensor.carrier, await results, gradients), and the
-argument checks every entry point shares."""
-import numbers
+"""Carrier wrappers by handle and by kind: one Python object per live C
+carrier (so `tensor.carrier is carrier`), and the registry of carrier
+classes by sw_carrier_kind_t. strideweave.carriers registers each class as
+it defines it, so modules below the carriers (the Tensor among them) find a
+carrier's class here instead of importing strideweave.carriers."""
 import weakref
 
-import numpy as np
-
-from . import _native as N
-from ._errors import StrideWeaveTypeError
+from ._lib import native as N
 
 _carriers = weakref.WeakValueDictionary()
-_tensors = weakref.WeakValueDictionary()
-# sw_carrier_kind_t -> Python class; filled in by strideweave.carriers.
-carrier_classes = {}
+_classes = {}  # sw_carrier_kind_t -> the class wrapping carriers of that kind
+_types = ()  # the registered classes, for isinstance
+
+
+def carrier_kind(kind):
+    """Class decorator: the class wraps every C carrier of `kind`."""
+
+    def register(cls):
+        global _types
+        cls._kind = kind
+        _classes[kind] = cls
+        _types = tuple(_classes.values())
+        return cls
+
+    return register
+
+
+def is_carrier(obj):
+    """Whether `obj` is a carrier: an instance of a registered class."""
+    return isinstance(obj, _types)
 
 
 def adopt_carrier(h, rt):
@@ -23,30 +38,9 @@ def adopt_carrier(h, rt):
     if existing is not None:
         N.sw_carrier_release(h)
         return existing
-    return carrier_classes[N.sw_carrier_kind(h)]._adopt(h, rt)
+    return _classes[N.sw_carrier_kind(h)]._adopt(h, rt)
 
 
 def register_carrier(obj):
+    """Makes `obj` the wrapper of its handle."""
     _carriers[int(obj._h)] = obj
-
-
-def adopt_tensor(h, rt):
-    """The wrapper for a new tensor reference `h`, reusing a live wrapper."""
-    if h is None:
-        return None
-    existing = _tensors.get(int(h))
-    if existing is not None:
-        N.sw_tensor_release(h)
-        return existing
-    from ._tensor import Tensor
-
-    t = Tensor._adopt(h, rt)
-    _tensors[int(h)] = t
-    return t
-
-
-def integer(value, what):
-    """An int from an integral value; bool, float and others are TypeError."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise StrideWeaveTypeError(f"{what} must be an integer, not {type(value).__name__}")
-    return int(value)

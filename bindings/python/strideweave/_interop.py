@@ -18,10 +18,12 @@ arrays, empty ones and other carrier classes are copied.
 import numpy as np
 
 from . import _dtypes
-from . import _native as N
 from . import _runtime
 from ._errors import StrideWeaveNotImplementedError, StrideWeaveTypeError, StrideWeaveValueError
 from ._layout import Layout, Stride, flat_strides
+from ._lib import native as N
+from ._tensor import Tensor
+from .carriers import CPU
 
 _UNSUPPORTED = N.SW_ERROR_UNSUPPORTED
 
@@ -86,6 +88,9 @@ def array_interface(t):
 
 
 def to_numpy(t):
+    """A NumPy array sharing memory where the carrier and layout allow,
+    else a copy (tiled or compressed carriers, nested modes, bfloat16).
+    A view of a read-only carrier is read-only."""
     params = _view_params(t)
     dtype = t.dtype
     if params is not None:
@@ -105,21 +110,8 @@ def _copy_out(t, raw=False):
     if out.size:
         N.tensor_read_into(t._h, out.T)
     if dtype is _dtypes.bfloat16 and not raw:
-        out = bf16_to_float32(out)
+        out = _dtypes.bf16_to_float32(out)
     return out
-
-
-def bf16_to_float32(bits):
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def _bf16_bits(values):
-    """Rounds float values to bfloat16 bits (round to nearest even)."""
-    f = np.asarray(values, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    nan = np.isnan(f)
-    return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
 
 
 def _numpy_dtype_of(array):
@@ -159,8 +151,6 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
     carrier classes, the values are copied onto a new carrier, keeping the
     strides of a C- or Fortran-contiguous array and packing any other first
     mode fastest. Like torch.from_numpy."""
-    from .carriers import CPU
-
     carrier_class = CPU if carrier_class is None else carrier_class
     rt = _runtime.resolve(runtime)
     array = np.asarray(array)
@@ -172,8 +162,6 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
         raise StrideWeaveValueError(f"rank {array.ndim} exceeds the maximum of {N.SW_MAX_RANK}")
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
-    from ._tensor import Tensor
-
     if carrier_class is CPU:
         shared = _shared_layout(array)
         if shared is not None:
@@ -197,75 +185,40 @@ def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
     return Tensor(carrier, 0, layout)
 
 
-def scalar_tensor(value, like):
-    """A rank-0 tensor holding `value` in the dtype of `like`, on a carrier of
-    its compute kind (a weak scalar for ops without a scalar form)."""
-    dtype, rt = like.dtype, like._rt
-    if dtype is _dtypes.float32 or dtype is _dtypes.float64:
-        # The common case in a few C calls, without imports: this is on the
-        # path of `t + 1.0`.
-        c = _tensor_carrier(like._h)
-        try:
-            on_cpu = _carrier_kind(c) == _CPU_KIND
-        finally:
-            _carrier_release(c)
-        if on_cpu:
-            h = _tensor_zeros(rt._h, dtype.code, ())
-            try:
-                _tensor_set(h, (), float(value))
-            except BaseException:
-                _tensor_release(h)
-                raise
-            return like._adopt(h, rt)
-    from .carriers import CPU, Vulkan
-    from ._tensor import Tensor
-
-    if dtype is _dtypes.bfloat16:
-        data = _bf16_bits([value]).tobytes()
-    else:
-        data = np.asarray([value], dtype=dtype.numpy).tobytes()
-    home = like.carrier
-    if isinstance(home, Vulkan):
-        carrier = Vulkan(1, dtype=dtype, device=home._device, runtime=rt)
-        N.carrier_write_from(carrier._h, 0, 1, data)
-    else:
-        carrier = CPU._from_host(data, dtype, 1, rt)
-    return Tensor(carrier, 0, _SCALAR_LAYOUT)
-
-
-_SCALAR_LAYOUT = Layout(())
-_tensor_carrier, _carrier_kind, _carrier_release = N.sw_tensor_carrier, N.sw_carrier_kind, N.sw_carrier_release
-_tensor_zeros, _tensor_set, _tensor_release = N.sw_tensor_zeros, N.sw_tensor_set, N.sw_tensor_release
-_CPU_KIND = N.SW_CARRIER_CPU
-
-
 # ---- DLPack ----------------------------------------------------------------
 
 _DL_CPU = 1
 
 
-def dlpack_export(t, stream, max_version, dl_device, copy):
+def dlpack_export(t, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack capsule of the array-API protocol, made by the library's
+    export (sw_tensor_to_dlpack_versioned for a consumer that reads DLPack
+    1.0 or later: a "dltensor_versioned" capsule; otherwise
+    sw_tensor_to_dlpack: "dltensor"). It shares the carrier's memory where
+    the carrier is host addressable and the layout allows, and counts as an
+    export of the carrier until the consumer deletes it; else, or with
+    copy=True, it exports a copy (copy=False refuses one: BufferError)."""
     if stream is not None and stream != -1:
         raise BufferError("a CPU tensor takes no stream")
     if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
         raise BufferError(f"cannot export to device {tuple(dl_device)}; this tensor is on the CPU")
-    versioned = max_version is not None and tuple(max_version)[0] >= 1
-    code, bits = t.dtype.dlpack
+    version = None if max_version is None else tuple(max_version)
     params = None if copy else _view_params(t, numpy=False)
-    read_only = False
     if params is not None:
-        carrier, address, strides, read_only = params
-        owner = _ArrayView(None, t, carrier)
-        copied = False
+        source, owner, copied = t, _ArrayView(None, None, params[0]), False
     else:
         if copy is False:
             raise BufferError("this tensor cannot be exported without a copy (carrier or layout)")
-        array = _copy_out(t, raw=True)
-        address = array.ctypes.data
-        strides = tuple(s // array.itemsize for s in array.strides)
-        owner = array
-        copied = True
-    return N.dlpack_export(address, t.shape, strides, code, bits, owner, versioned, read_only, copied)
+        # A CPU tensor over a first-mode-fastest copy, which the export alone keeps.
+        source = from_numpy(_copy_out(t, raw=True), runtime=t._rt, dtype=t.dtype)
+        owner, copied = None, True
+    if version is not None and version[0] >= 1:
+        major, minor = (min(int(v), _U32_MAX) for v in version[:2])
+        return N.tensor_dlpack_versioned(source._h, major, minor, owner, copied)
+    return N.tensor_dlpack(source._h, owner)
+
+
+_U32_MAX = (1 << 32) - 1
 
 
 def from_dlpack(x, carrier_class=None, *, runtime=None):
@@ -305,3 +258,33 @@ def from_dlpack(x, carrier_class=None, *, runtime=None):
     tensor = from_numpy(array, carrier_class, runtime=runtime, dtype=dtype)
     del array
     return tensor
+
+
+# ---- Tensor's NumPy and DLPack surface ----------------------------------------------------
+
+
+def _array(t, dtype=None, copy=None):
+    if copy is False and not can_view(t):
+        raise ValueError("this tensor cannot be viewed without a copy (its carrier or layout)")
+    a = to_numpy(t)
+    if copy:
+        a = a.copy()
+    return a if dtype is None else a.astype(dtype, copy=bool(copy))
+
+
+def _dlpack_device(t):
+    return (_DL_CPU, 0)
+
+
+def _from_numpy(array, carrier_class=None, *, runtime=None):
+    """strideweave.from_numpy: a tensor sharing the array's memory on a CPU
+    carrier where the array allows, else a copy."""
+    return from_numpy(array, carrier_class, runtime=runtime)
+
+
+Tensor.numpy = to_numpy
+Tensor.__array__ = _array
+Tensor.__array_interface__ = property(array_interface)
+Tensor.__dlpack__ = dlpack_export
+Tensor.__dlpack_device__ = _dlpack_device
+Tensor.from_numpy = staticmethod(_from_numpy)

@@ -2,9 +2,9 @@
 import math
 import re
 
-from . import _native as N
+from ._checks import integer
 from ._errors import StrideWeaveIndexError, StrideWeaveValueError
-from ._handles import integer
+from ._lib import native as N
 
 
 def _tree(mode, what, nonnegative):

@@ -1,7 +1,9 @@
 """move_async: moving a tensor's values to another carrier."""
-from . import _native as N
 from ._awaits import AwaitMove, AwaitResult
 from ._errors import StrideWeaveRuntimeError, StrideWeaveTypeError
+from ._lib import native as N
+from ._tensor import Tensor
+from .carriers import Carrier
 
 
 def move_async(tensor, destination):
@@ -10,9 +12,6 @@ def move_async(tensor, destination):
     the destination and the source carrier is released, so, as release(),
     it is refused (RuntimeError) while a NumPy or DLPack view of the source
     carrier is alive."""
-    from ._tensor import Tensor
-    from .carriers import Carrier
-
     if isinstance(tensor, AwaitResult) or not isinstance(tensor, Tensor):
         raise StrideWeaveTypeError(f"move_async needs a Tensor, not {type(tensor).__name__}")
     if not isinstance(destination, Carrier):

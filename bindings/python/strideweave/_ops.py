@@ -1,12 +1,19 @@
-"""The six central operations. A Python number on either side is a weak
-scalar that takes the tensor's dtype."""
+"""The six central operations, and the Tensor operators and methods they
+back (attached to Tensor here: +, -, *, @, unary -, relu(), sum()). A
+Python number on either side is a weak scalar that takes the tensor's
+dtype."""
 import numbers
 
 import numpy as np
 
-from . import _native as N
+from . import _dtypes
+from ._awaits import AwaitResult
+from ._checks import integer
 from ._errors import StrideWeaveTypeError
-from ._handles import integer
+from ._layout import Layout
+from ._lib import native as N
+from ._tensor import Tensor, _new
+from .carriers import CPU, Vulkan
 
 _add = N.sw_add
 _emul = N.sw_elementwise_mul
@@ -30,8 +37,6 @@ def _is_number(x):
 
 
 def _reject(x, op):
-    from ._awaits import AwaitResult
-
     if isinstance(x, AwaitResult):
         raise StrideWeaveTypeError(
             f"{op}: got an {type(x).__name__}, not a Tensor; call .wait() for its Tensor first")
@@ -117,5 +122,75 @@ def matmul(a, b):
     return _wrap(_matmul(a._h, b._h), a)
 
 
-from ._tensor import Tensor, _new  # noqa: E402
-from ._interop import scalar_tensor as _scalar_tensor  # noqa: E402  (a rank-0 tensor in `like`'s dtype)
+
+def _scalar_tensor(value, like):
+    """A rank-0 tensor holding `value` in the dtype of `like`, on a carrier of
+    its compute kind (a weak scalar for ops without a scalar form)."""
+    dtype, rt = like.dtype, like._rt
+    if dtype is _dtypes.float32 or dtype is _dtypes.float64:
+        # The common case in a few C calls: this is on the path of `t + 1.0`.
+        c = _tensor_carrier(like._h)
+        try:
+            on_cpu = _carrier_kind(c) == _CPU_KIND
+        finally:
+            _carrier_release(c)
+        if on_cpu:
+            h = _tensor_zeros(rt._h, dtype.code, ())
+            try:
+                _tensor_set(h, (), float(value))
+            except BaseException:
+                _tensor_release(h)
+                raise
+            return like._adopt(h, rt)
+    if dtype is _dtypes.bfloat16:
+        data = _dtypes.bf16_bits([value]).tobytes()
+    else:
+        data = np.asarray([value], dtype=dtype.numpy).tobytes()
+    home = like.carrier
+    if isinstance(home, Vulkan):
+        carrier = Vulkan(1, dtype=dtype, device=home._device, runtime=rt)
+        N.carrier_write_from(carrier._h, 0, 1, data)
+    else:
+        carrier = CPU._from_host(data, dtype, 1, rt)
+    return Tensor(carrier, 0, _SCALAR_LAYOUT)
+
+
+_SCALAR_LAYOUT = Layout(())
+_tensor_carrier, _carrier_kind, _carrier_release = N.sw_tensor_carrier, N.sw_carrier_kind, N.sw_carrier_release
+_tensor_zeros, _tensor_set, _tensor_release = N.sw_tensor_zeros, N.sw_tensor_set, N.sw_tensor_release
+_CPU_KIND = N.SW_CARRIER_CPU
+
+
+# ---- Tensor's operators --------------------------------------------------------------------
+
+
+def _radd(self, other):
+    return add(other, self)
+
+
+def _rmul(self, other):
+    return mul(other, self)
+
+
+def _rmatmul(self, other):
+    return matmul(other, self)
+
+
+def _neg(self):
+    return mul(self, -1.0)
+
+
+def _sub(self, other):
+    return add(self, -other if _is_number(other) else mul(other, -1.0))
+
+
+def _rsub(self, other):
+    return add(other, mul(self, -1.0))
+
+
+Tensor.__add__, Tensor.__radd__ = add, _radd
+Tensor.__mul__, Tensor.__rmul__ = mul, _rmul
+Tensor.__matmul__, Tensor.__rmatmul__ = matmul, _rmatmul
+Tensor.__sub__, Tensor.__rsub__, Tensor.__neg__ = _sub, _rsub, _neg
+Tensor.relu = relu
+Tensor.sum = reduce_sum

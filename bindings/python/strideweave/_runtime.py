@@ -3,7 +3,8 @@ constructors take an optional runtime= keyword for others."""
 import atexit
 import threading
 
-from . import _native as N
+from ._errors import StrideWeaveTypeError
+from ._lib import native as N
 
 
 class Runtime:
@@ -71,7 +72,5 @@ def resolve(runtime):
     if runtime is None:
         return default_runtime()
     if not isinstance(runtime, Runtime):
-        from ._errors import StrideWeaveTypeError
-
         raise StrideWeaveTypeError(f"runtime must be a strideweave.Runtime, not {type(runtime).__name__}")
     return runtime

@@ -1,16 +1,28 @@
-"""Tensor: (carrier, offset, layout), the autograd identity."""
+"""Tensor: (carrier, offset, layout), the autograd identity.
+
+The class here holds the structure, element access and autograd. It knows
+neither the ops nor the carrier classes: a tensor finds its carrier's class
+through the registry in strideweave._handles, and the modules above attach
+the rest of its surface: strideweave._ops the operators (+, *, @, ...) and
+relu() / sum(), strideweave._interop numpy(), from_numpy() and the NumPy
+and DLPack protocols."""
 import numbers
+import weakref
 
 import numpy as np
 
 from . import _dtypes
 from . import _handles
-from . import _native as N
-from ._errors import StrideWeaveTypeError
+from ._checks import integer
+from ._errors import StrideWeaveIndexError, StrideWeaveTypeError, StrideWeaveValueError
 from ._layout import Layout
+from ._lib import native as N
 
 _tensor_release = N.sw_tensor_release
 _new = object.__new__
+# One wrapper per tensor handle that comes back from the library where
+# identity matters (await results, gradients).
+_tensors = weakref.WeakValueDictionary()
 
 
 class Tensor:
@@ -20,18 +32,16 @@ class Tensor:
     __slots__ = ("_h", "_rt", "_carrier", "_layout", "_shape", "_dtype", "__weakref__")
 
     def __init__(self, carrier, offset, layout):
-        from .carriers import Carrier
-
-        if not isinstance(carrier, Carrier):
+        if not _handles.is_carrier(carrier):
             raise StrideWeaveTypeError(f"carrier must be a strideweave Carrier, not {type(carrier).__name__}")
-        offset = _handles.integer(offset, "offset")
+        offset = integer(offset, "offset")
         if not isinstance(layout, Layout):
             raise StrideWeaveTypeError(f"layout must be a strideweave.Layout, not {type(layout).__name__}")
         self._h = N.sw_tensor_create(carrier._h, offset, layout._h)
         self._rt = carrier._rt
         self._carrier = carrier
         self._layout = layout
-        _handles._tensors[int(self._h)] = self
+        _tensors[int(self._h)] = self
 
     @classmethod
     def _adopt(cls, h, rt):
@@ -119,8 +129,6 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            from ._errors import StrideWeaveValueError
-
             raise StrideWeaveValueError(f"item() needs a one-element tensor; this one has {self.numel()}")
         return self[(0,) * self.ndim]
 
@@ -130,17 +138,15 @@ class Tensor:
     def permute(self, *perm):
         if len(perm) == 1 and isinstance(perm[0], (list, tuple)):
             perm = tuple(perm[0])
-        perm = [_handles.integer(p, "permutation entry") for p in perm]
+        perm = [integer(p, "permutation entry") for p in perm]
         return Tensor._adopt(N.tensor_permute(self._h, perm), self._rt)
 
     def transpose(self, axis0, axis1):
-        a0 = _handles.integer(axis0, "axis0")
-        a1 = _handles.integer(axis1, "axis1")
+        a0 = integer(axis0, "axis0")
+        a1 = integer(axis1, "axis1")
         n = self.ndim
         a0, a1 = a0 + n if a0 < 0 else a0, a1 + n if a1 < 0 else a1
         if not (0 <= a0 < n and 0 <= a1 < n):
-            from ._errors import StrideWeaveIndexError
-
             raise StrideWeaveIndexError(f"axes ({axis0}, {axis1}) are out of range for rank {n}")
         return Tensor._adopt(N.sw_tensor_transpose(self._h, a0, a1), self._rt)
 
@@ -168,7 +174,7 @@ class Tensor:
 
     @property
     def grad(self):
-        return _handles.adopt_tensor(N.sw_tensor_grad(self._h), self._rt)
+        return adopt_tensor(N.sw_tensor_grad(self._h), self._rt)
 
     @grad.setter
     def grad(self, value):
@@ -182,73 +188,6 @@ class Tensor:
             raise StrideWeaveTypeError(f"cotangent must be a Tensor or None, not {type(cotangent).__name__}")
         N.sw_backward(self._h, None if cotangent is None else cotangent._h, bool(retain_graph))
 
-    # ---- operators (strideweave._ops) ----
-
-    def __add__(self, other):
-        return _ops.add(self, other)
-
-    def __radd__(self, other):
-        return _ops.add(other, self)
-
-    def __mul__(self, other):
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return _ops.mul(other, self)
-
-    def __matmul__(self, other):
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return _ops.matmul(other, self)
-
-    def __neg__(self):
-        return _ops.mul(self, -1.0)
-
-    def __sub__(self, other):
-        return _ops.add(self, -other if _ops._is_number(other) else _ops.mul(other, -1.0))
-
-    def __rsub__(self, other):
-        return _ops.add(other, _ops.mul(self, -1.0))
-
-    def relu(self):
-        return _ops.relu(self)
-
-    def sum(self, axes=None, keepdims=False):
-        return _ops.reduce_sum(self, axes, keepdims)
-
-    # ---- interop (strideweave._interop) ----
-
-    def numpy(self):
-        """A NumPy array sharing memory where the carrier and layout allow,
-        else a copy (tiled or compressed carriers, nested modes, bfloat16).
-        A view of a read-only carrier is read-only."""
-        return _interop.to_numpy(self)
-
-    def __array__(self, dtype=None, copy=None):
-        if copy is False and not _interop.can_view(self):
-            raise ValueError("this tensor cannot be viewed without a copy (its carrier or layout)")
-        a = _interop.to_numpy(self)
-        if copy:
-            a = a.copy()
-        return a if dtype is None else a.astype(dtype, copy=bool(copy))
-
-    @property
-    def __array_interface__(self):
-        return _interop.array_interface(self)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return _interop.dlpack_export(self, stream, max_version, dl_device, copy)
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-    @staticmethod
-    def from_numpy(array, carrier_class=None, *, runtime=None):
-        """strideweave.from_numpy: a tensor sharing the array's memory on a CPU
-        carrier where the array allows, else a copy."""
-        return _interop.from_numpy(array, carrier_class, runtime=runtime)
-
     def __repr__(self):
         try:
             values = self.numpy() if self.numel() <= 64 else None
@@ -259,6 +198,20 @@ class Tensor:
             body = np.array2string(np.asarray(values), separator=", ", prefix="Tensor(")
             return f"Tensor({body}, {head})"
         return f"Tensor({head})"
+
+
+def adopt_tensor(h, rt):
+    """The wrapper for a new tensor reference `h` (None for a NULL handle),
+    reusing a live wrapper of the same handle."""
+    if h is None:
+        return None
+    existing = _tensors.get(int(h))
+    if existing is not None:
+        _tensor_release(h)
+        return existing
+    t = Tensor._adopt(h, rt)
+    _tensors[int(h)] = t
+    return t
 
 
 def _coord(coord):
@@ -275,6 +228,3 @@ def _to_python(value, dtype):
     if dtype.is_floating:
         return value
     return int(value)
-
-
-from . import _interop, _ops  # noqa: E402  (circular: they use Tensor)

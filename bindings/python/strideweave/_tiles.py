@@ -1,60 +1,15 @@
 """Tile values (TileSelection, TileSet, ResidencyPlan), the ResidencyPolicy
 protocol and the built-in LRU policy.
 
-The values are immutable, hashable and equal by value. They are checked
-here, in Python, before any C call: the C API sees only int64 and cannot
-tell a bool, a float or an endless iterator from an integer sequence.
+The values are immutable, hashable and equal by value; their arguments are
+checked (strideweave._checks) before any C call.
 """
 import itertools
-import numbers
-from collections.abc import Iterable, Sized
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
-from . import _native as N
+from ._checks import finite, integer
 from ._errors import StrideWeaveTypeError, StrideWeaveValueError
-
-# An iterable without len() is consumed up to this many items; one that
-# yields more is taken for endless.
-MAX_ITERABLE_ITEMS = 1 << 22
-_ENDLESS = (itertools.count, itertools.cycle)
-
-
-def _finite(obj, what):
-    """The items of a finite iterable as a tuple; TypeError otherwise."""
-    if isinstance(obj, (tuple, list, range)):
-        return tuple(obj)
-    if isinstance(obj, (str, bytes, bytearray, memoryview)):
-        raise StrideWeaveTypeError(f"{what} must be a finite iterable of integers, not {type(obj).__name__}")
-    if isinstance(obj, _ENDLESS):
-        raise StrideWeaveTypeError(f"{what} must be a finite iterable; {type(obj).__name__} never ends")
-    if isinstance(obj, itertools.repeat):
-        try:
-            obj.__length_hint__()
-        except TypeError:
-            raise StrideWeaveTypeError(f"{what} must be a finite iterable; itertools.repeat without times "
-                                       "never ends") from None
-    if isinstance(obj, Sized) and isinstance(obj, Iterable):
-        try:
-            return tuple(obj)
-        except TypeError as e:  # e.g. a 0-d NumPy array
-            raise StrideWeaveTypeError(f"{what} must be a finite iterable: {e}") from None
-    try:
-        iterator = iter(obj)
-    except TypeError:
-        raise StrideWeaveTypeError(f"{what} must be a finite iterable, not {type(obj).__name__}") from None
-    items = tuple(itertools.islice(iterator, MAX_ITERABLE_ITEMS + 1))
-    if len(items) > MAX_ITERABLE_ITEMS:
-        raise StrideWeaveTypeError(f"{what} must be a finite iterable; it yielded more than "
-                                   f"{MAX_ITERABLE_ITEMS} items")
-    return items
-
-
-def _coordinate(value, what):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise StrideWeaveTypeError(f"{what} must be an integer, not {type(value).__name__}")
-    return int(value)
+from ._lib import native as N
 
 
 def _fmf_key(coord):
@@ -92,11 +47,11 @@ class TileSet(_Frozen):
     _release = staticmethod(N.sw_tile_set_release)
 
     def __init__(self, coordinates=()):
-        entries = _finite(coordinates, "TileSet coordinates")
+        entries = finite(coordinates, "TileSet coordinates")
         coords = []
         for i, entry in enumerate(entries):
-            items = _finite(entry, f"TileSet coordinate {i}")
-            coords.append(tuple(_coordinate(c, f"TileSet coordinate {i} component") for c in items))
+            items = finite(entry, f"TileSet coordinate {i}")
+            coords.append(tuple(integer(c, f"TileSet coordinate {i} component") for c in items))
         self._set("_coordinates", self._check(coords))
 
     @staticmethod
@@ -195,9 +150,9 @@ class TileSelection(_Frozen):
     _release = staticmethod(N.sw_tile_selection_release)
 
     def __init__(self, per_axis):
-        axes = _finite(per_axis, "per_axis")
-        raw = [_finite(axis, f"per_axis[{i}]") for i, axis in enumerate(axes)]
-        checked = tuple(tuple(_coordinate(c, f"per_axis[{i}] coordinate") for c in axis)
+        axes = finite(per_axis, "per_axis")
+        raw = [finite(axis, f"per_axis[{i}]") for i, axis in enumerate(axes)]
+        checked = tuple(tuple(integer(c, f"per_axis[{i}] coordinate") for c in axis)
                         for i, axis in enumerate(raw))
         if not checked:
             raise StrideWeaveValueError("a TileSelection needs at least one axis")
@@ -363,8 +318,6 @@ class LRUPolicy:
     __slots__ = ("_h", "__weakref__")
 
     def __init__(self, budget_tiles):
-        from ._handles import integer
-
         budget = integer(budget_tiles, "budget_tiles")
         if budget < 1:
             raise StrideWeaveValueError(f"budget_tiles must be at least 1, got {budget}")

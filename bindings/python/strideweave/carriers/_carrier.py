@@ -1,5 +1,6 @@
 """Carrier base class and the ordinary carriers: CPU, Host, File, Zstd and
-Vulkan."""
+Vulkan, each registered for its kind (strideweave._handles) as it is
+defined."""
 import numbers
 import os
 
@@ -7,19 +8,13 @@ import numpy as np
 
 from .. import _dtypes
 from .. import _handles
-from .. import _native as N
 from .. import _runtime
-from .._errors import (StrideWeaveIndexError, StrideWeaveRuntimeError,
-                       StrideWeaveTypeError, StrideWeaveValueError)
+from .._checks import finite, integer, nonnegative
+from .._device import Device
+from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError
+from .._lib import native as N
 
 _carrier_release = N.sw_carrier_release
-
-
-def _size(size):
-    size = _handles.integer(size, "size")
-    if size < 0:
-        raise StrideWeaveValueError(f"size must be >= 0, got {size}")
-    return size
 
 
 class Carrier:
@@ -27,7 +22,7 @@ class Carrier:
     an ownership state and release()."""
 
     __slots__ = ("_h", "_rt", "_exports", "__weakref__")
-    _kind = None
+    _kind = None  # set by _handles.carrier_kind on each concrete class
 
     def __init__(self, *args, **kwargs):
         raise StrideWeaveTypeError("Carrier is abstract; use one of strideweave.carriers' classes")
@@ -106,7 +101,7 @@ class Carrier:
         N.sw_carrier_dispose(self._h)
 
     def _slot(self, slot):
-        slot = _handles.integer(slot, "slot")
+        slot = integer(slot, "slot")
         size = self.size()
         if slot < 0:
             slot += size
@@ -120,18 +115,14 @@ class Carrier:
         out = np.empty(1, dtype=raw)
         N.carrier_read_into(self._h, self._slot(slot), 1, out)
         if dtype is _dtypes.bfloat16:
-            from .._interop import bf16_to_float32
-
-            return float(bf16_to_float32(out)[0])
+            return float(_dtypes.bf16_to_float32(out)[0])
         return out[0].item()
 
     def __setitem__(self, slot, value):
-        from .._interop import _bf16_bits
-
         if not isinstance(value, (numbers.Real, np.generic)):
             raise StrideWeaveTypeError(f"carrier slots are set from numbers, not {type(value).__name__}")
         dtype = self.dtype
-        data = _bf16_bits([value]) if dtype is _dtypes.bfloat16 else np.asarray([value], dtype=dtype.numpy)
+        data = _dtypes.bf16_bits([value]) if dtype is _dtypes.bfloat16 else np.asarray([value], dtype=dtype.numpy)
         N.carrier_write_from(self._h, self._slot(slot), 1, data)
 
     def require_facet(self, facet):
@@ -144,6 +135,7 @@ class Carrier:
         return f"{type(self).__name__}(size={self.size()}, dtype={self.dtype.name}{state})"
 
 
+@_handles.carrier_kind(N.SW_CARRIER_CPU)
 class CPU(Carrier):
     """Aligned host memory, the compute carrier. Zero-filled.
 
@@ -151,11 +143,10 @@ class CPU(Carrier):
     memory (no copy) and keeps the source alive until release()."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_CPU
 
     def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
         rt = _runtime.resolve(runtime)
-        self._init(N.sw_carrier_create_cpu(rt._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._init(N.sw_carrier_create_cpu(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
 
     @classmethod
     def _from_host(cls, data, dtype, size, rt):
@@ -175,73 +166,70 @@ class CPU(Carrier):
     @classmethod
     def from_values(cls, iterable, *, dtype=_dtypes.float32, runtime=None):
         """A CPU carrier holding `iterable`'s values in order."""
-        from .._interop import _bf16_bits
-        from .._tiles import _finite
 
         dtype = _dtypes.as_dtype(dtype)
-        values = _finite(iterable, "values")
+        values = finite(iterable, "values")
         for v in values:
             if not isinstance(v, (numbers.Real, np.generic)):
                 raise StrideWeaveTypeError(f"values must be numbers, not {type(v).__name__}")
-        data = _bf16_bits(values) if dtype is _dtypes.bfloat16 else np.asarray(values, dtype=dtype.numpy)
+        data = _dtypes.bf16_bits(values) if dtype is _dtypes.bfloat16 else np.asarray(values, dtype=dtype.numpy)
         return cls._from_host(data.reshape(-1).view(np.uint8) if len(values) else b"", dtype, len(values),
                               _runtime.resolve(runtime))
 
 
+@_handles.carrier_kind(N.SW_CARRIER_HOST)
 class Host(Carrier):
     """Plain host memory that is not a compute carrier: a secondary tier."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_HOST
 
     def __init__(self, size, *, dtype=_dtypes.float32, runtime=None):
         rt = _runtime.resolve(runtime)
-        self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
 
 
+@_handles.carrier_kind(N.SW_CARRIER_FILE)
 class File(Carrier):
     """A secondary tier in a scratch file (removed on release), or with
     File.open a read-only window on an existing file."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_FILE
 
     def __init__(self, size, *, dtype=_dtypes.float32, directory=None, direct_io=False, runtime=None):
         rt = _runtime.resolve(runtime)
         if directory is not None:
             directory = os.fspath(directory)
-        self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, _size(size), directory,
+        self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size"), directory,
                                          bool(direct_io)), rt)
 
     @classmethod
     def open(cls, path, offset, size, *, dtype=_dtypes.float32, direct_io=False, runtime=None):
         """A read-only carrier over `size` elements at byte `offset` of `path`."""
         rt = _runtime.resolve(runtime)
-        offset = _handles.integer(offset, "offset")
-        if offset < 0:
-            raise StrideWeaveValueError(f"offset must be >= 0, got {offset}")
+        offset = nonnegative(offset, "offset")
         obj = object.__new__(cls)
-        obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, _size(size),
+        obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, nonnegative(size, "size"),
                                       bool(direct_io)), rt)
         return obj
 
 
+@_handles.carrier_kind(N.SW_CARRIER_ZSTD)
 class Zstd(Carrier):
     """Compressed host memory: checksummed zstd frames; a corrupt frame
     raises DataCorruptError, never returns garbage."""
 
     __slots__ = ()
-    _kind = N.SW_CARRIER_ZSTD
 
     def __init__(self, size, *, dtype=_dtypes.float32, level=1, frame_elements=0, shuffle=None, runtime=None):
         rt = _runtime.resolve(runtime)
-        level = _handles.integer(level, "level")
-        frame_elements = _handles.integer(frame_elements, "frame_elements")
+        level = integer(level, "level")
+        frame_elements = integer(frame_elements, "frame_elements")
         shuffle = -1 if shuffle is None else int(bool(shuffle))
-        self._init(N.carrier_create_zstd(rt._h, _dtypes.as_dtype(dtype).code, _size(size), level,
+        self._init(N.carrier_create_zstd(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size"), level,
                                          frame_elements, shuffle), rt)
 
 
+@_handles.carrier_kind(N.SW_CARRIER_VULKAN)
 class Vulkan(Carrier):
     """Device-local memory of a Vulkan device: a compute carrier whose ops,
     and their backward, run as SPIR-V shaders on the device, batched until a
@@ -253,17 +241,14 @@ class Vulkan(Carrier):
     present."""
 
     __slots__ = ("_device",)
-    _kind = N.SW_CARRIER_VULKAN
 
     def __init__(self, size, *, dtype=_dtypes.float32, device=None, runtime=None):
-        from .._device import Device
-
         rt = _runtime.resolve(runtime)
         if device is None:
             device = Device.vulkan(runtime=rt)
         elif not isinstance(device, Device):
             raise StrideWeaveTypeError(f"device must be a strideweave.Device, not {type(device).__name__}")
-        self._init(N.sw_carrier_create_vulkan(rt._h, device._h, _dtypes.as_dtype(dtype).code, _size(size)), rt)
+        self._init(N.sw_carrier_create_vulkan(rt._h, device._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
         self._device = device
 
     @classmethod

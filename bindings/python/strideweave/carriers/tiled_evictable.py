@@ -4,10 +4,12 @@ gathered into compact tensors by projection."""
 import numbers
 
 from .. import _handles
-from .. import _native as N
 from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
+from .._checks import finite, integer
 from .._errors import StrideWeaveTypeError, StrideWeaveValueError
-from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, _finite, planner
+from .._lib import native as N
+from .._tensor import Tensor
+from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet, planner
 from ._carrier import Carrier
 
 __all__ = [
@@ -47,13 +49,11 @@ class TileState:
 
 
 def _shape_arg(value, what):
-    items = _finite(value, what)
-    return tuple(_handles.integer(v, f"{what} entry") for v in items)
+    items = finite(value, what)
+    return tuple(integer(v, f"{what} entry") for v in items)
 
 
 def _tensor(value, what):
-    from .._tensor import Tensor
-
     if isinstance(value, AwaitResult):
         raise StrideWeaveTypeError(f"{what}: got an {type(value).__name__}, not a Tensor; call .wait() first")
     if not isinstance(value, Tensor):
@@ -74,6 +74,7 @@ def _selection(value):
     return value
 
 
+@_handles.carrier_kind(N.SW_CARRIER_TILED)
 class TiledEvictable(Carrier):
     """TiledEvictable(primary, secondary, grid_shape, tile_shape, *, residency_policy=None)
 
@@ -83,7 +84,6 @@ class TiledEvictable(Carrier):
     are claimed by the TiledEvictable until its release()."""
 
     __slots__ = ("_primary", "_secondary", "_policy")
-    _kind = N.SW_CARRIER_TILED
 
     def __init__(self, primary, secondary, grid_shape, tile_shape, *, residency_policy=None):
         if not isinstance(primary, Carrier):
@@ -150,8 +150,6 @@ class TiledEvictable(Carrier):
 
     def full_tensor(self):
         """The full logical tensor: dense layout of logical_shape at offset 0."""
-        from .._tensor import Tensor
-
         t = Tensor._adopt(N.sw_tiled_full_tensor(self._h), self._rt)
         t._carrier = self
         return t
@@ -159,8 +157,8 @@ class TiledEvictable(Carrier):
     # ---- residency ----
 
     def tile_state(self, coord):
-        items = (coord,) if isinstance(coord, numbers.Integral) else _finite(coord, "coord")
-        coord = tuple(_handles.integer(c, "coord entry") for c in items)
+        items = (coord,) if isinstance(coord, numbers.Integral) else finite(coord, "coord")
+        coord = tuple(integer(c, "coord entry") for c in items)
         location, valid, dirty = N.tiled_tile_state(self._h, coord)
         return TileState(_LOCATIONS[location], valid, dirty)
 
