@@ -4,9 +4,12 @@
 # Python packages via pip.
 set -euo pipefail
 
+# libdnnl-dev: oneDNN, the CPU carrier's GEMM (runtime/carriers/cpu/gemm.cpp).
+# OpenBLAS is only tools/bench/bench_cpu's informational cblas_sgemm row.
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
   libcmocka-dev libuv1-dev libzstd-dev
+  libdnnl-dev
   libopenblas-dev libopenblas0-pthread
   swig
   glslc libvulkan-dev mesa-vulkan-drivers

@@ -1,7 +1,5 @@
 // CPU kernels: elementwise, copy/convert, reduce_sum and matmul, all driven by
 // the one strided iteration engine and parallelised over the runtime's pool.
-#include <cblas.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -13,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
+#include "carriers/cpu/gemm.hpp"
 #include "carriers/cpu/iteration.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
@@ -402,15 +401,9 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
 
 // ---- matmul ---------------------------------------------------------------------
 
-// A matrix operand as BLAS sees it (column major).
-struct BlasMatrix {
-  const void* data;
-  bool transposed;
-  int64_t ld;
-};
-
-// Column-major access to a rows x cols matrix with strides (sr, sc), if BLAS can take it.
-bool as_blas(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasMatrix* m) {
+// Column-major access to a rows x cols matrix with strides (sr, sc), if the
+// GEMM can take it: one mode of unit stride, the other's at least its extent.
+bool as_gemm(int64_t rows, int64_t cols, int64_t sr, int64_t sc, gemm::Matrix* m) {
   if (rows == 1) sr = 1;
   if (cols == 1) sc = std::max<int64_t>(rows, 1);
   if (sr == 1 && sc >= std::max<int64_t>(1, rows)) {
@@ -429,18 +422,6 @@ bool as_blas(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasMatrix* m) 
     return true;
   }
   return false;
-}
-
-template <typename T>
-void gemm(const BlasMatrix& a, const BlasMatrix& b, T* c, int64_t m, int64_t n, int64_t k, int64_t ldc) {
-  const auto ta = a.transposed ? CblasTrans : CblasNoTrans;
-  const auto tb = b.transposed ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, static_cast<const float*>(a.data), (int)a.ld,
-                static_cast<const float*>(b.data), (int)b.ld, 0.0f, c, (int)ldc);
-  else
-    cblas_dgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, static_cast<const double*>(a.data), (int)a.ld,
-                static_cast<const double*>(b.data), (int)b.ld, 0.0, c, (int)ldc);
 }
 
 // The single (extent, stride) walking modes [0, count) of `l` in order, if
@@ -496,16 +477,16 @@ bool matmul_fold_batches(const Tensor& a, const Tensor& b, const Tensor& out) {
 void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
   const size_t r = out.rank();
   const int64_t M = out.shape()[r - 2], N = out.shape()[r - 1], K = a.shape()[r - 1];
-  if (std::max({M, N, K}) > INT32_MAX) value_error("matmul: a dimension exceeds the BLAS limit of 2^31 - 1");
-  const sw_dtype_t acc = out.dtype();  // f32 or f64
-  const size_t es = dtype_size(acc);
+  if (std::max({M, N, K}) > INT32_MAX) value_error("matmul: a dimension exceeds the GEMM limit of 2^31 - 1");
+  const sw_dtype_t in = a.dtype(), res = out.dtype();
+  const int64_t ei = static_cast<int64_t>(dtype_size(in)), eo = static_cast<int64_t>(dtype_size(res));
   int64_t batches = 1;
   std::vector<int64_t> batch_extents(out.shape().begin(), out.shape().end() - 2);
   for (int64_t e : batch_extents) batches *= e;
   if (out.numel() == 0) return;
   std::byte* obase = out.host_base();
-  if (K == 0) {
-    std::memset(obase, 0, out.numel() * es);
+  if (K == 0) {  // out is dense; the operands have no element to index
+    std::memset(obase, 0, out.numel() * eo);
     return;
   }
   if (batches > 1 && matmul_fold_batches(a, b, out)) return;
@@ -517,44 +498,43 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
   Ref<Layout> la = matrix_layout(a.layout()), lb = matrix_layout(b.layout()), lo = matrix_layout(out.layout());
   Ref<Layout> batch_l = Layout::dense(batch_extents);
   std::vector<int64_t> coord(r, 0);
-  Ref<Tensor> ta, tb, tc;  // reused packing buffers
+  Ref<Tensor> ta, tb, tc;  // reused packing buffers, in the operands' own dtype
   for (int64_t bi = 0; bi < batches; ++bi) {
     if (!batch_extents.empty()) batch_l->decode(bi, coord.data());
     coord[r - 2] = coord[r - 1] = 0;
     const int64_t aoff = a.offset() + a.layout().index(coord.data(), r);
     const int64_t boff = b.offset() + b.layout().index(coord.data(), r);
     const int64_t ooff = out.offset() + out.layout().index(coord.data(), r);
+    // Each batch's matrix is read in place when it has a unit-stride mode;
+    // only other layouts (an interleaved expert stack) are packed.
     auto operand = [&](const Tensor& t, const Ref<Layout>& ml, int64_t off, int64_t rows, int64_t cols,
-                       Ref<Tensor>& pack) -> BlasMatrix {
+                       Ref<Tensor>& pack) -> gemm::Matrix {
       int64_t sr, sc;
-      BlasMatrix m{};
-      if (t.dtype() == acc && ml->mode_stride(0, &sr) && ml->mode_stride(1, &sc) && as_blas(rows, cols, sr, sc, &m)) {
-        m.data = t.carrier().host_data() + off * static_cast<int64_t>(es);
+      gemm::Matrix m{};
+      if (ml->mode_stride(0, &sr) && ml->mode_stride(1, &sc) && as_gemm(rows, cols, sr, sc, &m)) {
+        m.data = t.carrier().host_data() + off * ei;
         return m;
       }
-      if (!pack) pack = cpu_backend().empty(rt, acc, {rows, cols});
+      if (!pack) pack = cpu_backend().empty(rt, in, {rows, cols});
       copy_into(*t.view(off, ml), *pack);
-      return BlasMatrix{pack->host_base(), false, std::max<int64_t>(rows, 1)};
+      return gemm::Matrix{pack->host_base(), false, std::max<int64_t>(rows, 1)};
     };
-    BlasMatrix ma = operand(a, la, aoff, M, K, ta);
-    BlasMatrix mb = operand(b, lb, boff, K, N, tb);
+    const gemm::Matrix ma = operand(a, la, aoff, M, K, ta);
+    const gemm::Matrix mb = operand(b, lb, boff, K, N, tb);
     int64_t sr, sc;
     const bool direct = lo->mode_stride(0, &sr) && lo->mode_stride(1, &sc) && (sr == 1 || M == 1) &&
                         (N == 1 || sc >= std::max<int64_t>(M, 1));
     std::byte* cptr;
     int64_t ldc;
     if (direct) {
-      cptr = obase + (ooff - out.offset()) * static_cast<int64_t>(es);
+      cptr = obase + (ooff - out.offset()) * eo;
       ldc = N == 1 ? std::max<int64_t>(M, 1) : sc;
     } else {
-      if (!tc) tc = cpu_backend().empty(rt, acc, {M, N});
+      if (!tc) tc = cpu_backend().empty(rt, res, {M, N});
       cptr = tc->host_base();
       ldc = std::max<int64_t>(M, 1);
     }
-    if (acc == SW_DTYPE_F32)
-      gemm<float>(ma, mb, reinterpret_cast<float*>(cptr), M, N, K, ldc);
-    else
-      gemm<double>(ma, mb, reinterpret_cast<double*>(cptr), M, N, K, ldc);
+    gemm::multiply(out.runtime().compute(), in, ma, mb, M, N, K, res, cptr, ldc);
     if (!direct) copy_into(*tc, *out.view(ooff, lo));
   }
 }
