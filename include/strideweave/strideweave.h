@@ -1161,8 +1161,10 @@ SW_API sw_error_t* sw_fake_device_complete_all(sw_device_t* device, size_t* out_
  * dtypes, as on the CPU carrier: f32 for every op; f64 for every op where
  * the device has shaderFloat64 (else UNSUPPORTED naming the feature; for a
  * handed-in device, declare it in sw_vulkan_device_desc_t.enabled_features);
- * f16 and bf16 stored 16-bit, matmul widening them to f32 in the shader for
- * an f32 result (and their gradients rounded back on the device). Any dtype
+ * f16 and bf16 stored 16-bit, matmul widening them to f32 in the shader and
+ * giving, as on the CPU, a result of the operands' dtype rounded once from
+ * the f32 sums (sw_matmul_ex: the f32 sums), their gradients rounded back on
+ * the device. Any dtype
  * can be stored and moved. What the CPU carrier refuses (TYPE: add of f16,
  * reduce_sum of i32, ...) fails with the same code here.
  *
