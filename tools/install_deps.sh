@@ -20,9 +20,10 @@ if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.pat
   APT_PACKAGES+=(python3-dev)
 fi
 # torch: the PyTorch interop tests (tests/python/test_torch.py) and the peer of
-# tools/bench/bench_python_overhead.py. matplotlib draws the demo's plot
-# (tools/plot_moe.py).
-PIP_PACKAGES=(numpy pytest torch matplotlib)
+# tools/bench/bench_cpu.py and bench_python_overhead.py; threadpoolctl holds
+# NumPy's BLAS to the benchmark's thread count. matplotlib draws the demo's
+# plot (tools/plot_moe.py).
+PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
