@@ -27,8 +27,11 @@
 #include "base/error.hpp"
 #include "core/dtype.hpp"
 
-// Our kernels in several ISA variants, chosen when the library loads.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Our kernels in several ISA variants, chosen when the library loads
+// (through an ifunc). Not under ThreadSanitizer, whose runtime is not up yet
+// when the loader runs the resolvers: that build runs the baseline variant,
+// the one a CPU without AVX2 gets.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define SW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SW_CLONES
