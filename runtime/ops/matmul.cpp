@@ -92,8 +92,8 @@ Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b, sw_dtype_t out_dt
     type_error(std::string("matmul supports f32, f64, f16 and bf16 tensors, not ") + dtype_name(a->dtype()));
   const bool half = a->dtype() == SW_DTYPE_F16 || a->dtype() == SW_DTYPE_BF16;
   if (out_dtype != a->dtype() && !(half && out_dtype == SW_DTYPE_F32))
-    type_error(std::string("matmul: ") + dtype_name(a->dtype()) + " operands give a " + dtype_name(a->dtype()) +
-               (half ? " or f32" : "") + " result, not " + dtype_name(out_dtype));
+    type_error(std::string("matmul: the result of ") + dtype_name(a->dtype()) + " operands is " +
+               dtype_name(a->dtype()) + (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
   if (a->rank() == 0 || b->rank() == 0) value_error("matmul: operands must have rank >= 1, not 0");
   if (a->rank() >= 1 && b->rank() >= 1) {
     // Shape rules first: a tiled operand is only materialised for valid work.

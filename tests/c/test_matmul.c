@@ -317,12 +317,12 @@ static void matmul_errors(void** state) {
   sw_matmul_desc_t desc;
   sw_matmul_desc_init(&desc);
   desc.out_dtype = SW_DTYPE_F64;
-  SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_TYPE, "f32 operands give a f32 result, not f64");
+  SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_TYPE, "the result of f32 operands is f32, not f64");
   desc.out_dtype = SW_DTYPE_F16;
   SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_TYPE, "not f16");
   SW_FAILS(sw_matmul_ex(b16.t, h16.t, &desc, &r), SW_ERROR_VALUE, "contraction");
   desc.out_dtype = SW_DTYPE_BF16;
-  SW_FAILS(sw_matmul_ex(h16.t, b16.t, &desc, &r), SW_ERROR_TYPE, "f16 operands give a f16 or f32 result, not bf16");
+  SW_FAILS(sw_matmul_ex(h16.t, b16.t, &desc, &r), SW_ERROR_TYPE, "the result of f16 operands is f16 or f32, not bf16");
   desc.out_dtype = SW_DTYPE_I32;
   SW_FAILS(sw_matmul_ex(ai.t, bi.t, &desc, &r), SW_ERROR_TYPE, NULL);
   sw_matmul_desc_init(&desc);

@@ -350,8 +350,6 @@ void multiply_block(sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, 
   }
 }
 
-}  // namespace
-
 bool supports(sw_dtype_t in, sw_dtype_t out) {
   switch (in) {
     case SW_DTYPE_F32:
@@ -361,6 +359,8 @@ bool supports(sw_dtype_t in, sw_dtype_t out) {
     default: return false;
   }
 }
+
+}  // namespace
 
 void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k,
               sw_dtype_t out, void* c, int64_t ldc) {

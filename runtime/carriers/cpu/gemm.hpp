@@ -19,12 +19,9 @@ struct Matrix {
   int64_t ld;
 };
 
-// Whether `in` operands may produce an `out` result: f32 -> f32, f64 -> f64,
-// bf16 and f16 -> themselves or f32.
-bool supports(sw_dtype_t in, sw_dtype_t out);
-
 // C (m x n, column major, leading dimension ldc >= max(1, m), dtype `out`) =
-// A (m x k) B (k x n), both of dtype `in`. Products accumulate in f32 (f64
+// A (m x k) B (k x n), both of dtype `in`: f32 -> f32, f64 -> f64, bf16 and
+// f16 -> themselves or f32. Products accumulate in f32 (f64
 // for f64); a half `out` is rounded once from that. Every element of C is
 // written, K = 0 giving zeros whatever C held; C's padding is left alone. The
 // work splits over `pool`'s threads and runs inline on the caller when it is
