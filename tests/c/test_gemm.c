@@ -14,7 +14,10 @@
 
 typedef struct gemm_fixture {
   sw_runtime_t* rt[2]; /* 1 and 2 compute threads */
+  int threads;         /* of the process once both runtimes exist */
 } gemm_fixture;
+
+static int thread_count(void);
 
 static int gemm_setup(void** state) {
   gemm_fixture* f = (gemm_fixture*)calloc(1, sizeof *f);
@@ -24,6 +27,7 @@ static int gemm_setup(void** state) {
     desc.compute_threads = (uint32_t)(t + 1);
     if (sw_runtime_create(&desc, &f->rt[t])) return -1;
   }
+  f->threads = thread_count();
   *state = f;
   return 0;
 }
@@ -325,6 +329,30 @@ static void gemm_expert_batches(void** state) {
     }
 }
 
+/* Threads of this process, from /proc (Linux); -1 elsewhere. */
+static int thread_count(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int n = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  fclose(f);
+  return n;
+}
+
+/* The GEMM runs on the runtimes' own threads: after every product of the
+ * suite (it runs last) the process has no thread more than when the two
+ * runtimes had just been created, so oneDNN's OpenMP runtime never started
+ * a team of its own. */
+static void gemm_starts_no_threads(void** state) {
+  gemm_fixture* f = (gemm_fixture*)*state;
+  if (f->threads < 0) skip();
+  const sw_dtype_t dtypes[3] = {SW_DTYPE_F32, SW_DTYPE_BF16, SW_DTYPE_F16};
+  for (int d = 0; d < 3; ++d) check_gemm(f, BOTH, dtypes[d], 256, 512, 384, COL, COL);
+  assert_int_equal(thread_count(), f->threads);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gemm_layouts),
@@ -332,6 +360,7 @@ int main(void) {
       cmocka_unit_test(gemm_vectors),
       cmocka_unit_test(gemm_empty_contraction),
       cmocka_unit_test(gemm_expert_batches),
+      cmocka_unit_test(gemm_starts_no_threads),
   };
   return cmocka_run_group_tests(tests, gemm_setup, gemm_teardown);
 }
