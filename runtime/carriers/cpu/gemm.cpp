@@ -246,9 +246,12 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, dnnl::memory::data_ty
 // C = A B on oneDNN's matmul primitive with bf16 operands; false, with
 // nothing written, when oneDNN offers only its reference kernel for them here
 // (a CPU without bf16 instructions, or strides its kernels do not take).
-// Tries both ways of stating the product (C = A B and C^T = B^T A^T), the
-// one whose first operand is contiguous along K first: oneDNN's fast kernels
-// want that. oneDNN caches the primitives it creates.
+// Tries both ways of stating the product. oneDNN's fast kernels want a
+// row-major destination and a source contiguous along K, so C^T = B^T A^T
+// comes first (C is column major, so C^T is row major, and B^T is contiguous
+// along K when B is column major: x @ W^T of an nn.Linear weight, or an
+// expert of the recommended geometry); C = A B is the other. oneDNN caches
+// the primitives it creates.
 bool bf16_matmul(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, sw_dtype_t out, void* c,
                  int64_t ldc) {
   using dt = dnnl::memory::data_type;
@@ -259,8 +262,7 @@ bool bf16_matmul(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t
     int64_t m, n;
   };
   const Matrix cm{c, false, ldc};
-  Form forms[2] = {{a, b, cm, m, n}, {transpose(b), transpose(a), transpose(cm), n, m}};
-  if (!forms[0].a.transposed) std::swap(forms[0], forms[1]);
+  const Form forms[2] = {{transpose(b), transpose(a), transpose(cm), n, m}, {a, b, cm, m, n}};
   for (const Form& f : forms) {
     dnnl::memory::desc src = matrix_desc(f.m, k, dt::bf16, f.a), wei = matrix_desc(k, f.n, dt::bf16, f.b),
                        dst = matrix_desc(f.m, f.n, out_dt, f.c);
