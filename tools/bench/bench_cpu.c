@@ -169,11 +169,12 @@ static void roof_stop(roof_team_t* team) {
 
 /* ---- matmul ----------------------------------------------------------------- */
 
-/* (m, k) @ (k, n) with dense StrideWeave operands (first mode fastest, i.e.
- * column major): the weight (k, n) has k fastest, the bytes of a row-major
- * PyTorch (n, k) nn.Linear weight, so x @ W^T reads them as they lie. A
- * decode shape (one token) rotates through `copies` weight matrices, 768 MiB
- * in all, so that every call streams its weights from DRAM. */
+/* (m, k) @ (k, n) on the bytes PyTorch's peer multiplies: x (m, k) row
+ * major, as torch and NumPy lay it out (the transposed view of a dense
+ * StrideWeave (k, m) tensor), and the weight (k, n) dense, k fastest, the
+ * bytes of a row-major (n, k) nn.Linear weight, so x @ W^T reads both as they
+ * lie. A decode shape (one token) rotates through `copies` weight matrices,
+ * 768 MiB in all, so that every call streams its weights from DRAM. */
 typedef struct matmul_shape_t {
   const char* name;
   int64_t m, k, n;
@@ -227,7 +228,10 @@ static matmul_result_t bench_matmul(sw_runtime_t* rt, const matmul_shape_t* sh, 
   const size_t es = sw_dtype_size(dtype), weight_bytes = (size_t)(k * n) * es;
   int copies = sh->decode ? (int)(DECODE_BYTES / weight_bytes) : 1;
   if (copies > MAX_COPIES) copies = MAX_COPIES;
-  sw_tensor_t* a = matrix_of(rt, dtype, m, k, 1);
+  sw_tensor_t* a_dense = matrix_of(rt, dtype, k, m, 1);
+  sw_tensor_t* a = NULL;
+  CHECK(sw_tensor_transpose(a_dense, 0, 1, &a)); /* (m, k), row major */
+  sw_tensor_release(a_dense);
   sw_tensor_t* w[MAX_COPIES];
   for (int c = 0; c < copies; ++c) w[c] = matrix_of(rt, dtype, k, n, 2 + (uint64_t)c);
 #ifdef SW_BENCH_CBLAS
@@ -249,7 +253,7 @@ static matmul_result_t bench_matmul(sw_runtime_t* rt, const matmul_shape_t* sh, 
     if (c_blas) {
       t0 = now_seconds();
       for (int c = 0; c < copies; ++c)
-        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, host_pointer(a), (int)m,
+        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, host_pointer(a), (int)k,
                     host_pointer(w[c]), (int)k, 0.0f, c_blas, (int)m);
       tb = (now_seconds() - t0) / copies;
     }

@@ -9,9 +9,13 @@ and right after it, in this process, the peers on the same shapes:
   float32 and bfloat16 (x (M, K) and w (N, K) contiguous: nn.Linear's
   layout, whose bytes are StrideWeave's (K, N) weight); decode shapes rotate
   through the same 768 MiB of weight matrices as the C tool;
-- NumPy: np.dot on float32 Fortran-ordered arrays (StrideWeave's dense
-  layout), its BLAS limited to the thread count with threadpoolctl when it is
-  installed, else in a subprocess started with OPENBLAS_NUM_THREADS set.
+- NumPy: np.dot in float32 on the same layouts (x C-ordered, the weight
+  the transpose of a C-ordered (N, K) array), its BLAS limited to the thread
+  count with threadpoolctl when it is installed, else in a subprocess started
+  with OPENBLAS_NUM_THREADS set.
+
+StrideWeave gets the same bytes: x row major (a transposed view of a dense
+tensor) and the weight dense (K, N), K fastest.
 
 Ratios are taken per run, StrideWeave over the peer, and the summary prints
 their medians over the runs, "ok" or "MISS" against the targets:
@@ -84,14 +88,14 @@ def torch_matmul(shapes, threads, reps):
 
 
 def numpy_matmul(shapes, reps):
-    """{shape: GFLOP/s} of np.dot in float32, Fortran order."""
+    """{shape: GFLOP/s} of np.dot in float32: x @ W.T, both C-ordered."""
     rng = np.random.default_rng(7)
     result = {}
     for sh in shapes:
         m, k, n = sh["m"], sh["k"], sh["n"]
         copies = min(128, DECODE_BYTES // (k * n * 4)) if sh["decode"] else 1
-        a = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
-        bs = [np.asfortranarray(rng.uniform(-1, 1, (k, n)).astype(np.float32)) for _ in range(copies)]
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        bs = [rng.uniform(-1, 1, (n, k)).astype(np.float32).T for _ in range(copies)]
         t = timed(lambda c: np.dot(a, bs[c]), copies, reps)
         result[sh["shape"]] = 2.0 * m * n * k / t * 1e-9
         del bs
