@@ -223,7 +223,12 @@ static sw_tensor_t* matrix_of(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, 
   return t;
 }
 
-static matmul_result_t bench_matmul(sw_runtime_t* rt, const matmul_shape_t* sh, sw_dtype_t dtype, int reps) {
+/* Times sw_matmul, or with `blas` the system cblas_sgemm (f32) on the same
+ * buffers. The cblas runs come after every StrideWeave figure: OpenBLAS's
+ * workers spin for a while after each call, and would take a core from the
+ * runtime's threads if the two alternated. */
+static matmul_result_t bench_matmul(sw_runtime_t* rt, const matmul_shape_t* sh, sw_dtype_t dtype, int reps,
+                                    int blas) {
   const int64_t m = sh->m, k = sh->k, n = sh->n;
   const size_t es = sw_dtype_size(dtype), weight_bytes = (size_t)(k * n) * es;
   int copies = sh->decode ? (int)(DECODE_BYTES / weight_bytes) : 1;
@@ -235,14 +240,14 @@ static matmul_result_t bench_matmul(sw_runtime_t* rt, const matmul_shape_t* sh, 
   sw_tensor_t* w[MAX_COPIES];
   for (int c = 0; c < copies; ++c) w[c] = matrix_of(rt, dtype, k, n, 2 + (uint64_t)c);
 #ifdef SW_BENCH_CBLAS
-  float* c_blas = dtype == SW_DTYPE_F32 ? alloc_pages((size_t)(m * n) * sizeof(float)) : NULL;
+  float* c_blas = blas && dtype == SW_DTYPE_F32 ? alloc_pages((size_t)(m * n) * sizeof(float)) : NULL;
 #endif
   double t_sw[BENCH_MAX_REPS], t_blas[BENCH_MAX_REPS];
   const int warmup = 2;
   for (int r = -warmup; r < reps; ++r) {
     /* One sample: a pass over every copy; the figures are per call. */
     double t0 = now_seconds();
-    for (int c = 0; c < copies; ++c) {
+    for (int c = 0; c < copies && !blas; ++c) {
       sw_tensor_t* out = NULL;
       CHECK(sw_matmul(a, w[c], &out));
       sw_tensor_release(out);
@@ -376,6 +381,25 @@ static double run_op(int op, sw_tensor_t* a, sw_tensor_t* b) {
   return t;
 }
 
+/* The DRAM read roof of the decode shapes: N threads summing 768 MiB, the
+ * bytes the decode figures rotate through (64 MiB may sit in a large
+ * last-level cache). */
+static double bench_dram_roof(int threads, int reps) {
+  unsigned char* buf = alloc_pages(DECODE_BYTES);
+  memset(buf, 1, DECODE_BYTES);
+  roof_team_t* team = alloc_pages(sizeof(roof_team_t));
+  roof_start(team, threads);
+  double t[BENCH_MAX_REPS];
+  for (int r = -1; r < reps; ++r) {
+    const double s = roof_run(team, TASK_READ, buf, NULL, DECODE_BYTES);
+    if (r >= 0) t[r] = s;
+  }
+  roof_stop(team);
+  free(team);
+  free(buf);
+  return (double)DECODE_BYTES * 1e-9 / median(t, reps);
+}
+
 typedef struct stream_result_t {
   double read_gbs, memcpy_gbs, op_gbs[OP_COUNT];    /* medians */
   double read_best, memcpy_best, op_best[OP_COUNT]; /* fastest repetitions */
@@ -474,9 +498,17 @@ int main(int argc, char** argv) {
   matmul_result_t mm[SHAPES * 2];
   int count = 0;
   for (int d = 0; d < 2; ++d)
-    for (int i = 0; i < SHAPES; ++i) mm[count++] = bench_matmul(rt, &kShapes[i], kMatmulDtypes[d], reps);
+    for (int i = 0; i < SHAPES; ++i) mm[count++] = bench_matmul(rt, &kShapes[i], kMatmulDtypes[d], reps, 0);
   const experts_result_t ex = bench_experts(rt, reps);
   stream_result_t st = bench_stream(rt, threads, reps, mib);
+  const double dram_gbs = bench_dram_roof(threads, reps < 5 ? reps : 5);
+#ifdef SW_BENCH_CBLAS
+  for (int i = 0; i < SHAPES; ++i) { /* mm[i] are the f32 figures */
+    const matmul_result_t b = bench_matmul(rt, &kShapes[i], SW_DTYPE_F32, reps, 1);
+    mm[i].blas_gflops = b.blas_gflops;
+    mm[i].blas_best = b.blas_best;
+  }
+#endif
   sw_runtime_release(rt);
   const double load_after = load_average();
   printf("load average (1 min, this benchmark included): %.2f before, %.2f after\n", load_before, load_after);
@@ -485,6 +517,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < count; ++i)
     printf("  %-36s %-6s %11.1f %7.1f %14.2f %12.1f\n", mm[i].shape->name, sw_dtype_name(mm[i].dtype), mm[i].sw_gflops,
            mm[i].sw_best, mm[i].sw_weight_gbs, mm[i].blas_gflops);
+  printf("  DRAM read roof (%d thread(s) summing 768 MiB): %.2f GB/s\n", threads, dram_gbs);
   printf("\nexperts: %lld of (%lld, %lld) f32, x (%lld, %lld) shared, ms per batched matmul\n", (long long)ex.s,
          (long long)ex.i, (long long)ex.o, (long long)ex.m, (long long)ex.i);
   printf("  one block per expert, (S, I, O) view  %8.2f\n", ex.view_ms);
@@ -515,9 +548,9 @@ int main(int argc, char** argv) {
          "\"interleaved_ms\": %.3f}",
          (long long)ex.s, (long long)ex.m, (long long)ex.i, (long long)ex.o, ex.view_ms, ex.plain_ms,
          ex.interleaved_ms);
-  printf(", \"roof\": {\"read_gbs\": %.3f, \"memcpy_gbs\": %.3f, \"read_best\": %.3f, \"memcpy_best\": %.3f}, "
-         "\"elementwise\": [",
-         st.read_gbs, st.memcpy_gbs, st.read_best, st.memcpy_best);
+  printf(", \"roof\": {\"read_gbs\": %.3f, \"memcpy_gbs\": %.3f, \"read_best\": %.3f, \"memcpy_best\": %.3f, "
+         "\"dram_read_gbs\": %.3f}, \"elementwise\": [",
+         st.read_gbs, st.memcpy_gbs, st.read_best, st.memcpy_best, dram_gbs);
   for (int op = 0; op < OP_COUNT; ++op)
     printf("%s{\"op\": \"%s\", \"gbs\": %.3f, \"ratio_read_roof\": %.4f, \"ratio_memcpy\": %.4f, "
            "\"best\": %.3f, \"ratio_best\": %.4f}",

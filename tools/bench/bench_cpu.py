@@ -219,7 +219,7 @@ def main():
             for c, tor, npy in runs[t]:
                 mine = next(x for x in c["matmul"] if x["shape"] == name and x["dtype"] == dtype)
                 rows.append((mine, tor.get((name, dtype)), npy.get(name) if dtype == "f32" else None,
-                             c["roof"]["read_gbs"]))
+                             c["roof"]["dram_read_gbs"]))
             sw = med(r["sw_gflops"] for r, _, _, _ in rows)
             item = {"threads": t, "shape": name, "dtype": dtype, "decode": entry["decode"], "sw_gflops": sw,
                     "blas_gflops": med(r["blas_gflops"] for r, _, _, _ in rows) if dtype == "f32" else None}
