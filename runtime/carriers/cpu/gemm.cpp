@@ -288,6 +288,7 @@ bool bf16_matmul(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t
 
 constexpr int64_t kPanel = 256;            // K per widened panel
 constexpr double kParallelFlops = 1 << 21;  // below this a product runs on the caller alone
+constexpr int64_t kSmallProduct = 1 << 15;  // m n k below which f32 skips sgemm (a 4x4 call costs 1 us there)
 
 // Half operands on sgemm: A's and B's K panels widened to f32, accumulated
 // into C (f32) or an f32 block rounded into C once at the end.
@@ -311,20 +312,22 @@ void widened_sgemm(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64
     for (int64_t i = 0; i < m; ++i) narrow(pc[i + j * m], o + i + j * ldc);
 }
 
-// f64: C's columns as vector products over A, K in panels so that A's panel
-// stays in cache across the columns.
-void dgemm(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, double* c, int64_t ldc) {
-  std::vector<double> x(std::min(k, kPanel));
-  for (int64_t j = 0; j < n; ++j) std::fill(c + j * ldc, c + j * ldc + m, 0.0);
+// C's columns as vector products over A, K in panels so that A's panel
+// stays in cache across the columns: f64, and f32 products too small for
+// sgemm's setup to pay (kSmallProduct).
+template <typename T>
+void column_products(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, T* c, int64_t ldc) {
+  T x[kPanel];  // one panel of B's column
+  for (int64_t j = 0; j < n; ++j) std::fill(c + j * ldc, c + j * ldc + m, T(0));
   for (int64_t p0 = 0; p0 < k; p0 += kPanel) {
     const int64_t pk = std::min(kPanel, k - p0);
-    const double* ap = at<double>(a, 0, p0);  // W(p, i) = A(i, p)
+    const T* ap = at<T>(a, 0, p0);  // W(p, i) = A(i, p)
     for (int64_t j = 0; j < n; ++j) {
-      kernel_widen(at<double>(b, p0, j), row_stride(b), 0, pk, 1, x.data());
+      kernel_widen(at<T>(b, p0, j), row_stride(b), 0, pk, 1, x);
       if (a.transposed)
-        kernel_dot(ap, a.ld, pk, m, x.data(), c + j * ldc);
+        kernel_dot(ap, a.ld, pk, m, x, c + j * ldc);
       else
-        kernel_axpy(ap, a.ld, pk, m, x.data(), c + j * ldc);
+        kernel_axpy(ap, a.ld, pk, m, x, c + j * ldc);
     }
   }
 }
@@ -351,10 +354,11 @@ void multiply_block(sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, 
   switch (in) {
     case SW_DTYPE_F32:
       if (vector) return vector_block<float>(a, b, m, n, k, out, c, ldc);
+      if (m * n * k < kSmallProduct) return column_products(a, b, m, n, k, static_cast<float*>(c), ldc);
       return sgemm(a, b, m, n, k, 0.0f, static_cast<float*>(c), ldc);
     case SW_DTYPE_F64:
       if (vector) return vector_block<double>(a, b, m, n, k, out, c, ldc);
-      return dgemm(a, b, m, n, k, static_cast<double*>(c), ldc);
+      return column_products(a, b, m, n, k, static_cast<double*>(c), ldc);
     case SW_DTYPE_BF16:
       if (vector) return vector_block<Bf16>(a, b, m, n, k, out, c, ldc);
       if (bf16_matmul(a, b, m, n, k, out, c, ldc)) return;
