@@ -4,9 +4,12 @@
 # Python packages via pip.
 set -euo pipefail
 
+# libdnnl-dev: oneDNN, the CPU carrier's GEMM (runtime/carriers/cpu/gemm.cpp).
+# OpenBLAS is only tools/bench/bench_cpu's informational cblas_sgemm row.
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
   libcmocka-dev libuv1-dev libzstd-dev
+  libdnnl-dev
   libopenblas-dev libopenblas0-pthread
   swig
   glslc libvulkan-dev mesa-vulkan-drivers
@@ -18,9 +21,10 @@ if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.pat
   APT_PACKAGES+=(python3-dev)
 fi
 # torch: the PyTorch interop tests (tests/python/test_torch.py) and the peer of
-# tools/bench/bench_python_overhead.py. matplotlib draws the demo's plot
-# (tools/plot_moe.py).
-PIP_PACKAGES=(numpy pytest torch matplotlib)
+# tools/bench/bench_cpu.py and bench_python_overhead.py; threadpoolctl holds
+# NumPy's BLAS to the benchmark's thread count. matplotlib draws the demo's
+# plot (tools/plot_moe.py).
+PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

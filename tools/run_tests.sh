@@ -2,8 +2,8 @@
 # The README's test command: installs what is missing, builds the release, the
 # AddressSanitizer+UndefinedBehaviorSanitizer and the ThreadSanitizer
 # configurations, and runs every test suite (under TSan only the suites of the
-# "async" label: OpenBLAS is not instrumented). Prints one closing line
-# "tests: N passed, N failed, N skipped".
+# "async" label, with tests/tsan.supp for the uninstrumented oneDNN). Prints
+# one closing line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -62,7 +62,8 @@ echo "== C suites (asan+ubsan)"
 run_meson c-sanitize build-sanitize \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 echo "== async suites (tsan)"
-run_meson async-tsan build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 -- --suite async
+run_meson async-tsan build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
+  -- --suite async
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   echo "== Python suites"

@@ -398,6 +398,17 @@ PyObject* runtime_create(unsigned int compute_threads, unsigned int worker_threa
   return sw_py_handle(runtime, SWIGTYPE_p_sw_runtime_t);
 }
 
+/* sw_matmul_ex with the desc field Python exposes: the result's dtype code
+ * (0: the operands'). The GIL is released: the product may be large. */
+PyObject* matmul_ex(sw_tensor_t* a, sw_tensor_t* b, int out_dtype) {
+  sw_matmul_desc_t desc;
+  sw_matmul_desc_init(&desc);
+  desc.out_dtype = (sw_dtype_t)out_dtype;
+  sw_tensor_t* result = NULL;
+  SW_PY_CHECK_NOGIL(sw_matmul_ex(a, b, &desc, &result));
+  return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
+}
+
 /* ---- layouts ---- */
 
 PyObject* layout_create(PyObject* shape, PyObject* stride) {

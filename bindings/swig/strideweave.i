@@ -26,6 +26,7 @@
 %ignore sw_lru_stats_t;
 %ignore sw_tile_state_t;
 %ignore sw_external_memory_desc_t;
+%ignore sw_matmul_desc_t;
 
 /* Functions taking or filling those structs, raw buffers, arrays with a
  * separate capacity, callbacks or void pointers: each language wraps them in
@@ -43,6 +44,8 @@
 %ignore sw_carrier_create_cpu_from;
 %ignore sw_external_memory_desc_init;
 %ignore sw_carrier_create_cpu_external;
+%ignore sw_matmul_desc_init;
+%ignore sw_matmul_ex;
 %ignore sw_carrier_read;
 %ignore sw_carrier_write;
 %ignore sw_tensor_from_data;

@@ -268,10 +268,17 @@ static sw_tensor_t* make_target(sw_runtime_t* rt, const options* o, int batch) {
   return on_compute(rt, o, t);
 }
 
-/* y = sum over the selected experts of W_e @ x  -> (dim, tokens), f32. */
+/* y = sum over the selected experts of W_e @ x  -> (dim, tokens), f32: bf16
+ * weights and tokens give their f32 sums (the elementwise ops and reduce_sum
+ * take f32 and f64). */
 static sw_tensor_t* expert_layer(sw_tensor_t* w, sw_tensor_t* x) {
   sw_tensor_t *y = NULL, *sum = NULL;
-  CHECK(sw_matmul(w, x, &y)); /* (k, dim, tokens) */
+  sw_matmul_desc_t f32_result;
+  sw_matmul_desc_init(&f32_result);
+  f32_result.out_dtype = SW_DTYPE_F32;
+  sw_dtype_t dtype;
+  CHECK(sw_tensor_dtype(w, &dtype));
+  CHECK(sw_matmul_ex(w, x, dtype == SW_DTYPE_F64 ? NULL : &f32_result, &y)); /* (k, dim, tokens) */
   const int64_t axis0 = 0;
   CHECK(sw_reduce_sum(y, &axis0, 1, false, &sum));
   sw_tensor_release(y);

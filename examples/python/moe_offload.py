@@ -139,8 +139,11 @@ def make_target(o, batch):
 
 
 def expert_layer(w, x):
-    """y = sum over the selected experts of W_e @ x -> (dim, tokens)."""
-    return sw.reduce_sum(sw.matmul(w, x), axes=0)
+    """y = sum over the selected experts of W_e @ x -> (dim, tokens), float32:
+    bfloat16 weights and tokens give their float32 sums (the elementwise ops
+    and reduce_sum take float32 and float64)."""
+    wide = None if w.dtype is sw.float64 else sw.float32
+    return sw.reduce_sum(sw.matmul(w, x, out_dtype=wide), axes=0)
 
 
 def selection_for(experts):

@@ -454,8 +454,8 @@ SW_API sw_error_t* sw_tensor_transpose(sw_tensor_t* tensor, size_t axis0, size_t
 /* Results are fresh dense tensors on the compute carrier kind of the inputs.
  * Inputs may have any strided or nested layout. Elementwise ops broadcast
  * NumPy style (trailing modes aligned, extent 1 stretches). f32 and f64 are
- * computed natively; matmul also takes f16 and bf16 inputs and accumulates
- * and returns f32. Both operands must have the same dtype (TYPE otherwise).
+ * computed natively; matmul also takes f16 and bf16 inputs (see sw_matmul).
+ * Both operands must have the same dtype (TYPE otherwise).
  * With grad mode on and an input that requires grad, the result records one
  * autograd node. Ops are thread-safe. */
 SW_API sw_error_t* sw_add(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
@@ -472,8 +472,34 @@ SW_API sw_error_t* sw_relu(sw_tensor_t* a, sw_tensor_t** out_result);
 SW_API sw_error_t* sw_reduce_sum(sw_tensor_t* a, const int64_t* axes, size_t count, bool keepdims,
                                  sw_tensor_t** out_result);
 /* NumPy matmul: (..., M, K) @ (..., K, N) -> (..., M, N), batch modes
- * broadcast; a rank-1 operand is promoted and its mode dropped afterwards. */
+ * broadcast; a rank-1 operand is promoted and its mode dropped afterwards.
+ * The result has the operands' dtype, as in PyTorch: f32, f64, and f16 or
+ * bf16, whose products accumulate in f32 and are rounded to the half dtype
+ * once (sw_matmul_ex gives the f32 sums instead). On the CPU, bf16 runs on
+ * the CPU's bf16 instructions (AMX, AVX512_BF16) where it has them; half
+ * operands are never converted to an f32 copy. Operands whose matrix modes
+ * have one unit stride (any batch strides, the other stride at least its
+ * extent: transposes, padded rows, the experts of a projection in the
+ * geometry docs/matmul.md recommends) are read in place; other layouts are
+ * packed per batch first. */
 SW_API sw_error_t* sw_matmul(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+
+/* Options of sw_matmul_ex; fill with sw_matmul_desc_init. */
+typedef struct sw_matmul_desc_t {
+  uint32_t struct_size;
+  /* The result's dtype. SW_DTYPE_INVALID (the default): the operands', as
+   * sw_matmul. SW_DTYPE_F32 with f16 or bf16 operands: the f32 sums,
+   * unrounded. Anything else is TYPE. */
+  sw_dtype_t out_dtype;
+} sw_matmul_desc_t;
+
+SW_API void sw_matmul_desc_init(sw_matmul_desc_t* desc);
+
+/* sw_matmul with options; desc == NULL is the defaults. VALUE for an unknown
+ * desc->struct_size. Autograd works as for sw_matmul: the gradients have the
+ * operands' dtype. */
+SW_API sw_error_t* sw_matmul_ex(sw_tensor_t* a, sw_tensor_t* b, const sw_matmul_desc_t* desc,
+                                sw_tensor_t** out_result);
 
 /* ------------------------------------------------------------------------ */
 /* Autograd                                                                  */
@@ -1210,8 +1236,10 @@ SW_API sw_error_t* sw_tensor_to_dlpack_versioned(sw_tensor_t* tensor, uint32_t m
  * dtypes, as on the CPU carrier: f32 for every op; f64 for every op where
  * the device has shaderFloat64 (else UNSUPPORTED naming the feature; for a
  * handed-in device, declare it in sw_vulkan_device_desc_t.enabled_features);
- * f16 and bf16 stored 16-bit, matmul widening them to f32 in the shader for
- * an f32 result (and their gradients rounded back on the device). Any dtype
+ * f16 and bf16 stored 16-bit, matmul widening them to f32 in the shader and
+ * giving, as on the CPU, a result of the operands' dtype rounded once from
+ * the f32 sums (sw_matmul_ex: the f32 sums), their gradients rounded back on
+ * the device. Any dtype
  * can be stored and moved. What the CPU carrier refuses (TYPE: add of f16,
  * reduce_sum of i32, ...) fails with the same code here.
  *

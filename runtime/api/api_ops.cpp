@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "api/handle.hpp"
 #include "ops/ops.hpp"
 
@@ -72,7 +74,33 @@ SW_API sw_error_t* sw_reduce_sum(sw_tensor_t* a, const int64_t* axes, size_t cou
 }
 
 SW_API sw_error_t* sw_matmul(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result) {
-  return binary(a, b, out_result, ops::matmul);
+  return binary(a, b, out_result, [](const Ref<Tensor>& x, const Ref<Tensor>& y) { return ops::matmul(x, y); });
+}
+
+SW_API void sw_matmul_desc_init(sw_matmul_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_matmul_desc_t{};
+  desc->struct_size = sizeof(sw_matmul_desc_t);
+  desc->out_dtype = SW_DTYPE_INVALID;
+}
+
+SW_API sw_error_t* sw_matmul_ex(sw_tensor_t* a, sw_tensor_t* b, const sw_matmul_desc_t* desc,
+                                sw_tensor_t** out_result) {
+  return guard([&] {
+    auto ta = ref<Tensor>(a, "a");
+    auto tb = ref<Tensor>(b, "b");
+    require(out_result, "out_result");
+    sw_matmul_desc_t d;
+    sw_matmul_desc_init(&d);
+    if (desc) {
+      if (desc->struct_size < sizeof(uint32_t) || desc->struct_size > sizeof(sw_matmul_desc_t))
+        value_error("sw_matmul_ex: desc->struct_size " + std::to_string(desc->struct_size) +
+                    " is not a size this library knows; call sw_matmul_desc_init first");
+      std::memcpy(&d, desc, desc->struct_size);
+    }
+    const sw_dtype_t out = d.out_dtype == SW_DTYPE_INVALID ? ta->dtype() : d.out_dtype;
+    *out_result = to_handle<sw_tensor_t>(ops::matmul(ta, tb, out));
+  });
 }
 
 }  // extern "C"

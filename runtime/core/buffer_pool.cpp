@@ -19,8 +19,7 @@ BufferPool::BufferPool(size_t limit_bytes, const sw_allocator_t* allocator) : li
 }
 
 BufferPool::~BufferPool() {
-  for (auto& [bytes, list] : free_)
-    for (void* p : list) free_raw(p, bytes);
+  for (const Cached& c : lru_) free_raw(c.p, c.class_bytes);
 }
 
 size_t BufferPool::size_class(size_t bytes) {
@@ -63,8 +62,10 @@ void* BufferPool::acquire(size_t bytes, size_t* out_class_bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(cls);
     if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      const auto entry = it->second.back();  // the warmest of its class
       it->second.pop_back();
+      void* p = entry->p;
+      lru_.erase(entry);
       cached_ -= cls;
       return p;
     }
@@ -73,31 +74,41 @@ void* BufferPool::acquire(size_t bytes, size_t* out_class_bytes) {
     return allocate_fresh(cls);
   } catch (const std::bad_alloc&) {
     // Drop the cache and try once more before reporting.
-    std::unordered_map<size_t, std::vector<void*>> drop;
+    std::list<Cached> drop;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      drop.swap(free_);
+      drop.swap(lru_);
+      free_.clear();
       cached_ = 0;
     }
-    for (auto& [b, list] : drop)
-      for (void* p : list) free_raw(p, b);
+    for (const Cached& c : drop) free_raw(c.p, c.class_bytes);
     return allocate_fresh(cls);
   }
 }
 
 void BufferPool::give_back(void* p, size_t cls) noexcept {
-  {
+  std::list<Cached> evicted;
+  bool kept = false;
+  if (cls <= limit_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + cls <= limit_) {
-      try {
-        free_[cls].push_back(p);
-        cached_ += cls;
-        return;
-      } catch (...) {
+    try {
+      auto& list = free_[cls];
+      list.reserve(list.size() + 1);
+      list.push_back(lru_.insert(lru_.end(), Cached{p, cls}));
+      cached_ += cls;
+      kept = true;
+      while (cached_ > limit_) {  // the oldest go; `p` itself is the newest
+        const Cached old = lru_.front();
+        auto& same = free_[old.class_bytes];
+        same.erase(same.begin());  // a class's oldest entry is the first
+        evicted.splice(evicted.end(), lru_, lru_.begin());
+        cached_ -= old.class_bytes;
       }
+    } catch (...) {
     }
   }
-  free_raw(p, cls);
+  for (const Cached& c : evicted) free_raw(c.p, c.class_bytes);
+  if (!kept) free_raw(p, cls);
 }
 
 size_t BufferPool::cached_bytes() const {

@@ -1,9 +1,13 @@
 // Aligned host buffers with reuse. Fresh pages cost several times more than
 // warm ones (page faults), so freed buffers are kept by size class up to a
-// byte limit and handed out again.
+// byte limit and handed out again. When a freed buffer does not fit under the
+// limit, the buffers freed longest ago make room for it: the sizes a program
+// uses now replace those it used before (a run of large temporaries would
+// otherwise pay fresh pages forever once older sizes fill the pool).
 #pragma once
 
 #include <cstddef>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -41,8 +45,13 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   size_t limit_;
   sw_allocator_t allocator_{};
   bool has_allocator_ = false;
+  struct Cached {
+    void* p;
+    size_t class_bytes;
+  };
   mutable std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::list<Cached> lru_;  // cached buffers, freed longest ago first
+  std::unordered_map<size_t, std::vector<std::list<Cached>::iterator>> free_;  // per class, oldest first
   size_t cached_ = 0;
 };
 

@@ -37,7 +37,8 @@ class ComputeBackend {
   // `out` is dense with a's rank and extent 1 on every reduced mode.
   virtual void reduce_sum(const Tensor& a, const Tensor& out) = 0;
   // (..., M, K) @ (..., K, N) -> dense (..., M, N); batch modes already
-  // broadcast to out's extents. Half inputs accumulate into f32 `out`.
+  // broadcast to out's extents. Products accumulate in f32 (f64 for f64);
+  // half inputs give a half `out` (rounded once) or an f32 one.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
 };
 

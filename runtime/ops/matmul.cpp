@@ -8,8 +8,6 @@
 namespace sw::ops {
 namespace {
 
-bool is_half(sw_dtype_t d) { return d == SW_DTYPE_F16 || d == SW_DTYPE_BF16; }
-
 // Views rank-1 operands as matrices: a (K) -> (1, K), b (K) -> (K, 1).
 Ref<Tensor> as_matrix(const Tensor& t, bool left) {
   if (t.rank() >= 2) return t.view(t.offset(), t.layout_ref());
@@ -28,8 +26,9 @@ Ref<Tensor> swap_last(const Tensor& t) {
   return t.view(t.offset(), t.layout().permute(perm));
 }
 
-// The non-recording matmul over matrices (rank >= 2) of one dtype.
-Ref<Tensor> matmul_matrices(const Ref<Tensor>& a, const Ref<Tensor>& b) {
+// The non-recording matmul over matrices (rank >= 2) of one dtype, giving
+// an `out_dtype` result (checked by the caller).
+Ref<Tensor> matmul_matrices(const Ref<Tensor>& a, const Ref<Tensor>& b, sw_dtype_t out_dtype) {
   const size_t ra = a->rank(), rb = b->rank();
   const int64_t M = a->shape()[ra - 2], K = a->shape()[ra - 1], Kb = b->shape()[rb - 2], N = b->shape()[rb - 1];
   if (K != Kb)
@@ -41,13 +40,18 @@ Ref<Tensor> matmul_matrices(const Ref<Tensor>& a, const Ref<Tensor>& b) {
   sb.insert(sb.end(), {K, N});
   so.insert(so.end(), {M, N});
   ComputeBackend& be = backend_for(a->carrier());
-  const sw_dtype_t out_dtype = is_half(a->dtype()) ? SW_DTYPE_F32 : a->dtype();
   auto out = be.empty(a->runtime_ref(), out_dtype, so);
   if (out->numel()) be.matmul(*broadcast_view(*a, sa), *broadcast_view(*b, sb), *out);
   return out;
 }
 
-Ref<Tensor> as_f32(const Ref<Tensor>& t) { return is_half(t->dtype()) ? copy_as(*t, SW_DTYPE_F32) : t; }
+// The operands' dtype: a half product's cotangent is f32 when the caller
+// asked for an f32 result; the VJP products run on the half operands as
+// they are (rounding that small cotangent once), never on a widened copy of
+// the weights.
+Ref<Tensor> as_dtype(const Ref<Tensor>& t, sw_dtype_t dtype) {
+  return t->dtype() == dtype ? t : copy_as(*t, dtype);
+}
 
 class MatmulNode final : public Node {
  public:
@@ -57,17 +61,16 @@ class MatmulNode final : public Node {
   std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
     const Ref<Tensor> a1 = as_matrix(*resolve(saved_tensor(0), SW_PURPOSE_BACKWARD, name()), true);
     const Ref<Tensor> b1 = as_matrix(*resolve(saved_tensor(1), SW_PURPOSE_BACKWARD, name()), false);
-    auto g2 = reshape_dense(g, out2_);
+    const sw_dtype_t dt = a1->dtype();
+    auto g2 = as_dtype(reshape_dense(g, out2_), dt);
     Ref<Tensor> ga, gb;
     if (!edges_[0].empty()) {
-      auto full = matmul_matrices(g2, swap_last(*as_f32(b1)));
+      auto full = matmul_matrices(g2, swap_last(*b1), dt);
       ga = reshape_dense(sum_to(full, a1->shape()), a_shape_);
-      if (ga->dtype() != a1->dtype()) ga = copy_as(*ga, a1->dtype());
     }
     if (!edges_[1].empty()) {
-      auto full = matmul_matrices(swap_last(*as_f32(a1)), g2);
+      auto full = matmul_matrices(swap_last(*a1), g2, dt);
       gb = reshape_dense(sum_to(full, b1->shape()), b_shape_);
-      if (gb->dtype() != b1->dtype()) gb = copy_as(*gb, b1->dtype());
     }
     return {ga, gb};
   }
@@ -78,13 +81,19 @@ class MatmulNode final : public Node {
 
 }  // namespace
 
-Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
+Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) { return matmul(a, b, a->dtype()); }
+
+Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b, sw_dtype_t out_dtype) {
   auto pins = check_operands("matmul", {a.get(), b.get()});
   if (a->dtype() != b->dtype())
     type_error(std::string("matmul: operand dtypes differ (") + dtype_name(a->dtype()) + " and " +
                dtype_name(b->dtype()) + ")");
   if (!dtype_is_float(a->dtype()))
     type_error(std::string("matmul supports f32, f64, f16 and bf16 tensors, not ") + dtype_name(a->dtype()));
+  const bool half = a->dtype() == SW_DTYPE_F16 || a->dtype() == SW_DTYPE_BF16;
+  if (out_dtype != a->dtype() && !(half && out_dtype == SW_DTYPE_F32))
+    type_error(std::string("matmul: the result of ") + dtype_name(a->dtype()) + " operands is " +
+               dtype_name(a->dtype()) + (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
   if (a->rank() == 0 || b->rank() == 0) value_error("matmul: operands must have rank >= 1, not 0");
   if (a->rank() >= 1 && b->rank() >= 1) {
     // Shape rules first: a tiled operand is only materialised for valid work.
@@ -94,7 +103,7 @@ Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) {
   }
   auto a1 = as_matrix(*resolve(a, SW_PURPOSE_OPERATION, "matmul"), true);
   auto b1 = as_matrix(*resolve(b, SW_PURPOSE_OPERATION, "matmul"), false);
-  auto out2 = matmul_matrices(a1, b1);
+  auto out2 = matmul_matrices(a1, b1, out_dtype);
   std::vector<int64_t> result(out2->shape().begin(), out2->shape().end() - 2);
   if (a->rank() >= 2) result.push_back(out2->shape()[out2->rank() - 2]);
   if (b->rank() >= 2) result.push_back(out2->shape()[out2->rank() - 1]);

@@ -17,7 +17,9 @@ Ref<Tensor> mul_scalar(const Ref<Tensor>& a, double scalar);
 Ref<Tensor> relu(const Ref<Tensor>& a);
 // `axes` null: every axis.
 Ref<Tensor> reduce_sum(const Ref<Tensor>& a, const std::vector<int64_t>* axes, bool keepdims);
+// The result has the operands' dtype; half operands may give f32 instead.
 Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b);
+Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b, sw_dtype_t out_dtype);
 Ref<Tensor> permute(const Ref<Tensor>& a, const std::vector<size_t>& perm);
 
 // Non-recording helpers shared by the VJPs.

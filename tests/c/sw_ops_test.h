@@ -169,8 +169,39 @@ static inline void encode_elements(sw_dtype_t dtype, const double* v, int64_t n,
   }
 }
 
-/* `v` rounded to the precision of a float result dtype. */
-static inline double round_to(sw_dtype_t dtype, double v) { return dtype == SW_DTYPE_F32 ? (double)(float)v : v; }
+/* `v` rounded to nearest even at `bits` significant bits (normal range). */
+static inline double round_bits(double v, int bits) {
+  if (v == 0 || !isfinite(v)) return v;
+  int e = 0;
+  const double m = frexp(v, &e);
+  return ldexp(nearbyint(ldexp(m, bits)), e - bits);
+}
+
+/* `v` rounded to the precision of a float result dtype; half results are
+ * rounded from f32, as the kernels round their f32 sums. */
+static inline double round_to(sw_dtype_t dtype, double v) {
+  switch (dtype) {
+    case SW_DTYPE_F32: return (double)(float)v;
+    case SW_DTYPE_F16: return round_bits((double)(float)v, 11);
+    case SW_DTYPE_BF16: return round_bits((double)(float)v, 8);
+    default: return v;
+  }
+}
+
+/* The value of f16 or bf16 bits. */
+static inline double half_value(sw_dtype_t dtype, uint16_t h) {
+  if (dtype == SW_DTYPE_BF16) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const double s = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 0) return s * ldexp(m, -24);
+  if (e == 31) return m ? NAN : s * INFINITY;
+  return s * ldexp(1024 + m, e - 25);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Operands: a tensor plus its logical values                               */
@@ -349,6 +380,10 @@ static inline double* result_values(const sw_tensor_t* t, sw_dtype_t dtype, cons
       out[i] = f;
     } else if (dtype == SW_DTYPE_F64) {
       memcpy(&out[i], raw + 8 * i, 8);
+    } else if (dtype == SW_DTYPE_F16 || dtype == SW_DTYPE_BF16) {
+      uint16_t h;
+      memcpy(&h, raw + 2 * i, 2);
+      out[i] = half_value(dtype, h);
     } else {
       fail_msg("result_values: unexpected dtype %s", sw_dtype_name(dtype));
     }

@@ -844,13 +844,17 @@ static void half_matmul_gradients(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
   const sw_dtype_t halves[2] = {SW_DTYPE_F16, SW_DTYPE_BF16};
   const int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s22[2] = {2, 2};
+  sw_matmul_desc_t f32_result;
+  sw_matmul_desc_init(&f32_result);
+  f32_result.out_dtype = SW_DTYPE_F32;
   for (int h = 0; h < 2; ++h) {
     operand a = op_dense(rt, halves[h], s23, 2, pat_int, 1);
     operand b = op_dense(rt, halves[h], s32, 2, pat_int, 2);
     operand w = op_dense(rt, SW_DTYPE_F32, s22, 2, pat_int, 3);
     SW_OK_(sw_tensor_set_requires_grad(a.t, true));
+    /* An f32 result (sw_matmul_ex) takes an f32 cotangent. */
     sw_tensor_t* y = NULL;
-    SW_OK_(sw_matmul(a.t, b.t, &y));
+    SW_OK_(sw_matmul_ex(a.t, b.t, &f32_result, &y));
     SW_OK_(sw_backward(y, w.t, true));
     sw_tensor_t* g = NULL;
     SW_OK_(sw_tensor_grad(a.t, &g));
@@ -891,7 +895,7 @@ static void half_matmul_gradients(void** state) {
     SW_OK_(sw_tensor_clear_grad(a.t));
     sw_tensor_t* at = NULL;
     SW_OK_(sw_tensor_transpose(a.t, 0, 1, &at));
-    SW_OK_(sw_matmul(a.t, at, &y));
+    SW_OK_(sw_matmul_ex(a.t, at, &f32_result, &y));
     SW_OK_(sw_backward(y, w.t, false));
     SW_OK_(sw_tensor_grad(a.t, &g));
     assert_non_null(g);
@@ -907,6 +911,31 @@ static void half_matmul_gradients(void** state) {
     sw_tensor_release(g);
     sw_tensor_release(y);
     sw_tensor_release(at);
+    /* The default half result takes a half cotangent; dL/db = a^T w. */
+    SW_OK_(sw_tensor_set_requires_grad(b.t, true));
+    operand wh = op_dense(rt, halves[h], s22, 2, pat_int, 3);
+    SW_OK_(sw_matmul(a.t, b.t, &y));
+    sw_dtype_t yd = SW_DTYPE_INVALID;
+    SW_OK_(sw_tensor_dtype(y, &yd));
+    assert_int_equal(yd, halves[h]);
+    SW_FAILS(sw_backward(y, w.t, true), SW_ERROR_TYPE, "cotangent dtype");
+    SW_OK_(sw_backward(y, wh.t, false));
+    SW_OK_(sw_tensor_grad(b.t, &g));
+    SW_OK_(sw_tensor_dtype(g, &gd));
+    assert_int_equal(gd, halves[h]);
+    double want_b[6], got_b[6];
+    for (int k = 0; k < 3; ++k)
+      for (int j = 0; j < 2; ++j) {
+        double s = 0;
+        for (int i = 0; i < 2; ++i) s += a.v[i + 2 * k] * w.v[i + 2 * j];
+        want_b[k + 3 * j] = s;
+        const int64_t c[2] = {k, j};
+        SW_OK_(sw_tensor_get(g, c, 2, &got_b[k + 3 * j]));
+      }
+    expect_exact("half dL/db", got_b, want_b, 6);
+    sw_tensor_release(g);
+    sw_tensor_release(y);
+    operand_free(&wh);
     operand_free(&a);
     operand_free(&b);
     operand_free(&w);

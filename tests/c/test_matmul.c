@@ -5,17 +5,29 @@
 
 static const sw_dtype_t kFloat[] = {SW_DTYPE_F32, SW_DTYPE_F64};
 
-/* a @ b must equal the reference exactly (small integers keep every partial
+/* a @ b (sw_matmul_ex with `desc`, or sw_matmul when NULL) must equal the
+ * reference rounded once to `out_dtype` (small integers keep every partial
  * sum exact in f32). */
-static void check_matmul_exact(const char* what, const operand* a, const operand* b, sw_dtype_t out_dtype) {
+static void check_matmul_exact_ex(const char* what, const operand* a, const operand* b,
+                                  const sw_matmul_desc_t* desc, sw_dtype_t out_dtype) {
   int64_t shape[SW_MAX_RANK];
   size_t rank = 0;
   double* want = ref_matmul(a, b, shape, &rank, NULL);
   if (!want) fail_msg("%s: the reference rejects these shapes", what);
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) n *= shape[i];
+  for (int64_t i = 0; i < n; ++i) want[i] = round_to(out_dtype, want[i]);
   sw_tensor_t* r = NULL;
-  SW_OK_(sw_matmul(a->t, b->t, &r));
+  if (desc)
+    SW_OK_(sw_matmul_ex(a->t, b->t, desc, &r));
+  else
+    SW_OK_(sw_matmul(a->t, b->t, &r));
   check_exact(what, r, out_dtype, shape, rank, want);
   free(want);
+}
+
+static void check_matmul_exact(const char* what, const operand* a, const operand* b, sw_dtype_t out_dtype) {
+  check_matmul_exact_ex(what, a, b, NULL, out_dtype);
 }
 
 /* a @ b within rtol * sum_k |a_ik b_kj| of the reference. */
@@ -210,11 +222,15 @@ static void matmul_transposed_views(void** state) {
   }
 }
 
-/* f16 and bf16 inputs accumulate into an f32 result; small integers and
- * halves are exact in every step. */
+/* f16 and bf16 inputs accumulate in f32 and give a result of their own
+ * dtype, rounded once (as PyTorch), or the f32 sums through sw_matmul_ex;
+ * small integers and quarters are exact in every f32 step. */
 static void matmul_half_inputs(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
   const sw_dtype_t halves[2] = {SW_DTYPE_F16, SW_DTYPE_BF16};
+  sw_matmul_desc_t f32_result;
+  sw_matmul_desc_init(&f32_result);
+  f32_result.out_dtype = SW_DTYPE_F32;
   for (size_t h = 0; h < 2; ++h) {
     for (size_t c = 0; c < sizeof kShapes / sizeof kShapes[0]; ++c) {
       const mm_case* k = &kShapes[c];
@@ -222,18 +238,20 @@ static void matmul_half_inputs(void** state) {
       operand b = op_dense(rt, halves[h], k->b, k->rb, pat_int, 2);
       char what[128];
       snprintf(what, sizeof what, "%s %s", sw_dtype_name(halves[h]), k->name);
-      check_matmul_exact(what, &a, &b, SW_DTYPE_F32);
+      check_matmul_exact(what, &a, &b, halves[h]);
+      check_matmul_exact_ex(what, &a, &b, &f32_result, SW_DTYPE_F32);
       operand_free(&a);
       operand_free(&b);
     }
     /* Quarter values, strided and nested half operands. */
     operand a = op_strided(rt, halves[h], "((2,2),5):((1,10),2)", 3, pat_quarter, 3);
     operand b = op_strided(rt, halves[h], "(5,3):(-1,5)", 0, pat_quarter, 4);
-    check_matmul_exact("half strided", &a, &b, SW_DTYPE_F32);
+    check_matmul_exact("half strided", &a, &b, halves[h]);
+    check_matmul_exact_ex("half strided", &a, &b, &f32_result, SW_DTYPE_F32);
     const size_t swap[2] = {1, 0};
     operand bt = op_permute(&b, swap); /* (3,5) */
     operand at = op_permute(&a, swap); /* (5,4) */
-    check_matmul_exact("half transposed", &bt, &at, SW_DTYPE_F32);
+    check_matmul_exact_ex("half transposed", &bt, &at, &f32_result, SW_DTYPE_F32);
     operand_free(&at);
     operand_free(&bt);
     operand_free(&a);
@@ -245,7 +263,7 @@ static void matmul_half_inputs(void** state) {
     operand x = op_values(rt, halves[h], s1k, 2, big);
     operand y = op_values(rt, halves[h], sk1, 2, big);
     sw_tensor_t* r = NULL;
-    SW_OK_(sw_matmul(x.t, y.t, &r));
+    SW_OK_(sw_matmul_ex(x.t, y.t, &f32_result, &r));
     const double want = 64.0 * 256.0 * 256.0; /* 2^22: overflows f16, exact in f32 */
     check_exact("half sum past the half range", r, SW_DTYPE_F32, s11, 2, &want);
     operand_free(&x);
@@ -295,6 +313,22 @@ static void matmul_errors(void** state) {
   SW_FAILS(sw_matmul(a.t, hbf.t, &r), SW_ERROR_TYPE, NULL);
   /* Integer operands. */
   SW_FAILS(sw_matmul(ai.t, bi.t, &r), SW_ERROR_TYPE, NULL);
+  /* Result dtypes sw_matmul_ex refuses, and a desc of an unknown size. */
+  sw_matmul_desc_t desc;
+  sw_matmul_desc_init(&desc);
+  desc.out_dtype = SW_DTYPE_F64;
+  SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_TYPE, "the result of f32 operands is f32, not f64");
+  desc.out_dtype = SW_DTYPE_F16;
+  SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_TYPE, "not f16");
+  SW_FAILS(sw_matmul_ex(b16.t, h16.t, &desc, &r), SW_ERROR_VALUE, "contraction");
+  desc.out_dtype = SW_DTYPE_BF16;
+  SW_FAILS(sw_matmul_ex(h16.t, b16.t, &desc, &r), SW_ERROR_TYPE, "the result of f16 operands is f16 or f32, not bf16");
+  desc.out_dtype = SW_DTYPE_I32;
+  SW_FAILS(sw_matmul_ex(ai.t, bi.t, &desc, &r), SW_ERROR_TYPE, NULL);
+  sw_matmul_desc_init(&desc);
+  desc.struct_size = 1000;
+  SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_VALUE, "struct_size");
+  SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, NULL), SW_ERROR_VALUE, NULL);
   assert_null(r);
   operand* all[] = {&a, &b, &v3, &v4, &ba, &bb, &s0, &a64, &b16, &bbf, &ai, &bi, &b32, &b64, &h16, &hbf};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) operand_free(all[i]);

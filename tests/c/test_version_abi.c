@@ -285,6 +285,40 @@ static void allocator_gets_everything_back(void** state) {
   assert_int_equal(a.live_bytes, 0);
 }
 
+/* A full pool makes room for the buffer freed last by dropping the ones
+ * freed longest ago: a program that moves on to another size reuses its new
+ * buffers instead of paying fresh ones on every call. */
+static void pool_keeps_the_newest_buffers(void** state) {
+  (void)state;
+  counting_allocator a;
+  memset(&a, 0, sizeof a);
+  /* Room for one buffer of either size (64 KiB and 96 KiB of f32), not both. */
+  sw_runtime_t* rt = runtime_with(&a, 128 * 1024, 1);
+  const int64_t small[1] = {16384}, large[1] = {24576};
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_zeros(rt, SW_DTYPE_F32, small, 1, &t));
+  sw_tensor_release(t); /* cached */
+  const int allocs0 = a.allocs, frees0 = a.frees;
+  for (int round = 0; round < 4; ++round) {
+    SW_OK_(sw_tensor_zeros(rt, SW_DTYPE_F32, large, 1, &t));
+    sw_tensor_release(t);
+  }
+  /* One fresh large buffer, kept from then on; the small one made room. */
+  assert_int_equal(a.allocs, allocs0 + 1);
+  assert_int_equal(a.frees, frees0 + 1);
+  /* The small size comes back: it replaces the large one the same way. */
+  for (int round = 0; round < 3; ++round) {
+    SW_OK_(sw_tensor_zeros(rt, SW_DTYPE_F32, small, 1, &t));
+    sw_tensor_release(t);
+  }
+  assert_int_equal(a.allocs, allocs0 + 2);
+  assert_int_equal(a.frees, frees0 + 2);
+  sw_runtime_release(rt);
+  assert_int_equal(a.allocs, a.frees);
+  assert_int_equal(a.bad_frees, 0);
+  assert_int_equal(a.live_bytes, 0);
+}
+
 /* A carrier keeps its runtime (and so the allocator) alive. */
 static void carrier_keeps_runtime_alive(void** state) {
   (void)state;
@@ -504,6 +538,7 @@ int main(void) {
       cmocka_unit_test(retain_release_runtime),
       cmocka_unit_test(allocator_serves_cpu_carriers),
       cmocka_unit_test(allocator_gets_everything_back),
+      cmocka_unit_test(pool_keeps_the_newest_buffers),
       cmocka_unit_test(carrier_keeps_runtime_alive),
       cmocka_unit_test(allocator_needs_both_functions),
       cmocka_unit_test(failing_allocator_is_out_of_memory),

@@ -380,7 +380,9 @@ static vk_pair_t half_pair(fixture_t* f, sw_dtype_t dtype, const int64_t* shape,
 }
 
 /* f16 and bf16 operands: stored 16-bit, widened to f32 in the matmul shader,
- * an f32 result; transposed and odd-offset views split 32-bit words. */
+ * a result of the operands' dtype rounded once from the f32 sums (or those
+ * sums, with sw_matmul_ex), as on the CPU; transposed and odd-offset views
+ * split 32-bit words. */
 static void test_half_matmul_matches_cpu(void** state) {
   fixture_t* f = *state;
   NEED_DEVICE(f);
@@ -392,7 +394,20 @@ static void test_half_matmul_matches_cpu(void** state) {
     sw_tensor_t *rc = NULL, *rv = NULL;
     SW_OK_(sw_matmul(a.cpu, b.cpu, &rc));
     SW_OK_(sw_matmul(a.vk, b.vk, &rv));
+    vk_assert_matches(rc, rv, 0); /* also the dtype: the operands' */
+    sw_dtype_t d;
+    SW_OK_(sw_tensor_dtype(rv, &d));
+    assert_int_equal(d, dtypes[k]);
+    sw_tensor_release(rc);
+    sw_tensor_release(rv);
+    sw_matmul_desc_t f32_result;
+    sw_matmul_desc_init(&f32_result);
+    f32_result.out_dtype = SW_DTYPE_F32;
+    SW_OK_(sw_matmul_ex(a.cpu, b.cpu, &f32_result, &rc));
+    SW_OK_(sw_matmul_ex(a.vk, b.vk, &f32_result, &rv));
     vk_assert_matches(rc, rv, 0);
+    SW_OK_(sw_tensor_dtype(rv, &d));
+    assert_int_equal(d, SW_DTYPE_F32);
     sw_tensor_release(rc);
     sw_tensor_release(rv);
     vk_pair_t t;
@@ -421,8 +436,9 @@ static void test_half_matmul_matches_cpu(void** state) {
   }
 }
 
-/* Gradients of half leaves: the backward widens them to f32 and rounds the
- * gradients back to 16 bits on the device, bit for bit as the CPU does. */
+/* Gradients of half leaves, of an f32 result (sw_matmul_ex, f32 cotangent)
+ * and of a half one (half cotangent): the gradients are rounded to 16 bits
+ * on the device, bit for bit as the CPU does. */
 static void test_half_matmul_grads(void** state) {
   fixture_t* f = *state;
   NEED_DEVICE(f);
@@ -434,12 +450,19 @@ static void test_half_matmul_grads(void** state) {
     vk_fill_ints(c, 33 * 45, 3);
     vk_pair_t cot = vk_pair(f, SW_DTYPE_F32, so, 2, c);
     free(c);
+    vk_pair_t cot_half = half_pair(f, dtypes[k], so, 2, 3);
+    sw_matmul_desc_t f32_result;
+    sw_matmul_desc_init(&f32_result);
+    f32_result.out_dtype = SW_DTYPE_F32;
     sw_tensor_t* r[2];
     for (int side = 0; side < 2; ++side) {
       SW_OK_(sw_tensor_set_requires_grad(side ? a.vk : a.cpu, true));
       SW_OK_(sw_tensor_set_requires_grad(side ? b.vk : b.cpu, true));
-      SW_OK_(sw_matmul(side ? a.vk : a.cpu, side ? b.vk : b.cpu, &r[side]));
+      SW_OK_(sw_matmul_ex(side ? a.vk : a.cpu, side ? b.vk : b.cpu, &f32_result, &r[side]));
       SW_OK_(sw_backward(r[side], side ? cot.vk : cot.cpu, false));
+      sw_tensor_release(r[side]);
+      SW_OK_(sw_matmul(side ? a.vk : a.cpu, side ? b.vk : b.cpu, &r[side]));
+      SW_OK_(sw_backward(r[side], side ? cot_half.vk : cot_half.cpu, false));
     }
     for (int which = 0; which < 2; ++which) {
       vk_pair_t leaf = which ? b : a;
@@ -455,6 +478,7 @@ static void test_half_matmul_grads(void** state) {
     vk_pair_release(a);
     vk_pair_release(b);
     vk_pair_release(cot);
+    vk_pair_release(cot_half);
   }
 }
 

@@ -133,3 +133,24 @@ def test_torch_from_dlpack_of_copies():
     nested = sw.Tensor(carriers.CPU.from_values(range(6), dtype=sw.bfloat16), 0,
                        sw.Layout(sw.Shape([2, 2]), sw.Stride([1, 3])))
     assert torch.equal(torch.from_dlpack(nested), torch.tensor([0, 1, 3, 4], dtype=torch.bfloat16))
+
+@pytest.mark.parametrize("tdtype, dtype", [(torch.bfloat16, sw.bfloat16), (torch.float16, sw.float16)])
+def test_half_matmul_follows_torch_dtype(tdtype, dtype):
+    """bf16 @ bf16 -> bf16 (and f16 -> f16) as in PyTorch, rounded once from
+    float32 sums; out_dtype=float32 returns those sums."""
+    g = torch.Generator().manual_seed(3)
+    # Multiples of 1/16 below 4: exact in both half formats and in their f32 sums.
+    a = (torch.randint(-64, 64, (17, 40), generator=g) / 16).to(tdtype)
+    b = (torch.randint(-64, 64, (40, 9), generator=g) / 16).to(tdtype)
+    exact = a.double() @ b.double()
+    ours = sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b))
+    assert ours.dtype is dtype
+    assert torch.equal(torch.from_dlpack(ours), exact.float().to(tdtype))
+    assert torch.equal(torch.from_dlpack(ours), a @ b)
+    wide = sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b), out_dtype=sw.float32)
+    assert wide.dtype is sw.float32
+    assert torch.equal(torch.from_dlpack(wide), exact.float())
+    with pytest.raises(TypeError):
+        sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b), out_dtype=sw.float64)
+    with pytest.raises(TypeError):
+        sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b), out_dtype="float32")

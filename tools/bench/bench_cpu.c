@@ -1,33 +1,35 @@
 /*
- * bench_cpu: StrideWeave's CPU kernels against their peers, measured in the
- * same process so that the ratios survive this machine's 10-30 % drift.
+ * bench_cpu: StrideWeave's CPU kernels, with the figures their peers are
+ * compared against. tools/bench/bench_cpu.py runs this tool and, right
+ * after it in the same run, PyTorch and NumPy on the same shapes and thread
+ * counts, and prints the ratios.
  *
- *   matmul        sw_matmul vs a direct cblas_sgemm on the same operands, f32,
- *                 at 1024x1024x1024 and at the MoE expert shape
- *                 (64,4096) @ (4096,1024); GFLOP/s.
+ *   matmul        sw_matmul in f32 and bf16 at 1024x1024x1024, the MoE
+ *                 expert shapes (64,4096) @ (4096,1024) and (64,1024) @
+ *                 (1024,3584), and decoding one token (1,4096) @ (4096,1024)
+ *                 with the weights streamed from DRAM (a rotation over 768
+ *                 MiB of weight matrices); GFLOP/s and weight GB/s. The
+ *                 system cblas_sgemm on the same f32 buffers is printed for
+ *                 information only (Debian's OpenBLAS runs its generic
+ *                 kernels on this CPU).
+ *   experts       a batched matmul over 8 resident experts in the geometry
+ *                 docs/matmul.md recommends against 8 plain matmuls on the
+ *                 same memory, and the cost of repacking interleaved ones.
  *   elementwise   sw_add, sw_elementwise_mul, sw_relu and sw_reduce_sum on
  *                 64 MiB f32 operands vs the DRAM read roof (N threads summing
  *                 64 MiB) and a 64 MiB memcpy into a warm destination; GB/s of
  *                 bytes moved, reads plus writes.
  *
  * Usage:
- *   OPENBLAS_NUM_THREADS=N build/tools/bench/bench_cpu --threads N [--reps R]
+ *   OPENBLAS_NUM_THREADS=N build/tools/bench/bench_cpu --threads N [--reps R] [--mib M]
  *
- * OpenBLAS reads OPENBLAS_NUM_THREADS once, when the library loads, so the
- * peer's thread count is fixed for the whole process: run the tool once per
- * thread count, with the variable equal to --threads (tools/bench/bench_cpu.py
- * does that for 1 and 2 threads). The tool warns when they differ.
- *
- * Every figure is the median of R timed repetitions after warm-up; the
- * StrideWeave call and its peer alternate within each repetition so that
- * noise from other processes hits both alike. The "best" columns use the
- * fastest repetition instead: when other work competes for the cores (see
- * the load average printed at the end) medians of 2-thread runs mostly
- * measure the scheduler, while the fastest repetitions still compare the
- * code. The last line is "BENCH_JSON {...}" for scripts.
+ * Every figure is the median of R timed repetitions after warm-up; "best"
+ * is the fastest repetition. The last line is "BENCH_JSON {...}".
  */
 #define _GNU_SOURCE
+#ifdef SW_BENCH_CBLAS
 #include <cblas.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -165,67 +167,196 @@ static void roof_stop(roof_team_t* team) {
   pthread_barrier_destroy(&team->done);
 }
 
-/* ---- matmul --------------------------------------------------------------- */
+/* ---- matmul ----------------------------------------------------------------- */
 
-typedef struct matmul_result_t {
+/* (m, k) @ (k, n) on the bytes PyTorch's peer multiplies: x (m, k) row
+ * major, as torch and NumPy lay it out (the transposed view of a dense
+ * StrideWeave (k, m) tensor), and the weight (k, n) dense, k fastest, the
+ * bytes of a row-major (n, k) nn.Linear weight, so x @ W^T reads both as they
+ * lie. A decode shape (one token) rotates through `copies` weight matrices,
+ * 768 MiB in all, so that every call streams its weights from DRAM. */
+typedef struct matmul_shape_t {
   const char* name;
   int64_t m, k, n;
-  double sw_gflops, blas_gflops; /* medians */
-  double sw_best, blas_best;     /* fastest repetitions */
-  int identical;
+  int decode;
+} matmul_shape_t;
+
+static const matmul_shape_t kShapes[] = {
+    {"1024x1024x1024", 1024, 1024, 1024, 0},
+    {"moe 64x4096->1024", 64, 4096, 1024, 0},
+    {"moe 64x1024->3584", 64, 1024, 3584, 0},
+    {"decode 1x4096->1024", 1, 4096, 1024, 1},
+};
+#define SHAPES (int)(sizeof kShapes / sizeof kShapes[0])
+static const sw_dtype_t kMatmulDtypes[2] = {SW_DTYPE_F32, SW_DTYPE_BF16};
+#define DECODE_BYTES ((size_t)768 << 20)
+#define MAX_COPIES 128
+
+typedef struct matmul_result_t {
+  const matmul_shape_t* shape;
+  sw_dtype_t dtype;
+  int copies;
+  double sw_gflops, sw_best;     /* per call: median, fastest */
+  double blas_gflops, blas_best; /* f32 only: the system cblas_sgemm, informational */
+  double sw_weight_gbs;          /* weight bytes per second (median) */
 } matmul_result_t;
 
-/* (m,k) @ (k,n). Dense StrideWeave tensors are first mode fastest, i.e.
- * column major, so the peer is cblas_sgemm(ColMajor, NoTrans, NoTrans) with
- * leading dimensions m, k and m on the very same buffers. */
-static matmul_result_t bench_matmul(sw_runtime_t* rt, const char* name, int64_t m, int64_t k, int64_t n,
-                                    int reps) {
-  float* ha = alloc_pages((size_t)(m * k) * sizeof(float));
-  float* hb = alloc_pages((size_t)(k * n) * sizeof(float));
-  fill_values(ha, (size_t)(m * k), 1);
-  fill_values(hb, (size_t)(k * n), 2);
-  sw_tensor_t* a = tensor_from(rt, ha, m, k);
-  sw_tensor_t* b = tensor_from(rt, hb, k, n);
-  const float* pa = host_pointer(a);
-  const float* pb = host_pointer(b);
-  float* c_blas = alloc_pages((size_t)(m * n) * sizeof(float));
-  float* c_sw = alloc_pages((size_t)(m * n) * sizeof(float));
-  memset(c_blas, 0, (size_t)(m * n) * sizeof(float));
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
 
-  double t_sw[256], t_blas[256];
-  const int warmup = 3;
+static sw_tensor_t* matrix_of(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, int64_t cols, uint64_t seed) {
+  const size_t n = (size_t)(rows * cols);
+  float* v = alloc_pages(n * sizeof(float));
+  fill_values(v, n, seed);
+  const int64_t extents[2] = {rows, cols};
+  sw_tensor_t* t = NULL;
+  if (dtype == SW_DTYPE_BF16) {
+    uint16_t* h = (uint16_t*)v; /* narrowed in place, front to back */
+    for (size_t i = 0; i < n; ++i) h[i] = to_bf16(v[i]);
+  }
+  CHECK(sw_tensor_from_data(rt, dtype, extents, 2, v, &t));
+  free(v);
+  return t;
+}
+
+/* Times sw_matmul, or with `blas` the system cblas_sgemm (f32) on the same
+ * buffers. The cblas runs come after every StrideWeave figure: OpenBLAS's
+ * workers spin for a while after each call, and would take a core from the
+ * runtime's threads if the two alternated. */
+static matmul_result_t bench_matmul(sw_runtime_t* rt, const matmul_shape_t* sh, sw_dtype_t dtype, int reps,
+                                    int blas) {
+  const int64_t m = sh->m, k = sh->k, n = sh->n;
+  const size_t es = sw_dtype_size(dtype), weight_bytes = (size_t)(k * n) * es;
+  int copies = sh->decode ? (int)(DECODE_BYTES / weight_bytes) : 1;
+  if (copies > MAX_COPIES) copies = MAX_COPIES;
+  sw_tensor_t* a_dense = matrix_of(rt, dtype, k, m, 1);
+  sw_tensor_t* a = NULL;
+  CHECK(sw_tensor_transpose(a_dense, 0, 1, &a)); /* (m, k), row major */
+  sw_tensor_release(a_dense);
+  sw_tensor_t* w[MAX_COPIES];
+  for (int c = 0; c < copies; ++c) w[c] = matrix_of(rt, dtype, k, n, 2 + (uint64_t)c);
+#ifdef SW_BENCH_CBLAS
+  float* c_blas = blas && dtype == SW_DTYPE_F32 ? alloc_pages((size_t)(m * n) * sizeof(float)) : NULL;
+#endif
+  double t_sw[BENCH_MAX_REPS], t_blas[BENCH_MAX_REPS];
+  const int warmup = 2;
   for (int r = -warmup; r < reps; ++r) {
-    sw_tensor_t* c = NULL;
+    /* One sample: a pass over every copy; the figures are per call. */
     double t0 = now_seconds();
-    CHECK(sw_matmul(a, b, &c));
-    const double ts = now_seconds() - t0;
-    if (r == reps - 1) CHECK(sw_tensor_read(c, c_sw, (size_t)(m * n) * sizeof(float)));
-    sw_tensor_release(c);
-    t0 = now_seconds();
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, pa, (int)m, pb, (int)k,
-                0.0f, c_blas, (int)m);
-    const double tb = now_seconds() - t0;
+    for (int c = 0; c < copies && !blas; ++c) {
+      sw_tensor_t* out = NULL;
+      CHECK(sw_matmul(a, w[c], &out));
+      sw_tensor_release(out);
+    }
+    const double ts = (now_seconds() - t0) / copies;
+    double tb = 0;
+#ifdef SW_BENCH_CBLAS
+    if (c_blas) {
+      t0 = now_seconds();
+      for (int c = 0; c < copies; ++c)
+        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, host_pointer(a), (int)k,
+                    host_pointer(w[c]), (int)k, 0.0f, c_blas, (int)m);
+      tb = (now_seconds() - t0) / copies;
+    }
+#endif
     if (r >= 0) {
       t_sw[r] = ts;
       t_blas[r] = tb;
     }
   }
   const double flops = 2.0 * (double)m * (double)n * (double)k;
-  matmul_result_t res = {name,
-                         m,
-                         k,
-                         n,
-                         flops / median(t_sw, reps) * 1e-9,
-                         flops / median(t_blas, reps) * 1e-9,
-                         flops / fastest(t_sw, reps) * 1e-9,
-                         flops / fastest(t_blas, reps) * 1e-9,
-                         memcmp(c_sw, c_blas, (size_t)(m * n) * sizeof(float)) == 0};
-  sw_tensor_release(a);
-  sw_tensor_release(b);
-  free(ha);
-  free(hb);
+  matmul_result_t res = {sh, dtype, copies, flops / median(t_sw, reps) * 1e-9, flops / fastest(t_sw, reps) * 1e-9,
+                         0, 0, (double)weight_bytes / median(t_sw, reps) * 1e-9};
+  if (t_blas[0] > 0) {
+    res.blas_gflops = flops / median(t_blas, reps) * 1e-9;
+    res.blas_best = flops / fastest(t_blas, reps) * 1e-9;
+  }
+#ifdef SW_BENCH_CBLAS
   free(c_blas);
-  free(c_sw);
+#endif
+  sw_tensor_release(a);
+  for (int c = 0; c < copies; ++c) sw_tensor_release(w[c]);
+  return res;
+}
+
+/* ---- expert matmul on resident experts -------------------------------------- */
+
+/* S experts (I, O) f32 and shared tokens x (M, I): y = x @ W_e for each e.
+ *  - one block per expert: the (I, O, S) compact tensor a projection of a
+ *    row-major (E, O, I) weight file gives, viewed as (S, I, O) (a free
+ *    permutation): the batched matmul reads each expert in place;
+ *  - plain: S separate matmuls on single-expert views of the same memory;
+ *  - interleaved: the same values in a dense (S, I, O) tensor (the expert
+ *    mode fastest), which the matmul must pack expert by expert. */
+typedef struct experts_result_t {
+  int64_t s, m, i, o;
+  double view_ms, plain_ms, interleaved_ms; /* medians */
+} experts_result_t;
+
+static experts_result_t bench_experts(sw_runtime_t* rt, int reps) {
+  const int64_t S = 8, M = 64, IN = 4096, OUT = 1024;
+  experts_result_t res = {S, M, IN, OUT, 0, 0, 0};
+  sw_tensor_t* x = matrix_of(rt, SW_DTYPE_F32, M, IN, 5);
+  const size_t n = (size_t)(S * IN * OUT);
+  float* v = alloc_pages(n * sizeof(float));
+  fill_values(v, n, 6);
+  const int64_t block_ext[3] = {IN, OUT, S}, inter_ext[3] = {S, IN, OUT};
+  sw_tensor_t *blocks = NULL, *interleaved = NULL, *view = NULL;
+  CHECK(sw_tensor_from_data(rt, SW_DTYPE_F32, block_ext, 3, v, &blocks));
+  float* iv = alloc_pages(n * sizeof(float)); /* element (s, i, o) at s + S * (i + IN * o) */
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t e = 0; e < IN * OUT; ++e) iv[s + S * e] = v[e + IN * OUT * s];
+  CHECK(sw_tensor_from_data(rt, SW_DTYPE_F32, inter_ext, 3, iv, &interleaved));
+  free(v);
+  free(iv);
+  const size_t perm[3] = {2, 0, 1};
+  CHECK(sw_tensor_permute(blocks, perm, 3, &view));
+  sw_carrier_t* carrier = NULL;
+  CHECK(sw_tensor_carrier(blocks, &carrier));
+  int64_t offset = 0;
+  CHECK(sw_tensor_offset(blocks, &offset));
+  sw_layout_t* one = NULL;
+  const int64_t one_ext[2] = {IN, OUT};
+  CHECK(sw_layout_dense(one_ext, 2, &one));
+  sw_tensor_t* expert[8];
+  for (int64_t s = 0; s < S; ++s) CHECK(sw_tensor_create(carrier, offset + s * IN * OUT, one, &expert[s]));
+  sw_layout_release(one);
+  sw_carrier_release(carrier);
+  double t_view[BENCH_MAX_REPS], t_plain[BENCH_MAX_REPS], t_inter[BENCH_MAX_REPS];
+  for (int r = -2; r < reps; ++r) {
+    sw_tensor_t* y = NULL;
+    double t0 = now_seconds();
+    CHECK(sw_matmul(x, view, &y));
+    const double tv = now_seconds() - t0;
+    sw_tensor_release(y);
+    t0 = now_seconds();
+    for (int64_t s = 0; s < S; ++s) {
+      CHECK(sw_matmul(x, expert[s], &y));
+      sw_tensor_release(y);
+    }
+    const double tp = now_seconds() - t0;
+    t0 = now_seconds();
+    CHECK(sw_matmul(x, interleaved, &y));
+    const double ti = now_seconds() - t0;
+    sw_tensor_release(y);
+    if (r >= 0) {
+      t_view[r] = tv;
+      t_plain[r] = tp;
+      t_inter[r] = ti;
+    }
+  }
+  res.view_ms = median(t_view, reps) * 1e3;
+  res.plain_ms = median(t_plain, reps) * 1e3;
+  res.interleaved_ms = median(t_inter, reps) * 1e3;
+  for (int64_t s = 0; s < S; ++s) sw_tensor_release(expert[s]);
+  sw_tensor_release(view);
+  sw_tensor_release(blocks);
+  sw_tensor_release(interleaved);
+  sw_tensor_release(x);
   return res;
 }
 
@@ -248,6 +379,25 @@ static double run_op(int op, sw_tensor_t* a, sw_tensor_t* b) {
   const double t = now_seconds() - t0;
   sw_tensor_release(out); /* back to the runtime's pool for the next call */
   return t;
+}
+
+/* The DRAM read roof of the decode shapes: N threads summing 768 MiB, the
+ * bytes the decode figures rotate through (64 MiB may sit in a large
+ * last-level cache). */
+static double bench_dram_roof(int threads, int reps) {
+  unsigned char* buf = alloc_pages(DECODE_BYTES);
+  memset(buf, 1, DECODE_BYTES);
+  roof_team_t* team = alloc_pages(sizeof(roof_team_t));
+  roof_start(team, threads);
+  double t[BENCH_MAX_REPS];
+  for (int r = -1; r < reps; ++r) {
+    const double s = roof_run(team, TASK_READ, buf, NULL, DECODE_BYTES);
+    if (r >= 0) t[r] = s;
+  }
+  roof_stop(team);
+  free(team);
+  free(buf);
+  return (double)DECODE_BYTES * 1e-9 / median(t, reps);
 }
 
 typedef struct stream_result_t {
@@ -308,7 +458,7 @@ static stream_result_t bench_stream(sw_runtime_t* rt, int threads, int reps, int
 static void usage(void) {
   fprintf(stderr,
           "usage: OPENBLAS_NUM_THREADS=N bench_cpu --threads N [--reps R] [--mib M]\n"
-          "  --threads N  compute threads of the runtime (and, through the environment, of OpenBLAS)\n"
+          "  --threads N  compute threads of the runtime (and, through the environment, of the informational OpenBLAS)\n"
           "  --reps R     timed repetitions per figure, median reported (default 15, at most 255)\n"
           "  --mib M      size of each elementwise operand in MiB (default 64)\n");
   exit(2);
@@ -328,15 +478,15 @@ int main(int argc, char** argv) {
   }
   if (threads < 1 || threads > MAX_THREADS || reps < 1 || reps > 255 || mib < 1 || mib > 4096) usage();
 
-  const int blas_threads = openblas_get_num_threads();
-  const char* env = getenv("OPENBLAS_NUM_THREADS");
   printf("bench_cpu: StrideWeave %s, %d compute thread(s), %d repetitions per figure (medians)\n",
          sw_version_string(), threads, reps);
-  printf("peer: OpenBLAS %s, core %s, %d thread(s) (OPENBLAS_NUM_THREADS=%s)\n", openblas_get_config(),
-         openblas_get_corename(), blas_threads, env ? env : "unset");
-  if (blas_threads != threads)
-    printf("WARNING: OpenBLAS runs %d thread(s) but --threads is %d: set OPENBLAS_NUM_THREADS=%d before starting\n",
-           blas_threads, threads, threads);
+  int blas_threads = 0;
+#ifdef SW_BENCH_CBLAS
+  blas_threads = openblas_get_num_threads();
+  const char* env = getenv("OPENBLAS_NUM_THREADS");
+  printf("informational: system OpenBLAS %s, core %s, %d thread(s) (OPENBLAS_NUM_THREADS=%s)\n",
+         openblas_get_config(), openblas_get_corename(), blas_threads, env ? env : "unset");
+#endif
 
   const double load_before = load_average();
   sw_runtime_desc_t desc;
@@ -345,18 +495,36 @@ int main(int argc, char** argv) {
   sw_runtime_t* rt = NULL;
   CHECK(sw_runtime_create(&desc, &rt));
 
-  matmul_result_t mm[2];
-  mm[0] = bench_matmul(rt, "1024x1024x1024", 1024, 1024, 1024, reps);
-  mm[1] = bench_matmul(rt, "moe 64x4096->1024", 64, 4096, 1024, 2 * reps < 255 ? 2 * reps : 255);
+  matmul_result_t mm[SHAPES * 2];
+  int count = 0;
+  for (int d = 0; d < 2; ++d)
+    for (int i = 0; i < SHAPES; ++i) mm[count++] = bench_matmul(rt, &kShapes[i], kMatmulDtypes[d], reps, 0);
+  const experts_result_t ex = bench_experts(rt, reps);
   stream_result_t st = bench_stream(rt, threads, reps, mib);
+  const double dram_gbs = bench_dram_roof(threads, reps < 5 ? reps : 5);
+#ifdef SW_BENCH_CBLAS
+  for (int i = 0; i < SHAPES; ++i) { /* mm[i] are the f32 figures */
+    const matmul_result_t b = bench_matmul(rt, &kShapes[i], SW_DTYPE_F32, reps, 1);
+    mm[i].blas_gflops = b.blas_gflops;
+    mm[i].blas_best = b.blas_best;
+  }
+#endif
   sw_runtime_release(rt);
   const double load_after = load_average();
   printf("load average (1 min, this benchmark included): %.2f before, %.2f after\n", load_before, load_after);
 
-  printf("\nf32 matmul, GFLOP/s          StrideWeave    cblas_sgemm    ratio   best: ratio   same bits\n");
-  for (int i = 0; i < 2; ++i)
-    printf("  %-26s %11.1f %14.1f %8.3f %13.3f   %s\n", mm[i].name, mm[i].sw_gflops, mm[i].blas_gflops,
-           mm[i].sw_gflops / mm[i].blas_gflops, mm[i].sw_best / mm[i].blas_best, mm[i].identical ? "yes" : "NO");
+  printf("\nmatmul, GFLOP/s (per call)            dtype   StrideWeave   best   weights GB/s   cblas_sgemm (info)\n");
+  for (int i = 0; i < count; ++i)
+    printf("  %-36s %-6s %11.1f %7.1f %14.2f %12.1f\n", mm[i].shape->name, sw_dtype_name(mm[i].dtype), mm[i].sw_gflops,
+           mm[i].sw_best, mm[i].sw_weight_gbs, mm[i].blas_gflops);
+  printf("  DRAM read roof (%d thread(s) summing 768 MiB): %.2f GB/s\n", threads, dram_gbs);
+  printf("\nexperts: %lld of (%lld, %lld) f32, x (%lld, %lld) shared, ms per batched matmul\n", (long long)ex.s,
+         (long long)ex.i, (long long)ex.o, (long long)ex.m, (long long)ex.i);
+  printf("  one block per expert, (S, I, O) view  %8.2f\n", ex.view_ms);
+  printf("  %lld plain matmuls on the same memory   %8.2f   view / plain time %.3f\n", (long long)ex.s, ex.plain_ms,
+         ex.view_ms / ex.plain_ms);
+  printf("  interleaved (expert mode fastest)     %8.2f   repacking costs %.2f ms (%.2fx the view)\n",
+         ex.interleaved_ms, ex.interleaved_ms - ex.view_ms, ex.interleaved_ms / ex.view_ms);
   printf("\n%d MiB f32, GB/s moved (reads + writes)   GB/s   / read roof   / memcpy   best: GB/s   / roof\n", mib);
   printf("  %-37s %7.2f %12.3f %10.3f %12.2f %8.3f\n", "roof: read (sum)", st.read_gbs, 1.0,
          st.read_gbs / st.memcpy_gbs, st.read_best, 1.0);
@@ -366,18 +534,23 @@ int main(int argc, char** argv) {
     printf("  %-37s %7.2f %12.3f %10.3f %12.2f %8.3f\n", kOpNames[op], st.op_gbs[op], st.op_gbs[op] / st.read_gbs,
            st.op_gbs[op] / st.memcpy_gbs, st.op_best[op], st.op_best[op] / st.read_best);
 
-  printf("\nBENCH_JSON {\"threads\": %d, \"openblas_threads\": %d, \"reps\": %d, \"mib\": %d, \"load\": [%.2f, %.2f], \"matmul\": [",
+  printf("\nBENCH_JSON {\"threads\": %d, \"openblas_threads\": %d, \"reps\": %d, \"mib\": %d, \"load\": [%.2f, %.2f], "
+         "\"matmul\": [",
          threads, blas_threads, reps, mib, load_before, load_after);
-  for (int i = 0; i < 2; ++i)
-    printf("%s{\"shape\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"sw_gflops\": %.2f, "
-           "\"blas_gflops\": %.2f, \"ratio\": %.4f, \"sw_best\": %.2f, \"blas_best\": %.2f, "
-           "\"ratio_best\": %.4f, \"identical\": %s}",
-           i ? ", " : "", mm[i].name, (long long)mm[i].m, (long long)mm[i].k, (long long)mm[i].n, mm[i].sw_gflops,
-           mm[i].blas_gflops, mm[i].sw_gflops / mm[i].blas_gflops, mm[i].sw_best, mm[i].blas_best,
-           mm[i].sw_best / mm[i].blas_best, mm[i].identical ? "true" : "false");
-  printf("], \"roof\": {\"read_gbs\": %.3f, \"memcpy_gbs\": %.3f, \"read_best\": %.3f, \"memcpy_best\": %.3f}, "
-         "\"elementwise\": [",
-         st.read_gbs, st.memcpy_gbs, st.read_best, st.memcpy_best);
+  for (int i = 0; i < count; ++i)
+    printf("%s{\"shape\": \"%s\", \"dtype\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"decode\": %s, "
+           "\"copies\": %d, \"sw_gflops\": %.2f, \"sw_best\": %.2f, \"sw_weight_gbs\": %.3f, \"blas_gflops\": %.2f, "
+           "\"blas_best\": %.2f}",
+           i ? ", " : "", mm[i].shape->name, sw_dtype_name(mm[i].dtype), (long long)mm[i].shape->m,
+           (long long)mm[i].shape->k, (long long)mm[i].shape->n, mm[i].shape->decode ? "true" : "false", mm[i].copies,
+           mm[i].sw_gflops, mm[i].sw_best, mm[i].sw_weight_gbs, mm[i].blas_gflops, mm[i].blas_best);
+  printf("], \"experts\": {\"s\": %lld, \"m\": %lld, \"i\": %lld, \"o\": %lld, \"view_ms\": %.3f, \"plain_ms\": %.3f, "
+         "\"interleaved_ms\": %.3f}",
+         (long long)ex.s, (long long)ex.m, (long long)ex.i, (long long)ex.o, ex.view_ms, ex.plain_ms,
+         ex.interleaved_ms);
+  printf(", \"roof\": {\"read_gbs\": %.3f, \"memcpy_gbs\": %.3f, \"read_best\": %.3f, \"memcpy_best\": %.3f, "
+         "\"dram_read_gbs\": %.3f}, \"elementwise\": [",
+         st.read_gbs, st.memcpy_gbs, st.read_best, st.memcpy_best, dram_gbs);
   for (int op = 0; op < OP_COUNT; ++op)
     printf("%s{\"op\": \"%s\", \"gbs\": %.3f, \"ratio_read_roof\": %.4f, \"ratio_memcpy\": %.4f, "
            "\"best\": %.3f, \"ratio_best\": %.4f}",

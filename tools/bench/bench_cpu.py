@@ -1,30 +1,37 @@
 #!/usr/bin/env python3
-"""StrideWeave CPU benchmark driver: bench_cpu at 1 and 2 threads, plus NumPy.
+"""StrideWeave CPU benchmark driver: bench_cpu at 1 and 2 threads, with
+PyTorch and NumPy in the same run.
 
-Runs the C tool (tools/bench/bench_cpu.c, built by meson) once per thread
-count and run, with OPENBLAS_NUM_THREADS equal to the thread count and
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed for that subprocess, so that
-OpenBLAS picks its kernels itself. Right after each C run it measures NumPy's
-matmul (np.dot on float32 Fortran-ordered arrays, the layout StrideWeave's
-dense tensors have) at the same shapes and thread count: in this process
-through threadpoolctl when it is installed, else in a subprocess started with
-OPENBLAS_NUM_THREADS set.
+For each run and thread count it runs the C tool (tools/bench/bench_cpu.c)
+and right after it, in this process, the peers on the same shapes:
 
-Every figure is a median: of repetitions within a run, then of runs. Ratios
-are medians of the per-run ratios, so drift between runs cancels. The "best"
-column is the median over runs of the ratio between fastest repetitions,
-which still compares the code when other processes load the two cores (the
-summary prints the load average; 2-thread medians are not worth much above
-a load of about 2).
+- PyTorch: torch.matmul(x, w.t()) with torch.set_num_threads(threads), in
+  float32 and bfloat16 (x (M, K) and w (N, K) contiguous: nn.Linear's
+  layout, whose bytes are StrideWeave's (K, N) weight); decode shapes rotate
+  through the same 768 MiB of weight matrices as the C tool;
+- NumPy: np.dot in float32 on the same layouts (x C-ordered, the weight
+  the transpose of a C-ordered (N, K) array), its BLAS limited to the thread
+  count with threadpoolctl when it is installed, else in a subprocess started
+  with OPENBLAS_NUM_THREADS set.
+
+StrideWeave gets the same bytes: x row major (a transposed view of a dense
+tensor) and the weight dense (K, N), K fastest.
+
+Ratios are taken per run, StrideWeave over the peer, and the summary prints
+their medians over the runs, "ok" or "MISS" against the targets:
+f32 >= 0.90x PyTorch at every shape; bf16 >= 0.80x PyTorch on the MoE and
+decode shapes and >= 0.65x at 1024^3; decode >= 0.80x the DRAM read roof in
+weight bytes; elementwise >= 0.70x the read roof. The system cblas_sgemm and
+NumPy rows are informational.
 
     python3 tools/bench/bench_cpu.py [--build build] [--runs 3] [--reps 15]
 
-Needs only NumPy. Exits 0 whether or not the targets are met; the summary
-marks each figure "ok" or "MISS".
+Exits 0 whether or not the targets are met; the last line is SUMMARY_JSON.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -33,49 +40,87 @@ import time
 import numpy as np
 
 THREADS = (1, 2)
-# (name as the C tool prints it, m, k, n): (m, k) @ (k, n)
-SHAPES = (("1024x1024x1024", 1024, 1024, 1024), ("moe 64x4096->1024", 64, 4096, 1024))
-MATMUL_TARGET = 0.90  # of OpenBLAS GFLOP/s
+DECODE_BYTES = 768 << 20
 STREAM_TARGET = 0.70  # of the DRAM read roof
+DECODE_ROOF_TARGET = 0.80
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def numpy_matmul(reps):
-    """GFLOP/s of np.dot per shape name, median of `reps` after warm-up."""
+def torch_target(dtype, shape_name):
+    """The target ratio to PyTorch for a (dtype, shape)."""
+    if dtype == "f32":
+        return 0.90
+    return 0.65 if shape_name.startswith("1024x") else 0.80
+
+
+def timed(fn, copies, reps):
+    """Median seconds per call: each sample is a pass over `copies` calls."""
+    for _ in range(2):
+        for c in range(copies):
+            fn(c)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for c in range(copies):
+            fn(c)
+        times.append((time.perf_counter() - t0) / copies)
+    return statistics.median(times)
+
+
+def torch_matmul(shapes, threads, reps):
+    """{(shape, dtype): GFLOP/s} of torch.matmul, and the weight GB/s."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out = {}
+    for sh in shapes:
+        m, k, n = sh["m"], sh["k"], sh["n"]
+        for dtype, tdt, es in (("f32", torch.float32, 4), ("bf16", torch.bfloat16, 2)):
+            copies = min(128, DECODE_BYTES // (k * n * es)) if sh["decode"] else 1
+            g = torch.Generator().manual_seed(7)
+            x = (torch.rand(m, k, generator=g) * 2 - 1).to(tdt)
+            ws = [(torch.rand(n, k, generator=g) * 2 - 1).to(tdt) for _ in range(copies)]
+            with torch.inference_mode():
+                t = timed(lambda c: torch.matmul(x, ws[c].t()), copies, reps)
+            out[(sh["shape"], dtype)] = {"gflops": 2.0 * m * n * k / t * 1e-9, "weight_gbs": k * n * es / t * 1e-9}
+            del ws
+    return out
+
+
+def numpy_matmul(shapes, reps):
+    """{shape: GFLOP/s} of np.dot in float32: x @ W.T, both C-ordered."""
     rng = np.random.default_rng(7)
     result = {}
-    for name, m, k, n in SHAPES:
-        a = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
-        b = np.asfortranarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
-        times = []
-        for r in range(3 + reps):
-            t0 = time.perf_counter()
-            np.dot(a, b)
-            if r >= 3:
-                times.append(time.perf_counter() - t0)
-        result[name] = 2.0 * m * n * k / statistics.median(times) * 1e-9
+    for sh in shapes:
+        m, k, n = sh["m"], sh["k"], sh["n"]
+        copies = min(128, DECODE_BYTES // (k * n * 4)) if sh["decode"] else 1
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        bs = [rng.uniform(-1, 1, (n, k)).astype(np.float32).T for _ in range(copies)]
+        t = timed(lambda c: np.dot(a, bs[c]), copies, reps)
+        result[sh["shape"]] = 2.0 * m * n * k / t * 1e-9
+        del bs
     return result
 
 
-def numpy_in_subprocess(threads, reps):
+def numpy_in_subprocess(shapes, threads, reps):
     env = dict(os.environ)
     for var in BLAS_THREAD_VARS:
         env[var] = str(threads)
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--numpy-worker", "--reps", str(reps)],
-                         env=env, check=True, capture_output=True, text=True).stdout
+                         input=json.dumps(shapes), env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def make_numpy_runner():
-    """Returns (description, fn(threads, reps) -> {shape: GFLOP/s})."""
+    """Returns (description, fn(shapes, threads, reps) -> {shape: GFLOP/s})."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
         return "subprocess with OPENBLAS_NUM_THREADS", numpy_in_subprocess
 
-    def in_process(threads, reps):
+    def in_process(shapes, threads, reps):
         with threadpool_limits(limits=threads, user_api="blas"):
-            return numpy_matmul(reps)
+            return numpy_matmul(shapes, reps)
 
     return "in process, threadpoolctl", in_process
 
@@ -88,11 +133,22 @@ def numpy_blas_name():
         return "unknown BLAS"
 
 
+def torch_config():
+    """One line on what PyTorch runs its matmuls on (torch.__config__.show())."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    show = torch.__config__.show()
+    found = re.search(r"BLAS_INFO=([^,\s]+)", show)
+    blas = found.group(1) if found else "?"
+    dnnl = next((line.strip("- ").split(" (")[0] for line in show.splitlines() if "MKL-DNN" in line), "no oneDNN")
+    return "PyTorch %s (f32 on BLAS %s, bf16 on %s)" % (torch.__version__, blas, dnnl)
+
+
 def run_c_tool(exe, threads, reps, mib):
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = str(threads)
-    env.pop("OPENBLAS_CORETYPE", None)
-    env.pop("OPENBLAS_L2_SIZE", None)
     proc = subprocess.run([exe, "--threads", str(threads), "--reps", str(reps), "--mib", str(mib)], env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -118,59 +174,97 @@ def main():
     parser.add_argument("--numpy-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.numpy_worker:
-        print(json.dumps(numpy_matmul(args.reps)))
+        print(json.dumps(numpy_matmul(json.loads(sys.stdin.read()), args.reps)))
         return
 
     exe = os.path.join(args.build, "tools", "bench", "bench_cpu")
     if not os.access(exe, os.X_OK):
         sys.exit("%s not found: build first (bash tools/build.sh %s)" % (exe, args.build))
     how, numpy_runner = make_numpy_runner()
-    print("NumPy %s on %s, measured %s" % (np.__version__, numpy_blas_name(), how))
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-        if var in os.environ:
-            print("note: %s=%s is set here; removed for bench_cpu only, NumPy's OpenBLAS sees it"
-                  % (var, os.environ[var]))
+    tconf = torch_config()
+    print("peers: %s; NumPy %s on %s, measured %s" % (tconf or "PyTorch not installed", np.__version__,
+                                                      numpy_blas_name(), how))
 
-    runs = {t: [] for t in THREADS}  # threads -> [(c_json, numpy_gflops)]
+    runs = {t: [] for t in THREADS}  # threads -> [(c_json, torch, numpy)]
     for run in range(args.runs):
         for t in THREADS:
             text, c = run_c_tool(exe, t, args.reps, args.mib)
-            npy = numpy_runner(t, args.reps)
-            runs[t].append((c, npy))
+            shapes = [m for m in c["matmul"] if m["dtype"] == "f32"]
+            reps = max(3, args.reps // 2)
+            tor = torch_matmul(shapes, t, reps) if tconf else {}
+            npy = numpy_runner(shapes, t, reps)
+            runs[t].append((c, tor, npy))
             if not args.quiet:
                 print("\n=== run %d/%d, %d thread(s) ===" % (run + 1, args.runs, t))
                 print(text.rstrip())
+                print("PyTorch GFLOP/s: " + ", ".join("%s %s %.1f" % (k[0], k[1], v["gflops"]) for k, v in tor.items()))
                 print("NumPy np.dot GFLOP/s: " + ", ".join("%s %.1f" % (k, v) for k, v in npy.items()))
 
     med = statistics.median
-    summary = {"runs": args.runs, "reps": args.reps, "mib": args.mib, "matmul": [], "elementwise": []}
-    loads = [x for t in THREADS for c, _ in runs[t] for x in c.get("load", [])]
+    summary = {"runs": args.runs, "reps": args.reps, "mib": args.mib, "torch": tconf, "matmul": [],
+               "experts": [], "elementwise": []}
+    loads = [x for t in THREADS for c, _, _ in runs[t] for x in c.get("load", [])]
     print("\n==== summary: medians over %d run(s) per thread count ====" % args.runs)
     if loads:
         print("load average during the runs: %.2f to %.2f on %d cores (other work makes figures noisy)"
               % (min(loads), max(loads), os.cpu_count() or 0))
         summary["load"] = [min(loads), max(loads)]
-    print("\nf32 matmul, GFLOP/s")
-    print("threads  shape                 StrideWeave   cblas   NumPy   SW/cblas  SW/NumPy  best  target >= %.2f"
-          % MATMUL_TARGET)
+    print("\nmatmul, GFLOP/s (decode: weight GB/s and / DRAM read roof)")
+    print("threads dtype shape                   StrideWeave  PyTorch  SW/torch target    NumPy  cblas   "
+          "decode GB/s  /roof")
     for t in THREADS:
-        for name, _, _, _ in SHAPES:
-            rows = [(next(x for x in c["matmul"] if x["shape"] == name), npy[name]) for c, npy in runs[t]]
-            sw = med(r["sw_gflops"] for r, _ in rows)
-            blas = med(r["blas_gflops"] for r, _ in rows)
-            npg = med(n for _, n in rows)
-            r_blas = med(r["ratio"] for r, _ in rows)
-            r_np = med(r["sw_gflops"] / n for r, n in rows)
-            r_best = med(r["ratio_best"] for r, _ in rows)
-            print("%7d  %-20s %11.1f %7.1f %7.1f %9.3f %9.3f %5.3f  %s"
-                  % (t, name, sw, blas, npg, r_blas, r_np, r_best, verdict(r_blas, MATMUL_TARGET)))
-            summary["matmul"].append({"threads": t, "shape": name, "sw_gflops": sw, "blas_gflops": blas,
-                                      "numpy_gflops": npg, "ratio_blas": r_blas, "ratio_numpy": r_np,
-                                      "ratio_blas_best": r_best})
+        for entry in runs[t][0][0]["matmul"]:
+            name, dtype = entry["shape"], entry["dtype"]
+            rows = []
+            for c, tor, npy in runs[t]:
+                mine = next(x for x in c["matmul"] if x["shape"] == name and x["dtype"] == dtype)
+                rows.append((mine, tor.get((name, dtype)), npy.get(name) if dtype == "f32" else None,
+                             c["roof"]["dram_read_gbs"]))
+            sw = med(r["sw_gflops"] for r, _, _, _ in rows)
+            item = {"threads": t, "shape": name, "dtype": dtype, "decode": entry["decode"], "sw_gflops": sw,
+                    "blas_gflops": med(r["blas_gflops"] for r, _, _, _ in rows) if dtype == "f32" else None}
+            line = "%7d %-5s %-22s %11.1f" % (t, dtype, name, sw)
+            if all(p is not None for _, p, _, _ in rows):
+                item["torch_gflops"] = med(p["gflops"] for _, p, _, _ in rows)
+                item["ratio_torch"] = med(r["sw_gflops"] / p["gflops"] for r, p, _, _ in rows)
+                item["ratio_torch_best"] = med(r["sw_best"] / p["gflops"] for r, p, _, _ in rows)
+                item["target_torch"] = torch_target(dtype, name)
+                line += " %8.1f %9.3f %-6s" % (item["torch_gflops"], item["ratio_torch"],
+                                               verdict(item["ratio_torch"], item["target_torch"]))
+            else:
+                line += " %8s %9s %-6s" % ("-", "-", "")
+            if dtype == "f32":
+                item["numpy_gflops"] = med(n for _, _, n, _ in rows)
+                item["ratio_numpy"] = med(r["sw_gflops"] / n for r, _, n, _ in rows)
+                line += " %8.1f %6.1f" % (item["numpy_gflops"], item["blas_gflops"])
+            else:
+                line += " %8s %6s" % ("-", "-")
+            if entry["decode"]:
+                item["weight_gbs"] = med(r["sw_weight_gbs"] for r, _, _, _ in rows)
+                item["read_roof_gbs"] = med(roof for _, _, _, roof in rows)
+                item["ratio_roof"] = med(r["sw_weight_gbs"] / roof for r, _, _, roof in rows)
+                if all(p is not None for _, p, _, _ in rows):
+                    item["torch_weight_gbs"] = med(p["weight_gbs"] for _, p, _, _ in rows)
+                line += " %12.2f %6.3f %s" % (item["weight_gbs"], item["ratio_roof"],
+                                              verdict(item["ratio_roof"], DECODE_ROOF_TARGET))
+            print(line)
+            summary["matmul"].append(item)
+    print("\nexperts: batched matmul over resident experts (ms), one block per expert vs plain and interleaved")
+    for t in THREADS:
+        es = [c["experts"] for c, _, _ in runs[t]]
+        e = {"threads": t, "s": es[0]["s"], "m": es[0]["m"], "i": es[0]["i"], "o": es[0]["o"],
+             "view_ms": med(x["view_ms"] for x in es), "plain_ms": med(x["plain_ms"] for x in es),
+             "interleaved_ms": med(x["interleaved_ms"] for x in es),
+             "ratio_plain": med(x["plain_ms"] / x["view_ms"] for x in es),
+             "repack_ms": med(x["interleaved_ms"] - x["view_ms"] for x in es)}
+        print("%7d  view %.2f  plain %.2f  (plain/view %.3f %s)  interleaved %.2f: repacking costs %.2f ms"
+              % (t, e["view_ms"], e["plain_ms"], e["ratio_plain"], verdict(e["ratio_plain"], 0.9),
+                 e["interleaved_ms"], e["repack_ms"]))
+        summary["experts"].append(e)
     print("\n%d MiB f32, GB/s moved (reads + writes)" % args.mib)
     print("threads  op                  GB/s  read roof  memcpy   /roof   best  target >= %.2f" % STREAM_TARGET)
     for t in THREADS:
-        cs = [c for c, _ in runs[t]]
+        cs = [c for c, _, _ in runs[t]]
         roof = med(c["roof"]["read_gbs"] for c in cs)
         copy = med(c["roof"]["memcpy_gbs"] for c in cs)
         for op in [e["op"] for e in cs[0]["elementwise"]]:

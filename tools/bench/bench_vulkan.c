@@ -12,7 +12,7 @@
  *   reduce_rows  sw_reduce_sum over axis 0 of (2048, 2048), GB/s read
  *   matmul       sw_matmul 256x256x256 and 512x512x512 f32, GFLOP/s
  *   matmul_t     a^T @ b at 512 (a transposed view: no copy), GFLOP/s
- *   matmul_bf16  bf16 operands at 512 (f32 result), GFLOP/s
+ *   matmul_bf16  bf16 operands at 512 (bf16 result, rounded once from f32 sums), GFLOP/s
  *   project      a TiledEvictable projection of 8 resident experts of
  *                (1024, 1024) f32 out of 16, one expert per tile, from a
  *                primary tier of this carrier kind; GB/s of tile values read

@@ -61,11 +61,25 @@ def rows_cpu(parsed):
         raise ValueError("bench_cpu.py printed no SUMMARY_JSON line")
     out = []
     for m in summary["matmul"]:
-        t = m["threads"]
-        out.append(row(f"matmul {m['shape']}, {t}T", m["sw_gflops"], m["blas_gflops"], "GFLOP/s", m["ratio_blas"],
-                       "cblas_sgemm", m["ratio_blas_best"], (">=", 0.90)))
-        out.append(row(f"matmul {m['shape']}, {t}T", m["sw_gflops"], m["numpy_gflops"], "GFLOP/s",
-                       m["ratio_numpy"], "NumPy np.dot"))
+        what = f"matmul {m['dtype']} {m['shape']}, {m['threads']}T"
+        if "ratio_torch" in m:
+            out.append(row(what, m["sw_gflops"], m["torch_gflops"], "GFLOP/s", m["ratio_torch"],
+                           f"torch.matmul {m['dtype']}", m["ratio_torch_best"], (">=", m["target_torch"])))
+        if m.get("numpy_gflops"):
+            out.append(row(what, m["sw_gflops"], m["numpy_gflops"], "GFLOP/s", m["ratio_numpy"], "NumPy np.dot"))
+        if m.get("blas_gflops"):
+            out.append(row(what, m["sw_gflops"], m["blas_gflops"], "GFLOP/s", m["sw_gflops"] / m["blas_gflops"],
+                           "system cblas_sgemm", note="informational: Debian OpenBLAS, generic kernels here"))
+        if m.get("decode"):
+            note = f"PyTorch {m['torch_weight_gbs']:.2f} GB/s" if "torch_weight_gbs" in m else ""
+            out.append(row(f"{what}: weight bytes", m["weight_gbs"], m["read_roof_gbs"], "GB/s", m["ratio_roof"],
+                           "DRAM read roof", target=(">=", 0.80), note=note))
+    for e in summary.get("experts", []):
+        what = f"expert matmul, {e['s']} resident experts ({e['i']}, {e['o']}) f32, {e['threads']}T"
+        out.append(row(what, e["view_ms"], e["plain_ms"], "ms (lower is better)", e["ratio_plain"],
+                       f"{e['s']} plain matmuls on the same memory", target=(">=", 0.90),
+                       note=f"interleaved experts {e['interleaved_ms']:.2f} ms: repacking costs "
+                            f"{e['repack_ms']:.2f} ms"))
     for e in summary["elementwise"]:
         out.append(row(f"{e['op']}, {summary['mib']} MiB, {e['threads']}T", e["gbs"], e["read_roof_gbs"], "GB/s",
                        e["ratio_read_roof"], "DRAM read roof", e["ratio_read_roof_best"], (">=", 0.70),
@@ -164,7 +178,8 @@ def have_torch():
 
 
 BENCHMARKS = [
-    Benchmark("bench_cpu", "matmul vs cblas_sgemm and NumPy, elementwise vs the DRAM roof (1 and 2 threads)",
+    Benchmark("bench_cpu", "matmul f32 and bf16 vs PyTorch and NumPy, decode and elementwise vs the DRAM roof "
+              "(1 and 2 threads)",
               [sys.executable, "tools/bench/bench_cpu.py", "--build", "{build}", "--runs", "3", "--reps", "15",
                "--mib", "64"], rows_cpu, needs="{build}/tools/bench/bench_cpu"),
     Benchmark("bench_file", "file-tier promotion vs pread",

@@ -113,13 +113,21 @@ def reduce_sum(t, axes=None, keepdims=False):
     return _wrap(_reduce_sum(t._h, axes, bool(keepdims)), t)
 
 
-def matmul(a, b):
-    """NumPy matmul: (..., M, K) @ (..., K, N)."""
+def matmul(a, b, *, out_dtype=None):
+    """NumPy matmul: (..., M, K) @ (..., K, N).
+
+    The result has the operands' dtype, as in PyTorch (bfloat16 @ bfloat16 is
+    bfloat16, rounded once from float32 sums); ``out_dtype=sw.float32`` with
+    float16 or bfloat16 operands returns those float32 sums instead."""
     if type(a) is not Tensor:
         _reject(a, "matmul")
     if type(b) is not Tensor:
         _reject(b, "matmul")
-    return _wrap(_matmul(a._h, b._h), a)
+    if out_dtype is None:
+        return _wrap(_matmul(a._h, b._h), a)
+    if not isinstance(out_dtype, _dtypes.DType):
+        raise TypeError(f"matmul: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
+    return _wrap(N.matmul_ex(a._h, b._h, out_dtype.code), a)
 
 
 

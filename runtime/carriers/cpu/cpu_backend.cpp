@@ -1,7 +1,5 @@
 // CPU kernels: elementwise, copy/convert, reduce_sum and matmul, all driven by
 // the one strided iteration engine and parallelised over the runtime's pool.
-#include <cblas.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -14,6 +12,8 @@
 #include "base/error.hpp"
 #include "carriers/cpu/cpu_backend.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
+#include "carriers/cpu/gemm.hpp"
+#include "core/interleave.hpp"
 #include "core/iteration.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
@@ -400,15 +400,9 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
 
 // ---- matmul ---------------------------------------------------------------------
 
-// A matrix operand as BLAS sees it (column major).
-struct BlasMatrix {
-  const void* data;
-  bool transposed;
-  int64_t ld;
-};
-
-// Column-major access to a rows x cols matrix with strides (sr, sc), if BLAS can take it.
-bool as_blas(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasMatrix* m) {
+// Column-major access to a rows x cols matrix with strides (sr, sc), if the
+// GEMM can take it: one mode of unit stride, the other's at least its extent.
+bool as_gemm(int64_t rows, int64_t cols, int64_t sr, int64_t sc, gemm::Matrix* m) {
   if (rows == 1) sr = 1;
   if (cols == 1) sc = std::max<int64_t>(rows, 1);
   if (sr == 1 && sc >= std::max<int64_t>(1, rows)) {
@@ -427,18 +421,6 @@ bool as_blas(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasMatrix* m) 
     return true;
   }
   return false;
-}
-
-template <typename T>
-void gemm(const BlasMatrix& a, const BlasMatrix& b, T* c, int64_t m, int64_t n, int64_t k, int64_t ldc) {
-  const auto ta = a.transposed ? CblasTrans : CblasNoTrans;
-  const auto tb = b.transposed ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, static_cast<const float*>(a.data), (int)a.ld,
-                static_cast<const float*>(b.data), (int)b.ld, 0.0f, c, (int)ldc);
-  else
-    cblas_dgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, static_cast<const double*>(a.data), (int)a.ld,
-                static_cast<const double*>(b.data), (int)b.ld, 0.0, c, (int)ldc);
 }
 
 // The single (extent, stride) walking modes [0, count) of `l` in order, if
@@ -491,70 +473,101 @@ bool matmul_fold_batches(const Tensor& a, const Tensor& b, const Tensor& out) {
   return true;
 }
 
+// A dense tensor with several batches interleaves them: its batch modes come
+// first, fastest, so batch s's element i is at s + S * i. Moves its S
+// matrices into (or out of) S contiguous blocks in one vectorised pass.
+void move_interleaved(ThreadPool& pool, std::byte* packed, const std::byte* parts0, int64_t S, int64_t count, size_t es,
+                      bool to_packed) {
+  std::vector<std::byte*> parts(S);
+  for (int64_t s = 0; s < S; ++s) parts[s] = const_cast<std::byte*>(parts0) + s * count * static_cast<int64_t>(es);
+  pool.parallel_for(count, std::max<int64_t>(1, kGrain / S), [&](int64_t lo, int64_t hi) {
+    interleave_elements(packed, parts.data(), S, lo, hi, es, to_packed, false);
+  });
+}
+
 void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
   const size_t r = out.rank();
   const int64_t M = out.shape()[r - 2], N = out.shape()[r - 1], K = a.shape()[r - 1];
-  if (std::max({M, N, K}) > INT32_MAX) value_error("matmul: a dimension exceeds the BLAS limit of 2^31 - 1");
-  const sw_dtype_t acc = out.dtype();  // f32 or f64
-  const size_t es = dtype_size(acc);
+  if (std::max({M, N, K}) > INT32_MAX) value_error("matmul: a dimension exceeds the GEMM limit of 2^31 - 1");
+  const sw_dtype_t in = a.dtype(), res = out.dtype();
+  const int64_t ei = static_cast<int64_t>(dtype_size(in)), eo = static_cast<int64_t>(dtype_size(res));
   int64_t batches = 1;
   std::vector<int64_t> batch_extents(out.shape().begin(), out.shape().end() - 2);
   for (int64_t e : batch_extents) batches *= e;
   if (out.numel() == 0) return;
   std::byte* obase = out.host_base();
-  if (K == 0) {
-    std::memset(obase, 0, out.numel() * es);
+  if (K == 0) {  // out is dense; the operands have no element to index
+    std::memset(obase, 0, out.numel() * eo);
     return;
   }
   if (batches > 1 && matmul_fold_batches(a, b, out)) return;
   auto rt = out.runtime_ref();
+  ThreadPool& pool = out.runtime().compute();
   // Per-operand views of one batch's matrix: modes (r-2, r-1) only.
   auto matrix_layout = [&](const Layout& l) {
     return Layout::make({l.modes()[r - 2], l.modes()[r - 1]});
   };
   Ref<Layout> la = matrix_layout(a.layout()), lb = matrix_layout(b.layout()), lo = matrix_layout(out.layout());
+  auto gemm_view = [&](const Ref<Layout>& ml, int64_t rows, int64_t cols, gemm::Matrix* m) {
+    int64_t sr, sc;
+    return ml->mode_stride(0, &sr) && ml->mode_stride(1, &sc) && as_gemm(rows, cols, sr, sc, m);
+  };
+  // Each batch's matrix is read in place when it has a unit-stride mode. A
+  // dense operand whose batches interleave (an expert stack with the expert
+  // mode fastest) is moved into contiguous matrices first, whole; any other
+  // layout is packed batch by batch. All in the operand's own dtype.
+  auto unpacked = [&](const Tensor& t, const Ref<Layout>& ml, int64_t rows, int64_t cols) -> Ref<Tensor> {
+    gemm::Matrix m{};
+    if (batches == 1 || gemm_view(ml, rows, cols, &m) || !t.layout().is_dense() ||
+        !std::equal(batch_extents.begin(), batch_extents.end(), t.shape().begin()))
+      return nullptr;
+    auto parts = cpu_backend().empty(rt, in, {rows * cols * batches});
+    move_interleaved(pool, t.host_base(), parts->host_base(), batches, rows * cols, ei, false);
+    return parts;
+  };
+  const Ref<Tensor> a_parts = unpacked(a, la, M, K), b_parts = unpacked(b, lb, K, N);
+  // The dense result interleaves its batches the same way: each is computed
+  // into its own block, and the blocks are interleaved into `out` at the end.
+  if (batches > 1 && !out.layout().is_dense()) internal_error("matmul: a batched result must be dense");
+  const Ref<Tensor> out_parts = batches > 1 ? cpu_backend().empty(rt, res, {M * N * batches}) : nullptr;
   Ref<Layout> batch_l = Layout::dense(batch_extents);
   std::vector<int64_t> coord(r, 0);
   Ref<Tensor> ta, tb, tc;  // reused packing buffers
   for (int64_t bi = 0; bi < batches; ++bi) {
     if (!batch_extents.empty()) batch_l->decode(bi, coord.data());
     coord[r - 2] = coord[r - 1] = 0;
-    const int64_t aoff = a.offset() + a.layout().index(coord.data(), r);
-    const int64_t boff = b.offset() + b.layout().index(coord.data(), r);
-    const int64_t ooff = out.offset() + out.layout().index(coord.data(), r);
-    auto operand = [&](const Tensor& t, const Ref<Layout>& ml, int64_t off, int64_t rows, int64_t cols,
-                       Ref<Tensor>& pack) -> BlasMatrix {
-      int64_t sr, sc;
-      BlasMatrix m{};
-      if (t.dtype() == acc && ml->mode_stride(0, &sr) && ml->mode_stride(1, &sc) && as_blas(rows, cols, sr, sc, &m)) {
-        m.data = t.carrier().host_data() + off * static_cast<int64_t>(es);
+    auto operand = [&](const Tensor& t, const Ref<Layout>& ml, const Ref<Tensor>& parts, int64_t rows, int64_t cols,
+                       Ref<Tensor>& pack) -> gemm::Matrix {
+      const int64_t ld = std::max<int64_t>(rows, 1);
+      if (parts) return gemm::Matrix{parts->host_base() + bi * rows * cols * ei, false, ld};
+      const int64_t off = t.offset() + t.layout().index(coord.data(), r);
+      gemm::Matrix m{};
+      if (gemm_view(ml, rows, cols, &m)) {
+        m.data = t.carrier().host_data() + off * ei;
         return m;
       }
-      if (!pack) pack = cpu_backend().empty(rt, acc, {rows, cols});
+      if (!pack) pack = cpu_backend().empty(rt, in, {rows, cols});
       copy_into(*t.view(off, ml), *pack);
-      return BlasMatrix{pack->host_base(), false, std::max<int64_t>(rows, 1)};
+      return gemm::Matrix{pack->host_base(), false, ld};
     };
-    BlasMatrix ma = operand(a, la, aoff, M, K, ta);
-    BlasMatrix mb = operand(b, lb, boff, K, N, tb);
-    int64_t sr, sc;
-    const bool direct = lo->mode_stride(0, &sr) && lo->mode_stride(1, &sc) && (sr == 1 || M == 1) &&
-                        (N == 1 || sc >= std::max<int64_t>(M, 1));
+    const gemm::Matrix ma = operand(a, la, a_parts, M, K, ta);
+    const gemm::Matrix mb = operand(b, lb, b_parts, K, N, tb);
     std::byte* cptr;
-    int64_t ldc;
-    if (direct) {
-      cptr = obase + (ooff - out.offset()) * static_cast<int64_t>(es);
-      ldc = N == 1 ? std::max<int64_t>(M, 1) : sc;
+    int64_t ldc = std::max<int64_t>(M, 1), sr, sc;
+    if (out_parts) {
+      cptr = out_parts->host_base() + bi * M * N * eo;
+    } else if (lo->mode_stride(0, &sr) && lo->mode_stride(1, &sc) && (sr == 1 || M == 1) &&
+               (N == 1 || sc >= std::max<int64_t>(M, 1))) {
+      cptr = obase;
+      if (N != 1) ldc = sc;
     } else {
-      if (!tc) tc = cpu_backend().empty(rt, acc, {M, N});
+      if (!tc) tc = cpu_backend().empty(rt, res, {M, N});
       cptr = tc->host_base();
-      ldc = std::max<int64_t>(M, 1);
     }
-    if (acc == SW_DTYPE_F32)
-      gemm<float>(ma, mb, reinterpret_cast<float*>(cptr), M, N, K, ldc);
-    else
-      gemm<double>(ma, mb, reinterpret_cast<double*>(cptr), M, N, K, ldc);
-    if (!direct) copy_into(*tc, *out.view(ooff, lo));
+    gemm::multiply(pool, in, ma, mb, M, N, K, res, cptr, ldc);
+    if (tc) copy_into(*tc, *out.view(out.offset(), lo));
   }
+  if (out_parts) move_interleaved(pool, obase, out_parts->host_base(), batches, M * N, eo, true);
 }
 
 class CpuBackend final : public ComputeBackend {

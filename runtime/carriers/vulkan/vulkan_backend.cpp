@@ -9,7 +9,8 @@
 //
 // f32 kernels exist for every op; f64 ones on devices with shaderFloat64;
 // f16 and bf16 are stored 16-bit and widened to f32 in the shaders (matmul,
-// conversions), matching the CPU carrier's dtype support.
+// conversions), matching the CPU carrier's dtype support; a half matmul
+// result is the f32 sums rounded once.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -285,6 +286,13 @@ class VulkanComputeBackend final : public ComputeBackend {
 
   void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) override {
     check_carriers("matmul", {&a_in, &b_in, &out});
+    if (out.dtype() == SW_DTYPE_F16 || out.dtype() == SW_DTYPE_BF16) {
+      // The shader stores 32-bit words; a half result is its f32 sums
+      // rounded once by the copy kernel (as on the CPU).
+      auto sums = make(out.runtime_ref(), SW_DTYPE_F32, out.shape(), false);
+      matmul(a_in, b_in, *sums);
+      return unary(UnaryOp::kCopy, *sums, 0, out);
+    }
     uint32_t fmt = 0;
     if (!value_format(a_in.dtype(), &fmt) || a_in.dtype() != b_in.dtype())
       internal_error("vulkan matmul given " + std::string(dtype_name(a_in.dtype())) + " operands");

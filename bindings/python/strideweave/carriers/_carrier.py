@@ -235,7 +235,8 @@ class Vulkan(Carrier):
     and their backward, run as SPIR-V shaders on the device, batched until a
     value is read. dtypes as on the CPU carrier: float32 for every op,
     float64 where the device has shaderFloat64, float16 and bfloat16 stored
-    16-bit (matmul gives float32). `device` defaults to the runtime's default
+    16-bit (matmul of two gives their dtype, rounded once from float32 sums,
+    or float32 with out_dtype=sw.float32). `device` defaults to the runtime's default
     Vulkan device (Device.vulkan). NotImplementedError, naming the missing
     part, when the library was built without Vulkan or no Vulkan driver is
     present."""

@@ -1,0 +1,420 @@
+// The CPU GEMM. f32 runs on oneDNN's sgemm and bf16 on oneDNN's matmul
+// primitive (AMX or AVX512_BF16 where the CPU has them: oneDNN picks its
+// kernels by the ISA it finds at run time, never by the CPU model). Vector
+// products (M = 1 or N = 1: decoding one token) are memory bound and run on
+// our own kernels, which stream the weights once. f64, f16, and bf16 where
+// oneDNN has only its reference kernel, run on our kernels or on sgemm over
+// f32 panels widened in L2-sized blocks, the way a BLAS packs, never a whole
+// f32 copy of an operand.
+//
+// Threads: Debian builds oneDNN on OpenMP. We split C over our own pool and
+// call oneDNN on each of its threads with that thread's OpenMP thread count
+// at 1, so libgomp never starts a team; the caller's setting is restored.
+#include "carriers/cpu/gemm.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "base/error.hpp"
+#include "core/dtype.hpp"
+
+// Our kernels in several ISA variants, chosen when the library loads
+// (through an ifunc). Not under ThreadSanitizer, whose runtime is not up yet
+// when the loader runs the resolvers: that build runs the baseline variant,
+// the one a CPU without AVX2 gets.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define SW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SW_CLONES
+#endif
+#define SW_INLINE inline __attribute__((always_inline))
+
+namespace sw::gemm {
+namespace {
+
+// ---- element types -------------------------------------------------------------
+
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+
+SW_INLINE float widen(float v) { return v; }
+SW_INLINE double widen(double v) { return v; }
+SW_INLINE float widen(Bf16 v) { return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16); }
+#if defined(__FLT16_MAX__)
+SW_INLINE float widen(F16 v) { return static_cast<float>(std::bit_cast<_Float16>(v.bits)); }
+#else
+SW_INLINE float widen(F16 v) { return f16_to_f32(v.bits); }
+#endif
+
+inline void narrow(float v, float* o) { *o = v; }
+inline void narrow(double v, double* o) { *o = v; }
+inline void narrow(float v, Bf16* o) { o->bits = f32_to_bf16(v); }
+inline void narrow(float v, F16* o) { o->bits = f32_to_f16(v); }
+
+template <typename T>
+const T* at(const Matrix& x, int64_t i, int64_t j) {
+  const T* p = static_cast<const T*>(x.data);
+  return x.transposed ? p + j + i * x.ld : p + i + j * x.ld;
+}
+
+// The (row, column) strides of a matrix operand.
+int64_t row_stride(const Matrix& x) { return x.transposed ? x.ld : 1; }
+int64_t col_stride(const Matrix& x) { return x.transposed ? 1 : x.ld; }
+
+Matrix transpose(const Matrix& x) { return Matrix{x.data, !x.transposed, x.ld}; }
+
+// ---- our kernels: vector products and panel widening ----------------------------
+
+// y[j] += sum_p x[p] w(p, j), j < n, with w(p, j) at w[p + j * ldw]: the
+// contraction contiguous, eight columns per pass over x. Eight weight
+// streams keep enough reads in flight for the memory bound case (one token):
+// with four, bf16 columns (8 KiB at K = 4096) end before the prefetchers
+// have ramped up.
+template <typename W, typename Acc>
+SW_INLINE void dot_form(const W* w, int64_t ldw, int64_t k, int64_t n, const Acc* __restrict x, Acc* __restrict y) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const W* __restrict w0 = w + j * ldw;
+    const W* __restrict w1 = w0 + ldw;
+    const W* __restrict w2 = w1 + ldw;
+    const W* __restrict w3 = w2 + ldw;
+    const W* __restrict w4 = w3 + ldw;
+    const W* __restrict w5 = w4 + ldw;
+    const W* __restrict w6 = w5 + ldw;
+    const W* __restrict w7 = w6 + ldw;
+    Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
+    for (int64_t p = 0; p < k; ++p) {
+      const Acc v = x[p];
+      s0 += v * widen(w0[p]);
+      s1 += v * widen(w1[p]);
+      s2 += v * widen(w2[p]);
+      s3 += v * widen(w3[p]);
+      s4 += v * widen(w4[p]);
+      s5 += v * widen(w5[p]);
+      s6 += v * widen(w6[p]);
+      s7 += v * widen(w7[p]);
+    }
+    y[j] += s0;
+    y[j + 1] += s1;
+    y[j + 2] += s2;
+    y[j + 3] += s3;
+    y[j + 4] += s4;
+    y[j + 5] += s5;
+    y[j + 6] += s6;
+    y[j + 7] += s7;
+  }
+  for (; j < n; ++j) {
+    const W* __restrict w0 = w + j * ldw;
+    Acc s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t p = 0; p < k; ++p) s += x[p] * widen(w0[p]);
+    y[j] += s;
+  }
+}
+
+// y[j] += sum_p x[p] w(p, j), j < n, with w(p, j) at w[p * ldw + j]: the
+// output contiguous, four rows of w per pass over y.
+template <typename W, typename Acc>
+SW_INLINE void axpy_form(const W* w, int64_t ldw, int64_t k, int64_t n, const Acc* __restrict x, Acc* __restrict y) {
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const W* __restrict r0 = w + p * ldw;
+    const W* __restrict r1 = r0 + ldw;
+    const W* __restrict r2 = r1 + ldw;
+    const W* __restrict r3 = r2 + ldw;
+    const Acc x0 = x[p], x1 = x[p + 1], x2 = x[p + 2], x3 = x[p + 3];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      y[j] += x0 * widen(r0[j]) + x1 * widen(r1[j]) + x2 * widen(r2[j]) + x3 * widen(r3[j]);
+  }
+  for (; p < k; ++p) {
+    const W* __restrict r0 = w + p * ldw;
+    const Acc x0 = x[p];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] += x0 * widen(r0[j]);
+  }
+}
+
+// dst (rows x cols, column major, ld rows) = src(i, j) at src[i * sr + j * sc], widened.
+template <typename W, typename Acc>
+SW_INLINE void widen_form(const W* src, int64_t sr, int64_t sc, int64_t rows, int64_t cols, Acc* __restrict dst) {
+  for (int64_t j = 0; j < cols; ++j) {
+    const W* __restrict s = src + j * sc;
+    Acc* __restrict d = dst + j * rows;
+    if (sr == 1) {
+#pragma omp simd
+      for (int64_t i = 0; i < rows; ++i) d[i] = widen(s[i]);
+    } else {
+      for (int64_t i = 0; i < rows; ++i) d[i] = widen(s[i * sr]);
+    }
+  }
+}
+
+// One set of ISA variants per (weight, accumulator) type pair.
+#define SW_GEMM_KERNELS(W, Acc)                                                                           \
+  SW_CLONES void kernel_dot(const W* w, int64_t ldw, int64_t k, int64_t n, const Acc* x, Acc* y) {        \
+    dot_form(w, ldw, k, n, x, y);                                                                        \
+  }                                                                                                      \
+  SW_CLONES void kernel_axpy(const W* w, int64_t ldw, int64_t k, int64_t n, const Acc* x, Acc* y) {       \
+    axpy_form(w, ldw, k, n, x, y);                                                                       \
+  }                                                                                                      \
+  SW_CLONES void kernel_widen(const W* s, int64_t sr, int64_t sc, int64_t rows, int64_t cols, Acc* d) {   \
+    widen_form(s, sr, sc, rows, cols, d);                                                                \
+  }
+SW_GEMM_KERNELS(float, float)
+SW_GEMM_KERNELS(double, double)
+SW_GEMM_KERNELS(Bf16, float)
+SW_GEMM_KERNELS(F16, float)
+#undef SW_GEMM_KERNELS
+
+template <typename T> struct AccOf { using type = float; };
+template <> struct AccOf<double> { using type = double; };
+
+// y (n values at stride ys, type O) = x (k values at stride xs) W, W(p, j) at
+// w + p * sk + j * sj with sk == 1 or sj == 1.
+template <typename T, typename O>
+void vector_product(const T* x, int64_t xs, const T* w, int64_t sk, int64_t sj, int64_t k, int64_t n, O* y,
+                    int64_t ys) {
+  using Acc = typename AccOf<T>::type;
+  std::unique_ptr<Acc[]> buf(new Acc[k + n]);
+  Acc *xa = buf.get(), *ya = buf.get() + k;
+  kernel_widen(x, xs, 0, k, 1, xa);
+  std::fill(ya, ya + n, Acc(0));
+  if (sk == 1)
+    kernel_dot(w, sj, k, n, xa, ya);
+  else
+    kernel_axpy(w, sk, k, n, xa, ya);
+  for (int64_t j = 0; j < n; ++j) narrow(ya[j], y + j * ys);
+}
+
+// ---- oneDNN ---------------------------------------------------------------------
+
+// libgomp keeps one thread count per thread: oneDNN reads it to size its
+// parallel regions, and with 1 it runs the region on the calling thread.
+class OneOmpThread {
+ public:
+  OneOmpThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneOmpThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+void check_dnnl(dnnl_status_t s, const char* what) {
+  if (s != dnnl_success) internal_error(std::string("oneDNN ") + what + " failed with status " + std::to_string(s));
+}
+
+// f32 on oneDNN's sgemm, which speaks row major: C^T = B^T A^T, where
+// B^T and A^T are B's and A's memory read row major.
+void sgemm(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, float beta, float* c, int64_t ldc) {
+  OneOmpThread one;
+  check_dnnl(dnnl_sgemm(b.transposed ? 'T' : 'N', a.transposed ? 'T' : 'N', n, m, k, 1.0f,
+                        static_cast<const float*>(b.data), b.ld, static_cast<const float*>(a.data), a.ld, beta, c,
+                        ldc),
+             "sgemm");
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);  // immutable once made
+  return engine;
+}
+
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, dnnl::memory::data_type dt, const Matrix& x) {
+  return dnnl::memory::desc({rows, cols}, dt, {row_stride(x), col_stride(x)});
+}
+
+// C = A B on oneDNN's matmul primitive with bf16 operands; false, with
+// nothing written, when oneDNN offers only its reference kernel for them here
+// (a CPU without bf16 instructions, or strides its kernels do not take).
+// Tries both ways of stating the product. oneDNN's fast kernels want a
+// row-major destination and a source contiguous along K, so C^T = B^T A^T
+// comes first (C is column major, so C^T is row major, and B^T is contiguous
+// along K when B is column major: x @ W^T of an nn.Linear weight, or an
+// expert of the recommended geometry); C = A B is the other. oneDNN caches
+// the primitives it creates.
+bool bf16_matmul(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, sw_dtype_t out, void* c,
+                 int64_t ldc) {
+  using dt = dnnl::memory::data_type;
+  const dt out_dt = out == SW_DTYPE_F32 ? dt::f32 : dt::bf16;
+  OneOmpThread one;
+  struct Form {
+    Matrix a, b, c;
+    int64_t m, n;
+  };
+  const Matrix cm{c, false, ldc};
+  const Form forms[2] = {{transpose(b), transpose(a), transpose(cm), n, m}, {a, b, cm, m, n}};
+  for (const Form& f : forms) {
+    dnnl::memory::desc src = matrix_desc(f.m, k, dt::bf16, f.a), wei = matrix_desc(k, f.n, dt::bf16, f.b),
+                       dst = matrix_desc(f.m, f.n, out_dt, f.c);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), cpu_engine());
+    } catch (const dnnl::error&) {
+      continue;
+    }
+    if (std::strncmp(pd.impl_info_str(), "ref", 3) == 0) continue;
+    const dnnl::engine& engine = cpu_engine();
+    dnnl::memory ms(src, engine, const_cast<void*>(f.a.data)), mw(wei, engine, const_cast<void*>(f.b.data)),
+        md(dst, engine, const_cast<void*>(f.c.data));
+    dnnl::stream stream(engine);
+    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
+    stream.wait();
+    return true;
+  }
+  return false;
+}
+
+// ---- blocks of C -----------------------------------------------------------------
+
+constexpr int64_t kPanel = 256;            // K per widened panel
+constexpr double kParallelFlops = 1 << 21;  // below this a product runs on the caller alone
+constexpr int64_t kSmallProduct = 1 << 15;  // m n k below which f32 skips sgemm (a 4x4 call costs 1 us there)
+
+// Half operands on sgemm: A's and B's K panels widened to f32, accumulated
+// into C (f32) or an f32 block rounded into C once at the end.
+template <typename T>
+void widened_sgemm(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, sw_dtype_t out, void* c,
+                   int64_t ldc) {
+  const int64_t kb = std::min(k, kPanel);
+  const bool direct = out == SW_DTYPE_F32;
+  std::vector<float> pa(m * kb), pb(kb * n), pc(direct ? 0 : m * n);
+  float* acc = direct ? static_cast<float*>(c) : pc.data();
+  const int64_t ldacc = direct ? ldc : m;
+  for (int64_t p0 = 0; p0 < k; p0 += kPanel) {
+    const int64_t pk = std::min(kPanel, k - p0);
+    kernel_widen(at<T>(a, 0, p0), row_stride(a), col_stride(a), m, pk, pa.data());
+    kernel_widen(at<T>(b, p0, 0), row_stride(b), col_stride(b), pk, n, pb.data());
+    sgemm(Matrix{pa.data(), false, m}, Matrix{pb.data(), false, pk}, m, n, pk, p0 ? 1.0f : 0.0f, acc, ldacc);
+  }
+  if (direct) return;
+  T* o = static_cast<T*>(c);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) narrow(pc[i + j * m], o + i + j * ldc);
+}
+
+// C's columns as vector products over A, K in panels so that A's panel
+// stays in cache across the columns: f64, and f32 products too small for
+// sgemm's setup to pay (kSmallProduct).
+template <typename T>
+void column_products(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, T* c, int64_t ldc) {
+  T x[kPanel];  // one panel of B's column
+  for (int64_t j = 0; j < n; ++j) std::fill(c + j * ldc, c + j * ldc + m, T(0));
+  for (int64_t p0 = 0; p0 < k; p0 += kPanel) {
+    const int64_t pk = std::min(kPanel, k - p0);
+    const T* ap = at<T>(a, 0, p0);  // W(p, i) = A(i, p)
+    for (int64_t j = 0; j < n; ++j) {
+      kernel_widen(at<T>(b, p0, j), row_stride(b), 0, pk, 1, x);
+      if (a.transposed)
+        kernel_dot(ap, a.ld, pk, m, x, c + j * ldc);
+      else
+        kernel_axpy(ap, a.ld, pk, m, x, c + j * ldc);
+    }
+  }
+}
+
+template <typename T>
+void vector_block(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, sw_dtype_t out, void* c,
+                  int64_t ldc) {
+  auto run = [&](auto* y) {
+    if (m == 1)  // y = a's row 0 times B
+      vector_product(at<T>(a, 0, 0), col_stride(a), at<T>(b, 0, 0), row_stride(b), col_stride(b), k, n, y, ldc);
+    else  // n == 1: y^T = b's column 0 times A^T
+      vector_product(at<T>(b, 0, 0), row_stride(b), at<T>(a, 0, 0), col_stride(a), row_stride(a), k, m, y, 1);
+  };
+  if (out == SW_DTYPE_F32 || out == SW_DTYPE_F64)
+    run(static_cast<typename AccOf<T>::type*>(c));
+  else
+    run(static_cast<T*>(c));
+}
+
+// One block of C, all on the calling thread.
+void multiply_block(sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, sw_dtype_t out,
+                    void* c, int64_t ldc) {
+  const bool vector = m == 1 || n == 1;
+  switch (in) {
+    case SW_DTYPE_F32:
+      if (vector) return vector_block<float>(a, b, m, n, k, out, c, ldc);
+      if (m * n * k < kSmallProduct) return column_products(a, b, m, n, k, static_cast<float*>(c), ldc);
+      return sgemm(a, b, m, n, k, 0.0f, static_cast<float*>(c), ldc);
+    case SW_DTYPE_F64:
+      if (vector) return vector_block<double>(a, b, m, n, k, out, c, ldc);
+      return column_products(a, b, m, n, k, static_cast<double*>(c), ldc);
+    case SW_DTYPE_BF16:
+      if (vector) return vector_block<Bf16>(a, b, m, n, k, out, c, ldc);
+      if (bf16_matmul(a, b, m, n, k, out, c, ldc)) return;
+      return widened_sgemm<Bf16>(a, b, m, n, k, out, c, ldc);
+    case SW_DTYPE_F16:
+      if (vector) return vector_block<F16>(a, b, m, n, k, out, c, ldc);
+      return widened_sgemm<F16>(a, b, m, n, k, out, c, ldc);
+    default:
+      internal_error(std::string("gemm: no ") + dtype_name(in) + " kernel");
+  }
+}
+
+bool supports(sw_dtype_t in, sw_dtype_t out) {
+  switch (in) {
+    case SW_DTYPE_F32:
+    case SW_DTYPE_F64: return out == in;
+    case SW_DTYPE_BF16:
+    case SW_DTYPE_F16: return out == in || out == SW_DTYPE_F32;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k,
+              sw_dtype_t out, void* c, int64_t ldc) {
+  if (!supports(in, out))
+    internal_error(std::string("gemm: ") + dtype_name(in) + " operands do not give a " + dtype_name(out) + " result");
+  if (m == 0 || n == 0) return;
+  const size_t es = dtype_size(out), ei = dtype_size(in);
+  if (k == 0) {  // oneDNN's sgemm would leave C as it was
+    for (int64_t j = 0; j < n; ++j) std::memset(static_cast<std::byte*>(c) + j * ldc * es, 0, m * es);
+    return;
+  }
+  // One block per thread along C's longer side (N when M = 1, M when N = 1),
+  // in multiples of 64 so that every block keeps whole kernel tiles.
+  const bool along_n = m == 1 || (n != 1 && n >= m);
+  const int64_t side = along_n ? n : m;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t units = (side + 63) / 64;
+  const int64_t parts = flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), units);
+  auto block = [&](int64_t part) {
+    const int64_t lo = units * part / parts * 64, hi = std::min(side, units * (part + 1) / parts * 64);
+    if (lo >= hi) return;
+    if (along_n) {
+      const Matrix bj{static_cast<const std::byte*>(b.data) + (b.transposed ? lo : lo * b.ld) * ei, b.transposed, b.ld};
+      multiply_block(in, a, bj, m, hi - lo, k, out, static_cast<std::byte*>(c) + lo * ldc * es, ldc);
+    } else {
+      const Matrix ai{static_cast<const std::byte*>(a.data) + (a.transposed ? lo * a.ld : lo) * ei, a.transposed, a.ld};
+      multiply_block(in, ai, b, hi - lo, n, k, out, static_cast<std::byte*>(c) + lo * es, ldc);
+    }
+  };
+  if (parts == 1) return block(0);
+  pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) block(p);
+  });
+}
+
+}  // namespace sw::gemm
