@@ -648,8 +648,11 @@ typedef struct sw_file_carrier_desc_t {
 } sw_file_carrier_desc_t;
 
 SW_API void sw_file_carrier_desc_init(sw_file_carrier_desc_t* desc);
-/* A zero-filled carrier backed by a new file in desc->directory, removed when
- * the carrier is disposed or destroyed. IO on failure to create the file. */
+/* A zero-filled carrier backed by a new scratch file in desc->directory. The
+ * file is unlinked as soon as it is created: it never shows in the
+ * directory, its space is freed when the carrier is disposed or destroyed,
+ * and a crash or a missing release leaves nothing on disk. IO on failure to
+ * create the file. */
 SW_API sw_error_t* sw_carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
                                           const sw_file_carrier_desc_t* desc, sw_carrier_t** out_carrier);
 /* A read-only carrier over `size` elements at `byte_offset` of an existing

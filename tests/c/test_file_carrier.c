@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sw_test.h"
@@ -43,6 +44,31 @@ static int count_entries(const char* dir, char* first, size_t capacity) {
   while ((e = readdir(d)) != NULL) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     if (n == 0 && first) snprintf(first, capacity, "%s/%s", dir, e->d_name);
+    ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Files this process holds open that were created in `dir` and are
+ * unlinked ("/proc/self/fd/N -> DIR/strideweave-XXXXXX (deleted)"); the
+ * first one's /proc path goes to `first` when given. */
+static int open_scratch_files(const char* dir, char* first, size_t capacity) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "%s/strideweave-", dir);
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char link[300], target[1024];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+    const ssize_t len = readlink(link, target, sizeof target - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    if (strncmp(target, prefix, strlen(prefix)) != 0 || !strstr(target, " (deleted)")) continue;
+    if (n == 0 && first) snprintf(first, capacity, "%s", link);
     ++n;
   }
   closedir(d);
@@ -241,13 +267,41 @@ static void create_is_zero_filled(void** state) {
   expect_f32(c, zeros, n);
   free(zeros);
 
-  /* The file sits in the directory we passed, sized to the region. */
-  char path[512];
-  assert_int_equal(count_entries(f->dir, path, sizeof path), 1);
+  /* The file was made in the directory we passed, sized to the region, and
+   * unlinked at once: the directory is empty while the carrier lives, and
+   * the process holds the file open until the release. */
+  assert_int_equal(count_entries(f->dir, NULL, 0), 0);
+  char fd_path[64];
+  assert_int_equal(open_scratch_files(f->dir, fd_path, sizeof fd_path), 1);
   struct stat st;
-  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(stat(fd_path, &st), 0);
   assert_int_equal(st.st_size, n * 4);
+  assert_int_equal(st.st_nlink, 0);
   sw_carrier_release(c);
+  assert_int_equal(open_scratch_files(f->dir, NULL, 0), 0);
+}
+
+/* A process that dies holding a scratch carrier leaves nothing behind. */
+static void crash_leaves_no_scratch_file(void** state) {
+  fixture_t* f = FIXTURE(state);
+  fflush(NULL);
+  const pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    sw_runtime_t* rt = NULL;
+    sw_file_carrier_desc_t d;
+    sw_file_carrier_desc_init(&d);
+    d.directory = f->dir;
+    sw_carrier_t* c = NULL;
+    if (sw_runtime_create(NULL, &rt) || sw_carrier_create_file(rt, SW_DTYPE_F32, 1 << 20, &d, &c)) _exit(3);
+    const float one = 1.0f;
+    if (sw_carrier_write(c, 5, 1, &one)) _exit(4);
+    _exit(count_entries(f->dir, NULL, 0) == 0 ? 0 : 5); /* no release, no shutdown */
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
   assert_int_equal(count_entries(f->dir, NULL, 0), 0);
 }
 
@@ -327,15 +381,16 @@ static void byte_dtype_round_trip(void** state) {
   sw_carrier_release(c);
 }
 
-static void dispose_removes_the_file(void** state) {
+static void dispose_closes_the_file(void** state) {
   fixture_t* f = FIXTURE(state);
   sw_file_carrier_desc_t d = small_chunks(f->dir, false);
   sw_carrier_t* c = create_file(f, SW_DTYPE_F64, 1000, &d);
   const double v[2] = {1.5, -2.25};
   SW_OK_(sw_carrier_write(c, 998, 2, v));
-  assert_int_equal(count_entries(f->dir, NULL, 0), 1);
-  SW_OK_(sw_carrier_dispose(c));
   assert_int_equal(count_entries(f->dir, NULL, 0), 0);
+  assert_int_equal(open_scratch_files(f->dir, NULL, 0), 1);
+  SW_OK_(sw_carrier_dispose(c));
+  assert_int_equal(open_scratch_files(f->dir, NULL, 0), 0);
   assert_true(is_disposed(c));
   SW_OK_(sw_carrier_dispose(c)); /* idempotent */
   /* The handle still answers; values are gone. */
@@ -349,16 +404,18 @@ static void dispose_removes_the_file(void** state) {
   sw_carrier_release(c);
   assert_int_equal(count_entries(f->dir, NULL, 0), 0);
 
-  /* A large file too (its last close may happen in the background; the name
-   * is gone at once). Sparse, so this writes nothing. */
+  /* A large file too (its last close may happen in the background, so only
+   * the values are checked after it). Sparse, so this writes nothing. */
   c = create_file(f, SW_DTYPE_F64, (size_t)8 << 20, &d);
   SW_OK_(sw_carrier_write(c, ((size_t)8 << 20) - 2, 2, v));
-  assert_int_equal(count_entries(f->dir, NULL, 0), 1);
+  assert_int_equal(open_scratch_files(f->dir, NULL, 0), 1);
   SW_OK_(sw_carrier_dispose(c));
-  assert_int_equal(count_entries(f->dir, NULL, 0), 0);
+  SW_FAILS(sw_carrier_read(c, 0, 2, back), SW_ERROR_STATE, "released");
   sw_carrier_release(c);
   c = create_file(f, SW_DTYPE_F64, (size_t)8 << 20, &d);
-  assert_int_equal(count_entries(f->dir, NULL, 0), 1);
+  /* The first one's close may still be pending on a worker. */
+  assert_true(open_scratch_files(f->dir, NULL, 0) >= 1);
+  assert_int_equal(count_entries(f->dir, NULL, 0), 0);
   sw_carrier_release(c); /* destruction without dispose */
   assert_int_equal(count_entries(f->dir, NULL, 0), 0);
 }
@@ -702,7 +759,7 @@ static void move_with_injected_read_fault(void** state) {
   assert_int_equal(version_of(file), 1);
   assert_int_equal(size_of(cpu), 0);
   expect_f32(file, v, n);
-  assert_int_equal(count_entries(f->dir, NULL, 0), 1);
+  assert_int_equal(open_scratch_files(f->dir, NULL, 0), 1);
 
   /* The fault was one-shot: the retry succeeds. */
   sw_tensor_t* result = move_and_wait(t, cpu);
@@ -760,8 +817,8 @@ static void failed_move_into_empty_file_stays_empty(void** state) {
   sw_carrier_t* cpu = NULL;
   SW_OK_(sw_carrier_create_cpu_from(f->rt, SW_DTYPE_F32, v, n, &cpu));
   sw_tensor_t* t = dense_view(cpu, (int64_t)n);
-  char path[512];
-  assert_int_equal(count_entries(f->dir, path, sizeof path), 1);
+  char path[64]; /* the unlinked scratch file, through /proc/self/fd */
+  assert_int_equal(open_scratch_files(f->dir, path, sizeof path), 1);
   struct stat st;
 
   /* The allocation itself fails: OUT_OF_MEMORY. */
@@ -830,7 +887,7 @@ static void shutdown_during_promotion(void** state) {
     assert_false(is_disposed(file));
     assert_int_equal(size_of(cpu), 0);
     expect_f32(file, v, n);
-    assert_int_equal(count_entries(f->dir, NULL, 0), 1);
+    assert_int_equal(open_scratch_files(f->dir, NULL, 0), 1);
   } else {
     assert_true(is_disposed(file));
     expect_f32(cpu, v, n);
@@ -924,10 +981,11 @@ int main(void) {
       T(create_rejects_bad_arguments),
       T(open_rejects_bad_arguments),
       T(create_is_zero_filled),
+      T(crash_leaves_no_scratch_file),
       T(default_directory_is_tmpdir),
       T(round_trips_at_odd_offsets),
       T(byte_dtype_round_trip),
-      T(dispose_removes_the_file),
+      T(dispose_closes_the_file),
       T(claimed_carrier_keeps_its_file),
       T(open_reads_a_user_file),
       T(open_region_past_end_is_value),

@@ -83,12 +83,17 @@ Ref<FileCarrier> FileCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t dty
   if (fd < 0)
     throw_error(SW_ERROR_IO, "cannot create a file carrier in directory '" + directory + "': " + describe_errno(errno));
 
-  // From here on the carrier owns the file: a failure below removes it.
+  // The file leaves the directory at once: it lives as long as the carrier
+  // holds it open, and a crash or a forgotten release leaves nothing on
+  // disk. O_DIRECT reopens it through /proc/self/fd, which works unlinked.
   auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, size, options));
   carrier->options_.directory = directory;
   carrier->path_ = path.data();
   carrier->fd_ = fd;
   carrier->owns_file_ = true;
+  if (::unlink(path.data()) != 0)
+    throw_error(SW_ERROR_IO, "cannot unlink the file carrier's scratch file '" + carrier->path_ +
+                                 "': " + describe_errno(errno));
   // A sparse file reads as zeros without writing a byte.
   if (bytes && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
     throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + carrier->path_ + "' to " +
@@ -132,7 +137,7 @@ void FileCarrier::open_direct(int flags) {
   // to the path when /proc is not mounted.
   const std::string self = "/proc/self/fd/" + std::to_string(fd_);
   int fd = ::open(self.c_str(), flags | O_DIRECT | O_CLOEXEC);
-  if (fd < 0 && errno != EINVAL) fd = ::open(path_.c_str(), flags | O_DIRECT | O_CLOEXEC);
+  if (fd < 0 && errno != EINVAL && !owns_file_) fd = ::open(path_.c_str(), flags | O_DIRECT | O_CLOEXEC);
   if (fd < 0) {
     // tmpfs and some network file systems refuse O_DIRECT: buffered I/O only.
     runtime().log(SW_LOG_DEBUG, "file carrier '" + path_ + "': O_DIRECT unavailable (" + describe_errno(errno) +
@@ -152,7 +157,6 @@ void FileCarrier::close_file() noexcept {
   if (fd_ < 0) return;
   const int fd = std::exchange(fd_, -1);
   if (owns_file_) {
-    ::unlink(path_.c_str());
     // The last close of an unlinked file drops its page cache, which takes
     // tens of milliseconds for a large file; dispose often runs on the loop
     // thread (a move's commit), so a worker does that close.

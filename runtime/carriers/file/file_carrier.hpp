@@ -87,7 +87,7 @@ class FileCarrier final : public Carrier {
   mutable std::atomic<bool> direct_ok_{false};
   uint64_t base_offset_ = 0;
   bool read_only_ = false;
-  bool owns_file_ = false;  // a scratch file, removed with the carrier
+  bool owns_file_ = false;  // a scratch file, unlinked at creation
   bool direct_io_ = false;
   size_t chunk_bytes_;
   uint32_t requests_in_flight_;
