@@ -213,6 +213,7 @@ SW_OUT_SCALAR(size_t, out_size, PyLong_FromSize_t)
 SW_OUT_SCALAR(size_t, out_rank, PyLong_FromSize_t)
 SW_OUT_SCALAR(size_t, out_count, PyLong_FromSize_t)
 SW_OUT_SCALAR(size_t, out_fired, PyLong_FromSize_t)
+SW_OUT_SCALAR(size_t, out_tiles, PyLong_FromSize_t)
 SW_OUT_SCALAR(uint32_t, out_threads, PyLong_FromUnsignedLong)
 SW_OUT_SCALAR(int, out_fd, PyLong_FromLong)
 SW_OUT_SCALAR(int64_t, out_size, PyLong_FromLongLong)
@@ -801,12 +802,23 @@ PyObject* lru_policy_plan(sw_lru_policy_t* policy, const sw_tile_set_t* required
 
 PyObject* lru_policy_stats(const sw_lru_policy_t* policy) {
   sw_lru_stats_t stats;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
+  sw_lru_stats_init(&stats);
   SW_PY_CHECK(sw_lru_policy_stats(policy, &stats));
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "requests", (unsigned long long)stats.requests, "hits",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "requests", (unsigned long long)stats.requests, "hits",
                        (unsigned long long)stats.hits, "misses", (unsigned long long)stats.misses, "promoted",
-                       (unsigned long long)stats.promoted, "evicted", (unsigned long long)stats.evicted);
+                       (unsigned long long)stats.promoted, "evicted", (unsigned long long)stats.evicted,
+                       "transient", (unsigned long long)stats.transient);
+}
+
+/* An LRU policy of `budget_tiles` tiles or `budget_bytes` bytes (exactly one nonzero). */
+PyObject* lru_policy_create(unsigned long long budget_tiles, unsigned long long budget_bytes) {
+  sw_lru_policy_desc_t desc;
+  sw_lru_policy_desc_init(&desc);
+  desc.budget_tiles = (size_t)budget_tiles;
+  desc.budget_bytes = (uint64_t)budget_bytes;
+  sw_lru_policy_t* policy = NULL;
+  SW_PY_CHECK(sw_lru_policy_create_ex(&desc, &policy));
+  return sw_py_handle(policy, SWIGTYPE_p_sw_lru_policy_t);
 }
 %}
 

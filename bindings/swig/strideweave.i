@@ -24,6 +24,7 @@
 %ignore sw_zstd_carrier_desc_t;
 %ignore sw_residency_policy_t;
 %ignore sw_lru_stats_t;
+%ignore sw_lru_policy_desc_t;
 %ignore sw_tile_state_t;
 %ignore sw_external_memory_desc_t;
 %ignore sw_matmul_desc_t;
@@ -68,6 +69,8 @@
 %ignore sw_residency_policy_init;
 %ignore sw_lru_policy_as_residency_policy;
 %ignore sw_lru_policy_stats;
+%ignore sw_lru_policy_desc_init;
+%ignore sw_lru_policy_create_ex;
 %ignore sw_tiled_create;
 %ignore sw_tiled_grid_shape;
 %ignore sw_tiled_tile_shape;

@@ -471,7 +471,10 @@ static uint64_t weights_digest(sw_tensor_t* full, const options* o, double* out_
 }
 
 static int train(sw_runtime_t* rt, const options* o, const int* picks) {
-  const int budget_tiles = (int)ceil(o->budget * o->experts);
+  /* An optimiser step updates a batch's experts together, so the budget
+   * holds at least those (the LRU refuses an update larger than its budget). */
+  int budget_tiles = (int)ceil(o->budget * o->experts);
+  if (budget_tiles < o->topk) budget_tiles = o->topk;
   sw_carrier_t* secondary = make_secondary(rt, o, 0xa11ce5ull);
   sw_carrier_t* primary = make_primary(rt, o);
   sw_lru_policy_t* lru = NULL;

@@ -259,7 +259,9 @@ def train(o, picks):
     """loss = 0.5 * || sum_e W_e x - target ||^2 with a fixed target per input
     batch; SGD on the touched experts only. Returns 0 when the loss fell and
     every update survived eviction."""
-    lru = sw.LRUPolicy(budget_tiles(o))
+    # An optimiser step updates a batch's experts together, so the budget
+    # holds at least those (the LRU refuses an update larger than its budget).
+    lru = sw.LRUPolicy(max(budget_tiles(o), o.topk))
     weights = make_weights(o, lru)
     full = weights.full_tensor()
     full.requires_grad = True

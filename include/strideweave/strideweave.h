@@ -59,7 +59,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SW_VERSION_MAJOR 0
-#define SW_VERSION_MINOR 2
+#define SW_VERSION_MINOR 3
 #define SW_VERSION_PATCH 0
 /* Packs a version as major << 22 | minor << 12 | patch. */
 #define SW_MAKE_VERSION(major, minor, patch) \
@@ -781,7 +781,8 @@ typedef struct sw_residency_policy_t {
   void* user_data;
   sw_error_t* (*plan)(void* user_data, const sw_tile_set_t* required, sw_residency_purpose_t purpose,
                       sw_residency_plan_t** out_plan);
-  /* Optional: called once when the last TiledEvictable using it is gone. */
+  /* Optional: called once when the TiledEvictable created with this vtable
+   * is gone (each sw_tiled_create that takes a vtable calls it once). */
   void (*destroy)(void* user_data);
   /* Optional (added in 0.2; a policy from an older header has none).
    * Called exactly once for every plan that plan() returned, once the
@@ -799,17 +800,47 @@ typedef struct sw_residency_policy_t {
    * not block on this TiledEvictable's requests. */
   void (*outcome)(void* user_data, const sw_residency_plan_t* plan, bool committed,
                   const sw_tile_set_t* promoted, const sw_tile_set_t* evicted);
+  /* Optional (added in 0.3). Called once by sw_tiled_create with the new
+   * TiledEvictable (borrowed; its geometry and dtype may be queried), before
+   * any request: a policy that budgets bytes learns the tile size here. An
+   * error fails the creation with it, and the policy stays the caller's
+   * (destroy is not called). */
+  sw_error_t* (*attach)(void* user_data, const sw_carrier_t* tiled);
+  /* Optional (added in 0.3). Called by sw_tiled_promote(_async) with the
+   * tiles it is asked to make primary, on the calling thread: returns a plan
+   * whose evict set is carried out together with the promotion (as a
+   * request's planned evictions: dropped once no work needs them, dirty
+   * values written first); its promote and retain sets are ignored. An error
+   * refuses the promotion with it before anything changes. outcome() is
+   * called for that plan like for any other. Without it, an explicit
+   * promotion evicts nothing. */
+  sw_error_t* (*plan_promotion)(void* user_data, const sw_tile_set_t* tiles, sw_residency_plan_t** out_plan);
 } sw_residency_policy_t;
 
 SW_API void sw_residency_policy_init(sw_residency_policy_t* policy);
 
-/* The built-in LRU policy: keeps at most `budget_tiles` tiles primary,
- * promotes what a request needs, evicts the least recently used tiles that no
- * request needs, and promotes prefetch hints while the budget allows. Its
- * view of what is primary follows what requests committed (through the
+/* The built-in LRU policy: keeps at most a budget of tiles primary (a count
+ * of tiles, or of bytes turned into whole tiles when a TiledEvictable
+ * attaches), promotes what a request needs, evicts the least recently used
+ * tiles that no request needs, and promotes prefetch hints while the budget
+ * allows. The budget holds for every request:
+ *  - a request that needs more tiles than fit (a direct op on a whole
+ *    tensor, a large projection) keeps those already primary, promotes the
+ *    missing ones while room can be made, and has the rest read from the
+ *    secondary tier for that request only ("transient" in the statistics):
+ *    it streams through the budget instead of exceeding it;
+ *  - sw_tiled_promote evicts least recently used tiles to make room, and a
+ *    promotion of more tiles than the budget holds fails VALUE with nothing
+ *    changed;
+ *  - a tile promoted by hand counts as a use, not a miss.
+ * Planned evictions are deferred, never skipped, only while other work reads
+ * the tile, so while requests overlap the count may pass the budget until
+ * that work commits and the next plan evicts again. A dirty tile whose
+ * secondary tier is read-only cannot be evicted and stays primary.
+ * Its view of what is primary follows what requests committed (through the
  * vtable's outcome): a failed or refused request leaves its view and its
- * statistics as they were, a tile promoted by hand counts as a use, and an
- * eviction that could not be carried out is planned again. */
+ * statistics as they were. One LRU policy serves one TiledEvictable (its
+ * view is of tile coordinates). */
 typedef struct sw_lru_policy_t sw_lru_policy_t;
 
 /* Statistics of committed requests only. */
@@ -820,14 +851,36 @@ typedef struct sw_lru_stats_t {
   uint64_t misses;     /* required tiles it had to promote */
   uint64_t promoted;   /* tiles planned for promotion (misses and prefetches) */
   uint64_t evicted;    /* tiles its plans evicted */
+  /* Added in 0.3: required tiles read from the secondary tier for one
+   * request without being promoted, because the budget was full of tiles
+   * that request needs too (counted in misses as well). */
+  uint64_t transient;
 } sw_lru_stats_t;
 
 SW_API void sw_lru_stats_init(sw_lru_stats_t* stats);
 
+/* An LRU policy of `budget_tiles` tiles (at least 1, else VALUE). */
 SW_API sw_error_t* sw_lru_policy_create(size_t budget_tiles, sw_lru_policy_t** out_policy);
+
+typedef struct sw_lru_policy_desc_t {
+  uint32_t struct_size;
+  /* Exactly one of the two is nonzero (else VALUE). */
+  size_t budget_tiles;
+  /* Bytes of primary tile memory: the budget is the number of whole tiles
+   * that fit, fixed when the TiledEvictable attaches (VALUE there when not
+   * even one tile fits). */
+  uint64_t budget_bytes;
+} sw_lru_policy_desc_t;
+
+SW_API void sw_lru_policy_desc_init(sw_lru_policy_desc_t* desc);
+SW_API sw_error_t* sw_lru_policy_create_ex(const sw_lru_policy_desc_t* desc, sw_lru_policy_t** out_policy);
+/* The budget in tiles; 0 for a byte budget no TiledEvictable has attached to yet. */
+SW_API sw_error_t* sw_lru_policy_budget_tiles(const sw_lru_policy_t* policy, size_t* out_tiles);
 SW_API void sw_lru_policy_retain(sw_lru_policy_t* policy);
 SW_API void sw_lru_policy_release(sw_lru_policy_t* policy);
-/* Fills a policy vtable that uses `policy` (retained until its destroy). */
+/* Fills a policy vtable that uses `policy` (retained until its destroy):
+ * one for the sw_tiled_create it is passed to. A second TiledEvictable
+ * attaching while the first still uses the policy fails STATE. */
 SW_API sw_error_t* sw_lru_policy_as_residency_policy(sw_lru_policy_t* policy, sw_residency_policy_t* out_policy);
 /* Tiles expected soon (the next batch's experts, say): promoted by the next
  * plan() while the budget allows. Replaces earlier hints. */

@@ -54,22 +54,46 @@ void write_shape(const std::vector<int64_t>& s, int64_t* out, size_t capacity) {
   std::copy(s.begin(), s.end(), out);
 }
 
+// A filled vtable's user_data: the policy, and whether the TiledEvictable
+// that took the vtable attached (its destroy detaches only then; a caller
+// that undoes a failed creation calls destroy without an attach).
+struct LruBinding {
+  Ref<LruPolicy> lru;
+  bool attached = false;
+};
+
+LruPolicy& lru_of(void* user) { return *static_cast<LruBinding*>(user)->lru; }
+
 sw_error_t* lru_plan(void* user, const sw_tile_set_t* required, sw_residency_purpose_t, sw_residency_plan_t** out) {
-  return guard([&] {
-    auto* lru = static_cast<LruPolicy*>(user);
-    *out = to_handle<sw_residency_plan_t>(lru->plan(*get<TileSet>(required, "required")));
-  });
+  return guard([&] { *out = to_handle<sw_residency_plan_t>(lru_of(user).plan(*get<TileSet>(required, "required"))); });
+}
+
+sw_error_t* lru_plan_promotion(void* user, const sw_tile_set_t* tiles, sw_residency_plan_t** out) {
+  return guard([&] { *out = to_handle<sw_residency_plan_t>(lru_of(user).plan_promotion(*get<TileSet>(tiles, "tiles"))); });
 }
 
 void lru_outcome(void* user, const sw_residency_plan_t* plan, bool committed, const sw_tile_set_t* promoted,
                  const sw_tile_set_t* evicted) {
-  auto* lru = static_cast<LruPolicy*>(user);
   auto* p = plan ? static_cast<const ResidencyPlan*>(reinterpret_cast<const Object*>(plan)) : nullptr;
-  lru->outcome(p, committed, *reinterpret_cast<const TileSet*>(reinterpret_cast<const Object*>(promoted)),
-               *reinterpret_cast<const TileSet*>(reinterpret_cast<const Object*>(evicted)));
+  lru_of(user).outcome(p, committed, *reinterpret_cast<const TileSet*>(reinterpret_cast<const Object*>(promoted)),
+                       *reinterpret_cast<const TileSet*>(reinterpret_cast<const Object*>(evicted)));
 }
 
-void lru_destroy(void* user) { static_cast<LruPolicy*>(user)->release(); }
+sw_error_t* lru_attach(void* user, const sw_carrier_t* handle) {
+  return guard([&] {
+    auto* binding = static_cast<LruBinding*>(user);
+    if (binding->attached) state_error("this LRU policy vtable is already used by a TiledEvictable; fill one per sw_tiled_create");
+    const auto* te = static_cast<const TiledEvictable*>(reinterpret_cast<const Object*>(handle));
+    binding->lru->attach(static_cast<uint64_t>(te->geometry().tile_size) * te->element_size());
+    binding->attached = true;
+  });
+}
+
+void lru_destroy(void* user) {
+  auto* binding = static_cast<LruBinding*>(user);
+  if (binding->attached) binding->lru->detach();
+  delete binding;
+}
 
 }  // namespace
 
@@ -238,7 +262,28 @@ SW_API sw_error_t* sw_lru_policy_create(size_t budget_tiles, sw_lru_policy_t** o
   return guard([&] {
     require(out_policy, "out_policy");
     if (budget_tiles == 0) value_error("sw_lru_policy_create: the budget must be at least one tile");
-    *out_policy = reinterpret_cast<sw_lru_policy_t*>(static_cast<Object*>(make_ref<LruPolicy>(budget_tiles).detach()));
+    *out_policy = reinterpret_cast<sw_lru_policy_t*>(static_cast<Object*>(make_ref<LruPolicy>(budget_tiles, 0).detach()));
+  });
+}
+
+SW_API void sw_lru_policy_desc_init(sw_lru_policy_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_lru_policy_desc_t{};
+  desc->struct_size = sizeof(sw_lru_policy_desc_t);
+}
+
+SW_API sw_error_t* sw_lru_policy_create_ex(const sw_lru_policy_desc_t* desc, sw_lru_policy_t** out_policy) {
+  return guard([&] {
+    require(desc, "desc");
+    require(out_policy, "out_policy");
+    sw_lru_policy_desc_t d;
+    sw_lru_policy_desc_init(&d);
+    d = struct_in(desc, d, "desc");
+    if ((d.budget_tiles == 0) == (d.budget_bytes == 0))
+      value_error("sw_lru_policy_create_ex: set exactly one of budget_tiles and budget_bytes (got " +
+                  std::to_string(d.budget_tiles) + " tiles and " + std::to_string(d.budget_bytes) + " bytes)");
+    *out_policy = reinterpret_cast<sw_lru_policy_t*>(
+        static_cast<Object*>(make_ref<LruPolicy>(d.budget_tiles, d.budget_bytes).detach()));
   });
 }
 
@@ -258,11 +303,20 @@ SW_API sw_error_t* sw_lru_policy_as_residency_policy(sw_lru_policy_t* policy, sw
     LruPolicy* p = lru(policy, "policy");
     require(out_policy, "out_policy");
     sw_residency_policy_init(out_policy);
-    p->retain();  // released by lru_destroy
-    out_policy->user_data = p;
+    out_policy->user_data = new LruBinding{Ref<LruPolicy>(p)};  // deleted by lru_destroy
     out_policy->plan = lru_plan;
     out_policy->destroy = lru_destroy;
     out_policy->outcome = lru_outcome;
+    out_policy->attach = lru_attach;
+    out_policy->plan_promotion = lru_plan_promotion;
+  });
+}
+
+SW_API sw_error_t* sw_lru_policy_budget_tiles(const sw_lru_policy_t* policy, size_t* out_tiles) {
+  return guard([&] {
+    LruPolicy* p = lru(policy, "policy");
+    require(out_tiles, "out_tiles");
+    *out_tiles = p->budget_tiles();
   });
 }
 

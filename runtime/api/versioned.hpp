@@ -31,9 +31,12 @@ SW_STRUCT_SIZES(sw_file_carrier_desc_t, sizeof(sw_file_carrier_desc_t));
 SW_STRUCT_SIZES(sw_zstd_carrier_desc_t, sizeof(sw_zstd_carrier_desc_t));
 SW_STRUCT_SIZES(sw_external_memory_desc_t, sizeof(sw_external_memory_desc_t));
 SW_STRUCT_SIZES(sw_await_callback_info_t, sizeof(sw_await_callback_info_t));
-// 0.1 had no outcome callback.
-SW_STRUCT_SIZES(sw_residency_policy_t, offsetof(sw_residency_policy_t, outcome), sizeof(sw_residency_policy_t));
-SW_STRUCT_SIZES(sw_lru_stats_t, sizeof(sw_lru_stats_t));
+// 0.1 had no outcome callback, 0.2 no attach or plan_promotion.
+SW_STRUCT_SIZES(sw_residency_policy_t, offsetof(sw_residency_policy_t, outcome),
+                offsetof(sw_residency_policy_t, attach), sizeof(sw_residency_policy_t));
+// 0.2 had no transient count.
+SW_STRUCT_SIZES(sw_lru_stats_t, offsetof(sw_lru_stats_t, transient), sizeof(sw_lru_stats_t));
+SW_STRUCT_SIZES(sw_lru_policy_desc_t, sizeof(sw_lru_policy_desc_t));
 SW_STRUCT_SIZES(sw_tile_state_t, sizeof(sw_tile_state_t));
 SW_STRUCT_SIZES(sw_copy_event_t, sizeof(sw_copy_event_t));
 SW_STRUCT_SIZES(sw_object_spec_t, sizeof(sw_object_spec_t));

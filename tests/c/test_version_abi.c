@@ -11,9 +11,9 @@ static void version_matches_header(void** state) {
   assert_int_equal(sw_version(), SW_VERSION);
   assert_int_equal(SW_VERSION, SW_MAKE_VERSION(SW_VERSION_MAJOR, SW_VERSION_MINOR, SW_VERSION_PATCH));
   assert_int_equal(SW_VERSION_MAJOR, 0);
-  assert_int_equal(SW_VERSION_MINOR, 2);
+  assert_int_equal(SW_VERSION_MINOR, 3);
   assert_int_equal(SW_VERSION_PATCH, 0);
-  assert_int_equal(sw_version(), 8192u); /* 0 << 22 | 2 << 12 | 0 */
+  assert_int_equal(sw_version(), 12288u); /* 0 << 22 | 3 << 12 | 0 */
 }
 
 static void packing_macro(void** state) {
@@ -38,7 +38,7 @@ static void version_string(void** state) {
   (void)state;
   const char* s = sw_version_string();
   assert_non_null(s);
-  assert_string_equal(s, "0.2.0");
+  assert_string_equal(s, "0.3.0");
   char expect[32];
   snprintf(expect, sizeof expect, "%d.%d.%d", SW_VERSION_MAJOR, SW_VERSION_MINOR, SW_VERSION_PATCH);
   assert_string_equal(s, expect);

@@ -180,6 +180,55 @@ def test_builtin_lru_policy_keeps_a_budget():
     np.testing.assert_array_equal(full.numpy(), logical)
 
 
+def test_lru_budget_holds_for_direct_ops_promotions_and_writes():
+    lru = sw.LRUPolicy(2)
+    te, logical = make(lru, grid=(6,), tile=(2,))
+    full = te.full_tensor()
+    # A direct op on all six tiles streams through a budget of two.
+    assert float(sw.reduce_sum(full).numpy()) == float(logical.sum())
+    assert len(te.primary_tiles) == 2
+    stats = lru.stats()
+    assert stats["misses"] == 6 and stats["promoted"] == 2 and stats["transient"] == 4
+    # A promotion beyond the budget is refused and changes nothing.
+    before = te.primary_tiles
+    with pytest.raises(sw.StrideWeaveValueError, match="3 tiles exceed the LRU budget of 2 tiles"):
+        te.promote(sw.TileSet([(0,), (1,), (2,)]))
+    assert te.primary_tiles == before and lru.stats() == stats
+    # One within it makes room, and counts as a use, not a miss.
+    te.promote(sw.TileSet([(5,)]))
+    assert sw.TileSet([(5,)]).coordinates[0] in te.primary_tiles.coordinates
+    assert len(te.primary_tiles) == 2
+    te.project(full, sw.TileSelection([[5]])).wait()
+    assert lru.stats()["hits"] == stats["hits"] + 1 and lru.stats()["misses"] == 6
+    # A write to a tile off the primary tier goes through to the secondary.
+    off = next(k for k in range(6) if (k,) not in te.primary_tiles.coordinates)
+    full[2 * off] = -7.5
+    assert te.tile_state((off,)).location == "secondary"
+    assert full[2 * off] == -7.5
+
+
+def test_lru_byte_budget():
+    with pytest.raises(sw.StrideWeaveValueError, match="exactly one"):
+        sw.LRUPolicy()
+    with pytest.raises(sw.StrideWeaveValueError, match="exactly one"):
+        sw.LRUPolicy(2, budget_bytes=64)
+    with pytest.raises(sw.StrideWeaveValueError, match="budget_bytes must be at least 1"):
+        sw.LRUPolicy(budget_bytes=0)
+    lru = sw.LRUPolicy(budget_bytes=20)  # two-element f32 tiles: 8 bytes each
+    assert lru.budget_tiles == 0
+    with pytest.raises(sw.StrideWeaveRuntimeError, match="attaches"):
+        lru.plan(sw.TileSet([(0,)]), "projection")
+    te, logical = make(lru)
+    assert lru.budget_tiles == 2
+    np.testing.assert_array_equal(te.full_tensor().numpy(), logical)
+    assert len(te.primary_tiles) <= 2
+    with pytest.raises(sw.StrideWeaveValueError, match="7 bytes holds no tile of 8 bytes"):
+        make(sw.LRUPolicy(budget_bytes=7))
+    # One policy serves one TiledEvictable at a time.
+    with pytest.raises(sw.StrideWeaveRuntimeError, match="already serves a TiledEvictable"):
+        make(lru)
+
+
 def test_python_policy_from_several_threads():
     import threading
 

@@ -311,17 +311,36 @@ class ResidencyPolicy(Protocol):
 
 
 class LRUPolicy:
-    """The built-in policy: at most `budget_tiles` tiles primary, least
-    recently used evicted first, prefetch hints promoted while the budget
-    allows (sw_lru_policy_*). Runs in C: no Python call per request."""
+    """The built-in policy: at most a budget of tiles primary, least recently
+    used evicted first, prefetch hints promoted while the budget allows
+    (sw_lru_policy_*). Runs in C: no Python call per request.
+
+    The budget is `budget_tiles` tiles, or `budget_bytes` bytes of tile
+    memory (the whole tiles that fit, fixed when a TiledEvictable attaches);
+    give exactly one. It holds for every request: a request needing more
+    tiles than fit reads the rest from the secondary tier for itself only
+    (``stats()["transient"]``), ``promote`` makes room or raises
+    StrideWeaveValueError when asked for more tiles than the budget, and
+    writes to the full tensor go through to the secondary tier. One policy
+    serves one TiledEvictable at a time."""
 
     __slots__ = ("_h", "__weakref__")
 
-    def __init__(self, budget_tiles):
-        budget = integer(budget_tiles, "budget_tiles")
-        if budget < 1:
-            raise StrideWeaveValueError(f"budget_tiles must be at least 1, got {budget}")
-        self._h = N.sw_lru_policy_create(budget)
+    def __init__(self, budget_tiles=None, *, budget_bytes=None):
+        if (budget_tiles is None) == (budget_bytes is None):
+            raise StrideWeaveValueError("give exactly one of budget_tiles and budget_bytes")
+        tiles = 0 if budget_tiles is None else integer(budget_tiles, "budget_tiles")
+        nbytes = 0 if budget_bytes is None else integer(budget_bytes, "budget_bytes")
+        if budget_tiles is not None and tiles < 1:
+            raise StrideWeaveValueError(f"budget_tiles must be at least 1, got {tiles}")
+        if budget_bytes is not None and nbytes < 1:
+            raise StrideWeaveValueError(f"budget_bytes must be at least 1, got {nbytes}")
+        self._h = N.lru_policy_create(tiles, nbytes)
+
+    @property
+    def budget_tiles(self):
+        """The budget in tiles (0 for a byte budget not attached yet)."""
+        return N.sw_lru_policy_budget_tiles(self._h)
 
     def __del__(self):
         try:
@@ -334,7 +353,8 @@ class LRUPolicy:
         N.sw_lru_policy_hint(self._h, _as_tile_set(tiles)._handle())
 
     def stats(self):
-        """{"requests", "hits", "misses", "promoted", "evicted"} counters."""
+        """{"requests", "hits", "misses", "promoted", "evicted", "transient"}
+        counters of committed requests."""
         return N.lru_policy_stats(self._h)
 
     def plan(self, required, purpose):

@@ -37,21 +37,21 @@ void TileRequest::submit() {
       if (te_->tiles_[static_cast<size_t>(k)].pins)
         state_error(std::string(what) + ": tile " + std::to_string(k) +
                     " is in use by pending tiled work; wait for it first");
-    if (residency)
+    if (explicit_eviction())
       for (int64_t k : evicts) {
         const Tile& t = te_->tiles_[static_cast<size_t>(k)];
         if (t.primary && t.dirty && te_->secondary_->is_read_only())
           state_error("evict: tile " + std::to_string(k) + " is dirty and the secondary tier is read-only");
       }
     for (int64_t k : pinned_) ++te_->tiles_[static_cast<size_t>(k)].pins;
-    if (residency) {
+    if (residency)
       for (int64_t k : pinned_) te_->tiles_[static_cast<size_t>(k)].owner = this;
+    if (explicit_eviction())
       for (int64_t k : evicts) te_->tiles_[static_cast<size_t>(k)].owner = this;
-    }
     for (int64_t k : writes) te_->tiles_[static_cast<size_t>(k)].owner = this;
     ++te_->pending_;
   }
-  if (residency) remaining_ = evicts;
+  if (explicit_eviction()) remaining_ = evicts;
   submitted_ = true;
   try {
     te_->runtime().submit(shared_from_this());
@@ -72,7 +72,7 @@ bool TileRequest::capturable(int64_t k, bool pinned_by_me) const {
   const Tile& t = te_->tiles_[static_cast<size_t>(k)];
   if (!t.primary || !t.dirty || t.writer || t.secondary_readers) return false;
   if (te_->secondary_->is_read_only()) return false;  // dirty tiles stay primary
-  if (residency) return true;                          // owned: nothing else can hold it
+  if (explicit_eviction()) return true;                // owned: nothing else can hold it
   // A policy eviction leaves tiles other work needs for a later plan.
   return t.pins == (pinned_by_me ? 1 : 0) && (!t.owner || t.owner == this);
 }
@@ -85,7 +85,7 @@ void TileRequest::capture_locked(int64_t k) {
 
 void TileRequest::start() {
   if (cancelled_) return fail(cancelled_status());
-  if (residency && !evicts.empty()) return start_eviction();
+  if (explicit_eviction()) return start_eviction();
   fetched_.assign(pinned_.size(), nullptr);
   values_.assign(pinned_.size(), nullptr);
   staged_.assign(pinned_.size(), {});
@@ -205,7 +205,7 @@ void TileRequest::op_done() {
   if (--ops_ > 0) return;
   if (!error_.ok()) return fail(error_);
   if (cancelled_) return fail(cancelled_status());
-  if (residency && !evicts.empty()) return drop_evictions();
+  if (explicit_eviction()) return drop_evictions();
   commit();
 }
 

@@ -36,7 +36,8 @@ class TileRequest final : public Operation {
   std::vector<int64_t> promotes;  // tiles made primary at commit
   std::vector<int64_t> evicts;    // tiles evicted once no work needs them
   std::vector<int64_t> writes;    // tiles `work` gives new values, in its order (owned)
-  bool residency = false;         // an explicit promote/evict: owns its tiles, evictions wait for pins
+  bool residency = false;         // an explicit promote/evict: owns its tiles
+                                  // (an explicit evict also its evictions, which wait for pins)
   Ref<ResidencyPlan> plan;        // the policy's plan; its outcome is reported at the end
   // Runs on a worker with tiles[i] holding tile reads[i] and outs[j] a fresh
   // buffer (T slots of the primary kind) for tile writes[j] to fill.
@@ -51,6 +52,11 @@ class TileRequest final : public Operation {
   // owns the tiles, then hands the request to the loop. Throws with nothing
   // changed on a conflict.
   void submit();
+
+  // An explicit eviction (sw_tiled_evict): owns the tiles it evicts and
+  // drops each once no work needs it. The evictions an explicit promotion's
+  // plan asks for are planned evictions, as any request's.
+  bool explicit_eviction() const { return residency && promotes.empty() && !evicts.empty(); }
 
   void start() override;
   void cancel() override;

@@ -105,6 +105,9 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   }
   // The policy is taken last: after a failure above (a tile buffer) it is
   // still the caller's, and its destroy must not run.
+  // Its attach() comes first: an error there fails the creation with the
+  // policy still the caller's.
+  if (policy) Policy::attach(*policy, *te);
   std::shared_ptr<Policy> taken = policy ? std::make_shared<Policy>(*policy) : nullptr;
   // Its values now live in the per-tile buffers. The seed stays claimed (a
   // disposed carrier cannot be claimed) and keeps its size; its storage goes.
@@ -489,9 +492,72 @@ void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byt
       }
     }
     report_residency(promoted, {});
+    if (!promoted.empty() && policy_ && policy_->budgets_promotions() && !secondary_->is_read_only())
+      write_through(promoted);
     return;
   }
   state_error("write: the touched tiles kept changing residency under the write; try again");
+}
+
+}  // namespace sw
+
+namespace sw {
+
+// A public write under a policy that budgets promotions does not promote:
+// the tiles it brought to the primary tier to patch them are written to the
+// secondary tier and dropped again, with the eviction protocol (the writer
+// mark keeps other evictions off; a tile that other work pinned meanwhile
+// or that was written again stays primary, clean or dirty as it is, for
+// the policy to evict later).
+void TiledEvictable::write_through(const std::vector<int64_t>& ks) {
+  const size_t T = static_cast<size_t>(geo_.tile_size);
+  const int marker = 0;
+  const void* const me = &marker;
+  std::vector<std::pair<int64_t, Ref<Carrier>>> writing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int64_t k : ks) {
+      Tile& t = tiles_[static_cast<size_t>(k)];
+      if (!t.primary || !t.dirty || t.pins || t.owner || t.writer || t.secondary_readers) continue;
+      t.writer = me;
+      writing.emplace_back(k, t.primary);
+    }
+  }
+  std::vector<int64_t> evicted;
+  std::vector<bool> written(writing.size(), false);
+  Status st = capture([&] {
+    ensure_secondary_storage();
+    std::vector<std::byte> staged;
+    for (size_t i = 0; i < writing.size(); ++i) {
+      const Ref<Carrier>& buf = writing[i].second;
+      const std::byte* from = buf->host_data();
+      if (!from) {
+        staged.resize(T * element_size());
+        buf->read_slots(0, T, staged.data());
+        from = staged.data();
+      }
+      secondary_->write_slots(static_cast<size_t>(writing[i].first) * T, T, from);
+      written[i] = true;
+    }
+  });
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < writing.size(); ++i) {
+      Tile& t = tiles_[static_cast<size_t>(writing[i].first)];
+      if (t.writer == me) t.writer = nullptr;
+      if (!written[i] || t.primary != writing[i].second) continue;
+      t.secondary_valid = true;
+      t.dirty = false;
+      if (t.pins || t.owner) continue;
+      t.primary = nullptr;
+      evicted.push_back(writing[i].first);
+    }
+  }
+  report_residency({}, evicted);
+  wake_deferred();
+  // The write itself succeeded; a tile whose write-through failed stays
+  // primary and dirty, its value intact.
+  if (!st.ok()) runtime().log(SW_LOG_WARNING, "write: writing through to the secondary tier failed: " + st.message);
 }
 
 }  // namespace sw

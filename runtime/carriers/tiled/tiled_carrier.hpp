@@ -99,6 +99,9 @@ class TiledEvictable final : public Carrier {
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
   void write_runs(const std::vector<SlotRun>& runs, const std::byte* src) override;
+  // Writes the dirty tiles `ks` (just promoted by a public write) to the
+  // secondary tier and drops them again.
+  void write_through(const std::vector<int64_t>& ks);
 
  protected:
   void check_disposable() const override;

@@ -72,6 +72,14 @@ Ref<Await> TiledEvictable::promote_async(const Ref<TileSet>& tiles) {
   auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(this), await);
   req->promotes = ks;
   req->residency = true;
+  // A policy that budgets makes room: its plan's evictions go with the
+  // promotion (its errors refuse it before anything changes).
+  if (policy_) {
+    req->plan = policy_->plan_promotion(tiles, geo_.grid);
+    if (req->plan)
+      for (const TileCoord& c : req->plan->evict()->coords())
+        if (!tiles->contains(c)) req->evicts.push_back(geo_.ordinal(c));
+  }
   req->submit();
   return await;
 }
@@ -220,6 +228,15 @@ Ref<Await> TiledEvictable::update(const Ref<Tensor>& full, const Ref<Tensor>& co
   // a replace reads nothing, an add reads the old values.
   req->writes = selection_ordinals(geo_, *sel);
   if (add) req->reads = req->writes;
+  // The written tiles become primary: a policy that budgets makes room as
+  // for an explicit promotion.
+  if (policy_) {
+    const Ref<TileSet> written = sel->tile_set();
+    req->plan = policy_->plan_promotion(written, geo_.grid);
+    if (req->plan)
+      for (const TileCoord& c : req->plan->evict()->coords())
+        if (!written->contains(c)) req->evicts.push_back(geo_.ordinal(c));
+  }
   Ref<TiledEvictable> self(this);
   Ref<TileSelection> selection = sel;
   Ref<Tensor> target = full;
