@@ -101,8 +101,10 @@ public abstract class AwaitResult<T> extends NativeHandle {
    * @throws RuntimeException the work's error: the exception class of its code
    */
   public final T get() {
-    run(h -> Native.await_wait(h, -1));
-    return result();
+    return call(h -> {
+      Native.await_wait(h, -1);
+      return result(h);
+    });
   }
 
   /**
@@ -114,21 +116,20 @@ public abstract class AwaitResult<T> extends NativeHandle {
    */
   public final T get(Duration timeout) {
     long ns = timeout.toNanos();
-    boolean done = call(h -> Native.await_wait(h, ns));
-    if (!done) {
-      throw new WaitTimeoutException("wait timed out after " + ns + " ns; the work is still pending");
-    }
-    return result();
+    return call(h -> {
+      if (!Native.await_wait(h, ns)) {
+        throw new WaitTimeoutException("wait timed out after " + ns + " ns; the work is still pending");
+      }
+      return result(h);
+    });
   }
 
-  private synchronized T result() {
+  /** The result, within a call on the handle (so a concurrent close waits for it too). */
+  private synchronized T result(long handle) {
     if (!resultKnown) {
-      long tensor = call(h -> {
-        long[] out = new long[1];
-        Native.sw_await_result(h, out);
-        return out[0];
-      });
-      result = wrap(tensor);
+      long[] out = new long[1];
+      Native.sw_await_result(handle, out);
+      result = wrap(out[0]);
       resultKnown = true;
     }
     return result;
@@ -156,26 +157,25 @@ public abstract class AwaitResult<T> extends NativeHandle {
    */
   public final synchronized CompletableFuture<T> toFuture() {
     if (future == null) {
-      CompletableFuture<T> f = new CompletableFuture<>();
-      run(h -> Native.await_set_callback(h, this));
-      future = f;
+      future = new CompletableFuture<>();
+      try {
+        run(h -> Native.await_set_callback(h, this));
+      } catch (RuntimeException e) {
+        future = null;
+        throw e;
+      }
     }
     return future;
   }
 
-  /** The completion callback, on the loop thread (through AwaitBridge). */
+  /**
+   * The completion callback, on the loop thread (through AwaitBridge). It waits for
+   * toFuture() to return (the callback of terminal work may fire at once), then completes the
+   * future on a completion thread.
+   */
   final void completed(int code, String message, long tensor) {
     CompletableFuture<T> f;
     synchronized (this) {
-      while (future == null) {
-        // toFuture() installs the callback before it publishes the future; a callback that
-        // fires at once (terminal work) waits for that here.
-        try {
-          wait(1);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
-      }
       f = future;
     }
     if (code == ErrorCode.OK.value()) {
