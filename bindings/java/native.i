@@ -294,6 +294,38 @@ SW_IN_INT64_ARRAY(extents, rank)
 SW_IN_INT64_ARRAY(axes, count)
 SW_IN_INT64_ARRAY(shape, rank)
 
+/* Any other const int64_t* / const size_t* parameter (an op added later whose
+ * count is a separate argument, say) is an input array: a long[] copied in
+ * (null: NULL). Without this SWIG would fall back on the out-parameter
+ * typemaps above, which would be wrong for an input. */
+%define SW_IN_ARRAY(CTYPE)
+%typemap(jni) const CTYPE* "jlongArray"
+%typemap(jtype) const CTYPE* "long[]"
+%typemap(jstype) const CTYPE* "long[]"
+%typemap(javain) const CTYPE* "$javainput"
+%typemap(in) const CTYPE* (CTYPE* values = NULL) %{
+  $1 = NULL;
+  if ($input) {
+    jsize n = (*jenv)->GetArrayLength(jenv, $input);
+    values = (CTYPE*)malloc((size_t)n * sizeof(CTYPE) + 1);
+    if (!values) {
+      sw_j_throw_code(jenv, SW_ERROR_OUT_OF_MEMORY, "out of memory");
+      return $null;
+    }
+    for (jsize i = 0; i < n; ++i) {
+      jlong v;
+      (*jenv)->GetLongArrayRegion(jenv, $input, i, 1, &v);
+      values[i] = (CTYPE)v;
+    }
+    $1 = ($1_ltype)values;
+  }
+%}
+%typemap(argout) const CTYPE* ""
+%typemap(freearg) const CTYPE* %{ free(values$argnum); %}
+%enddef
+SW_IN_ARRAY(int64_t)
+SW_IN_ARRAY(size_t)
+
 /* ------------------------------------------------------------------------ */
 /* What the shared interface exposes but Java fills through helpers          */
 /* ------------------------------------------------------------------------ */
