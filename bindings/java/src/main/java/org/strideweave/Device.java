@@ -138,7 +138,14 @@ public final class Device extends NativeHandle {
    * @param alignment the start's alignment, a power of two; 0 for 16
    */
   public record ObjectSpec(DType dtype, long[] shape, long maxExtentBytes, long alignment) {
-    /** Copies the shape. */
+    /**
+     * A spec; the shape is copied.
+     *
+     * @param dtype the element type
+     * @param shape the extents
+     * @param maxExtentBytes the largest extent an allocation may have
+     * @param alignment the start's alignment, a power of two; 0 for 16
+     */
     public ObjectSpec {
       shape = shape.clone();
     }

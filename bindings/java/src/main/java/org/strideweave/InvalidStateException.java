@@ -12,6 +12,7 @@ import java.util.Objects;
 public class InvalidStateException extends IllegalStateException implements StrideWeaveError {
   private static final long serialVersionUID = 1L;
 
+  /** The code (STATE, or a state kind's own). */
   private final ErrorCode code;
 
   /**

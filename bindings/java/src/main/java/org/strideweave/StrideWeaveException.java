@@ -10,7 +10,7 @@ import java.util.Objects;
 public class StrideWeaveException extends RuntimeException implements StrideWeaveError {
   private static final long serialVersionUID = 1L;
 
-  /** The code; transient-free: an enum serialises by name. */
+  /** The code; an enum, so it serialises by name. */
   private final ErrorCode code;
 
   /**
