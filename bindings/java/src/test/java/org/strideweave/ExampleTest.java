@@ -111,6 +111,20 @@ class ExampleTest {
   }
 
   @Test
+  void onAVulkanPrimaryTheFiguresMatchToo() throws Exception {
+    String[] args = with(SMALL, "--compute", "vulkan");
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    int status = MoeOffload.run(args, new PrintStream(bytes, true, StandardCharsets.UTF_8));
+    assumeTrue(status != 77, "no Vulkan device");
+    String java = bytes.toString(StandardCharsets.UTF_8);
+    assertEquals(0, status, java);
+    assertTrue(java.contains("Vulkan device memory"), java);
+    String c = runC(args);
+    assertEquals(checksum(c), checksum(java));
+    assertEquals(table(c), table(java));
+  }
+
+  @Test
   void badArgumentsExitWithTheUsageStatus() throws Exception {
     assertEquals(2, MoeOffload.run(new String[] {"--tier", "tape"}, new PrintStream(new ByteArrayOutputStream())));
   }

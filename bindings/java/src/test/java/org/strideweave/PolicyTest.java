@@ -37,9 +37,12 @@ class PolicyTest extends Fixtures {
       return makePlan.apply(required, purpose);
     }
 
+    final List<Thread> outcomeThreads = Collections.synchronizedList(new ArrayList<>());
+
     @Override
     public void outcome(ResidencyPlan plan, boolean committed, TileSet promoted, TileSet evicted) {
       outcomes.add(new Object[] {plan, committed, promoted, evicted});
+      outcomeThreads.add(Thread.currentThread());
     }
   }
 
@@ -74,6 +77,33 @@ class PolicyTest extends Fixtures {
       assertEquals(ResidencyPlan.promote(s.tileSet()), first[0]);
       assertEquals(true, first[1]);
       assertEquals(s.tileSet(), first[2]);
+    }
+  }
+
+  @Test
+  void aLibraryThreadCallingJavaIsAttachedAsADaemon() throws Exception {
+    Recorder rec = new Recorder();
+    float[] v = arange(8, 1, 0);
+    try (TiledEvictable te = seeded(v, l(4), l(2), Tier.FILE, rec); Tensor full = te.fullTensor()) {
+      for (long tile = 0; tile < 4; ++tile) {
+        te.project(full, sel(l(tile)), null).get(); // commits on the runtime's loop thread
+      }
+    }
+    List<Thread> fromLibrary = new ArrayList<>();
+    for (Thread t : rec.outcomeThreads) {
+      if (t != Thread.currentThread()) {
+        fromLibrary.add(t);
+      }
+    }
+    assertTrue(!fromLibrary.isEmpty(), "no outcome came from a library thread");
+    for (Thread t : fromLibrary) {
+      assertTrue(t.isDaemon(), t.getName());
+      assertEquals("strideweave-native", t.getName());
+    }
+    rt.shutdown(); // the loop thread ends, and with it its attachment
+    for (Thread t : fromLibrary) {
+      t.join(60_000); // a bound, not a timing: detaching ends the Java thread at once
+      assertTrue(!t.isAlive(), "the library thread was not detached when it ended");
     }
   }
 
