@@ -2,7 +2,7 @@ package org.strideweave;
 
 /** A move, a scatter or an in-place update ({@code SW_AWAIT_MOVE}): its result is the moved tensor or the scatter's full result; an update has none (null). */
 public final class AwaitMove extends AwaitResult<Tensor> {
-  AwaitMove(long handle, boolean owned) {
+  AwaitMove(long handle) {
     super(handle);
   }
 

@@ -2,7 +2,7 @@ package org.strideweave;
 
 /** A promotion or eviction ({@code SW_AWAIT_RESIDENCY}); it has no result. */
 public final class AwaitResidency extends AwaitResult<Void> {
-  AwaitResidency(long handle, boolean owned) {
+  AwaitResidency(long handle) {
     super(handle);
   }
 

@@ -553,7 +553,7 @@ public final class Tensor extends NativeHandle {
     return call(h -> destination.call(d -> {
       long[] out = new long[1];
       Native.sw_move_async(h, d, out);
-      return new AwaitMove(out[0], true);
+      return new AwaitMove(out[0]);
     }));
   }
 }

@@ -252,7 +252,7 @@ public final class TiledEvictable extends Carrier {
    *     by another incomplete residency request
    */
   public AwaitResidency promoteAsync(TileSet tiles) {
-    return new AwaitResidency(residency(tiles, false, false), true);
+    return new AwaitResidency(residency(tiles, false, false));
   }
 
   /**
@@ -265,7 +265,7 @@ public final class TiledEvictable extends Carrier {
    *     carrier, or a tile covered by another incomplete residency request
    */
   public AwaitResidency evictAsync(TileSet tiles) {
-    return new AwaitResidency(residency(tiles, true, false), true);
+    return new AwaitResidency(residency(tiles, true, false));
   }
 
   /**
@@ -332,7 +332,7 @@ public final class TiledEvictable extends Carrier {
       try {
         long[] out = new long[1];
         Native.sw_tiled_project(h, t, s, d, out);
-        return new AwaitProjection(out[0], true);
+        return new AwaitProjection(out[0]);
       } finally {
         Native.sw_tile_selection_release(s);
         endIfNotNull(destination);
@@ -360,7 +360,7 @@ public final class TiledEvictable extends Carrier {
       try {
         long[] out = new long[1];
         Native.sw_tiled_scatter(h, c, t, s, reduction.value(), out);
-        return new AwaitMove(out[0], true);
+        return new AwaitMove(out[0]);
       } finally {
         Native.sw_tile_selection_release(s);
       }
@@ -388,7 +388,7 @@ public final class TiledEvictable extends Carrier {
       try {
         long[] out = new long[1];
         Native.sw_tiled_update_async(h, t, c, s, reduction.value(), out);
-        return new AwaitMove(out[0], true);
+        return new AwaitMove(out[0]);
       } finally {
         Native.sw_tile_selection_release(s);
       }
