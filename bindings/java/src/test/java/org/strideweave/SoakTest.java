@@ -41,9 +41,9 @@ class SoakTest extends Fixtures {
               rng ^= rng << 13;
               rng ^= rng >>> 7;
               rng ^= rng << 17;
-              int tile = (int) Math.floorMod(rng, TILES);
-              int other = (tile + 1 + (int) Math.floorMod(rng >>> 8, TILES - 1)) % TILES;
-              int kind = (int) Math.floorMod(rng >>> 16, 5);
+              int tile = Math.floorMod(rng, TILES);
+              int other = (tile + 1 + Math.floorMod(rng >>> 8, TILES - 1)) % TILES;
+              int kind = Math.floorMod(rng >>> 16, 5);
               try {
                 switch (kind) {
                   case 0: {
@@ -53,7 +53,7 @@ class SoakTest extends Fixtures {
                     break;
                   }
                   case 1: {
-                    int delta = 1 + (int) Math.floorMod(rng >>> 24, 3);
+                    int delta = 1 + Math.floorMod(rng >>> 24, 3);
                     float[] step = new float[TILE];
                     java.util.Arrays.fill(step, delta);
                     try (Tensor s = Tensor.fromArray(rt, step, TILE);
