@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what StrideWeave needs to build and test, if it is missing.
 # Idempotent: a second run installs nothing. Debian packages via apt-get,
-# Python packages via pip.
+# Python packages via pip, the Java binding's Maven dependencies from Maven
+# Central into ~/.m2 (after which `mvn -o` works).
 set -euo pipefail
 
 # libdnnl-dev: oneDNN, the CPU carrier's GEMM (runtime/carriers/cpu/gemm.cpp).
@@ -20,6 +21,14 @@ APT_PACKAGES=(
 if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
   APT_PACKAGES+=(python3-dev)
 fi
+# The Java binding (bindings/java): a JDK 17 or later (javac and the JNI
+# headers SWIG's wrapper compiles against) and Maven. Any JDK >= 17 already on
+# the PATH will do; otherwise Debian's default JDK.
+java_major=$(javac -version 2>&1 | sed -nE 's/^javac ([0-9]+).*/\1/p')
+if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
+  APT_PACKAGES+=(default-jdk-headless)
+fi
+APT_PACKAGES+=(maven)
 # torch: the PyTorch interop tests (tests/python/test_torch.py) and the peer of
 # tools/bench/bench_cpu.py and bench_python_overhead.py; threadpoolctl holds
 # NumPy's BLAS to the benchmark's thread count. matplotlib draws the demo's
@@ -46,5 +55,24 @@ done
 if ((${#pip_missing[@]})); then
   echo "install_deps: installing Python packages: ${pip_missing[*]}"
   "$PY" -m pip install -q "${pip_missing[@]}"
+fi
+# The Java binding's plugins and test dependencies. go-offline misses what
+# surefire resolves only when it runs, its JUnit Platform provider (and an old
+# plexus-utils it asks for): fetched by name, in step with pom.xml's
+# surefire.version.
+JAVA_POM=$(cd "$(dirname "$0")/.." && pwd)/bindings/java/pom.xml
+MAVEN_EXTRA=(org.apache.maven.surefire:surefire-junit-platform:3.5.4 org.codehaus.plexus:plexus-utils:1.1)
+maven_cached() {
+  mvn -B -q -o -f "$JAVA_POM" dependency:go-offline >/dev/null 2>&1 || return 1
+  for a in "${MAVEN_EXTRA[@]}"; do
+    mvn -B -q -o -f "$JAVA_POM" dependency:get -Dartifact="$a" >/dev/null 2>&1 || return 1
+  done
+}
+if command -v mvn >/dev/null && ! maven_cached; then
+  echo "install_deps: caching the Java binding's Maven dependencies"
+  mvn -B -q -ntp -f "$JAVA_POM" dependency:go-offline
+  for a in "${MAVEN_EXTRA[@]}"; do
+    mvn -B -q -ntp -f "$JAVA_POM" dependency:get -Dartifact="$a"
+  done
 fi
 echo "install_deps: all dependencies present"

@@ -2,8 +2,10 @@
 # The README's test command: installs what is missing, builds the release, the
 # AddressSanitizer+UndefinedBehaviorSanitizer and the ThreadSanitizer
 # configurations, and runs every test suite (under TSan only the suites of the
-# "async" label, with tests/tsan.supp for the uninstrumented oneDNN). Prints
-# one closing line "tests: N passed, N failed, N skipped".
+# "async" label, with tests/tsan.supp for the uninstrumented oneDNN), the
+# Python suite, the Java suite (Maven, against the release build's libraries)
+# and the Java example run from the jar. Prints one closing line
+# "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -50,10 +52,10 @@ run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
 echo "== build: release"
 bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
 echo "== build: asan+ubsan"
-bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled \
+bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled -Djava=disabled \
   || { echo "tests: 0 passed, 1 failed"; exit 1; }
 echo "== build: tsan"
-bash tools/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled \
+bash tools/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled -Djava=disabled \
   || { echo "tests: 0 passed, 1 failed"; exit 1; }
 
 echo "== C suites (release)"
@@ -70,6 +72,31 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # conftest.py imports the package from the release build tree (build/bindings/python).
   python3 -m pytest -q tests/python
   record python $?
+fi
+
+# The Java binding: meson built its JNI layer into build/bindings/java when
+# swig and a JDK were found; Maven compiles the classes, runs the JUnit suite
+# against those libraries (-Dstrideweave.library.path, set by the pom) and
+# packs the jar, from which the example then runs, extracting the libraries.
+java_build=$root/build/bindings/java
+if [ -f "$java_build/native/libstrideweave_jni.so" ] && command -v mvn >/dev/null && command -v java >/dev/null; then
+  echo "== Java suites"
+  log=$(mktemp)
+  mvn -B -ntp -f bindings/java/pom.xml -Dstrideweave.build="$java_build" \
+    -Dstrideweave.c.demo="$root/build/examples/c/moe_offload" verify >"$log" 2>&1
+  status=$?
+  grep -E "Tests run:|BUILD" "$log" | sed "s/^/[java] /"
+  [ "$status" -ne 0 ] && cat "$log"
+  rm -f "$log"
+  record java "$status"
+  echo "== Java example (from the jar)"
+  java --enable-native-access=ALL-UNNAMED \
+    -cp "bindings/java/target/strideweave-0.2.0.jar:bindings/java/target/test-classes" \
+    org.strideweave.examples.MoeOffload --experts 16 --dim 128 --batches 12 --tokens 8 --quiet
+  record java-example $?
+else
+  echo "== Java suites: SKIP (no JNI layer in build/bindings/java, or no Maven or java)"
+  skipped=$((skipped + 1))
 fi
 
 echo

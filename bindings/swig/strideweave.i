@@ -1,7 +1,7 @@
 /* The part of the SWIG interface every language shares: which declarations of
  * include/strideweave/strideweave.h the generated layer exposes as they are.
  *
- * A language module (bindings/python/native.i, later bindings/java/...) sets
+ * A language module (bindings/python/native.i, bindings/java/native.i) sets
  * its %module, its typemaps for sw_error_t* results and out-parameters, and
  * its own helpers for the declarations ignored here, then %includes this
  * file. Everything generated from it is a private layer: the public APIs are

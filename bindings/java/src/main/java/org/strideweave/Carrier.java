@@ -1,0 +1,452 @@
+package org.strideweave;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Path;
+import java.util.Objects;
+
+/**
+ * A carrier ({@code sw_carrier_t}): a flat run of slots of one dtype with a version counter (one
+ * step per public write), an ownership state (a carrier claimed by in-flight work or by a
+ * TiledEvictable is not publicly mutable) and {@link #dispose()}. Compute carriers (CPU, Vulkan)
+ * run ops; storage carriers (host, file, zstd) are secondary tiers of a {@link TiledEvictable}.
+ * Size 0 makes an empty carrier, which a move, a projection or a TiledEvictable fills.
+ *
+ * <p>Carriers may be read from several threads at once; concurrent writes to one carrier must
+ * be serialised by the caller. Closing this object drops its reference; it does not dispose the
+ * values (see {@link #dispose()}).
+ */
+public class Carrier extends NativeHandle {
+  Carrier(long handle) {
+    super(handle, NativeJNI::sw_carrier_release, "carrier");
+  }
+
+  /** The Java object for a new carrier reference: a TiledEvictable for a tiled carrier. */
+  static Carrier adopt(long handle) {
+    int[] kind = new int[1];
+    try {
+      Native.sw_carrier_kind(handle, kind);
+    } catch (RuntimeException e) {
+      Native.sw_carrier_release(handle);
+      throw e;
+    }
+    return kind[0] == CarrierKind.TILED.value() ? new TiledEvictable(handle, null) : new Carrier(handle);
+  }
+
+  private static long rt(StrideWeaveRuntime runtime) {
+    return Objects.requireNonNull(runtime, "runtime").begin();
+  }
+
+  /**
+   * A zero-filled CPU carrier (aligned host memory from the runtime's pool).
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots; 0 for an empty carrier
+   * @return the carrier
+   */
+  public static Carrier cpu(StrideWeaveRuntime runtime, DType dtype, long size) {
+    long r = rt(runtime);
+    try {
+      long[] out = new long[1];
+      Native.sw_carrier_create_cpu(r, dtype.value(), size, out);
+      return new Carrier(out[0]);
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A CPU carrier holding a copy of a primitive array ({@code float[]} for f32, ...; see
+   * {@link DType}).
+   *
+   * @param runtime the runtime
+   * @param dtype the element type, which the array's class must hold
+   * @param values the values
+   * @return the carrier
+   */
+  public static Carrier cpuFrom(StrideWeaveRuntime runtime, DType dtype, Object values) {
+    Buffers.check(values, dtype);
+    ByteBuffer b = Buffers.pack(values);
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_create_cpu_from(r, dtype.value(), b, 0, Buffers.length(values)));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A CPU carrier whose slots are the memory of a direct buffer, without a copy: what Java
+   * writes there is what ops read, and what the library writes lands there. The carrier keeps
+   * the buffer alive until it releases the memory (on dispose, a move out of it, or its last
+   * reference). The buffer's whole capacity is used; it must be aligned to the dtype's size.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param memory a direct buffer whose capacity is a multiple of the dtype's size
+   * @param readOnly whether the library must not write it (public writes then fail STATE)
+   * @return the carrier
+   */
+  public static Carrier cpuExternal(StrideWeaveRuntime runtime, DType dtype, ByteBuffer memory, boolean readOnly) {
+    Buffers.checkDirect(memory);
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_create_cpu_external(r, dtype.value(), memory, readOnly));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * Plain zero-filled host memory: a secondary tier, not a compute carrier.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots
+   * @return the carrier
+   */
+  public static Carrier host(StrideWeaveRuntime runtime, DType dtype, long size) {
+    long r = rt(runtime);
+    try {
+      long[] out = new long[1];
+      Native.sw_carrier_create_host(r, dtype.value(), size, out);
+      return new Carrier(out[0]);
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A zero-filled carrier backed by a new file, removed when the carrier is disposed or
+   * destroyed.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots
+   * @param directory where the file is created; null for {@code $TMPDIR} or /tmp
+   * @return the carrier
+   * @throws StorageIOException when the file cannot be created
+   */
+  public static Carrier file(StrideWeaveRuntime runtime, DType dtype, long size, Path directory) {
+    return file(runtime, dtype, size, directory, false, 0, 0);
+  }
+
+  /**
+   * A file carrier with every option of {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots
+   * @param directory where the file is created; null for {@code $TMPDIR} or /tmp
+   * @param directIo open with O_DIRECT where the file system allows it
+   * @param chunkBytes bytes per read or write request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
+   * @return the carrier
+   */
+  public static Carrier file(StrideWeaveRuntime runtime, DType dtype, long size, Path directory, boolean directIo,
+                             long chunkBytes, int requestsInFlight) {
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_create_file(r, dtype.value(), size,
+          directory == null ? null : directory.toString(), directIo, chunkBytes, requestsInFlight));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A read-only carrier over {@code size} elements at {@code byteOffset} of an existing file (a
+   * weights file, say), which is never written or removed.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param path the file
+   * @param byteOffset where the elements start
+   * @param size elements
+   * @return the carrier
+   * @throws StorageIOException when the file cannot be opened
+   * @throws InvalidValueException when the region passes the end of the file
+   */
+  public static Carrier openFile(StrideWeaveRuntime runtime, DType dtype, Path path, long byteOffset, long size) {
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_open_file(r, dtype.value(), path.toString(), byteOffset, size, false));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A zero-filled carrier holding its values zstd-compressed in host memory, each frame
+   * checksummed: a corrupt frame reads as {@link DataCorruptException}, never as garbage.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots
+   * @param level the zstd level (1 is the default)
+   * @param frameElements elements per independently compressed frame; 0 for 1 Mi
+   * @return the carrier
+   */
+  public static Carrier zstd(StrideWeaveRuntime runtime, DType dtype, long size, int level, long frameElements) {
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_create_zstd(r, dtype.value(), size, level, frameElements, -1));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A zero-filled compute carrier in device-local memory of a Vulkan device.
+   *
+   * @param runtime the runtime
+   * @param device a Vulkan device ({@link Device#vulkan})
+   * @param dtype the element type
+   * @param size slots; 0 for an empty carrier
+   * @return the carrier
+   * @throws TypeMismatchException when the device is not a Vulkan device
+   * @throws UnsupportedFeatureException in builds without Vulkan
+   */
+  public static Carrier vulkan(StrideWeaveRuntime runtime, Device device, DType dtype, long size) {
+    long r = rt(runtime);
+    long d = device.begin();
+    try {
+      long[] out = new long[1];
+      Native.sw_carrier_create_vulkan(r, d, dtype.value(), size, out);
+      return new Carrier(out[0]);
+    } finally {
+      device.end();
+      runtime.end();
+    }
+  }
+
+  /**
+   * The carrier's kind.
+   *
+   * @return the kind
+   */
+  public final CarrierKind kind() {
+    return call(h -> {
+      int[] out = new int[1];
+      Native.sw_carrier_kind(h, out);
+      return CarrierKind.of(out[0]);
+    });
+  }
+
+  /**
+   * The element type.
+   *
+   * @return the dtype
+   */
+  public final DType dtype() {
+    return call(h -> {
+      int[] out = new int[1];
+      Native.sw_carrier_dtype(h, out);
+      return DType.of(out[0]);
+    });
+  }
+
+  /**
+   * The number of slots; still answers after dispose.
+   *
+   * @return the size
+   */
+  public final long size() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_carrier_size(h, out);
+      return out[0];
+    });
+  }
+
+  /**
+   * The version counter: one step per successful public write (residency moves never step it).
+   *
+   * @return the version
+   */
+  public final long version() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_carrier_version(h, out);
+      return out[0];
+    });
+  }
+
+  /**
+   * Whether public writes would be accepted (live and not owned).
+   *
+   * @return true when mutable
+   */
+  public final boolean isMutable() {
+    return flag(Native::sw_carrier_is_mutable);
+  }
+
+  /**
+   * Whether the carrier refuses public writes for good (an opened file, read-only memory).
+   *
+   * @return true when read-only
+   */
+  public final boolean isReadOnly() {
+    return flag(Native::sw_carrier_is_read_only);
+  }
+
+  /**
+   * Whether in-flight work or a composite carrier (a TiledEvictable) claims it.
+   *
+   * @return true when owned
+   */
+  public final boolean isOwned() {
+    return flag(Native::sw_carrier_is_owned);
+  }
+
+  /**
+   * Whether the values were disposed.
+   *
+   * @return true after dispose
+   */
+  public final boolean isDisposed() {
+    return flag(Native::sw_carrier_is_disposed);
+  }
+
+  @FunctionalInterface
+  private interface FlagFn {
+    void get(long handle, boolean[] out);
+  }
+
+  private boolean flag(FlagFn fn) {
+    return call(h -> {
+      boolean[] out = new boolean[1];
+      fn.get(h, out);
+      return out[0];
+    });
+  }
+
+  /**
+   * Bytes the storage occupies now (compressed bytes for zstd, file bytes for file).
+   *
+   * @return the bytes
+   */
+  public final long storedBytes() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_carrier_stored_bytes(h, out);
+      return out[0];
+    });
+  }
+
+  /**
+   * Frees the values (the handle stays: size, dtype and kind still answer). Idempotent. For a
+   * TiledEvictable, releases every tile and both tiers.
+   *
+   * @throws InvalidStateException while the carrier is owned or has work pending
+   */
+  public final void dispose() {
+    run(Native::sw_carrier_dispose);
+  }
+
+  /**
+   * Copies slots starting at {@code firstSlot} into a primitive array of the dtype's Java type,
+   * filling it.
+   *
+   * @param firstSlot the first slot
+   * @param destination the array ({@code float[]} for f32, ...)
+   * @throws IndexOutOfRangeException when the range passes the carrier's end
+   */
+  public final void read(long firstSlot, Object destination) {
+    DType dtype = dtype();
+    Buffers.check(destination, dtype);
+    int n = Buffers.length(destination);
+    ByteBuffer b = Buffers.allocate((long) n * dtype.size());
+    run(h -> Native.carrier_read_buffer(h, firstSlot, n, b, 0, (long) n * dtype.size()));
+    Buffers.unpack(b, destination);
+  }
+
+  /**
+   * Copies slots into a direct buffer: as many whole elements as its remaining bytes hold, from
+   * its position (which is then advanced past them). No copy through the Java heap.
+   *
+   * @param firstSlot the first slot
+   * @param destination a direct buffer
+   */
+  public final void read(long firstSlot, ByteBuffer destination) {
+    Buffers.checkDirect(destination);
+    int size = dtype().size();
+    long count = destination.remaining() / size;
+    run(h -> Native.carrier_read_buffer(h, firstSlot, count, destination, destination.position(), count * size));
+    destination.position(destination.position() + (int) (count * size));
+  }
+
+  /**
+   * Writes a primitive array of the dtype's Java type into slots starting at
+   * {@code firstSlot}; one version step.
+   *
+   * @param firstSlot the first slot
+   * @param source the values
+   * @throws InvalidStateException when the carrier is owned, disposed or read-only
+   */
+  public final void write(long firstSlot, Object source) {
+    DType dtype = dtype();
+    Buffers.check(source, dtype);
+    int n = Buffers.length(source);
+    ByteBuffer b = Buffers.pack(source);
+    run(h -> Native.carrier_write_buffer(h, firstSlot, n, b, 0, (long) n * dtype.size()));
+  }
+
+  /**
+   * Writes the whole elements in a direct buffer's remaining bytes into slots from
+   * {@code firstSlot}; one version step. The buffer's position advances past them.
+   *
+   * @param firstSlot the first slot
+   * @param source a direct buffer
+   */
+  public final void write(long firstSlot, ByteBuffer source) {
+    Buffers.checkDirect(source);
+    int size = dtype().size();
+    long count = source.remaining() / size;
+    run(h -> Native.carrier_write_buffer(h, firstSlot, count, source, source.position(), count * size));
+    source.position(source.position() + (int) (count * size));
+  }
+
+  /**
+   * The carrier's memory as a direct buffer, without a copy (CPU carriers): slot i is at byte
+   * {@code i * dtype().size()}, native byte order. The buffer keeps a reference to the carrier
+   * while it is reachable, but the memory is valid only until the carrier is disposed (a
+   * finished move out of it disposes it); writes through it bypass the version counter and
+   * must not be made to a read-only carrier.
+   *
+   * @return the buffer
+   * @throws UnsupportedFeatureException for carriers whose memory is not host addressable
+   */
+  public final ByteBuffer hostBuffer() {
+    return call(h -> {
+      long address = Native.carrier_host_pointer(h);
+      long[] size = new long[1];
+      Native.sw_carrier_size(h, size);
+      int[] dtype = new int[1];
+      Native.sw_carrier_dtype(h, dtype);
+      long bytes = size[0] * DType.of(dtype[0]).size();
+      if (bytes > Integer.MAX_VALUE) {
+        throw new InvalidValueException("the carrier's " + bytes + " bytes do not fit one Java buffer");
+      }
+      ByteBuffer b = ((ByteBuffer) Native.direct_buffer(address, bytes)).order(ByteOrder.nativeOrder());
+      Native.sw_carrier_retain(h);
+      CLEANER.register(b, new Unretain(h));
+      return b;
+    });
+  }
+
+  /** Drops the reference a host buffer holds. */
+  private static final class Unretain implements Runnable {
+    private final long handle;
+
+    Unretain(long handle) {
+      this.handle = handle;
+    }
+
+    @Override
+    public void run() {
+      Native.sw_carrier_release(handle);
+    }
+  }
+}

@@ -1,0 +1,397 @@
+package org.strideweave;
+
+import java.util.Objects;
+
+/**
+ * A TiledEvictable (a carrier of kind {@link CarrierKind#TILED}): one logical tensor of shape
+ * {@code gridShape * tileShape}, cut into tiles that live in a primary tier (a compute carrier:
+ * CPU or Vulkan) or a secondary tier (host, file or zstd), move asynchronously under a
+ * {@link ResidencyPolicy}, are gathered into compact tensors by {@link #project}, scattered back
+ * by {@link #scatter} and {@link #updateAsync}, take part in autograd, and never lose a dirty
+ * value. Both tiers are claimed by it (owned, not publicly mutable) and disposed by its
+ * {@link #dispose()}, which fails with {@link InvalidStateException} while work involving it is
+ * pending. Thread-safe: requests from several threads are serialised, and each commits as a
+ * whole or not at all.
+ *
+ * <pre>{@code
+ * try (Carrier cpu = Carrier.cpu(rt, DType.F32, 0);
+ *      Carrier file = Carrier.file(rt, DType.F32, 64L * 1024 * 1024, null);
+ *      LruPolicy lru = LruPolicy.create(16);
+ *      TiledEvictable experts = TiledEvictable.create(cpu, file, new long[] {64, 1, 1},
+ *          new long[] {1, 1024, 1024}, lru);
+ *      Tensor w = experts.fullTensor();
+ *      AwaitProjection pending = experts.project(w,
+ *          TileSelection.of(new long[] {2, 7, 19}, new long[] {0}, new long[] {0}), null)) {
+ *   Tensor compact = pending.get(); // (3, 1024, 1024)
+ * }
+ * }</pre>
+ */
+public final class TiledEvictable extends Carrier {
+  private final ResidencyPolicy policy;
+
+  TiledEvictable(long handle, ResidencyPolicy policy) {
+    super(handle);
+    this.policy = policy;
+  }
+
+  /**
+   * A TiledEvictable over two tiers, each empty or holding the full logical extent as a seed
+   * (tiles one after another in tile-ordinal order, each first mode fastest): a full primary
+   * makes every tile primary; a full secondary every tile secondary; both full, primary and
+   * dirty; both empty, invalid.
+   *
+   * @param primary an empty or full compute carrier (CPU or Vulkan)
+   * @param secondary an empty or full storage carrier of the same dtype
+   * @param gridShape tiles per mode
+   * @param tileShape extents of one tile, of the grid's rank
+   * @param policy a {@link ResidencyPolicy}, an {@link LruPolicy}, or null for none
+   * @return the TiledEvictable
+   * @throws TypeMismatchException for wrong carrier kinds or dtypes
+   * @throws InvalidValueException for shapes
+   * @throws InvalidStateException for disposed or owned tiers
+   */
+  public static TiledEvictable create(Carrier primary, Carrier secondary, long[] gridShape, long[] tileShape,
+                                      ResidencyPolicy policy) {
+    Objects.requireNonNull(primary, "primary");
+    Objects.requireNonNull(secondary, "secondary");
+    return primary.call(p -> secondary.call(s -> {
+      if (policy instanceof LruPolicy) {
+        LruPolicy lru = (LruPolicy) policy;
+        return lru.call(l -> new TiledEvictable(Native.tiled_create(p, s, gridShape.clone(), tileShape.clone(), l,
+            null), policy));
+      }
+      return new TiledEvictable(Native.tiled_create(p, s, gridShape.clone(), tileShape.clone(), 0, policy), policy);
+    }));
+  }
+
+  /**
+   * The policy given to {@link #create}; null without one, or for an object made from a
+   * tensor's carrier.
+   *
+   * @return the policy
+   */
+  public ResidencyPolicy residencyPolicy() {
+    return policy;
+  }
+
+  /**
+   * Whether a residency policy was given at creation.
+   *
+   * @return true with a policy
+   */
+  public boolean hasPolicy() {
+    return call(h -> {
+      boolean[] out = new boolean[1];
+      Native.sw_tiled_has_policy(h, out);
+      return out[0];
+    });
+  }
+
+  /**
+   * The full logical tensor: the dense layout of the logical shape at offset 0.
+   *
+   * @return a new tensor object
+   */
+  public Tensor fullTensor() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_tiled_full_tensor(h, out);
+      return Tensor.adopt(out[0]);
+    });
+  }
+
+  /**
+   * The grid's rank.
+   *
+   * @return the rank
+   */
+  public int rank() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_tiled_rank(h, out);
+      return (int) out[0];
+    });
+  }
+
+  /**
+   * Tiles per mode.
+   *
+   * @return the grid shape
+   */
+  public long[] gridShape() {
+    return call(Native::tiled_grid_shape);
+  }
+
+  /**
+   * The extents of one tile.
+   *
+   * @return the tile shape
+   */
+  public long[] tileShape() {
+    return call(Native::tiled_tile_shape);
+  }
+
+  /**
+   * The logical tensor's shape, {@code gridShape * tileShape} mode by mode.
+   *
+   * @return the logical shape
+   */
+  public long[] logicalShape() {
+    long[] g = gridShape();
+    long[] t = tileShape();
+    for (int i = 0; i < g.length; ++i) {
+      g[i] *= t[i];
+    }
+    return g;
+  }
+
+  /**
+   * The primary tier (a new Java object for it).
+   *
+   * @return the carrier
+   */
+  public Carrier primary() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_tiled_primary(h, out);
+      return Carrier.adopt(out[0]);
+    });
+  }
+
+  /**
+   * The secondary tier (a new Java object for it).
+   *
+   * @return the carrier
+   */
+  public Carrier secondary() {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_tiled_secondary(h, out);
+      return Carrier.adopt(out[0]);
+    });
+  }
+
+  /**
+   * One tile's residency metadata.
+   *
+   * @param coord the tile coordinate
+   * @return its state
+   */
+  public TileState tileState(long... coord) {
+    int[] v = call(h -> Native.tiled_tile_state(h, coord.clone()));
+    return new TileState(TileState.Location.values()[v[0] - 1], v[1] != 0, v[2] != 0);
+  }
+
+  private TileSet tiles(int kind) {
+    return call(h -> {
+      long[] out = new long[1];
+      Native.sw_tiled_tiles(h, kind, out);
+      try {
+        return TileSet.fromHandle(out[0]);
+      } finally {
+        Native.sw_tile_set_release(out[0]);
+      }
+    });
+  }
+
+  /**
+   * The tiles whose value is in the primary tier.
+   *
+   * @return the set
+   */
+  public TileSet primaryTiles() {
+    return tiles(1);
+  }
+
+  /**
+   * The tiles whose value is in the secondary tier only.
+   *
+   * @return the set
+   */
+  public TileSet secondaryTiles() {
+    return tiles(2);
+  }
+
+  /**
+   * The tiles holding a readable value.
+   *
+   * @return the set
+   */
+  public TileSet validTiles() {
+    return tiles(3);
+  }
+
+  /**
+   * The primary tiles whose value is not yet in the secondary tier.
+   *
+   * @return the set
+   */
+  public TileSet dirtyTiles() {
+    return tiles(4);
+  }
+
+  private long residency(TileSet tiles, boolean evict, boolean blocking) {
+    Objects.requireNonNull(tiles, "tiles");
+    return call(h -> {
+      long s = tiles.newHandle();
+      try {
+        return Native.tiled_residency(h, s, evict, blocking);
+      } finally {
+        Native.sw_tile_set_release(s);
+      }
+    });
+  }
+
+  /**
+   * Starts promoting {@code tiles} to the primary tier; every tile becomes valid on primary.
+   * Atomic and idempotent; no autograd node.
+   *
+   * @param tiles the tiles
+   * @return the RESIDENCY await
+   * @throws InvalidStateException for an invalid tile, a disposed carrier, or a tile covered
+   *     by another incomplete residency request
+   */
+  public AwaitResidency promoteAsync(TileSet tiles) {
+    return new AwaitResidency(residency(tiles, false, false));
+  }
+
+  /**
+   * Starts evicting {@code tiles}: dirty values are written to the secondary tier before
+   * primary storage is dropped, after work that still needs a tile.
+   *
+   * @param tiles the tiles
+   * @return the RESIDENCY await
+   * @throws InvalidStateException for a dirty tile and a read-only secondary, a disposed
+   *     carrier, or a tile covered by another incomplete residency request
+   */
+  public AwaitResidency evictAsync(TileSet tiles) {
+    return new AwaitResidency(residency(tiles, true, false));
+  }
+
+  /**
+   * {@link #promoteAsync} followed by the wait.
+   *
+   * @param tiles the tiles
+   */
+  public void promote(TileSet tiles) {
+    residency(tiles, false, true);
+  }
+
+  /**
+   * {@link #evictAsync} followed by the wait.
+   *
+   * @param tiles the tiles
+   */
+  public void evict(TileSet tiles) {
+    residency(tiles, true, true);
+  }
+
+  /**
+   * {@link #promoteAsync(TileSet)} of a selection's tiles.
+   *
+   * @param selection the tiles
+   * @return the RESIDENCY await
+   */
+  public AwaitResidency promoteAsync(TileSelection selection) {
+    return promoteAsync(selection.tileSet());
+  }
+
+  /**
+   * {@link #evictAsync(TileSet)} of a selection's tiles.
+   *
+   * @param selection the tiles
+   * @return the RESIDENCY await
+   */
+  public AwaitResidency evictAsync(TileSelection selection) {
+    return evictAsync(selection.tileSet());
+  }
+
+  /**
+   * Gathers the selected tiles of the full tensor into a compact dense tensor of shape
+   * {@code compactGridShape * tileShape}, tiles in selection order. Starts every transfer and
+   * gather it can before returning. With grad mode on and a tensor requiring grad, the result
+   * records one gather node whose backward scatter-adds into a fresh TiledEvictable gradient.
+   *
+   * @param tensor the full tensor of this carrier (tile-footprint compatible)
+   * @param selection the tiles
+   * @param destination null (a fresh carrier of the primary tier's kind) or an empty or large
+   *     enough, live, mutable carrier of the primary tier's kind and the dtype
+   * @return the PROJECTION await
+   * @throws TypeMismatchException for a tensor of another carrier or a wrong destination kind
+   * @throws InvalidValueException for a selection of the wrong rank or range, a too small
+   *     destination, or incompatible footprints
+   * @throws InvalidStateException when disposed, for a conflicting residency request or an
+   *     invalid tile
+   */
+  public AwaitProjection project(Tensor tensor, TileSelection selection, Carrier destination) {
+    Objects.requireNonNull(tensor, "tensor");
+    Objects.requireNonNull(selection, "selection");
+    return call(h -> tensor.call(t -> {
+      long d = beginOrZero(destination);
+      long s = selection.newHandle();
+      try {
+        long[] out = new long[1];
+        Native.sw_tiled_project(h, t, s, d, out);
+        return new AwaitProjection(out[0]);
+      } finally {
+        Native.sw_tile_selection_release(s);
+        endIfNotNull(destination);
+      }
+    }));
+  }
+
+  /**
+   * Writes {@code compact} at the selected tiles of a fresh TiledEvictable with this one's
+   * geometry and tier kinds, returned by the await as its full tensor. REPLACE takes compact's
+   * values; ADD adds them to the template's. The selected tiles are valid and dirty, the others
+   * invalid. Neither input changes. Differentiable.
+   *
+   * @param compact a CPU tensor of the selected region's shape and the dtype
+   * @param template the full tensor of this carrier
+   * @param selection the tiles
+   * @param reduction REPLACE or ADD
+   * @return the MOVE await
+   */
+  public AwaitMove scatter(Tensor compact, Tensor template, TileSelection selection, ScatterReduction reduction) {
+    Objects.requireNonNull(compact, "compact");
+    Objects.requireNonNull(template, "template");
+    return call(h -> compact.call(c -> template.call(t -> {
+      long s = selection.newHandle();
+      try {
+        long[] out = new long[1];
+        Native.sw_tiled_scatter(h, c, t, s, reduction.value(), out);
+        return new AwaitMove(out[0]);
+      } finally {
+        Native.sw_tile_selection_release(s);
+      }
+    })));
+  }
+
+  /**
+   * Writes {@code compact} into the selected tiles of this carrier itself: REPLACE stores it,
+   * ADD adds it. A public write of the full tensor: one version step, the tiles become primary,
+   * valid and dirty. No autograd.
+   *
+   * @param tensor the full tensor of this carrier
+   * @param compact the values, of the selected region's shape
+   * @param selection the tiles
+   * @param reduction REPLACE or ADD
+   * @return the MOVE await, without a result
+   * @throws InvalidStateException while a selected tile is in use by pending work or covered
+   *     by a residency request
+   */
+  public AwaitMove updateAsync(Tensor tensor, Tensor compact, TileSelection selection, ScatterReduction reduction) {
+    Objects.requireNonNull(tensor, "tensor");
+    Objects.requireNonNull(compact, "compact");
+    return call(h -> tensor.call(t -> compact.call(c -> {
+      long s = selection.newHandle();
+      try {
+        long[] out = new long[1];
+        Native.sw_tiled_update_async(h, t, c, s, reduction.value(), out);
+        return new AwaitMove(out[0]);
+      } finally {
+        Native.sw_tile_selection_release(s);
+      }
+    })));
+  }
+}
