@@ -91,7 +91,7 @@ if [ -f "$java_build/native/libstrideweave_jni.so" ] && command -v mvn >/dev/nul
   record java "$status"
   echo "== Java example (from the jar)"
   java --enable-native-access=ALL-UNNAMED \
-    -cp "bindings/java/target/strideweave-0.2.0.jar:bindings/java/target/test-classes" \
+    -cp "bindings/java/target/strideweave-0.3.0.jar:bindings/java/target/test-classes" \
     org.strideweave.examples.MoeOffload --experts 16 --dim 128 --batches 12 --tokens 8 --quiet
   record java-example $?
 else

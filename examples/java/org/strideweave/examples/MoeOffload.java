@@ -409,7 +409,9 @@ public final class MoeOffload {
 
   /** Training: loss = 0.5 * || sum_e W_e x - target ||^2 with a fixed teacher. */
   static int train(StrideWeaveRuntime rt, Options o, int[][] picks, PrintStream out) {
-    int budgetTiles = (int) Math.ceil(o.budget * o.experts);
+    // An optimiser step updates a batch's experts together, so the budget holds at least
+    // those (the LRU refuses an update larger than its budget).
+    int budgetTiles = Math.max((int) Math.ceil(o.budget * o.experts), o.topk);
     try (Carrier secondary = makeSecondary(rt, o, 0xa11ce5L);
          Carrier primary = makePrimary(rt, o);
          LruPolicy lru = LruPolicy.create(budgetTiles);

@@ -10,8 +10,8 @@ import org.junit.jupiter.api.Test;
 class LibraryFactsTest {
   @Test
   void versionIsTheLibrarys() {
-    assertEquals("0.2.0", StrideWeave.versionString());
-    assertEquals((0 << 22) | (2 << 12), StrideWeave.version());
+    assertEquals("0.3.0", StrideWeave.versionString());
+    assertEquals((0 << 22) | (3 << 12), StrideWeave.version());
   }
 
   @Test

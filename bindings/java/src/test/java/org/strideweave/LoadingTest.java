@@ -70,7 +70,7 @@ class LoadingTest {
   void withoutThePropertyTheLibrariesAreExtractedAndRemovedAtExit() throws Exception {
     Outcome o = runProbe(null);
     assertEquals(0, o.status(), o.out());
-    assertTrue(o.out().contains("version 0.2.0"), o.out());
+    assertTrue(o.out().contains("version 0.3.0"), o.out());
     Path jni = Paths.get(jniPath(o.out()));
     Path dir = jni.getParent();
     assertTrue(dir.getFileName().toString().startsWith("strideweave-native"), o.out());
