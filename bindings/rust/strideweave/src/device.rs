@@ -319,3 +319,24 @@ impl DeviceView {
         })
     }
 }
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device").field("kind", &self.kind().ok()).field("generation", &self.generation().ok()).finish()
+    }
+}
+
+impl std::fmt::Debug for DeviceAllocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceAllocation")
+            .field("extent", &self.extent().ok())
+            .field("generation", &self.generation().ok())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for DeviceView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DeviceView").field(&self.describe().ok()).finish()
+    }
+}

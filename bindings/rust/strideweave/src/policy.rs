@@ -370,3 +370,9 @@ impl PolicyVtable {
         }
     }
 }
+
+impl std::fmt::Debug for LruPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LruPolicy").field(&self.stats().ok()).finish()
+    }
+}

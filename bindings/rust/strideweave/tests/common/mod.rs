@@ -108,3 +108,33 @@ pub fn states(te: &TiledEvictable) -> (Vec<Vec<i64>>, Vec<Vec<i64>>, Vec<Vec<i64
         te.version().unwrap(),
     )
 }
+
+/// A minimal executor: polls `f` on this thread, parking between polls
+/// until its waker is woken. Returns the output and how many times it
+/// polled.
+pub fn block_on<F: std::future::Future>(f: F) -> (F::Output, usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread, AtomicBool);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.1.store(true, Ordering::SeqCst);
+            self.0.unpark();
+        }
+    }
+    let unpark = Arc::new(Unpark(std::thread::current(), AtomicBool::new(false)));
+    let waker = Waker::from(unpark.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return (v, polls);
+        }
+        while !unpark.1.swap(false, Ordering::SeqCst) {
+            std::thread::park_timeout(std::time::Duration::from_secs(60));
+        }
+    }
+}
