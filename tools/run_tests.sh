@@ -2,8 +2,9 @@
 # The README's test command: installs what is missing, builds the release, the
 # AddressSanitizer+UndefinedBehaviorSanitizer and the ThreadSanitizer
 # configurations, and runs every test suite (under TSan only the suites of the
-# "async" label, with tests/tsan.supp for the uninstrumented oneDNN). Prints
-# one closing line "tests: N passed, N failed, N skipped".
+# "async" label, with tests/tsan.supp for the uninstrumented oneDNN), the
+# Python suite and the Rust binding's cargo suites (counted as one suite
+# each). Prints one closing line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -70,6 +71,25 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # conftest.py imports the package from the release build tree (build/bindings/python).
   python3 -m pytest -q tests/python
   record python $?
+fi
+
+echo "== Rust suites"
+# bindings/rust against the release build tree's library: linked through its
+# uninstalled pkg-config file, run through the rpath cargo gives the tests
+# (and LD_LIBRARY_PATH for the doctests); the example's test compares the
+# Rust MoE demo with the C demo built above.
+export PATH="$HOME/.cargo/bin:$PATH"
+if command -v cargo >/dev/null 2>&1; then
+  (cd bindings/rust && \
+    PKG_CONFIG_PATH="$root/build/meson-uninstalled" LD_LIBRARY_PATH="$root/build/runtime" \
+    STRIDEWEAVE_C_DEMO="$root/build/examples/c/moe_offload" STRIDEWEAVE_REQUIRE_C_DEMO=1 \
+    cargo test --locked --all-features -- --show-output 2>&1) | tee /tmp/strideweave-rust-tests.$$ | grep -vE '^\s+(Compiling|Downloaded|Downloading) '
+  record rust "${PIPESTATUS[0]}"
+  grep -h '^SKIP' /tmp/strideweave-rust-tests.$$ | sed 's/^/[rust] /'
+  rm -f /tmp/strideweave-rust-tests.$$
+else
+  echo "SKIP: rust: no cargo (tools/install_deps.sh could not install a toolchain)"
+  skipped=$((skipped + 1))
 fi
 
 echo

@@ -80,10 +80,5 @@ pub use tensor::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard, Tensor
 pub use tiled::{Reduction, TileLocation, TileSetKind, TileState, TiledEvictable};
 pub use tiles::{ResidencyPlan, TileSelection, TileSet, Tiles};
 
-/// docs/quickstart-rust.md, whose program runs as a doctest.
-#[cfg(doctest)]
-#[doc = include_str!("../../../../docs/quickstart-rust.md")]
-pub struct QuickstartDoctest;
-
 /// The raw C ABI (the `strideweave-sys` crate), for what this crate does not wrap.
 pub use strideweave_sys as sys;

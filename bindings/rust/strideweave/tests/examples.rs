@@ -106,3 +106,16 @@ fn the_rust_example_rejects_bad_options() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("usage: moe_offload"));
 }
+
+#[test]
+fn the_quickstart_page_is_the_quickstart_example_and_prints_what_it_says() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/quickstart-rust.md")).unwrap();
+    let code = doc.split("```rust\n").nth(1).unwrap().split("```").next().unwrap();
+    let example = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.rs")).unwrap();
+    assert_eq!(code, example, "docs/quickstart-rust.md and examples/quickstart.rs differ");
+    let printed = doc.split("It prints:\n\n```text\n").nth(1).unwrap().split("```").next().unwrap();
+    let exe = rust_example().with_file_name("quickstart");
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), printed);
+}
