@@ -20,19 +20,13 @@ fn main() {
     let libdir = if let Some(dir) = env::var_os("STRIDEWEAVE_LIB_DIR") {
         let dir = PathBuf::from(dir);
         if !dir.join("libstrideweave.so").exists() && !dir.join("libstrideweave.dylib").exists() {
-            panic!(
-                "STRIDEWEAVE_LIB_DIR={} holds no libstrideweave shared library",
-                dir.display()
-            );
+            panic!("STRIDEWEAVE_LIB_DIR={} holds no libstrideweave shared library", dir.display());
         }
         println!("cargo:rustc-link-search=native={}", dir.display());
         println!("cargo:rustc-link-lib=dylib=strideweave");
         dir
     } else {
-        match pkg_config::Config::new()
-            .atleast_version("0.2")
-            .probe("strideweave")
-        {
+        match pkg_config::Config::new().atleast_version("0.2").probe("strideweave") {
             Ok(lib) => lib.link_paths.first().cloned().unwrap_or_default(),
             Err(e) => panic!(
                 "libstrideweave not found: set STRIDEWEAVE_LIB_DIR to the directory holding \

@@ -328,8 +328,16 @@ fn run(rt: &Runtime, o: &Options, picks: &[Vec<i64>], mode: Mode, csv: &mut Opti
             );
         }
         if let Some(f) = csv.as_mut() {
-            writeln!(f, "{},{},{:.4},{:.4},{:.4}", st.name, b, latency * 1e3, waited * 1e3, hits as f64 / o.topk as f64)
-                .map_err(|e| strideweave::Error::new(strideweave::ErrorCode::Io, e.to_string()))?;
+            writeln!(
+                f,
+                "{},{},{:.4},{:.4},{:.4}",
+                st.name,
+                b,
+                latency * 1e3,
+                waited * 1e3,
+                hits as f64 / o.topk as f64
+            )
+            .map_err(|e| strideweave::Error::new(strideweave::ErrorCode::Io, e.to_string()))?;
         }
     }
     st.seconds = t0.elapsed().as_secs_f64();
@@ -427,7 +435,10 @@ fn train(rt: &Runtime, o: &Options, picks: &[Vec<i64>]) -> Result<bool> {
         if hash_before == hash_after { "every byte identical" } else { "BYTES DIFFER" }
     );
     let ok = late < early && still == 0 && hash_before == hash_after;
-    println!("{}", if ok { "training verified: loss fell and every update survived eviction" } else { "TRAINING CHECK FAILED" });
+    println!(
+        "{}",
+        if ok { "training verified: loss fell and every update survived eviction" } else { "TRAINING CHECK FAILED" }
+    );
     drop(full);
     weights.dispose()?;
     Ok(ok)
@@ -504,21 +515,39 @@ fn main() -> ExitCode {
         i += 1;
         let num = |v: &str| v.parse::<usize>().ok();
         let ok = match a {
-            "--experts" => num(v).map(|n| o.experts = n),
-            "--dim" => num(v).map(|n| o.dim = n),
-            "--topk" => num(v).map(|n| o.topk = n),
-            "--tokens" => num(v).map(|n| o.tokens = n),
-            "--batches" => num(v).map(|n| o.batches = n),
-            "--tier" => Some(o.tier = v.clone()),
-            "--budget" => v.parse::<f64>().ok().map(|f| o.budget = f),
-            "--dtype" => Some(o.dtype = if v == "bf16" { DType::BF16 } else { DType::F32 }),
-            "--policy" => Some(o.use_policy = v != "none"),
-            "--csv" => Some(o.csv = Some(v.clone())),
-            "--dir" => Some(o.dir = Some(v.clone())),
-            "--compute" => Some(compute = v.clone()),
-            _ => None,
+            "--experts" => num(v).map(|n| o.experts = n).is_some(),
+            "--dim" => num(v).map(|n| o.dim = n).is_some(),
+            "--topk" => num(v).map(|n| o.topk = n).is_some(),
+            "--tokens" => num(v).map(|n| o.tokens = n).is_some(),
+            "--batches" => num(v).map(|n| o.batches = n).is_some(),
+            "--budget" => v.parse::<f64>().ok().map(|f| o.budget = f).is_some(),
+            "--tier" => {
+                o.tier = v.clone();
+                true
+            }
+            "--dtype" => {
+                o.dtype = if v == "bf16" { DType::BF16 } else { DType::F32 };
+                true
+            }
+            "--policy" => {
+                o.use_policy = v != "none";
+                true
+            }
+            "--csv" => {
+                o.csv = Some(v.clone());
+                true
+            }
+            "--dir" => {
+                o.dir = Some(v.clone());
+                true
+            }
+            "--compute" => {
+                compute = v.clone();
+                true
+            }
+            _ => false,
         };
-        if ok.is_none() {
+        if !ok {
             return usage();
         }
     }
@@ -578,7 +607,8 @@ fn main_with(mut o: Options, compute: &str) -> Result<ExitCode> {
     }
     let mut csv = match &o.csv {
         Some(path) => {
-            let mut f = File::create(path).map_err(|e| strideweave::Error::new(strideweave::ErrorCode::Io, format!("{path}: {e}")))?;
+            let mut f = File::create(path)
+                .map_err(|e| strideweave::Error::new(strideweave::ErrorCode::Io, format!("{path}: {e}")))?;
             writeln!(f, "run,batch,latency_ms,wait_ms,hit_rate")
                 .map_err(|e| strideweave::Error::new(strideweave::ErrorCode::Io, e.to_string()))?;
             Some(f)

@@ -66,7 +66,12 @@ struct WakeState {
     waker: Option<Waker>,
 }
 
-unsafe extern "C" fn on_complete(user_data: *mut std::ffi::c_void, _: *mut sys::sw_await_t, _: sys::sw_error_code_t, _: *const c_char) {
+unsafe extern "C" fn on_complete(
+    user_data: *mut std::ffi::c_void,
+    _: *mut sys::sw_await_t,
+    _: sys::sw_error_code_t,
+    _: *const c_char,
+) {
     // SAFETY: user_data is the Arc<Wake> leaked by Await::subscribe; the
     // callback fires exactly once (header), so it is taken back exactly once.
     let wake = unsafe { Arc::from_raw(user_data as *const Wake) };
@@ -148,7 +153,7 @@ impl<T: AwaitOutput> Await<T> {
             sys::sw_await_kind_t::SW_AWAIT_MOVE => AwaitKind::Move,
             sys::sw_await_kind_t::SW_AWAIT_PROJECTION => AwaitKind::Projection,
             sys::sw_await_kind_t::SW_AWAIT_RESIDENCY => AwaitKind::Residency,
-            other => AwaitKind::Other(other.0 as u32),
+            other => AwaitKind::Other(other.0),
         })
     }
 
@@ -264,6 +269,7 @@ pub fn move_async(tensor: &Tensor, destination: &Carrier) -> Result<AwaitMove> {
     let mut out = ptr::null_mut();
     // The move claims the destination for its writes: no public write of
     // this binding may be halfway through it meanwhile.
-    destination.serialised(|| call(|| unsafe { sys::sw_move_async(tensor.as_raw(), destination.as_raw(), &mut out) }))?;
+    destination
+        .serialised(|| call(|| unsafe { sys::sw_move_async(tensor.as_raw(), destination.as_raw(), &mut out) }))?;
     Ok(Await::adopt(out, None))
 }

@@ -70,7 +70,7 @@ impl CarrierKind {
             C::SW_CARRIER_ZSTD => CarrierKind::Zstd,
             C::SW_CARRIER_VULKAN => CarrierKind::Vulkan,
             C::SW_CARRIER_TILED => CarrierKind::Tiled,
-            other => CarrierKind::Other(other.0 as u32),
+            other => CarrierKind::Other(other.0),
         }
     }
 }
@@ -284,9 +284,7 @@ impl Carrier {
     pub fn write<T: Element>(&self, first_slot: usize, values: &[T]) -> Result<()> {
         check_element::<T>(self.dtype()?, "the carrier")?;
         self.serialised(|| {
-            call(|| unsafe {
-                sys::sw_carrier_write(self.as_raw(), first_slot, values.len(), values.as_ptr().cast())
-            })
+            call(|| unsafe { sys::sw_carrier_write(self.as_raw(), first_slot, values.len(), values.as_ptr().cast()) })
         })
     }
 

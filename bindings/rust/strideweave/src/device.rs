@@ -153,7 +153,7 @@ impl Device {
             K::SW_DEVICE_HOST => DeviceKind::Host,
             K::SW_DEVICE_FAKE => DeviceKind::Fake,
             K::SW_DEVICE_VULKAN => DeviceKind::Vulkan,
-            other => DeviceKind::Other(other.0 as u32),
+            other => DeviceKind::Other(other.0),
         })
     }
 
@@ -278,7 +278,9 @@ impl DeviceAllocation {
     /// event reports `host_released` (or the device restarts, abandoning it).
     pub unsafe fn host_to_device_async(&self, device_offset: u64, host: *const u8, bytes: u64) -> Result<CopyEvent> {
         let mut e = CopyEvent { generation: 0, id: 0 }.to_raw();
-        call(|| unsafe { sys::sw_device_host_to_device(self.as_raw(), device_offset, host.cast(), bytes, true, &mut e) })?;
+        call(|| unsafe {
+            sys::sw_device_host_to_device(self.as_raw(), device_offset, host.cast(), bytes, true, &mut e)
+        })?;
         Ok(CopyEvent { generation: e.generation, id: e.id })
     }
 
@@ -290,7 +292,9 @@ impl DeviceAllocation {
     /// `host_released` (or a restart).
     pub unsafe fn device_to_host_async(&self, device_offset: u64, host: *mut u8, bytes: u64) -> Result<CopyEvent> {
         let mut e = CopyEvent { generation: 0, id: 0 }.to_raw();
-        call(|| unsafe { sys::sw_device_device_to_host(self.as_raw(), device_offset, host.cast(), bytes, true, &mut e) })?;
+        call(|| unsafe {
+            sys::sw_device_device_to_host(self.as_raw(), device_offset, host.cast(), bytes, true, &mut e)
+        })?;
         Ok(CopyEvent { generation: e.generation, id: e.id })
     }
 

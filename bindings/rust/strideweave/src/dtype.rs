@@ -170,10 +170,6 @@ pub(crate) fn check_element<T: Element>(dtype: DType, what: &str) -> Result<()> 
     if T::DTYPE == dtype {
         Ok(())
     } else {
-        Err(Error::type_(format!(
-            "{what} holds {dtype}, not {} ({})",
-            T::DTYPE,
-            std::any::type_name::<T>()
-        )))
+        Err(Error::type_(format!("{what} holds {dtype}, not {} ({})", T::DTYPE, std::any::type_name::<T>())))
     }
 }

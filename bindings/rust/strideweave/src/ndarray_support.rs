@@ -68,6 +68,8 @@ impl Tensor {
         // SAFETY: the tensor's reachable slots lie inside the carrier
         // (sw_tensor_create checks it), the strides are the layout's, and
         // the caller keeps the memory alive and unwritten.
-        Ok(unsafe { ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), base.add(self.offset()? as usize)) })
+        Ok(unsafe {
+            ArrayViewD::from_shape_ptr(IxDyn(&shape).strides(IxDyn(&strides)), base.add(self.offset()? as usize))
+        })
     }
 }

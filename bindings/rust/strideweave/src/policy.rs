@@ -49,7 +49,7 @@ impl Purpose {
             C::SW_PURPOSE_PROJECTION => Purpose::Projection,
             C::SW_PURPOSE_SCATTER => Purpose::Scatter,
             C::SW_PURPOSE_BACKWARD => Purpose::Backward,
-            other => Purpose::Other(other.0 as u32),
+            other => Purpose::Other(other.0),
         }
     }
 

@@ -81,7 +81,9 @@ impl Tensor {
     /// A dense zero-filled CPU tensor.
     pub fn zeros(runtime: &Runtime, dtype: DType, shape: &[i64]) -> Result<Tensor> {
         let mut out = ptr::null_mut();
-        call(|| unsafe { sys::sw_tensor_zeros(runtime.as_raw(), dtype.to_raw(), shape.as_ptr(), shape.len(), &mut out) })?;
+        call(|| unsafe {
+            sys::sw_tensor_zeros(runtime.as_raw(), dtype.to_raw(), shape.as_ptr(), shape.len(), &mut out)
+        })?;
         Ok(unsafe { Tensor::from_raw(out) })
     }
 
@@ -194,7 +196,9 @@ impl Tensor {
         check_element::<T>(self.dtype()?, "the tensor")?;
         let carrier = self.carrier()?;
         carrier.serialised(|| {
-            call(|| unsafe { sys::sw_tensor_write(self.as_raw(), values.as_ptr().cast(), std::mem::size_of_val(values)) })
+            call(|| unsafe {
+                sys::sw_tensor_write(self.as_raw(), values.as_ptr().cast(), std::mem::size_of_val(values))
+            })
         })
     }
 

@@ -122,9 +122,13 @@ impl Device {
         (0..count)
             .map(|i| {
                 let mut len = 0;
-                let _ = call(|| unsafe { t::sw_fake_device_log_entry(self.as_raw(), i, std::ptr::null_mut(), 0, &mut len) });
+                let _ = call(|| unsafe {
+                    t::sw_fake_device_log_entry(self.as_raw(), i, std::ptr::null_mut(), 0, &mut len)
+                });
                 let mut buf = vec![0u8; len + 1];
-                call(|| unsafe { t::sw_fake_device_log_entry(self.as_raw(), i, buf.as_mut_ptr().cast(), buf.len(), &mut len) })?;
+                call(|| unsafe {
+                    t::sw_fake_device_log_entry(self.as_raw(), i, buf.as_mut_ptr().cast(), buf.len(), &mut len)
+                })?;
                 buf.truncate(len);
                 Ok(String::from_utf8_lossy(&buf).into_owned())
             })

@@ -256,7 +256,7 @@ impl TiledEvictable {
             L::SW_TILE_SECONDARY => TileLocation::Secondary,
             L::SW_TILE_IMPLICIT => TileLocation::Implicit,
             L::SW_TILE_INVALID => TileLocation::Invalid,
-            other => TileLocation::Other(other.0 as u32),
+            other => TileLocation::Other(other.0),
         };
         Ok(TileState { location, valid: s.valid, dirty: s.dirty })
     }

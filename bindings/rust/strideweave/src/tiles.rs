@@ -60,10 +60,7 @@ impl TileSet {
             match rank {
                 None => rank = Some(c.len()),
                 Some(r) if r != c.len() => {
-                    return Err(Error::value(format!(
-                        "TileSet: coordinates of ranks {r} and {} mixed",
-                        c.len()
-                    )))
+                    return Err(Error::value(format!("TileSet: coordinates of ranks {r} and {} mixed", c.len())))
                 }
                 _ => {}
             }
@@ -106,7 +103,9 @@ impl TileSet {
     pub fn coordinates(&self) -> Vec<Vec<i64>> {
         let (count, rank) = (self.len(), self.rank());
         let mut flat = vec![0i64; count * rank];
-        if count > 0 && call(|| unsafe { sys::sw_tile_set_coordinates(self.as_raw(), flat.as_mut_ptr(), flat.len()) }).is_err() {
+        if count > 0
+            && call(|| unsafe { sys::sw_tile_set_coordinates(self.as_raw(), flat.as_mut_ptr(), flat.len()) }).is_err()
+        {
             return Vec::new();
         }
         flat.chunks(rank.max(1)).take(count).map(|c| c.to_vec()).collect()
@@ -166,7 +165,8 @@ impl TileSelection {
             .enumerate()
             .map(|(axis, &n)| {
                 let mut out = vec![0i64; n as usize];
-                let _ = call(|| unsafe { sys::sw_tile_selection_axis(self.as_raw(), axis, out.as_mut_ptr(), out.len()) });
+                let _ =
+                    call(|| unsafe { sys::sw_tile_selection_axis(self.as_raw(), axis, out.as_mut_ptr(), out.len()) });
                 out
             })
             .collect()
@@ -250,7 +250,10 @@ impl ResidencyPlan {
 
     fn field(
         &self,
-        get: unsafe extern "C" fn(*const sys::sw_residency_plan_t, *mut *mut sys::sw_tile_set_t) -> *mut sys::sw_error_t,
+        get: unsafe extern "C" fn(
+            *const sys::sw_residency_plan_t,
+            *mut *mut sys::sw_tile_set_t,
+        ) -> *mut sys::sw_error_t,
     ) -> TileSet {
         let mut out = ptr::null_mut();
         match call(|| unsafe { get(self.as_raw(), &mut out) }) {

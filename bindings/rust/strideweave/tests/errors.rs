@@ -126,9 +126,15 @@ fn device_errors_timeouts_cancellation_and_internal() {
     })
     .unwrap();
     // INTERNAL (and any code) from a policy passes through unchanged.
-    let te = seeded(&rt, &arange(8), &[4], &[2], Policy::custom(|_: &TileSet, _: Purpose| -> Result<ResidencyPlan> {
-        Err(Error::new(ErrorCode::Internal, "policy bug"))
-    }));
+    let te = seeded(
+        &rt,
+        &arange(8),
+        &[4],
+        &[2],
+        Policy::custom(|_: &TileSet, _: Purpose| -> Result<ResidencyPlan> {
+            Err(Error::new(ErrorCode::Internal, "policy bug"))
+        }),
+    );
     let e = te.project(&te.full_tensor().unwrap(), &TileSelection::new([[0]]).unwrap(), None).unwrap_err();
     assert_eq!((e.code(), e.message()), (ErrorCode::Internal, "policy bug"));
     // CANCELLED: asynchronous calls after shutdown; synchronous ones work.

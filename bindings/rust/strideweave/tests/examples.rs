@@ -16,9 +16,9 @@ fn rust_example() -> PathBuf {
 }
 
 fn c_demo() -> Option<PathBuf> {
-    let path = std::env::var_os("STRIDEWEAVE_C_DEMO").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../build/examples/c/moe_offload")
-    });
+    let path = std::env::var_os("STRIDEWEAVE_C_DEMO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../build/examples/c/moe_offload"));
     if path.exists() {
         Some(path)
     } else if std::env::var_os("STRIDEWEAVE_REQUIRE_C_DEMO").is_some() {
@@ -39,7 +39,13 @@ fn run(program: &Path, args: &[&str], tag: &str) -> Run {
     let csv = std::env::temp_dir().join(format!("strideweave-moe-{tag}-{}.csv", std::process::id()));
     let out = Command::new(program).args(args).arg("--csv").arg(&csv).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{} failed: {}\n{stdout}{}", program.display(), out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{} failed: {}\n{stdout}{}",
+        program.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows = std::fs::read_to_string(&csv).unwrap();
     let _ = std::fs::remove_file(&csv);
     let mut lines = rows.lines();
@@ -80,13 +86,52 @@ fn compare(args: &[&str], tag: &str) {
 
 #[test]
 fn the_rust_example_prints_the_c_demos_hits_and_checksum() {
-    compare(&["--experts", "8", "--dim", "64", "--topk", "2", "--tokens", "4", "--batches", "6", "--tier", "host", "--quiet"], "host");
+    compare(
+        &[
+            "--experts",
+            "8",
+            "--dim",
+            "64",
+            "--topk",
+            "2",
+            "--tokens",
+            "4",
+            "--batches",
+            "6",
+            "--tier",
+            "host",
+            "--quiet",
+        ],
+        "host",
+    );
 }
 
 #[test]
 fn the_same_with_bf16_weights_on_the_zstd_tier_and_no_policy() {
-    compare(&["--experts", "8", "--dim", "32", "--topk", "2", "--tokens", "4", "--batches", "6", "--tier", "zstd", "--dtype", "bf16", "--quiet"], "zstd");
-    compare(&["--experts", "8", "--dim", "32", "--tokens", "4", "--batches", "6", "--policy", "none", "--quiet"], "file");
+    compare(
+        &[
+            "--experts",
+            "8",
+            "--dim",
+            "32",
+            "--topk",
+            "2",
+            "--tokens",
+            "4",
+            "--batches",
+            "6",
+            "--tier",
+            "zstd",
+            "--dtype",
+            "bf16",
+            "--quiet",
+        ],
+        "zstd",
+    );
+    compare(
+        &["--experts", "8", "--dim", "32", "--tokens", "4", "--batches", "6", "--policy", "none", "--quiet"],
+        "file",
+    );
 }
 
 #[test]
@@ -109,9 +154,11 @@ fn the_rust_example_rejects_bad_options() {
 
 #[test]
 fn the_quickstart_page_is_the_quickstart_example_and_prints_what_it_says() {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/quickstart-rust.md")).unwrap();
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/quickstart-rust.md"))
+        .unwrap();
     let code = doc.split("```rust\n").nth(1).unwrap().split("```").next().unwrap();
-    let example = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.rs")).unwrap();
+    let example =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.rs")).unwrap();
     assert_eq!(code, example, "docs/quickstart-rust.md and examples/quickstart.rs differ");
     let printed = doc.split("It prints:\n\n```text\n").nth(1).unwrap().split("```").next().unwrap();
     let exe = rust_example().with_file_name("quickstart");

@@ -33,7 +33,7 @@ fn overlap_projection_with_computation() {
         let h = te.project(&full, &sel(&[&[3, 1]]), None).unwrap();
         caught().unwrap();
         assert!(!h.is_done().unwrap()); // project started the fetch and returned
-        // Unrelated work meanwhile.
+                                        // Unrelated work meanwhile.
         let other = Tensor::from_slice(&rt, &[1000], &[1f32; 1000]).unwrap().sum().unwrap();
         assert_eq!(other.item().unwrap(), 1000.0);
         expect_code(h.wait_timeout(Duration::from_millis(1)), ErrorCode::Timeout);

@@ -1,3 +1,4 @@
+#![allow(clippy::type_complexity)]
 //! Residency policies written in Rust (trait objects and closures), a
 //! failing and a panicking one, and the built-in LRU policy.
 mod common;
@@ -104,9 +105,12 @@ fn a_closure_policy_promotes_retains_and_evicts() {
 #[test]
 fn a_failing_policy_refuses_the_request_with_its_own_error_before_any_work() {
     let rt = Runtime::new().unwrap();
-    let (te, _) = make(&rt, Policy::custom(|_: &TileSet, _: Purpose| -> Result<ResidencyPlan> {
-        Err(Error::new(ErrorCode::Unsupported, "no plan today"))
-    }));
+    let (te, _) = make(
+        &rt,
+        Policy::custom(|_: &TileSet, _: Purpose| -> Result<ResidencyPlan> {
+            Err(Error::new(ErrorCode::Unsupported, "no plan today"))
+        }),
+    );
     let before = states(&te);
     let full = te.full_tensor().unwrap();
     let zeros = Tensor::zeros(&rt, DType::F32, &[2]).unwrap();
@@ -124,11 +128,16 @@ fn a_failing_policy_refuses_the_request_with_its_own_error_before_any_work() {
 #[test]
 fn a_plan_that_does_not_fit_the_grid_is_value() {
     let rt = Runtime::new().unwrap();
-    let (te, _) = make(&rt, Policy::custom(|_: &TileSet, _: Purpose| ResidencyPlan::promote_only(&TileSet::new([[9]])?)));
+    let (te, _) =
+        make(&rt, Policy::custom(|_: &TileSet, _: Purpose| ResidencyPlan::promote_only(&TileSet::new([[9]])?)));
     expect_code(te.project(&te.full_tensor().unwrap(), &TileSelection::new([[1]]).unwrap(), None), ErrorCode::Value);
-    let (te, _) = make(&rt, Policy::custom(|_: &TileSet, _: Purpose| ResidencyPlan::promote_only(&TileSet::new([[0, 0]])?)));
+    let (te, _) =
+        make(&rt, Policy::custom(|_: &TileSet, _: Purpose| ResidencyPlan::promote_only(&TileSet::new([[0, 0]])?)));
     expect_code(te.project(&te.full_tensor().unwrap(), &TileSelection::new([[1]]).unwrap(), None), ErrorCode::Value);
-    expect_code(ResidencyPlan::new(Some(&TileSet::new([[1]]).unwrap()), None, Some(&TileSet::new([[1]]).unwrap())), ErrorCode::Value);
+    expect_code(
+        ResidencyPlan::new(Some(&TileSet::new([[1]]).unwrap()), None, Some(&TileSet::new([[1]]).unwrap())),
+        ErrorCode::Value,
+    );
 }
 
 #[derive(Debug, PartialEq)]
@@ -140,9 +149,10 @@ struct Boom(&'static str);
 #[test]
 fn a_panic_in_plan_surfaces_in_the_caller_and_changes_nothing() {
     let rt = Runtime::new().unwrap();
-    let (te, logical) = make(&rt, Policy::custom(|_: &TileSet, _: Purpose| -> Result<ResidencyPlan> {
-        panic::panic_any(Boom("no plan today"))
-    }));
+    let (te, logical) = make(
+        &rt,
+        Policy::custom(|_: &TileSet, _: Purpose| -> Result<ResidencyPlan> { panic::panic_any(Boom("no plan today")) }),
+    );
     let before = states(&te);
     let full = te.full_tensor().unwrap();
     let zeros = Tensor::zeros(&rt, DType::F32, &[2]).unwrap();

@@ -53,9 +53,11 @@ fn threads_share_one_tiled_evictable_under_the_lru_policy() {
                             assert!(k >= 0.0 && k.fract() == 0.0, "tile {tile} reads {}", v[0]);
                             assert!(v.iter().all(|&x| x == v[0]), "tile {tile} mixes values");
                         })),
-                        1 => refusal(te.update_async(full, one, &sel, Reduction::Add).and_then(|u| u.wait()).map(|()| {
-                            updates[tile as usize].fetch_add(1, Ordering::Relaxed);
-                        })),
+                        1 => {
+                            refusal(te.update_async(full, one, &sel, Reduction::Add).and_then(|u| u.wait()).map(|()| {
+                                updates[tile as usize].fetch_add(1, Ordering::Relaxed);
+                            }))
+                        }
                         2 => refusal(te.scatter(one, full, &sel, Reduction::Replace).and_then(|h| h.wait()).map(|r| {
                             let rte = TiledEvictable::of(&r).unwrap();
                             let back = rte.project(&r, &sel, None).unwrap().wait().unwrap();
@@ -71,9 +73,8 @@ fn threads_share_one_tiled_evictable_under_the_lru_policy() {
 
     assert_eq!(done.load(Ordering::Relaxed) + refused.load(Ordering::Relaxed), THREADS * OPS);
     eprintln!("soak: {} requests done, {} refused", done.load(Ordering::Relaxed), refused.load(Ordering::Relaxed));
-    let reference: Vec<f32> = (0..TILES * T)
-        .map(|i| seed[i as usize] + updates[(i / T) as usize].load(Ordering::Relaxed) as f32)
-        .collect();
+    let reference: Vec<f32> =
+        (0..TILES * T).map(|i| seed[i as usize] + updates[(i / T) as usize].load(Ordering::Relaxed) as f32).collect();
     assert_eq!(full.to_vec::<f32>().unwrap(), reference);
     // Every committed update survives eviction and reloading.
     te.evict(&te.primary_tiles().unwrap()).unwrap();

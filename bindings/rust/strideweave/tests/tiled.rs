@@ -196,7 +196,7 @@ fn reject_incompatible_tensors_before_any_change() {
     let s = sel(&[&[0], &[1]]);
     let compact = Tensor::zeros(&rt, DType::F32, &[2, 2]).unwrap();
     for layout in [
-        Layout::new(&[4, 4], &[4, 1]).unwrap(),                  // transposed: other tiles' footprints
+        Layout::new(&[4, 4], &[4, 1]).unwrap(), // transposed: other tiles' footprints
         Layout::parse("((2,2),(2,2)):((1,1),(4,8))").unwrap(), // repeats and omits slots
     ] {
         let t = Tensor::new(&te, 0, &layout).unwrap();
@@ -377,9 +377,7 @@ fn accumulate_overlapping_projections() {
     a.mul_scalar(2.0).unwrap().add(&inner).unwrap().sum().unwrap().backward(None, false).unwrap();
     let grad = full.grad().unwrap().unwrap();
     let g = grad.to_vec::<f32>().unwrap();
-    let per_expert = |e: i64| -> Vec<f32> {
-        (0..O * I).map(|k| g[(e + E * k) as usize]).collect()
-    };
+    let per_expert = |e: i64| -> Vec<f32> { (0..O * I).map(|k| g[(e + E * k) as usize]).collect() };
     let n = (2 * O * I) as f32; // elements of a: each sees every b element
     assert_eq!(per_expert(0), vec![2.0; (O * I) as usize]);
     assert_eq!(per_expert(1), vec![2.0 + 3.0 * n; (O * I) as usize]);
@@ -510,7 +508,8 @@ fn execute_on_a_partially_resident_full_tensor() {
 fn execute_on_an_explicitly_projected_tensor() {
     let rt = Runtime::new().unwrap();
     let (te, logical) = experts(&rt, Policy::None);
-    let compact = te.project(&te.full_tensor().unwrap(), &sel(&[&[2, 3, 1], &[0], &[0]]), None).unwrap().wait().unwrap();
+    let compact =
+        te.project(&te.full_tensor().unwrap(), &sel(&[&[2, 3, 1], &[0], &[0]]), None).unwrap().wait().unwrap();
     let x = Tensor::from_slice(&rt, &[I, 1], &[1f32; I as usize]).unwrap();
     let y = compact.matmul(&x).unwrap();
     assert_eq!(y.shape().unwrap(), vec![3, O, 1]);
@@ -543,7 +542,10 @@ fn scatter_a_compact_result_and_project_it_back() {
     assert_eq!(r.secondary().unwrap().kind().unwrap(), CarrierKind::Host);
     assert_eq!(r.valid_tiles().unwrap(), s.tile_set().unwrap());
     assert_eq!(r.dirty_tiles().unwrap(), s.tile_set().unwrap());
-    assert_eq!(r.tile_state(&[1, 0, 0]).unwrap(), TileState { location: TileLocation::Invalid, valid: false, dirty: false });
+    assert_eq!(
+        r.tile_state(&[1, 0, 0]).unwrap(),
+        TileState { location: TileLocation::Invalid, valid: false, dirty: false }
+    );
     assert_eq!(r.version().unwrap(), 1);
     assert_eq!(r.project(&result, &s, None).unwrap().wait().unwrap().to_vec::<f32>().unwrap(), values);
     // Neither input changed.
@@ -573,13 +575,19 @@ fn reject_a_compact_shape_mismatch_and_other_scatter_errors() {
     let s = sel(&[&[1, 2], &[0], &[0]]);
     let good = Tensor::zeros(&rt, DType::F32, &[2, O, I]).unwrap();
     let before = states(&te);
-    expect_code(te.scatter(&Tensor::zeros(&rt, DType::F32, &[3, O, I]).unwrap(), &full, &s, Reduction::Replace), ErrorCode::Value);
+    expect_code(
+        te.scatter(&Tensor::zeros(&rt, DType::F32, &[3, O, I]).unwrap(), &full, &s, Reduction::Replace),
+        ErrorCode::Value,
+    );
     expect_code(te.scatter(&good, &other.full_tensor().unwrap(), &s, Reduction::Replace), ErrorCode::Type);
     expect_code(te.scatter(&other.full_tensor().unwrap(), &full, &s, Reduction::Replace), ErrorCode::Type);
     let on_host = Carrier::host(&rt, DType::F32, (2 * O * I) as usize).unwrap();
     let host_compact = Tensor::new(&on_host, 0, &Layout::dense(&[2, O, I]).unwrap()).unwrap();
     expect_code(te.scatter(&host_compact, &full, &s, Reduction::Replace), ErrorCode::Type);
-    expect_code(te.scatter(&Tensor::zeros(&rt, DType::F64, &[2, O, I]).unwrap(), &full, &s, Reduction::Replace), ErrorCode::Type);
+    expect_code(
+        te.scatter(&Tensor::zeros(&rt, DType::F64, &[2, O, I]).unwrap(), &full, &s, Reduction::Replace),
+        ErrorCode::Type,
+    );
     expect_code(te.scatter(&good, &full, &sel(&[&[1, 2], &[0]]), Reduction::Replace), ErrorCode::Value);
     expect_code(te.scatter(&good, &full, &sel(&[&[1, E], &[0], &[0]]), Reduction::Replace), ErrorCode::Value);
     assert_eq!(states(&te), before);
@@ -594,11 +602,18 @@ fn differentiate_replace_scatter() {
     let (te, _) = experts(&rt, Policy::None);
     let full = te.full_tensor().unwrap();
     let s = sel(&[&[0, 3], &[0], &[0]]);
-    let compact = Tensor::from_slice(&rt, &[2, O, I], &vec![1f32; (2 * O * I) as usize]).unwrap().requires_grad_().unwrap();
+    let compact =
+        Tensor::from_slice(&rt, &[2, O, I], &vec![1f32; (2 * O * I) as usize]).unwrap().requires_grad_().unwrap();
     let result = te.scatter(&compact, &full, &s, Reduction::Replace).unwrap().wait().unwrap();
     let weights = arange((2 * O * I) as usize);
     let gathered = TiledEvictable::of(&result).unwrap().project(&result, &s, None).unwrap().wait().unwrap();
-    gathered.mul(&Tensor::from_slice(&rt, &[2, O, I], &weights).unwrap()).unwrap().sum().unwrap().backward(None, false).unwrap();
+    gathered
+        .mul(&Tensor::from_slice(&rt, &[2, O, I], &weights).unwrap())
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward(None, false)
+        .unwrap();
     assert_eq!(compact.grad().unwrap().unwrap().to_vec::<f32>().unwrap(), weights);
 }
 
@@ -646,7 +661,10 @@ fn release_after_completed_tiled_work() {
     expect_code(te.promote_async(&s), ErrorCode::State);
     expect_code(te.evict_async(&s), ErrorCode::State);
     expect_code(full.sum(), ErrorCode::State);
-    expect_code(te.scatter(&Tensor::zeros(&rt, DType::F32, &[1, O, I]).unwrap(), &full, &s, Reduction::Replace), ErrorCode::State);
+    expect_code(
+        te.scatter(&Tensor::zeros(&rt, DType::F32, &[1, O, I]).unwrap(), &full, &s, Reduction::Replace),
+        ErrorCode::State,
+    );
     expect_code(full.to_vec::<f32>(), ErrorCode::State);
     expect_code(te.full_tensor(), ErrorCode::State);
     expect_code(full.get(&[0, 0, 0]), ErrorCode::State);

@@ -128,13 +128,10 @@ fn ndarray_copies_and_views_keep_first_mode_fastest_coordinates() {
     let back = t.to_ndarray::<f32>().unwrap();
     assert_eq!(back, a.clone().into_dyn());
     assert!(back.t().is_standard_layout()); // column-major: no transposition of values
-    // A column-major array and a strided view copy the same way.
+                                            // A column-major array and a strided view copy the same way.
     let f = ndarray::Array2::from_shape_vec((2, 3).f(), vec![1f32, 4., 2., 5., 3., 6.]).unwrap();
     assert_eq!(Tensor::from_ndarray(&rt, &f).unwrap().to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());
-    assert_eq!(
-        Tensor::from_ndarray(&rt, &a.t()).unwrap().to_vec::<f32>().unwrap(),
-        vec![1., 2., 3., 4., 5., 6.]
-    );
+    assert_eq!(Tensor::from_ndarray(&rt, &a.t()).unwrap().to_vec::<f32>().unwrap(), vec![1., 2., 3., 4., 5., 6.]);
     // A zero-copy view has the layout's strides: the transpose view of a
     // dense (2, 3) tensor has strides (2, 1).
     let tt = t.transpose(0, 1).unwrap();

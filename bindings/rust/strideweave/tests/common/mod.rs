@@ -1,6 +1,6 @@
 //! Helpers shared by the suites: seeded TiledEvictables, the logical values
 //! of a tile-major seed, exact error kinds, and transfer holds.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::type_complexity)]
 
 use strideweave::{Carrier, DType, ErrorCode, Policy, Result, Runtime, TiledEvictable};
 
@@ -29,7 +29,13 @@ pub fn seeded(rt: &Runtime, values: &[f32], grid: &[i64], tile: &[i64], policy: 
 }
 
 /// The same over a file secondary tier (whose transfers the testing holds catch).
-pub fn seeded_file(rt: &Runtime, values: &[f32], grid: &[i64], tile: &[i64], policy: impl Into<Policy>) -> TiledEvictable {
+pub fn seeded_file(
+    rt: &Runtime,
+    values: &[f32],
+    grid: &[i64],
+    tile: &[i64],
+    policy: impl Into<Policy>,
+) -> TiledEvictable {
     let sec = Carrier::file(rt, DType::F32, values.len(), &Default::default()).unwrap();
     sec.write(0, values).unwrap();
     let primary = Carrier::cpu(rt, DType::F32, 0).unwrap();
