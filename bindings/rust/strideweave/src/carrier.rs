@@ -149,6 +149,43 @@ impl Carrier {
         ))
     }
 
+    /// A CPU carrier whose slots are `values` itself, without a copy
+    /// (`sw_carrier_create_cpu_external`): the carrier owns the `Vec` and
+    /// drops it when it lets the memory go (on dispose, a move out of it, a
+    /// TiledEvictable taking it as a primary seed, or its last release), on
+    /// whichever thread that happens. With `read_only`, public writes and
+    /// moves into it fail STATE. An empty `Vec` makes an empty carrier that
+    /// stays empty.
+    pub fn cpu_from_vec<T: Element>(runtime: &Runtime, values: Vec<T>, read_only: bool) -> Result<Carrier> {
+        unsafe extern "C" fn release<T>(user_data: *mut std::ffi::c_void) {
+            // SAFETY: user_data is the Box<Vec<T>> given below; the library
+            // calls release exactly once. Dropping must not unwind into C.
+            let boxed = unsafe { Box::from_raw(user_data as *mut Vec<T>) };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(boxed)));
+        }
+        let mut boxed = Box::new(values);
+        let mut desc = sys::sw_external_memory_desc_t::default();
+        unsafe { sys::sw_external_memory_desc_init(&mut desc) };
+        desc.bytes = std::mem::size_of_val(boxed.as_slice());
+        desc.data = if desc.bytes == 0 { ptr::null_mut() } else { boxed.as_mut_ptr().cast() };
+        desc.read_only = read_only;
+        desc.release = Some(release::<T>);
+        let user_data = Box::into_raw(boxed);
+        desc.user_data = user_data.cast();
+        let mut out = ptr::null_mut();
+        match call(|| unsafe {
+            sys::sw_carrier_create_cpu_external(runtime.as_raw(), T::DTYPE.to_raw(), &desc, &mut out)
+        }) {
+            // SAFETY: a new reference; the carrier owns the Vec from now on.
+            Ok(()) => Ok(unsafe { Carrier::from_raw(out) }),
+            Err(e) => {
+                // SAFETY: on failure release is not called: the Vec is ours again.
+                drop(unsafe { Box::from_raw(user_data) });
+                Err(e)
+            }
+        }
+    }
+
     /// Zeroed plain host memory: a secondary tier, not a compute carrier.
     pub fn host(runtime: &Runtime, dtype: DType, size: usize) -> Result<Carrier> {
         new_carrier!(|o| sys::sw_carrier_create_host(runtime.as_raw(), dtype.to_raw(), size, o))

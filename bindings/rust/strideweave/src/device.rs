@@ -309,6 +309,22 @@ impl DeviceAllocation {
 }
 
 impl DeviceView {
+    /// Exports a host-visible view as a legacy `DLManagedTensor*`
+    /// (`sw_device_view_to_dlpack`), keeping the view, a use of its
+    /// allocation, alive until the consumer calls its deleter.
+    pub fn to_dlpack(&self) -> Result<*mut std::ffi::c_void> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_device_view_to_dlpack(self.as_raw(), &mut out) })?;
+        Ok(out)
+    }
+
+    /// The same as a `DLManagedTensorVersioned*` (`sw_device_view_to_dlpack_versioned`).
+    pub fn to_dlpack_versioned(&self, max_major: u32, max_minor: u32) -> Result<*mut std::ffi::c_void> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_device_view_to_dlpack_versioned(self.as_raw(), max_major, max_minor, &mut out) })?;
+        Ok(out)
+    }
+
     /// The view's description.
     pub fn describe(&self) -> Result<ViewInfo> {
         let mut info = sys::sw_view_info_t::default();

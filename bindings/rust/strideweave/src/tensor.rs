@@ -223,6 +223,28 @@ impl Tensor {
         crate::awaits::move_async(self, destination)
     }
 
+    /// Exports a tensor on a host-addressable carrier (CPU, Host) as a
+    /// legacy `DLManagedTensor*` sharing the carrier's memory
+    /// (`sw_tensor_to_dlpack`); the export keeps the tensor alive until its
+    /// deleter runs. Hand it to a DLPack consumer, which calls the deleter
+    /// exactly once. The carrier must not be disposed while a consumer may
+    /// read. UNSUPPORTED for carriers that are not host addressable or modes
+    /// that are not one progression.
+    pub fn to_dlpack(&self) -> Result<*mut std::ffi::c_void> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_tensor_to_dlpack(self.as_raw(), &mut out) })?;
+        Ok(out)
+    }
+
+    /// The same as a `DLManagedTensorVersioned*` for a consumer reading
+    /// DLPack up to `max_major.max_minor` (`sw_tensor_to_dlpack_versioned`);
+    /// VALUE when `max_major` is 0.
+    pub fn to_dlpack_versioned(&self, max_major: u32, max_minor: u32) -> Result<*mut std::ffi::c_void> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_tensor_to_dlpack_versioned(self.as_raw(), max_major, max_minor, &mut out) })?;
+        Ok(out)
+    }
+
     // ---- autograd ----
 
     /// Marks a leaf as requiring gradients. TYPE for non-float dtypes, VALUE

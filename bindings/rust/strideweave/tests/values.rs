@@ -141,3 +141,84 @@ fn ndarray_copies_and_views_keep_first_mode_fastest_coordinates() {
     assert_eq!(view[[2, 1]], a[[1, 2]]);
     expect_code(unsafe { tt.ndarray_view::<f64>() }.map(|v| v.len()), ErrorCode::Type);
 }
+
+#[test]
+fn a_vec_becomes_a_cpu_carrier_without_a_copy_and_is_dropped_with_it() {
+    let rt = Runtime::new().unwrap();
+    let values = vec![1f32, 2.0, 3.0, 4.0];
+    let address = values.as_ptr() as usize;
+    let c = Carrier::cpu_from_vec(&rt, values, false).unwrap();
+    assert_eq!(c.host_pointer().unwrap() as usize, address); // no copy
+    let t = Tensor::new(&c, 0, &Layout::dense(&[2, 2]).unwrap()).unwrap();
+    assert_eq!(t.mul_scalar(2.0).unwrap().to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0, 8.0]);
+    t.set(&[1, 1], 9.0).unwrap();
+    assert_eq!(c.to_vec::<f32>(3, 1).unwrap(), vec![9.0]);
+    // Read-only memory refuses public writes.
+    let ro = Carrier::cpu_from_vec(&rt, vec![5i32, 6], true).unwrap();
+    assert!(ro.is_read_only().unwrap());
+    expect_code(ro.write(0, &[1i32]), ErrorCode::State);
+    // The carrier drops the Vec when it lets the memory go (dispose here).
+    let c = Carrier::cpu_from_vec(&rt, vec![0u8; 8], false).unwrap();
+    c.dispose().unwrap();
+    expect_code(c.to_vec::<u8>(0, 1), ErrorCode::State);
+    drop(c);
+}
+
+/// DLPack's structs (third_party/dlpack/include/dlpack/dlpack.h), as a consumer sees them.
+#[repr(C)]
+struct DLTensor {
+    data: *mut std::ffi::c_void,
+    device: [i32; 2],
+    ndim: i32,
+    dtype: [u8; 4],
+    shape: *const i64,
+    strides: *const i64,
+    byte_offset: u64,
+}
+#[repr(C)]
+struct DLManagedTensor {
+    dl_tensor: DLTensor,
+    manager_ctx: *mut std::ffi::c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+#[repr(C)]
+struct DLManagedTensorVersioned {
+    version: [u32; 2],
+    manager_ctx: *mut std::ffi::c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    flags: u64,
+    dl_tensor: DLTensor,
+}
+
+fn expect_dl(t: &DLTensor, data: *mut std::ffi::c_void) {
+    assert_eq!((t.data, t.ndim, t.byte_offset), (data, 2, 0));
+    assert_eq!(t.dtype, [2, 32, 1, 0]); // kDLFloat, 32 bits, 1 lane
+                                        // SAFETY: ndim entries each, valid while the export lives.
+    let (shape, strides) =
+        unsafe { (std::slice::from_raw_parts(t.shape, 2), std::slice::from_raw_parts(t.strides, 2)) };
+    assert_eq!((shape, strides), (&[2i64, 3][..], &[1i64, 2][..])); // first mode fastest
+}
+
+#[test]
+fn a_cpu_tensor_exports_to_dlpack() {
+    let rt = Runtime::new().unwrap();
+    let t = Tensor::from_slice(&rt, &[2, 3], &[0f32, 1., 2., 3., 4., 5.]).unwrap();
+    let data = t.carrier().unwrap().host_pointer().unwrap();
+    let m = t.to_dlpack().unwrap() as *mut DLManagedTensor;
+    // SAFETY: the library wrote a DLManagedTensor; a consumer calls its deleter once.
+    unsafe {
+        expect_dl(&(*m).dl_tensor, data);
+        ((*m).deleter.unwrap())(m);
+    }
+    let v = t.to_dlpack_versioned(1, 0).unwrap() as *mut DLManagedTensorVersioned;
+    // SAFETY: as above, for the versioned struct.
+    unsafe {
+        assert_eq!(((*v).version, (*v).flags), ([1, 0], 0));
+        expect_dl(&(*v).dl_tensor, data);
+        ((*v).deleter.unwrap())(v);
+    }
+    expect_code(t.to_dlpack_versioned(0, 0), ErrorCode::Value);
+    let z = Carrier::zstd(&rt, DType::F32, 4, &Default::default()).unwrap();
+    let zt = Tensor::new(&z, 0, &Layout::dense(&[4]).unwrap()).unwrap();
+    expect_code(zt.to_dlpack(), ErrorCode::Unsupported);
+}
