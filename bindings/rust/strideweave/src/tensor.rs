@@ -27,11 +27,12 @@ handle!(
 // move to another thread.
 unsafe impl Send for Tensor {}
 // SAFETY: reads and ops (which only read their operands) may run on several
-// threads at once (header, Threads; "Ops are thread-safe"). Public writes
-// through this binding (set, write) are serialised per carrier
-// (Carrier::serialised), as the header asks of the caller. Autograd
-// metadata (requires_grad, grad, backward) is the library's, kept under its
-// own synchronisation as the ops that record it are thread-safe.
+// threads at once (header, Threads: "Carriers and tensors may be read from
+// several threads at once"; Operations: "Ops are thread-safe"), and
+// backward runs ops' VJPs. What the header leaves to the caller, serialising
+// writes, this binding does: set and write, and the calls that change a
+// tensor's autograd identity (set_requires_grad, clear_grad), run under the
+// write lock of the tensor's carrier (Carrier::serialised).
 unsafe impl Sync for Tensor {}
 
 fn shape_len(extents: &[i64]) -> Result<usize> {
@@ -250,7 +251,8 @@ impl Tensor {
     /// Marks a leaf as requiring gradients. TYPE for non-float dtypes, VALUE
     /// for a tensor produced by a recorded op.
     pub fn set_requires_grad(&self, requires_grad: bool) -> Result<()> {
-        call(|| unsafe { sys::sw_tensor_set_requires_grad(self.as_raw(), requires_grad) })
+        self.carrier()?
+            .serialised(|| call(|| unsafe { sys::sw_tensor_set_requires_grad(self.as_raw(), requires_grad) }))
     }
 
     /// `set_requires_grad(true)`, returning the tensor (for chaining).
@@ -284,7 +286,7 @@ impl Tensor {
 
     /// Drops the accumulated gradient.
     pub fn clear_grad(&self) -> Result<()> {
-        call(|| unsafe { sys::sw_tensor_clear_grad(self.as_raw()) })
+        self.carrier()?.serialised(|| call(|| unsafe { sys::sw_tensor_clear_grad(self.as_raw()) }))
     }
 
     /// Runs reverse mode from this tensor. `cotangent` has its shape and
