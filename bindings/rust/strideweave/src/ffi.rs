@@ -95,10 +95,29 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// handle of one carrier takes the same lock.
 static WRITE_LOCKS: [Mutex<()>; 64] = [const { Mutex::new(()) }; 64];
 
+thread_local! {
+    /// The stripes this thread holds: a callback the library runs inside a
+    /// serialised call (a policy's plan during a move) may write again on
+    /// this thread without deadlocking on its own lock.
+    static HELD: Cell<u64> = const { Cell::new(0) };
+}
+
 /// Runs `f` holding the write lock of the carrier at `carrier`.
 pub(crate) fn serialised_write<R>(carrier: *const sys::sw_carrier_t, f: impl FnOnce() -> R) -> R {
     let stripe = ((carrier as usize) >> 4) % WRITE_LOCKS.len();
+    let bit = 1u64 << stripe;
+    if HELD.with(|h| h.get() & bit != 0) {
+        return f(); // this thread already holds it, further up the stack
+    }
     let _guard = WRITE_LOCKS[stripe].lock().unwrap_or_else(|e| e.into_inner());
+    struct Held(u64);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            HELD.with(|h| h.set(h.get() & !self.0));
+        }
+    }
+    HELD.with(|h| h.set(h.get() | bit));
+    let _held = Held(bit);
     f()
 }
 
