@@ -135,6 +135,31 @@ fn the_same_with_bf16_weights_on_the_zstd_tier_and_no_policy() {
 }
 
 #[test]
+fn the_same_on_a_vulkan_primary_where_a_device_is_present() {
+    let args = [
+        "--experts",
+        "8",
+        "--dim",
+        "32",
+        "--topk",
+        "2",
+        "--tokens",
+        "4",
+        "--batches",
+        "4",
+        "--compute",
+        "vulkan",
+        "--quiet",
+    ];
+    let probe = Command::new(rust_example()).args(args).output().unwrap();
+    if probe.status.code() == Some(77) {
+        eprintln!("SKIP: no Vulkan device: {}", String::from_utf8_lossy(&probe.stderr).trim());
+        return;
+    }
+    compare(&args, "vulkan");
+}
+
+#[test]
 fn the_rust_example_trains_and_its_updates_survive_eviction() {
     let out = Command::new(rust_example())
         .args(["--experts", "12", "--dim", "32", "--tokens", "16", "--batches", "40", "--train", "--quiet"])
