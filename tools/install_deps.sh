@@ -59,7 +59,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 root=$(cd "$(dirname "$0")/.." && pwd)
 if ! command -v cargo >/dev/null 2>&1; then
   echo "install_deps: installing a Rust toolchain (rustup, stable)"
-  rustup_init=$(mktemp)
+  # rustup-init reads its role from its file name: keep the name.
+  rustup_dir=$(mktemp -d)
+  rustup_init=$rustup_dir/rustup-init
   if curl -sSf --proto '=https' --tlsv1.2 -o "$rustup_init" \
       https://static.rust-lang.org/rustup/dist/x86_64-unknown-linux-gnu/rustup-init; then
     chmod +x "$rustup_init"
@@ -68,7 +70,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   else
     echo "install_deps: could not download rustup-init; the Rust suite will be skipped" >&2
   fi
-  rm -f "$rustup_init"
+  rm -rf "$rustup_dir"
 fi
 if command -v cargo >/dev/null 2>&1; then
   bindgen_version=$(sed -n 's/^BINDGEN_VERSION=//p' "$root/bindings/rust/strideweave-sys/regenerate.sh")
