@@ -78,6 +78,7 @@ fn compare(args: &[&str], tag: &str) {
     let c = run(&demo, args, &format!("c-{tag}"));
     let r = run(&rust_example(), args, &format!("rust-{tag}"));
     assert!(r.stdout.contains("outputs identical across runs"), "{}", r.stdout);
+    assert!(!c.hits.is_empty(), "the C demo wrote no per-batch rows:\n{}", c.stdout);
     assert_eq!(r.hits.len(), c.hits.len());
     assert_eq!(r.hits, c.hits, "hits per batch differ");
     assert_eq!(table_hit_rates(&r.stdout), table_hit_rates(&c.stdout), "hit rates differ");
