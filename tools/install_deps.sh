@@ -2,7 +2,9 @@
 # Installs what StrideWeave needs to build and test, if it is missing.
 # Idempotent: a second run installs nothing. Debian packages via apt-get,
 # Python packages via pip, the Java binding's Maven dependencies from Maven
-# Central into ~/.m2 (after which `mvn -o` works).
+# Central into ~/.m2 (after which `mvn -o` works), a Rust toolchain via rustup
+# when cargo is missing, and the Rust binding's crates and pinned bindgen-cli
+# via cargo.
 set -euo pipefail
 
 # libdnnl-dev: oneDNN, the CPU carrier's GEMM (runtime/carriers/cpu/gemm.cpp).
@@ -15,6 +17,7 @@ APT_PACKAGES=(
   swig
   glslc libvulkan-dev mesa-vulkan-drivers
   abigail-tools
+  curl libclang-dev
 )
 # The Python bindings compile against the headers of the python3 that runs the
 # tests; Debian's python3 needs python3-dev for them (pyenv builds ship them).
@@ -74,5 +77,38 @@ if command -v mvn >/dev/null && ! maven_cached; then
   for a in "${MAVEN_EXTRA[@]}"; do
     mvn -B -q -ntp -f "$JAVA_POM" dependency:get -Dartifact="$a"
   done
+fi
+# The Rust binding (bindings/rust): a toolchain (rustup's stable when cargo is
+# missing; the crates need Rust 1.82 or later), its crates from crates.io
+# (pinned by Cargo.lock), and bindgen-cli at the version
+# bindings/rust/strideweave-sys/regenerate.sh pins (libclang-dev above), for
+# the test that the checked-in bindings are current. A failure here leaves
+# the Rust suite to report SKIP; it does not stop the other suites.
+export PATH="$HOME/.cargo/bin:$PATH"
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install_deps: installing a Rust toolchain (rustup, stable)"
+  # rustup-init reads its role from its file name: keep the name.
+  rustup_dir=$(mktemp -d)
+  rustup_init=$rustup_dir/rustup-init
+  if curl -sSf --proto '=https' --tlsv1.2 -o "$rustup_init" \
+      https://static.rust-lang.org/rustup/dist/x86_64-unknown-linux-gnu/rustup-init; then
+    chmod +x "$rustup_init"
+    "$rustup_init" -y -q --profile minimal --default-toolchain stable --no-modify-path >/dev/null \
+      || echo "install_deps: rustup-init failed; the Rust suite will be skipped" >&2
+  else
+    echo "install_deps: could not download rustup-init; the Rust suite will be skipped" >&2
+  fi
+  rm -rf "$rustup_dir"
+fi
+if command -v cargo >/dev/null 2>&1; then
+  bindgen_version=$(sed -n 's/^BINDGEN_VERSION=//p' "$root/bindings/rust/strideweave-sys/regenerate.sh")
+  if [ "$(bindgen --version 2>/dev/null | awk '{print $2}')" != "$bindgen_version" ]; then
+    echo "install_deps: installing bindgen-cli $bindgen_version (cargo install, a few minutes once)"
+    cargo install -q bindgen-cli --version "$bindgen_version" --locked \
+      || echo "install_deps: bindgen-cli failed to install; the bindings check will SKIP" >&2
+  fi
+  (cd "$root/bindings/rust" && cargo fetch -q --locked) \
+    || echo "install_deps: cargo fetch failed; the Rust suite may fail to build" >&2
 fi
 echo "install_deps: all dependencies present"

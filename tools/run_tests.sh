@@ -3,9 +3,10 @@
 # AddressSanitizer+UndefinedBehaviorSanitizer and the ThreadSanitizer
 # configurations, and runs every test suite (under TSan only the suites of the
 # "async" label, with tests/tsan.supp for the uninstrumented oneDNN), the
-# Python suite, the Java suite (Maven, against the release build's libraries)
-# and the Java example run from the jar. Prints one closing line
-# "tests: N passed, N failed, N skipped".
+# Python suite, the Java suite (Maven, against the release build's libraries),
+# the Java example run from the jar, and the Rust binding's cargo suites
+# against the release and the sanitizer libraries (counted as one suite each).
+# Prints one closing line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -97,6 +98,48 @@ if [ -f "$java_build/native/libstrideweave_jni.so" ] && command -v mvn >/dev/nul
 else
   echo "== Java suites: SKIP (no JNI layer in build/bindings/java, or no Maven or java)"
   skipped=$((skipped + 1))
+fi
+
+echo "== Rust suites"
+# bindings/rust against the release build tree's library: linked through its
+# uninstalled pkg-config file, run through the rpath cargo gives the tests
+# (and LD_LIBRARY_PATH for the doctests); the example's test compares the
+# Rust MoE demo with the C demo built above.
+export PATH="$HOME/.cargo/bin:$PATH"
+if command -v cargo >/dev/null 2>&1; then
+  (cd bindings/rust && \
+    PKG_CONFIG_PATH="$root/build/meson-uninstalled" LD_LIBRARY_PATH="$root/build/runtime" \
+    STRIDEWEAVE_C_DEMO="$root/build/examples/c/moe_offload" STRIDEWEAVE_REQUIRE_C_DEMO=1 \
+    cargo test --locked --all-features -- --show-output 2>&1) | tee /tmp/strideweave-rust-tests.$$ | grep -vE '^\s+(Compiling|Downloaded|Downloading) '
+  record rust "${PIPESTATUS[0]}"
+  grep -h '^SKIP' /tmp/strideweave-rust-tests.$$ | sed 's/^/[rust] /'
+  rm -f /tmp/strideweave-rust-tests.$$
+
+  echo "== Rust suites (asan+ubsan library)"
+  # The same suites (doctests aside) against the sanitizer build's library,
+  # leak checking included: a reference the binding forgets to release, or
+  # a handle it uses after releasing it, fails here. The Rust code is not
+  # instrumented, so the ASan runtime the library links is preloaded into the
+  # test processes only (cargo's runner), never into cargo or rustc; its own
+  # target directory keeps the release run's artefacts.
+  asan_rt=$(ldd build-sanitize/runtime/libstrideweave.so | awk '/libasan/ {print $3}')
+  if [ -n "$asan_rt" ]; then
+    (cd bindings/rust && export STRIDEWEAVE_LIB_DIR="$root/build-sanitize/runtime" \
+        CARGO_TARGET_DIR="$root/bindings/rust/target/sanitize" && \
+      cargo build -q --locked --all-features --examples && \
+      STRIDEWEAVE_C_DEMO="$root/build-sanitize/examples/c/moe_offload" STRIDEWEAVE_REQUIRE_C_DEMO=1 \
+      cargo test --locked --all-features --tests \
+        --config "target.'cfg(all())'.runner = ['env', 'LD_PRELOAD=$asan_rt', 'ASAN_OPTIONS=detect_leaks=1:abort_on_error=1', 'UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1']" \
+        2>&1) | grep -vE '^\s+(Compiling|Downloaded|Downloading) '
+    record rust-sanitize "${PIPESTATUS[0]}"
+  else
+    echo "SKIP: rust-sanitize: build-sanitize's library links no ASan runtime"
+    skipped=$((skipped + 1))
+  fi
+else
+  echo "SKIP: rust: no cargo (tools/install_deps.sh could not install a toolchain)"
+  echo "SKIP: rust-sanitize: no cargo"
+  skipped=$((skipped + 2))
 fi
 
 echo

@@ -1,0 +1,374 @@
+//! Carriers: flat runs of slots of one dtype, with a version counter,
+//! ownership claims and dispose.
+use std::ffi::CString;
+use std::path::Path;
+use std::ptr;
+
+use strideweave_sys as sys;
+
+use crate::device::Device;
+use crate::dtype::{check_element, DType, Element};
+use crate::error::{Error, Result};
+use crate::ffi::{call, handle, serialised_write};
+use crate::runtime::Runtime;
+
+handle!(
+    /// A carrier: `size` physical slots of one dtype with a version counter
+    /// (+1 per public write), an ownership state (claimed by in-flight work
+    /// or a composite: not publicly mutable) and dispose (frees the values;
+    /// the handle keeps answering size, dtype and kind).
+    ///
+    /// A TiledEvictable is a carrier too; [`TiledEvictable`] wraps one with
+    /// its tiled surface.
+    ///
+    /// [`TiledEvictable`]: crate::TiledEvictable
+    Carrier,
+    sys::sw_carrier_t,
+    sw_carrier_retain,
+    sw_carrier_release
+);
+
+// SAFETY: the header: "Reference counting is thread-safe for every handle"
+// and "Carriers and tensors may be read from several threads at once", so a
+// handle may move to and be used from any thread.
+unsafe impl Send for Carrier {}
+// SAFETY: reads may run on several threads at once (header, Threads). The
+// one thing the header leaves to the caller, serialising "concurrent writes
+// to the same carrier", this binding does itself: every public write it
+// makes (write, dispose, tensor set and write, the claim a move makes) runs
+// under a lock keyed by the carrier (ffi::serialised_write), so `&Carrier`
+// may be shared freely. A TiledEvictable serialises its requests internally.
+unsafe impl Sync for Carrier {}
+
+/// What a carrier is (`sw_carrier_kind_t`).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CarrierKind {
+    /// CPU memory, the default compute carrier.
+    Cpu,
+    /// Plain host memory, a secondary tier.
+    Host,
+    /// A file, a secondary tier.
+    File,
+    /// zstd-compressed host memory, a secondary tier.
+    Zstd,
+    /// Device-local memory of a Vulkan device, a compute carrier.
+    Vulkan,
+    /// A TiledEvictable.
+    Tiled,
+    /// A kind this crate does not name.
+    Other(u32),
+}
+
+impl CarrierKind {
+    fn from_raw(raw: sys::sw_carrier_kind_t) -> CarrierKind {
+        use sys::sw_carrier_kind_t as C;
+        match raw {
+            C::SW_CARRIER_CPU => CarrierKind::Cpu,
+            C::SW_CARRIER_HOST => CarrierKind::Host,
+            C::SW_CARRIER_FILE => CarrierKind::File,
+            C::SW_CARRIER_ZSTD => CarrierKind::Zstd,
+            C::SW_CARRIER_VULKAN => CarrierKind::Vulkan,
+            C::SW_CARRIER_TILED => CarrierKind::Tiled,
+            other => CarrierKind::Other(other.0),
+        }
+    }
+}
+
+/// Options of a file carrier (`sw_file_carrier_desc_t`).
+#[derive(Clone, Debug, Default)]
+pub struct FileOptions {
+    /// Where a new carrier's file is created; `None`: $TMPDIR or /tmp.
+    pub directory: Option<std::path::PathBuf>,
+    /// Open with O_DIRECT where the file system allows it.
+    pub direct_io: bool,
+    /// Bytes per read or write request; 0 = 4 MiB.
+    pub chunk_bytes: usize,
+    /// Requests in flight per transfer; 0 = 4.
+    pub requests_in_flight: u32,
+}
+
+/// Options of a zstd carrier (`sw_zstd_carrier_desc_t`).
+#[derive(Clone, Debug)]
+pub struct ZstdOptions {
+    /// zstd level; default 1.
+    pub level: i32,
+    /// Elements per independently compressed frame; 0 = 1 Mi.
+    pub frame_elements: usize,
+    /// Byte-shuffle filter: `None` auto (on for float dtypes), else on/off.
+    pub shuffle: Option<bool>,
+}
+
+impl Default for ZstdOptions {
+    fn default() -> ZstdOptions {
+        ZstdOptions { level: 1, frame_elements: 0, shuffle: None }
+    }
+}
+
+fn path_cstring(path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::value("a path holds a NUL byte"))
+}
+
+fn file_desc(options: &FileOptions) -> Result<(sys::sw_file_carrier_desc_t, Option<CString>)> {
+    let mut desc = sys::sw_file_carrier_desc_t::default();
+    unsafe { sys::sw_file_carrier_desc_init(&mut desc) };
+    let dir = options.directory.as_deref().map(path_cstring).transpose()?;
+    desc.directory = dir.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+    desc.direct_io = options.direct_io;
+    desc.chunk_bytes = options.chunk_bytes;
+    desc.requests_in_flight = options.requests_in_flight;
+    Ok((desc, dir))
+}
+
+macro_rules! new_carrier {
+    ($call:expr) => {{
+        let mut out: *mut sys::sw_carrier_t = ptr::null_mut();
+        let out_ref = &mut out;
+        call(|| unsafe { $call(out_ref) })?;
+        // SAFETY: on success the call wrote a new reference we own.
+        Ok(unsafe { Carrier::from_raw(out) })
+    }};
+}
+
+impl Carrier {
+    /// A zero-filled CPU carrier of `size` slots (0: an empty carrier, which
+    /// a move or projection allocates to fit).
+    pub fn cpu(runtime: &Runtime, dtype: DType, size: usize) -> Result<Carrier> {
+        new_carrier!(|o| sys::sw_carrier_create_cpu(runtime.as_raw(), dtype.to_raw(), size, o))
+    }
+
+    /// A CPU carrier holding a copy of `values`.
+    pub fn cpu_from<T: Element>(runtime: &Runtime, values: &[T]) -> Result<Carrier> {
+        new_carrier!(|o| sys::sw_carrier_create_cpu_from(
+            runtime.as_raw(),
+            T::DTYPE.to_raw(),
+            values.as_ptr().cast(),
+            values.len(),
+            o
+        ))
+    }
+
+    /// A CPU carrier whose slots are `values` itself, without a copy
+    /// (`sw_carrier_create_cpu_external`): the carrier owns the `Vec` and
+    /// drops it when it lets the memory go (on dispose, a move out of it, a
+    /// TiledEvictable taking it as a primary seed, or its last release), on
+    /// whichever thread that happens. With `read_only`, public writes and
+    /// moves into it fail STATE. An empty `Vec` makes an empty carrier that
+    /// stays empty.
+    pub fn cpu_from_vec<T: Element>(runtime: &Runtime, values: Vec<T>, read_only: bool) -> Result<Carrier> {
+        unsafe extern "C" fn release<T>(user_data: *mut std::ffi::c_void) {
+            // SAFETY: user_data is the Box<Vec<T>> given below; the library
+            // calls release exactly once. Dropping must not unwind into C.
+            let boxed = unsafe { Box::from_raw(user_data as *mut Vec<T>) };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(boxed)));
+        }
+        let mut boxed = Box::new(values);
+        let mut desc = sys::sw_external_memory_desc_t::default();
+        unsafe { sys::sw_external_memory_desc_init(&mut desc) };
+        desc.bytes = std::mem::size_of_val(boxed.as_slice());
+        desc.data = if desc.bytes == 0 { ptr::null_mut() } else { boxed.as_mut_ptr().cast() };
+        desc.read_only = read_only;
+        desc.release = Some(release::<T>);
+        let user_data = Box::into_raw(boxed);
+        desc.user_data = user_data.cast();
+        let mut out = ptr::null_mut();
+        match call(|| unsafe {
+            sys::sw_carrier_create_cpu_external(runtime.as_raw(), T::DTYPE.to_raw(), &desc, &mut out)
+        }) {
+            // SAFETY: a new reference; the carrier owns the Vec from now on.
+            Ok(()) => Ok(unsafe { Carrier::from_raw(out) }),
+            Err(e) => {
+                // SAFETY: on failure release is not called: the Vec is ours again.
+                drop(unsafe { Box::from_raw(user_data) });
+                Err(e)
+            }
+        }
+    }
+
+    /// Zeroed plain host memory: a secondary tier, not a compute carrier.
+    pub fn host(runtime: &Runtime, dtype: DType, size: usize) -> Result<Carrier> {
+        new_carrier!(|o| sys::sw_carrier_create_host(runtime.as_raw(), dtype.to_raw(), size, o))
+    }
+
+    /// A zero-filled carrier backed by a new file (removed when the carrier
+    /// is disposed or destroyed). IO when the file cannot be created.
+    pub fn file(runtime: &Runtime, dtype: DType, size: usize, options: &FileOptions) -> Result<Carrier> {
+        let (desc, _dir) = file_desc(options)?;
+        new_carrier!(|o| sys::sw_carrier_create_file(runtime.as_raw(), dtype.to_raw(), size, &desc, o))
+    }
+
+    /// A read-only carrier over `size` elements at `byte_offset` of an
+    /// existing file (a weights file), never written or removed. IO if it
+    /// cannot be opened, VALUE if the region passes its end.
+    pub fn open_file(
+        runtime: &Runtime,
+        dtype: DType,
+        path: impl AsRef<Path>,
+        byte_offset: u64,
+        size: usize,
+        options: &FileOptions,
+    ) -> Result<Carrier> {
+        let (desc, _dir) = file_desc(options)?;
+        let path = path_cstring(path.as_ref())?;
+        new_carrier!(|o| sys::sw_carrier_open_file(
+            runtime.as_raw(),
+            dtype.to_raw(),
+            path.as_ptr(),
+            byte_offset,
+            size,
+            &desc,
+            o
+        ))
+    }
+
+    /// A zero-filled carrier of zstd-compressed frames with checksums: a
+    /// corrupt frame reads as DATA_CORRUPT, never as garbage.
+    pub fn zstd(runtime: &Runtime, dtype: DType, size: usize, options: &ZstdOptions) -> Result<Carrier> {
+        let mut desc = sys::sw_zstd_carrier_desc_t::default();
+        unsafe { sys::sw_zstd_carrier_desc_init(&mut desc) };
+        desc.level = options.level;
+        desc.frame_elements = options.frame_elements;
+        desc.shuffle = match options.shuffle {
+            None => -1,
+            Some(false) => 0,
+            Some(true) => 1,
+        };
+        new_carrier!(|o| sys::sw_carrier_create_zstd(runtime.as_raw(), dtype.to_raw(), size, &desc, o))
+    }
+
+    /// A zero-filled compute carrier in device-local memory of a Vulkan
+    /// device. TYPE when `device` is not a Vulkan device, UNSUPPORTED in
+    /// builds without Vulkan.
+    pub fn vulkan(runtime: &Runtime, device: &Device, dtype: DType, size: usize) -> Result<Carrier> {
+        new_carrier!(|o| sys::sw_carrier_create_vulkan(runtime.as_raw(), device.as_raw(), dtype.to_raw(), size, o))
+    }
+
+    /// The carrier's kind.
+    pub fn kind(&self) -> Result<CarrierKind> {
+        let mut k = sys::sw_carrier_kind_t(0);
+        call(|| unsafe { sys::sw_carrier_kind(self.as_raw(), &mut k) })?;
+        Ok(CarrierKind::from_raw(k))
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Result<DType> {
+        let mut d = sys::sw_dtype_t(0);
+        call(|| unsafe { sys::sw_carrier_dtype(self.as_raw(), &mut d) })?;
+        DType::from_raw(d)
+    }
+
+    /// The number of slots (still answers after dispose).
+    pub fn size(&self) -> Result<usize> {
+        let mut n = 0;
+        call(|| unsafe { sys::sw_carrier_size(self.as_raw(), &mut n) })?;
+        Ok(n)
+    }
+
+    /// The version: +1 per successful public write.
+    pub fn version(&self) -> Result<u64> {
+        let mut v = 0;
+        call(|| unsafe { sys::sw_carrier_version(self.as_raw(), &mut v) })?;
+        Ok(v)
+    }
+
+    /// Live and not owned: public writes would be accepted.
+    pub fn is_mutable(&self) -> Result<bool> {
+        let mut b = false;
+        call(|| unsafe { sys::sw_carrier_is_mutable(self.as_raw(), &mut b) })?;
+        Ok(b)
+    }
+
+    /// Refuses public writes for good (an opened file, read-only memory).
+    pub fn is_read_only(&self) -> Result<bool> {
+        let mut b = false;
+        call(|| unsafe { sys::sw_carrier_is_read_only(self.as_raw(), &mut b) })?;
+        Ok(b)
+    }
+
+    /// Claimed by in-flight work or by a composite carrier.
+    pub fn is_owned(&self) -> Result<bool> {
+        let mut b = false;
+        call(|| unsafe { sys::sw_carrier_is_owned(self.as_raw(), &mut b) })?;
+        Ok(b)
+    }
+
+    /// Whether [`dispose`](Self::dispose) ran (or a move disposed it).
+    pub fn is_disposed(&self) -> Result<bool> {
+        let mut b = false;
+        call(|| unsafe { sys::sw_carrier_is_disposed(self.as_raw(), &mut b) })?;
+        Ok(b)
+    }
+
+    /// Copies `out.len()` slots starting at `first_slot` into `out`. TYPE
+    /// unless `T` is the carrier's dtype, INDEX outside the carrier, STATE
+    /// once disposed.
+    pub fn read<T: Element>(&self, first_slot: usize, out: &mut [T]) -> Result<()> {
+        check_element::<T>(self.dtype()?, "the carrier")?;
+        let n = out.len();
+        T::read_into(out, |p, _| call(|| unsafe { sys::sw_carrier_read(self.as_raw(), first_slot, n, p.cast()) }))
+    }
+
+    /// `count` slots starting at `first_slot`, as a `Vec`.
+    pub fn to_vec<T: Element + Default>(&self, first_slot: usize, count: usize) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); count];
+        self.read(first_slot, &mut v)?;
+        Ok(v)
+    }
+
+    /// Writes `values` at `first_slot`: one version step. STATE when owned,
+    /// read-only or disposed.
+    pub fn write<T: Element>(&self, first_slot: usize, values: &[T]) -> Result<()> {
+        check_element::<T>(self.dtype()?, "the carrier")?;
+        self.serialised(|| {
+            call(|| unsafe { sys::sw_carrier_write(self.as_raw(), first_slot, values.len(), values.as_ptr().cast()) })
+        })
+    }
+
+    /// Frees the carrier's values; idempotent. STATE while it is owned (a
+    /// TiledEvictable with pending work refuses too: wait first). Disposing
+    /// a TiledEvictable disposes both tiers.
+    pub fn dispose(&self) -> Result<()> {
+        self.serialised(|| call(|| unsafe { sys::sw_carrier_dispose(self.as_raw()) }))
+    }
+
+    /// Bytes the carrier's storage occupies now (compressed bytes for zstd,
+    /// file bytes for file).
+    pub fn stored_bytes(&self) -> Result<u64> {
+        let mut n = 0;
+        call(|| unsafe { sys::sw_carrier_stored_bytes(self.as_raw(), &mut n) })?;
+        Ok(n)
+    }
+
+    /// The host address of slot 0 of a CPU carrier, for zero-copy interop.
+    /// Valid until the carrier is disposed (a finished move out of it
+    /// disposes it) or released; it does not hold the storage against a
+    /// concurrent dispose, and writes through it bypass the version
+    /// counter. Dereferencing it is the caller's `unsafe`. UNSUPPORTED for
+    /// carriers whose memory is not host addressable.
+    pub fn host_pointer(&self) -> Result<*mut std::ffi::c_void> {
+        let mut p = ptr::null_mut();
+        call(|| unsafe { sys::sw_carrier_host_pointer(self.as_raw(), &mut p) })?;
+        Ok(p)
+    }
+
+    /// Runs `f` holding this carrier's write lock (not for TiledEvictables,
+    /// which serialise their requests themselves and whose writes may call
+    /// a residency policy back).
+    pub(crate) fn serialised<R>(&self, f: impl FnOnce() -> R) -> R {
+        if matches!(self.kind(), Ok(CarrierKind::Tiled)) {
+            f()
+        } else {
+            serialised_write(self.as_raw(), f)
+        }
+    }
+}
+
+impl std::fmt::Debug for Carrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = self.kind().ok();
+        let dtype = self.dtype().ok();
+        let size = self.size().ok();
+        f.debug_struct("Carrier").field("kind", &kind).field("dtype", &dtype).field("size", &size).finish()
+    }
+}

@@ -1,0 +1,439 @@
+//! TiledEvictable: one logical tensor cut into tiles that live in a primary
+//! (compute) tier or a secondary (storage) tier, move asynchronously under a
+//! residency policy, and are gathered into compact tensors by projection.
+use std::ops::Deref;
+use std::ptr;
+use std::sync::Arc;
+
+use strideweave_sys as sys;
+
+use crate::awaits::{Await, AwaitMove, AwaitProjection, AwaitResidency, AwaitUpdate};
+use crate::carrier::{Carrier, CarrierKind};
+use crate::error::{Error, Result};
+use crate::ffi::call;
+use crate::policy::{Policy, PolicyShared, PolicyVtable, ResidencyPolicy};
+use crate::tensor::Tensor;
+use crate::tiles::{TileSelection, TileSet, Tiles};
+
+/// Where a tile's value lives (`sw_tile_location_t`).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileLocation {
+    /// In the primary (compute) tier.
+    Primary,
+    /// In the secondary (storage) tier only.
+    Secondary,
+    /// A valid implicit zero (gradients' untouched tiles).
+    Implicit,
+    /// No value yet: not readable until promoted from a valid tier or written.
+    Invalid,
+    /// A location this crate does not name.
+    Other(u32),
+}
+
+/// A tile's residency metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileState {
+    /// Where its value lives.
+    pub location: TileLocation,
+    /// Whether it holds a readable value.
+    pub valid: bool,
+    /// A primary value not yet written to the secondary tier.
+    pub dirty: bool,
+}
+
+/// Which tiles [`TiledEvictable::tiles`] lists (`sw_tile_set_kind_t`).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileSetKind {
+    /// Primary-resident tiles.
+    Primary,
+    /// Tiles in the secondary tier only.
+    Secondary,
+    /// Valid tiles.
+    Valid,
+    /// Dirty tiles.
+    Dirty,
+}
+
+/// How a scatter or update combines compact values with the existing ones.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Reduction {
+    /// Store the compact values.
+    #[default]
+    Replace,
+    /// Add the compact values (an optimiser step).
+    Add,
+}
+
+impl Reduction {
+    fn to_raw(self) -> sys::sw_scatter_reduction_t {
+        match self {
+            Reduction::Replace => sys::sw_scatter_reduction_t::SW_SCATTER_REPLACE,
+            Reduction::Add => sys::sw_scatter_reduction_t::SW_SCATTER_ADD,
+        }
+    }
+}
+
+/// A TiledEvictable carrier (kind [`CarrierKind::Tiled`]) with its tiled
+/// surface; it derefs to its [`Carrier`] (dtype, size, version, dispose...).
+///
+/// Geometry: logical shape `grid_shape * tile_shape` mode by mode; tile `k`
+/// (first grid mode fastest) holds its values contiguously, first mode
+/// fastest, and the tiers store tiles one after another in that order, so a
+/// weights file holding one expert after another is a secondary tier as it
+/// is. Both tiers are claimed by the TiledEvictable and disposed with it.
+/// Requests from several threads are serialised internally and each commits
+/// as a whole or not at all.
+#[derive(Clone)]
+pub struct TiledEvictable {
+    carrier: Carrier,
+    policy: Option<Arc<dyn ResidencyPolicy>>,
+    shared: Option<Arc<PolicyShared>>,
+}
+
+impl Deref for TiledEvictable {
+    type Target = Carrier;
+    fn deref(&self) -> &Carrier {
+        &self.carrier
+    }
+}
+
+fn shape_of(
+    carrier: &Carrier,
+    rank: usize,
+    get: unsafe extern "C" fn(*const sys::sw_carrier_t, *mut i64, usize) -> *mut sys::sw_error_t,
+) -> Result<Vec<i64>> {
+    let mut out = vec![0i64; rank];
+    call(|| unsafe { get(carrier.as_raw(), out.as_mut_ptr(), rank) })?;
+    Ok(out)
+}
+
+impl TiledEvictable {
+    /// A TiledEvictable over `primary` (an empty or full-extent compute
+    /// carrier: CPU or Vulkan) and `secondary` (an empty or full-extent
+    /// storage carrier: host, file or zstd) of one dtype. A full primary
+    /// makes every tile primary, a full secondary every tile secondary,
+    /// both full primary and dirty, both empty every tile invalid. TYPE for
+    /// wrong kinds or dtypes, VALUE for shapes, STATE for disposed or owned
+    /// tiers; on failure no tier is claimed.
+    pub fn new(
+        primary: &Carrier,
+        secondary: &Carrier,
+        grid_shape: &[i64],
+        tile_shape: &[i64],
+        policy: impl Into<Policy>,
+    ) -> Result<TiledEvictable> {
+        if grid_shape.len() != tile_shape.len() {
+            return Err(Error::value(format!(
+                "TiledEvictable: grid_shape {grid_shape:?} and tile_shape {tile_shape:?} differ in rank"
+            )));
+        }
+        let policy = policy.into();
+        let vt = PolicyVtable::new(&policy)?;
+        let mut out = ptr::null_mut();
+        let made = call(|| unsafe {
+            sys::sw_tiled_create(
+                primary.as_raw(),
+                secondary.as_raw(),
+                grid_shape.as_ptr(),
+                tile_shape.as_ptr(),
+                grid_shape.len(),
+                vt.as_ref().map_or(ptr::null(), |v| &v.vtable),
+                &mut out,
+            )
+        });
+        if let Err(e) = made {
+            if let Some(v) = vt {
+                v.abandon();
+            }
+            return Err(e);
+        }
+        Ok(TiledEvictable {
+            carrier: unsafe { Carrier::from_raw(out) },
+            policy: match policy {
+                Policy::Custom(p) => Some(p),
+                _ => None,
+            },
+            shared: vt.and_then(|v| v.shared),
+        })
+    }
+
+    /// The TiledEvictable behind `carrier` (a gradient's or a scatter
+    /// result's carrier, say); TYPE for another kind.
+    pub fn from_carrier(carrier: Carrier) -> Result<TiledEvictable> {
+        match carrier.kind()? {
+            CarrierKind::Tiled => Ok(TiledEvictable { carrier, policy: None, shared: None }),
+            other => Err(Error::type_(format!("expected a TiledEvictable carrier, got a {other:?} carrier"))),
+        }
+    }
+
+    /// The TiledEvictable carrying `tensor`; TYPE for another kind.
+    pub fn of(tensor: &Tensor) -> Result<TiledEvictable> {
+        TiledEvictable::from_carrier(tensor.carrier()?)
+    }
+
+    /// The carrier.
+    pub fn carrier(&self) -> &Carrier {
+        &self.carrier
+    }
+
+    /// The Rust policy it was created with, if any (`None` for the LRU
+    /// policy, no policy, or a wrapper made by [`from_carrier`](Self::from_carrier)).
+    pub fn policy(&self) -> Option<&Arc<dyn ResidencyPolicy>> {
+        self.policy.as_ref()
+    }
+
+    /// Whether a residency policy was given at creation.
+    pub fn has_policy(&self) -> Result<bool> {
+        let mut b = false;
+        call(|| unsafe { sys::sw_tiled_has_policy(self.as_raw(), &mut b) })?;
+        Ok(b)
+    }
+
+    fn after(&self) {
+        if let Some(s) = &self.shared {
+            s.rethrow();
+        }
+    }
+
+    fn adopt<T: crate::awaits::AwaitOutput>(&self, raw: *mut sys::sw_await_t) -> Await<T> {
+        Await::adopt(raw, self.shared.clone())
+    }
+
+    /// The full logical tensor: the dense layout of the logical shape at offset 0.
+    pub fn full_tensor(&self) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_tiled_full_tensor(self.as_raw(), &mut out) })?;
+        Ok(unsafe { Tensor::from_raw(out) })
+    }
+
+    /// The number of modes.
+    pub fn rank(&self) -> Result<usize> {
+        let mut n = 0;
+        call(|| unsafe { sys::sw_tiled_rank(self.as_raw(), &mut n) })?;
+        Ok(n)
+    }
+
+    /// Tiles per mode.
+    pub fn grid_shape(&self) -> Result<Vec<i64>> {
+        shape_of(&self.carrier, self.rank()?, sys::sw_tiled_grid_shape)
+    }
+
+    /// Elements per tile, per mode.
+    pub fn tile_shape(&self) -> Result<Vec<i64>> {
+        shape_of(&self.carrier, self.rank()?, sys::sw_tiled_tile_shape)
+    }
+
+    /// The logical shape, `grid_shape * tile_shape` mode by mode.
+    pub fn logical_shape(&self) -> Result<Vec<i64>> {
+        Ok(self.grid_shape()?.iter().zip(self.tile_shape()?).map(|(g, t)| g * t).collect())
+    }
+
+    /// The primary tier.
+    pub fn primary(&self) -> Result<Carrier> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_tiled_primary(self.as_raw(), &mut out) })?;
+        Ok(unsafe { Carrier::from_raw(out) })
+    }
+
+    /// The secondary tier.
+    pub fn secondary(&self) -> Result<Carrier> {
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_tiled_secondary(self.as_raw(), &mut out) })?;
+        Ok(unsafe { Carrier::from_raw(out) })
+    }
+
+    /// One tile's residency metadata.
+    pub fn tile_state(&self, coord: &[i64]) -> Result<TileState> {
+        let mut s = sys::sw_tile_state_t::default();
+        unsafe { sys::sw_tile_state_init(&mut s) };
+        call(|| unsafe { sys::sw_tiled_tile_state(self.as_raw(), coord.as_ptr(), coord.len(), &mut s) })?;
+        use sys::sw_tile_location_t as L;
+        let location = match s.location {
+            L::SW_TILE_PRIMARY => TileLocation::Primary,
+            L::SW_TILE_SECONDARY => TileLocation::Secondary,
+            L::SW_TILE_IMPLICIT => TileLocation::Implicit,
+            L::SW_TILE_INVALID => TileLocation::Invalid,
+            other => TileLocation::Other(other.0),
+        };
+        Ok(TileState { location, valid: s.valid, dirty: s.dirty })
+    }
+
+    /// The tiles of one kind.
+    pub fn tiles(&self, kind: TileSetKind) -> Result<TileSet> {
+        use sys::sw_tile_set_kind_t as K;
+        let k = match kind {
+            TileSetKind::Primary => K::SW_TILES_PRIMARY,
+            TileSetKind::Secondary => K::SW_TILES_SECONDARY,
+            TileSetKind::Valid => K::SW_TILES_VALID,
+            TileSetKind::Dirty => K::SW_TILES_DIRTY,
+        };
+        let mut out = ptr::null_mut();
+        call(|| unsafe { sys::sw_tiled_tiles(self.as_raw(), k, &mut out) })?;
+        Ok(unsafe { TileSet::from_raw(out) })
+    }
+
+    /// Primary-resident tiles.
+    pub fn primary_tiles(&self) -> Result<TileSet> {
+        self.tiles(TileSetKind::Primary)
+    }
+
+    /// Tiles in the secondary tier only.
+    pub fn secondary_tiles(&self) -> Result<TileSet> {
+        self.tiles(TileSetKind::Secondary)
+    }
+
+    /// Valid tiles.
+    pub fn valid_tiles(&self) -> Result<TileSet> {
+        self.tiles(TileSetKind::Valid)
+    }
+
+    /// Dirty tiles.
+    pub fn dirty_tiles(&self) -> Result<TileSet> {
+        self.tiles(TileSetKind::Dirty)
+    }
+
+    fn residency(
+        &self,
+        tiles: &dyn Tiles,
+        start: unsafe extern "C" fn(
+            *mut sys::sw_carrier_t,
+            *const sys::sw_tile_set_t,
+            *mut *mut sys::sw_await_t,
+        ) -> *mut sys::sw_error_t,
+    ) -> Result<AwaitResidency> {
+        let set = tiles.to_tile_set()?;
+        let mut out = ptr::null_mut();
+        let r = call(|| unsafe { start(self.as_raw(), set.as_raw(), &mut out) });
+        self.after();
+        r?;
+        Ok(self.adopt(out))
+    }
+
+    /// Starts making every tile valid on primary; no autograd node. VALUE
+    /// for a rank or range mismatch, STATE for a disposed carrier, an
+    /// invalid tile, or a tile covered by another incomplete residency
+    /// request. Commits atomically; idempotent.
+    pub fn promote_async(&self, tiles: &impl Tiles) -> Result<AwaitResidency> {
+        self.residency(tiles, sys::sw_tiled_promote_async)
+    }
+
+    /// Starts evicting the tiles: dirty values are written to the secondary
+    /// tier first, and work that still needs a tile is waited for. Errors
+    /// as for promote, and STATE for a dirty tile with a read-only secondary.
+    pub fn evict_async(&self, tiles: &impl Tiles) -> Result<AwaitResidency> {
+        self.residency(tiles, sys::sw_tiled_evict_async)
+    }
+
+    /// `promote_async(tiles)?.wait()`.
+    pub fn promote(&self, tiles: &impl Tiles) -> Result<()> {
+        let set = tiles.to_tile_set()?;
+        let r = call(|| unsafe { sys::sw_tiled_promote(self.as_raw(), set.as_raw()) });
+        self.after();
+        r
+    }
+
+    /// `evict_async(tiles)?.wait()`.
+    pub fn evict(&self, tiles: &impl Tiles) -> Result<()> {
+        let set = tiles.to_tile_set()?;
+        let r = call(|| unsafe { sys::sw_tiled_evict(self.as_raw(), set.as_raw()) });
+        self.after();
+        r
+    }
+
+    /// Starts gathering the selected tiles of the full tensor `tensor`
+    /// (backed by this carrier, tile-footprint compatible) into a compact
+    /// dense tensor of shape `compact_grid_shape * tile_shape`, tiles in
+    /// selection order. `destination`: `None` for a fresh carrier of the
+    /// primary tier's kind, else an empty or large enough, live, mutable
+    /// one. Differentiable: with grad mode on and `tensor` requiring grad
+    /// the result records one gather node. Errors before any work: TYPE
+    /// (another carrier's tensor, wrong destination kind or dtype), VALUE
+    /// (selection rank or range, destination too small, footprints), STATE
+    /// (disposed, conflicting residency request, invalid tile).
+    pub fn project(
+        &self,
+        tensor: &Tensor,
+        selection: &TileSelection,
+        destination: Option<&Carrier>,
+    ) -> Result<AwaitProjection> {
+        let dest = destination.map_or(ptr::null_mut(), |d| d.as_raw());
+        let mut out = ptr::null_mut();
+        let r = call(|| unsafe {
+            sys::sw_tiled_project(self.as_raw(), tensor.as_raw(), selection.as_raw(), dest, &mut out)
+        });
+        self.after();
+        r?;
+        Ok(self.adopt(out))
+    }
+
+    /// Starts writing `compact` (a tensor of the primary tier's kind, the
+    /// selected region's shape and the dtype) at the selected tiles of a
+    /// fresh TiledEvictable with `template`'s geometry and tier kinds; the
+    /// await's result is its full tensor. Replace takes compact's values,
+    /// Add adds them to the template's. The selected tiles commit together
+    /// valid and dirty with one version step; the others are invalid.
+    /// Neither input changes. Differentiable.
+    pub fn scatter(
+        &self,
+        compact: &Tensor,
+        template: &Tensor,
+        selection: &TileSelection,
+        reduction: Reduction,
+    ) -> Result<AwaitMove> {
+        let mut out = ptr::null_mut();
+        let r = call(|| unsafe {
+            sys::sw_tiled_scatter(
+                self.as_raw(),
+                compact.as_raw(),
+                template.as_raw(),
+                selection.as_raw(),
+                reduction.to_raw(),
+                &mut out,
+            )
+        });
+        self.after();
+        r?;
+        Ok(self.adopt(out))
+    }
+
+    /// Starts writing `compact` into the selected tiles of this carrier
+    /// itself (Replace stores, Add adds: an optimiser step). A public write
+    /// of the full tensor `tensor`: one version step; the tiles become
+    /// primary, valid and dirty. STATE while a selected tile is in use by
+    /// pending work or covered by a residency request. No autograd.
+    pub fn update_async(
+        &self,
+        tensor: &Tensor,
+        compact: &Tensor,
+        selection: &TileSelection,
+        reduction: Reduction,
+    ) -> Result<AwaitUpdate> {
+        let mut out = ptr::null_mut();
+        let r = call(|| unsafe {
+            sys::sw_tiled_update_async(
+                self.as_raw(),
+                tensor.as_raw(),
+                compact.as_raw(),
+                selection.as_raw(),
+                reduction.to_raw(),
+                &mut out,
+            )
+        });
+        self.after();
+        r?;
+        Ok(self.adopt(out))
+    }
+}
+
+impl std::fmt::Debug for TiledEvictable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TiledEvictable")
+            .field("grid_shape", &self.grid_shape().ok())
+            .field("tile_shape", &self.tile_shape().ok())
+            .field("dtype", &self.dtype().ok())
+            .finish()
+    }
+}
