@@ -410,6 +410,18 @@ PyObject* matmul_ex(sw_tensor_t* a, sw_tensor_t* b, int out_dtype) {
   return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
 }
 
+/* sw_tiled_expert_matmul with the desc field Python exposes (as matmul_ex);
+ * gates may be None. */
+PyObject* tiled_expert_matmul(sw_carrier_t* tiled, sw_tensor_t* experts, sw_tensor_t* x, sw_tensor_t* ids,
+                              sw_tensor_t* gates, int out_dtype) {
+  sw_matmul_desc_t desc;
+  sw_matmul_desc_init(&desc);
+  desc.out_dtype = (sw_dtype_t)out_dtype;
+  sw_await_t* result = NULL;
+  SW_PY_CHECK_NOGIL(sw_tiled_expert_matmul(tiled, experts, x, ids, gates, &desc, &result));
+  return sw_py_handle(result, SWIGTYPE_p_sw_await_t);
+}
+
 /* ---- layouts ---- */
 
 PyObject* layout_create(PyObject* shape, PyObject* stride) {

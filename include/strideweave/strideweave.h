@@ -1028,6 +1028,43 @@ SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* tiled, sw_tensor_t* tenso
                                          const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
                                          sw_await_t** out_await);
 
+/* The expert-indexed matmul, the mixture-of-experts primitive: every token
+ * multiplied by the experts it was routed to, on the experts' tile memory in
+ * place. `experts` is the full tensor (sw_tiled_full_tensor) of `tiled`, a
+ * TiledEvictable of one expert per tile: grid (1, 1, E) and tile (K, N, 1),
+ * tile e holding expert e's (K, N) matrix W_e (first mode fastest; a
+ * row-major (E, N, K) weight file, one nn.Linear(K, N) per expert, is this
+ * tensor as it lies, see docs/moe-offload.md). `ids` is a CPU (T, k) i32 or
+ * i64 tensor of expert ids (token t's j-th choice at (t, j)); `x` a CPU
+ * tensor of the experts' dtype, (T, K) shared by a token's k choices or
+ * (T, k, K) one row per choice. The result (a CPU tensor) is
+ *   gates == NULL:  Y (T, k, N),  Y[t, j, :] = x[t, (j,) :] @ W_{ids[t, j]}
+ *   gates (T, k):   (T, N),       sum over j of gates[t, j] * Y[t, j, :]
+ * (gates a CPU float tensor). The rows of one expert are multiplied in one
+ * GEMM directly on its tile buffer: a resident expert is never copied, and
+ * its bytes are read once per call. Products accumulate in f32 (f64 for
+ * f64), the gated sum too, and the result is rounded once to its dtype:
+ * desc->out_dtype (sw_matmul_desc_t, NULL for the defaults) as for
+ * sw_matmul_ex, the experts' dtype by default or f32 for f16/bf16 experts.
+ *
+ * As a projection, it returns a PROJECTION await whose result is the tensor:
+ * the policy is consulted with the experts the call uses (purpose
+ * PROJECTION), missing experts are read from the secondary tier while the
+ * resident ones are computed, each as soon as its read lands; the experts
+ * are pinned until the commit (evictions wait, release is STATE while it is
+ * pending, an overlapping residency request is refused). With grad mode on
+ * and experts, x or gates requiring grad, the result records one node whose
+ * backward gives x and the gates their gradients and the experts a
+ * tile-sparse TiledEvictable gradient holding the used experts' tiles (it
+ * reads the experts again, purpose BACKWARD). Errors before any work: TYPE
+ * (non-CPU x, ids or gates; dtypes), VALUE (geometry, a view instead of the
+ * full tensor, shapes), INDEX (an id outside [0, E), naming token and
+ * slot), UNSUPPORTED (a non-CPU primary tier), STATE (disposed, an expert
+ * owned by a residency request, an invalid expert tile). */
+SW_API sw_error_t* sw_tiled_expert_matmul(sw_carrier_t* tiled, sw_tensor_t* experts, sw_tensor_t* x,
+                                          sw_tensor_t* ids, sw_tensor_t* gates, const sw_matmul_desc_t* desc,
+                                          sw_await_t** out_await);
+
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
 /* ------------------------------------------------------------------------ */

@@ -485,6 +485,24 @@ SW_API sw_error_t* sw_tiled_project(sw_carrier_t* handle, sw_tensor_t* tensor, c
   });
 }
 
+SW_API sw_error_t* sw_tiled_expert_matmul(sw_carrier_t* handle, sw_tensor_t* experts, sw_tensor_t* x,
+                                          sw_tensor_t* ids, sw_tensor_t* gates, const sw_matmul_desc_t* desc,
+                                          sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto full = ref<Tensor>(experts, "experts");
+    auto tx = ref<Tensor>(x, "x");
+    auto tids = ref<Tensor>(ids, "ids");
+    Ref<Tensor> tg;
+    if (gates) tg = ref<Tensor>(gates, "gates");
+    require(out_await, "out_await");
+    sw_matmul_desc_t d;
+    sw_matmul_desc_init(&d);
+    if (desc) d = struct_in(desc, d, "sw_tiled_expert_matmul: desc");
+    *out_await = to_handle<sw_await_t>(te->expert_matmul(full, tx, tids, tg, d.out_dtype));
+  });
+}
+
 SW_API sw_error_t* sw_tiled_scatter(sw_carrier_t* handle, sw_tensor_t* compact, sw_tensor_t* template_tensor,
                                     const sw_tile_selection_t* selection, sw_scatter_reduction_t reduction,
                                     sw_await_t** out_await) {

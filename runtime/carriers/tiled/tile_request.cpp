@@ -124,11 +124,22 @@ void TileRequest::start() {
     ++fetches_;
     auto me = self();
     std::byte* into = staged_[n.i].empty() ? fetched_[n.i]->host_data() : staged_[n.i].data();
-    te_->secondary_->read_async(static_cast<size_t>(pinned_[n.i]) * T, T, into, [me](Status s) {
+    const size_t entry = n.i;
+    te_->secondary_->read_async(static_cast<size_t>(pinned_[n.i]) * T, T, into, [me, entry](Status s) {
       if (!s.ok() && me->error_.ok()) me->error_ = s;
+      if (s.ok() && me->tile_work) me->run_tile_work({entry});
       me->fetch_done();
       me->op_done();
     });
+  }
+  if (tile_work) {
+    // Tiles primary at the start, and implicit zeros (filled at creation).
+    std::vector<bool> fetching(pinned_.size(), false);
+    for (const Need& n : needs) fetching[n.i] = n.secondary;
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < pinned_.size(); ++i)
+      if (!fetching[i]) ready.push_back(i);
+    if (!ready.empty()) run_tile_work(std::move(ready));
   }
   write_captures();
   fetch_done();
@@ -168,6 +179,33 @@ void TileRequest::write_captures() {
           write();
         });
   }
+}
+
+void TileRequest::run_tile_work(std::vector<size_t> entries) {
+  if (!error_.ok() || cancelled_) return;
+  std::vector<std::pair<size_t, Ref<Carrier>>> jobs;
+  for (size_t i : entries)
+    for (size_t r = 0; r < reads.size(); ++r)
+      if (reads[r] == pinned_[i]) jobs.emplace_back(r, values_[i]);
+  if (jobs.empty()) return;
+  ++ops_;
+  ++fetches_;
+  auto me = self();
+  te_->runtime().run_on_worker(
+      [me, entries, jobs = std::move(jobs)] {
+        const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
+        for (size_t i : entries) {
+          if (me->staged_[i].empty()) continue;  // device memory: upload the host copy first
+          me->fetched_[i]->write_slots(0, T, me->staged_[i].data());
+          me->staged_[i] = {};
+        }
+        for (const auto& [r, tile] : jobs) me->tile_work(r, tile);
+      },
+      [me](Status s) {
+        if (!s.ok() && me->error_.ok()) me->error_ = s;
+        me->fetch_done();
+        me->op_done();
+      });
 }
 
 void TileRequest::fetch_done() {

@@ -42,6 +42,12 @@ class TileRequest final : public Operation {
   // Runs on a worker with tiles[i] holding tile reads[i] and outs[j] a fresh
   // buffer (T slots of the primary kind) for tile writes[j] to fill.
   std::function<void(const std::vector<Ref<Carrier>>& tiles, const std::vector<Ref<Carrier>>& outs)> work;
+  // Optional: runs on a worker once per entry of `reads` as soon as that
+  // tile's value is available (at once for a tile primary at the start,
+  // when its fetch lands for the others), so that work on resident tiles
+  // overlaps the transfers of missing ones. Calls may overlap one another;
+  // `work` runs after the last has returned. An error fails the request.
+  std::function<void(size_t read_index, const Ref<Carrier>& tile)> tile_work;
   // Runs on the loop thread just before the commit; its object is the
   // await's result. A failure here fails the request with nothing committed.
   std::function<Ref<Object>()> publish;
@@ -77,6 +83,9 @@ class TileRequest final : public Operation {
   // Issues the writes of captures_ (downloading device buffers first).
   void write_captures();
   void fetch_done();
+  // Hands tile_work the read entries of pinned_[i]s (a worker job, counted
+  // as a fetch so that `work` waits for it).
+  void run_tile_work(std::vector<size_t> pinned_entries);
   void run_work();
   void op_done();
   void commit();

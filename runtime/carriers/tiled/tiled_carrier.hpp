@@ -62,6 +62,10 @@ class TiledEvictable final : public Carrier {
   // Public in-place write of the selected tiles (see sw_tiled_update_async).
   Ref<Await> update(const Ref<Tensor>& full, const Ref<Tensor>& compact, const Ref<TileSelection>& selection,
                     sw_scatter_reduction_t reduction);
+  // The expert-indexed matmul (see sw_tiled_expert_matmul; expert_matmul.cpp).
+  // `gates` may be null; out_dtype SW_DTYPE_INVALID is the experts' dtype.
+  Ref<Await> expert_matmul(const Ref<Tensor>& full, const Ref<Tensor>& x, const Ref<Tensor>& ids,
+                           const Ref<Tensor>& gates, sw_dtype_t out_dtype);
   // The whole logical tensor as a dense compute tensor (blocking; no node).
   Ref<Tensor> materialize(const Ref<Tensor>& full, sw_residency_purpose_t purpose);
   // The full tensor with `like`'s offset and layout on this carrier.

@@ -3,7 +3,7 @@
 gathered into compact tensors by projection."""
 import numbers
 
-from .. import _handles
+from .. import _dtypes, _handles
 from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
 from .._checks import finite, integer
 from .._errors import StrideWeaveTypeError, StrideWeaveValueError
@@ -221,6 +221,31 @@ class TiledEvictable(Carrier):
         else:
             dest_h = None
         h = N.sw_tiled_project(self._h, tensor._h, selection._handle(), dest_h)
+        return AwaitProjection._adopt(h, self._rt)
+
+    def expert_matmul(self, experts, x, ids, gates=None, *, out_dtype=None):
+        """Starts the expert-indexed matmul (the mixture-of-experts
+        primitive) on this TiledEvictable of one expert per tile, grid
+        (1, 1, E) and tile (K, N, 1); `experts` is its full tensor. `ids`
+        (T, k) int32/int64 names token t's j-th expert; `x` is (T, K), shared
+        by a token's choices, or (T, k, K). Without `gates` the result is
+        (T, k, N), `x[t, (j,) :] @ W[ids[t, j]]`; with `gates` (T, k) it is
+        (T, N), their gate-weighted sum over j. Each expert's rows are
+        multiplied on its tile memory in place; missing experts are read
+        while the resident ones compute. Differentiable in experts, x and
+        gates. `out_dtype`: float32 for the f32 sums of half experts.
+        Returns an AwaitProjection."""
+        experts = _tensor(experts, "experts")
+        x = _tensor(x, "x")
+        ids = _tensor(ids, "ids")
+        gates_h = None if gates is None else _tensor(gates, "gates")._h
+        code = 0
+        if out_dtype is not None:
+            if not isinstance(out_dtype, _dtypes.DType):
+                raise StrideWeaveTypeError(
+                    f"expert_matmul: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
+            code = out_dtype.code
+        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, gates_h, code)
         return AwaitProjection._adopt(h, self._rt)
 
     def scatter(self, compact, template, selection, reduction="replace"):

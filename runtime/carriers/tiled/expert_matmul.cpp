@@ -1,0 +1,371 @@
+// The expert-indexed matmul over a TiledEvictable (sw_tiled_expert_matmul):
+// every token's experts computed on the tiles' own memory, and its VJP.
+//
+// The experts tensor has grid (1, 1, E) and tile (K, N, 1): tile e is expert
+// e's (K, N) matrix, first mode fastest, one contiguous buffer (a row-major
+// (E, N, K) weight file is exactly this). A call gathers each expert's token
+// rows of x into one small (m, K) block, multiplies it by the tile buffer in
+// place (the GEMM reads the expert's bytes once) and spreads the (m, N)
+// product back to the tokens' slots; a gated call sums the slots weighted by
+// their gates. One TileRequest carries the call: experts resident at the
+// start are computed at once on a worker while the missing ones are read,
+// each of those as soon as its read lands (TileRequest::tile_work).
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "autograd/node.hpp"
+#include "base/error.hpp"
+#include "carriers/tiled/tile_request.hpp"
+#include "carriers/tiled/tiled_carrier.hpp"
+#include "carriers/tiled/tiled_grad.hpp"
+#include "core/dtype.hpp"
+#include "ops/backend.hpp"
+#include "ops/ops.hpp"
+
+namespace sw {
+
+namespace {
+
+constexpr const char* kOp = "expert_matmul";
+
+// One call's routing. Slot s = t + T * j: token t's j-th choice (first mode
+// fastest over (T, k)).
+struct Routing {
+  int64_t T = 0, k = 0, K = 0, N = 0;
+  bool per_slot_x = false;                  // x is (T, k, K) rather than (T, K)
+  std::vector<int64_t> ids;                 // per slot
+  std::vector<int64_t> experts;             // distinct ids, by first slot
+  std::vector<std::vector<int64_t>> slots;  // per distinct expert: its slots, in order
+  int64_t x_rows() const { return per_slot_x ? T * k : T; }
+  int64_t x_row(int64_t s) const { return per_slot_x ? s : s % T; }
+};
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+// Rows `pick[r]` of the dense (rows, cols) matrix at src into the dense
+// (pick.size(), cols) matrix at dst, elements of `es` bytes.
+void gather_rows(const std::byte* src, int64_t rows, int64_t cols, size_t es, const std::vector<int64_t>& pick,
+                 std::byte* dst) {
+  const int64_t m = static_cast<int64_t>(pick.size());
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(dst + static_cast<size_t>(r + m * c) * es, src + static_cast<size_t>(pick[r] + rows * c) * es, es);
+}
+
+// The accumulation dtype of a product of `dt` operands.
+sw_dtype_t acc_dtype(sw_dtype_t dt) { return dt == SW_DTYPE_F64 ? SW_DTYPE_F64 : SW_DTYPE_F32; }
+
+template <typename A>
+A* data(const Tensor& t) {
+  return reinterpret_cast<A*>(t.host_base());
+}
+
+// The (K, N) matrix view of an expert's tile buffer.
+Ref<Tensor> expert_matrix(const Ref<Carrier>& tile, const Routing& r) {
+  return Tensor::create(tile, 0, Layout::dense({r.K, r.N}));
+}
+
+Ref<Tensor> transposed(const Ref<Tensor>& m) { return m->view(m->offset(), m->layout().permute({1, 0})); }
+
+// Runs `each(u, W_u)` for every distinct expert u of `r` on its tile memory
+// (through one TileRequest, the policy consulted with the experts for
+// `purpose`), then `finish()`, both on workers; `publish` gives the await's
+// result. Calls of `each` are serialised.
+Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>& r, sw_residency_purpose_t purpose,
+                       std::function<void(size_t, const Ref<Tensor>&)> each, std::function<void()> finish,
+                       std::function<Ref<Object>()> publish) {
+  const TileGeometry& g = te.geometry();
+  auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
+  auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(&te), await);
+  req->reads = r->experts;  // tile ordinal e is expert e (grid (1, 1, E))
+  if (te.policy()) {
+    std::vector<std::vector<int64_t>> axes{{0}, {0}, r->experts};
+    auto sel = make_ref<TileSelection>(std::move(axes));
+    req->plan = te.policy()->plan(sel->tile_set(), purpose, g.grid);
+    for (const TileCoord& c : req->plan->promote()->coords()) req->promotes.push_back(g.ordinal(c));
+    for (const TileCoord& c : req->plan->evict()->coords()) req->evicts.push_back(g.ordinal(c));
+  } else {
+    req->promotes = req->reads;  // as a projection: the experts stay primary
+  }
+  auto serial = std::make_shared<std::mutex>();
+  req->tile_work = [r, serial, each = std::move(each)](size_t u, const Ref<Carrier>& tile) {
+    std::lock_guard<std::mutex> lock(*serial);
+    each(u, expert_matrix(tile, *r));
+  };
+  req->work = [finish = std::move(finish)](const std::vector<Ref<Carrier>>&, const std::vector<Ref<Carrier>>&) {
+    finish();
+  };
+  req->publish = std::move(publish);
+  req->submit();
+  return await;
+}
+
+Ref<Tensor> wait_tensor(const Ref<Await>& a) {
+  Status st = a->wait(-1);
+  if (!st.ok()) st.raise();
+  return Ref<Tensor>(static_cast<Tensor*>(a->result().get()));
+}
+
+// The cotangent of the per-slot products (T, k, N) in the accumulation
+// dtype, from the result's cotangent; and the gates' cotangent (T, k).
+template <typename A>
+void slot_cotangents(const Routing& r, const A* G, const A* gate, const A* Y, A* dY, A* dgate) {
+  const int64_t S = r.T * r.k;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t t = s % r.T;
+    A dot = 0;
+    for (int64_t n = 0; n < r.N; ++n) {
+      const A gn = G[t + r.T * n];
+      dY[s + S * n] = gate[s] * gn;
+      if (Y) dot += gn * Y[s + S * n];
+    }
+    if (dgate) dgate[s] = dot;
+  }
+}
+
+// out[t, n] = sum_j gate[t, j] * Y[t, j, n].
+template <typename A>
+void gated_sum(const Routing& r, const A* Y, const A* gate, A* out) {
+  const int64_t S = r.T * r.k;
+  for (int64_t n = 0; n < r.N; ++n)
+    for (int64_t t = 0; t < r.T; ++t) {
+      A sum = 0;
+      for (int64_t j = 0; j < r.k; ++j) sum += gate[t + r.T * j] * Y[t + r.T * j + S * n];
+      out[t + r.T * n] = sum;
+    }
+}
+
+class ExpertMatmulNode final : public Node {
+ public:
+  ExpertMatmulNode(Ref<TiledEvictable> te, std::shared_ptr<const Routing> r, Ref<Tensor> x, Ref<Tensor> gates,
+                   Ref<Tensor> y)
+      : te_(std::move(te)), r_(std::move(r)), x_(std::move(x)), gates_(std::move(gates)), y_(std::move(y)) {}
+  const char* name() const override { return kOp; }
+
+  std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
+    const Routing& r = *r_;
+    const sw_dtype_t dt = te_->dtype(), acc = acc_dtype(dt);
+    ComputeBackend& be = backend_for(*te_->primary_carrier());
+    const Ref<Runtime>& rt = te_->runtime_ref();
+    const int64_t S = r.T * r.k;
+    // The per-slot cotangent dY (T, k, N) and the gates' cotangent.
+    Ref<Tensor> dY, dgate;
+    Ref<Tensor> G = ops::copy_as(*g, acc);
+    if (gates_) {
+      dY = be.empty(rt, acc, {r.T, r.k, r.N});
+      const bool want_gates = !edges_[2].empty();
+      if (want_gates) dgate = be.empty(rt, acc, {r.T, r.k});
+      if (acc == SW_DTYPE_F64)
+        slot_cotangents<double>(r, data<double>(*G), data<double>(*gates_), want_gates ? data<double>(*y_) : nullptr,
+                                data<double>(*dY), want_gates ? data<double>(*dgate) : nullptr);
+      else
+        slot_cotangents<float>(r, data<float>(*G), data<float>(*gates_), want_gates ? data<float>(*y_) : nullptr,
+                               data<float>(*dY), want_gates ? data<float>(*dgate) : nullptr);
+    } else {
+      dY = G;
+    }
+    // The products run on operands of the weights' dtype (a half cotangent
+    // rounded once, never a widened copy of the weights).
+    Ref<Tensor> dYw = dY->dtype() == dt ? dY : ops::copy_as(*dY, dt);
+    const size_t es = dtype_size(dt);
+    auto rows_of = [&](const Ref<Tensor>& m, int64_t rows, int64_t cols, const std::vector<int64_t>& pick) {
+      auto out = be.empty(rt, dt, {static_cast<int64_t>(pick.size()), cols});
+      gather_rows(m->host_base(), rows, cols, es, pick, out->host_base());
+      return out;
+    };
+    auto x_rows = [&](size_t u) {
+      std::vector<int64_t> pick;
+      for (int64_t s : r.slots[u]) pick.push_back(r.x_row(s));
+      return rows_of(x_, r.x_rows(), r.K, pick);
+    };
+
+    Ref<Tensor> dW, dx;
+    if (!edges_[0].empty()) {
+      // dW_u = X_u^T dY_u, into a compact (K, N, U) of the experts used.
+      const int64_t U = static_cast<int64_t>(r.experts.size());
+      auto compact = be.empty(rt, acc, {r.K, r.N, U});
+      for (size_t u = 0; u < r.experts.size(); ++u) {
+        auto to = compact->view(static_cast<int64_t>(u) * r.K * r.N, Layout::dense({r.K, r.N}));
+        be.matmul(*transposed(x_rows(u)), *rows_of(dYw, S, r.N, r.slots[u]), *to);
+      }
+      std::vector<std::vector<int64_t>> axes{{0}, {0}, r.experts};
+      TileSelection sel(std::move(axes));
+      dW = tiled_gradient_from_compact(*te_, *saved_tensor(0), sel, compact);
+    }
+    if (!edges_[1].empty()) {
+      // dX_u = dY_u W_u^T, on the expert tiles again (read where they are).
+      dx = be.empty(rt, acc, r.per_slot_x ? std::vector<int64_t>{r.T, r.k, r.K} : std::vector<int64_t>{r.T, r.K});
+      std::memset(dx->host_base(), 0, static_cast<size_t>(dx->numel()) * dtype_size(acc));
+      auto routing = r_;
+      Ref<Tensor> dYk = dYw, into = dx;
+      auto each = [routing, dYk, into, &be, rt, dt, acc, es, S](size_t u, const Ref<Tensor>& W) {
+        const Routing& r = *routing;
+        const auto& slots = r.slots[u];
+        const int64_t m = static_cast<int64_t>(slots.size());
+        auto dYu = be.empty(rt, dt, {m, r.N});
+        gather_rows(dYk->host_base(), S, r.N, es, slots, dYu->host_base());
+        auto dXu = be.empty(rt, acc, {m, r.K});
+        be.matmul(*dYu, *transposed(W), *dXu);
+        const int64_t rows = r.x_rows();
+        auto add = [&](auto* dst, const auto* src) {
+          for (int64_t c = 0; c < r.K; ++c)
+            for (int64_t i = 0; i < m; ++i) dst[r.x_row(slots[i]) + rows * c] += src[i + m * c];
+        };
+        if (acc == SW_DTYPE_F64)
+          add(data<double>(*into), data<double>(*dXu));
+        else
+          add(data<float>(*into), data<float>(*dXu));
+      };
+      wait_tensor(run_experts(*te_, r_, SW_PURPOSE_BACKWARD, each, [] {}, [into] { return Ref<Object>(into.get()); }));
+      if (saved_tensor(1)->dtype() != acc) dx = ops::copy_as(*dx, saved_tensor(1)->dtype());
+    }
+    Ref<Tensor> dg;
+    if (gates_ && !edges_[2].empty()) dg = ops::copy_as(*dgate, saved_tensor(2)->dtype());
+    return {dW, dx, dg};
+  }
+
+ private:
+  Ref<TiledEvictable> te_;
+  std::shared_ptr<const Routing> r_;
+  Ref<Tensor> x_;      // dense copy of x, the weights' dtype
+  Ref<Tensor> gates_;  // dense copy of the gates, the accumulation dtype (or null)
+  Ref<Tensor> y_;      // the per-slot products (T, k, N), accumulation dtype (gated calls)
+};
+
+void check_host_operand(const Tensor& t, const char* what) {
+  if (t.carrier().kind() != SW_CARRIER_CPU || !t.host_base())
+    type_error(std::string(kOp) + ": " + what + " must be a CPU tensor, not one on a " + t.carrier().kind_name() +
+               " carrier");
+}
+
+}  // namespace
+
+Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tensor>& x, const Ref<Tensor>& ids,
+                                         const Ref<Tensor>& gates, sw_dtype_t out_dtype) {
+  check_live(kOp);
+  check_full(*full, kOp);
+  const TileGeometry& g = geo_;
+  if (g.rank() != 3 || g.grid[0] != 1 || g.grid[1] != 1 || g.tile[2] != 1)
+    value_error(std::string(kOp) + ": the experts must be one per tile, grid (1, 1, E) and tile (K, N, 1); this " +
+                "TiledEvictable has grid " + shape_text(g.grid) + " and tile " + shape_text(g.tile));
+  if (full->offset() != 0 || !full->layout().equals(*Layout::dense(g.logical)))
+    value_error(std::string(kOp) + ": the experts tensor must be the TiledEvictable's full tensor (dense, offset 0; " +
+                "sw_tiled_full_tensor), not a view of it");
+  if (primary_seed_->kind() != SW_CARRIER_CPU)
+    unsupported_error(std::string(kOp) + ": the experts' primary tier is a " + primary_seed_->kind_name() +
+                      " carrier; only a CPU primary is supported (project the experts and call matmul instead)");
+  const sw_dtype_t dt = dtype();
+  if (!dtype_is_float(dt))
+    type_error(std::string(kOp) + " supports f32, f64, f16 and bf16 experts, not " + dtype_name(dt));
+  const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
+  if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
+  if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
+    type_error(std::string(kOp) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
+               (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
+  auto pins = gates ? ops::check_operands(kOp, {x.get(), ids.get(), gates.get()})
+                    : ops::check_operands(kOp, {x.get(), ids.get()});
+  check_host_operand(*x, "x");
+  check_host_operand(*ids, "ids");
+  if (gates) check_host_operand(*gates, "gates");
+  if (x->dtype() != dt)
+    type_error(std::string(kOp) + ": x is " + dtype_name(x->dtype()) + ", the experts " + dtype_name(dt));
+  if (ids->dtype() != SW_DTYPE_I32 && ids->dtype() != SW_DTYPE_I64)
+    type_error(std::string(kOp) + ": ids must be i32 or i64, not " + dtype_name(ids->dtype()));
+  if (gates && !dtype_is_float(gates->dtype()))
+    type_error(std::string(kOp) + ": gates must be a float tensor, not " + dtype_name(gates->dtype()));
+
+  auto r = std::make_shared<Routing>();
+  r->K = g.tile[0];
+  r->N = g.tile[1];
+  if (ids->rank() != 2) value_error(std::string(kOp) + ": ids must be (tokens, k), not " + shape_text(ids->shape()));
+  r->T = ids->shape()[0];
+  r->k = ids->shape()[1];
+  const bool shared_x = x->rank() == 2 && x->shape()[0] == r->T && x->shape()[1] == r->K;
+  const bool slot_x = x->rank() == 3 && x->shape()[0] == r->T && x->shape()[1] == r->k && x->shape()[2] == r->K;
+  if (!shared_x && !slot_x)
+    value_error(std::string(kOp) + ": x must be (tokens, K) = " + shape_text({r->T, r->K}) + " or (tokens, k, K) = " +
+                shape_text({r->T, r->k, r->K}) + ", not " + shape_text(x->shape()));
+  r->per_slot_x = slot_x;
+  if (gates && gates->shape() != ids->shape())
+    value_error(std::string(kOp) + ": gates must be (tokens, k) = " + shape_text(ids->shape()) + ", not " +
+                shape_text(gates->shape()));
+
+  // Snapshots of the small operands: later writes to them cannot reach the request.
+  const sw_dtype_t acc = acc_dtype(dt);
+  auto id64 = ops::copy_as(*ids, SW_DTYPE_I64);
+  const int64_t S = r->T * r->k, E = g.grid[2];
+  r->ids.assign(data<int64_t>(*id64), data<int64_t>(*id64) + S);
+  std::vector<int64_t> index_of(static_cast<size_t>(E), -1);
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t e = r->ids[static_cast<size_t>(s)];
+    if (e < 0 || e >= E)
+      index_error(std::string(kOp) + ": expert id " + std::to_string(e) + " at (token " + std::to_string(s % r->T) +
+                  ", slot " + std::to_string(s / r->T) + ") is outside [0, " + std::to_string(E) + ")");
+    int64_t& u = index_of[static_cast<size_t>(e)];
+    if (u < 0) {
+      u = static_cast<int64_t>(r->experts.size());
+      r->experts.push_back(e);
+      r->slots.emplace_back();
+    }
+    r->slots[static_cast<size_t>(u)].push_back(s);
+  }
+  Ref<Tensor> xd = ops::copy_as(*x, dt);
+  Ref<Tensor> gd = gates ? ops::copy_as(*gates, acc) : nullptr;
+  const bool record =
+      grad_enabled() && (full->requires_grad() || x->requires_grad() || (gates && gates->requires_grad()));
+
+  ComputeBackend& be = backend_for(*primary_seed_);
+  const Ref<Runtime>& rt = runtime_ref();
+  Ref<Tensor> Y = be.empty(rt, acc, {r->T, r->k, r->N});  // per-slot products
+  const size_t es = dtype_size(dt);
+  auto each = [r, xd, Y, &be, rt, dt, es, S](size_t u, const Ref<Tensor>& W) {
+    const auto& slots = r->slots[u];
+    const int64_t m = static_cast<int64_t>(slots.size());
+    std::vector<int64_t> pick;
+    pick.reserve(slots.size());
+    for (int64_t s : slots) pick.push_back(r->x_row(s));
+    auto Xu = be.empty(rt, dt, {m, r->K});
+    gather_rows(xd->host_base(), r->x_rows(), r->K, es, pick, Xu->host_base());
+    auto Yu = be.empty(rt, Y->dtype(), {m, r->N});
+    be.matmul(*Xu, *W, *Yu);
+    const size_t as = dtype_size(Y->dtype());
+    for (int64_t n = 0; n < r->N; ++n)
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(Y->host_base() + static_cast<size_t>(slots[i] + S * n) * as,
+                    Yu->host_base() + static_cast<size_t>(i + m * n) * as, as);
+  };
+  auto result = std::make_shared<Ref<Tensor>>();
+  auto finish = [r, Y, gd, result, &be, rt, acc, out_dtype] {
+    Ref<Tensor> out = Y;
+    if (gd) {
+      out = be.empty(rt, acc, {r->T, r->N});
+      if (acc == SW_DTYPE_F64)
+        gated_sum<double>(*r, data<double>(*Y), data<double>(*gd), data<double>(*out));
+      else
+        gated_sum<float>(*r, data<float>(*Y), data<float>(*gd), data<float>(*out));
+    }
+    *result = out->dtype() == out_dtype ? out : ops::copy_as(*out, out_dtype);
+  };
+  Ref<TiledEvictable> self(this);
+  Ref<Tensor> source = full, xin = x, gin = gates;
+  auto publish = [self, r, source, xin, gin, xd, gd, Y, result, record]() -> Ref<Object> {
+    Ref<Tensor> out = *result;
+    if (record) {
+      auto node = make_ref<ExpertMatmulNode>(self, r, xd, gd, gd ? Y : nullptr);
+      node->save(source);
+      node->save(xin);
+      if (gin) node->save(gin);
+      node->connect({source.get(), xin.get(), gin.get()});
+      attach(out, node);
+    }
+    return Ref<Object>(out.get());
+  };
+  return run_experts(*this, r, SW_PURPOSE_PROJECTION, each, finish, publish);
+}
+
+}  // namespace sw

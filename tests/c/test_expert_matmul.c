@@ -1,0 +1,292 @@
+/* sw_tiled_expert_matmul through the C ABI: exact values of ungated, gated
+ * and per-choice products against a reference computed here, with experts
+ * resident, missing or mixed, under an LRU budget smaller than the experts a
+ * call uses, the pending-request rules it shares with projection, and every
+ * argument error with its code and no state changed. All values are small
+ * integers and binary fractions, so f32 sums are exact. */
+#include "sw_async_test.h"
+#include "sw_tiled_test.h"
+
+#define E 5
+#define K 3
+#define NO 4 /* N, the experts' output extent */
+#define TOK 3
+#define KK 2
+
+static const int64_t kIds[TOK * KK] = {/* (T, k) first mode fastest: ids[t + T*j] */
+                                       0, 3, 1, /* first choices of tokens 0, 1, 2 */
+                                       3, 4, 1};
+static const double kGates[TOK * KK] = {0.5, 0.25, 1.0, -0.5, 0.75, 2.0};
+
+static void make_experts(tt_fix_t* f, sw_runtime_t* rt, sw_carrier_kind_t secondary, const sw_residency_policy_t* p) {
+  const int64_t grid[3] = {1, 1, E}, tile[3] = {K, NO, 1};
+  tt_make(f, rt, SW_DTYPE_F32, 3, grid, tile, false, secondary, true, p);
+}
+
+/* W_e[c, n] as seeded: tile e, within-tile index c + K*n. */
+static double weight(int64_t e, int64_t c, int64_t n) { return tt_seed(e, c + K * n); }
+static double input(int64_t t, int64_t j, int64_t c) { return (double)((t * 7 + j * 3 + c) % 5) - 2.0; }
+
+static sw_tensor_t* x_tensor(sw_runtime_t* rt, bool per_choice) {
+  double v[TOK * KK * K];
+  if (per_choice) {
+    for (int64_t c = 0; c < K; ++c)
+      for (int64_t j = 0; j < KK; ++j)
+        for (int64_t t = 0; t < TOK; ++t) v[t + TOK * (j + KK * c)] = input(t, j, c);
+    const int64_t shape[3] = {TOK, KK, K};
+    return sw_test_tensor(rt, SW_DTYPE_F32, shape, 3, v);
+  }
+  for (int64_t c = 0; c < K; ++c)
+    for (int64_t t = 0; t < TOK; ++t) v[t + TOK * c] = input(t, 0, c);
+  const int64_t shape[2] = {TOK, K};
+  return sw_test_tensor(rt, SW_DTYPE_F32, shape, 2, v);
+}
+
+static sw_tensor_t* ids_tensor(sw_runtime_t* rt, const int64_t* ids, int64_t tokens) {
+  const int64_t shape[2] = {tokens, KK};
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I64, shape, 2, ids, &t));
+  return t;
+}
+
+static sw_tensor_t* gates_tensor(sw_runtime_t* rt) {
+  const int64_t shape[2] = {TOK, KK};
+  return sw_test_tensor(rt, SW_DTYPE_F32, shape, 2, kGates);
+}
+
+/* The expected result: (T, k, N) ungated, (T, N) gated. */
+static void expected(const int64_t* ids, int64_t tokens, bool per_choice, bool gated, double* out) {
+  for (int64_t n = 0; n < NO; ++n)
+    for (int64_t t = 0; t < tokens; ++t) {
+      double sum = 0;
+      for (int64_t j = 0; j < KK; ++j) {
+        double y = 0;
+        for (int64_t c = 0; c < K; ++c) y += input(t, per_choice ? j : 0, c) * weight(ids[t + tokens * j], c, n);
+        if (gated)
+          sum += kGates[t + tokens * j] * y;
+        else
+          out[t + tokens * (j + KK * n)] = y;
+      }
+      if (gated) out[t + tokens * n] = sum;
+    }
+}
+
+static sw_tensor_t* run(const tt_fix_t* f, sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* gates) {
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_expert_matmul(f->te, f->full, x, ids, gates, NULL, &a));
+  sw_await_kind_t kind;
+  SW_OK_(sw_await_kind(a, &kind));
+  assert_int_equal(kind, SW_AWAIT_PROJECTION);
+  sw_tensor_t* r = tt_wait_result(a);
+  sw_await_release(a);
+  return r;
+}
+
+static void check_products(const tt_fix_t* f, bool per_choice) {
+  sw_tensor_t* x = x_tensor(f->rt, per_choice);
+  sw_tensor_t* ids = ids_tensor(f->rt, kIds, TOK);
+  sw_tensor_t* gates = gates_tensor(f->rt);
+  double want[TOK * KK * NO];
+
+  sw_tensor_t* y = run(f, x, ids, NULL);
+  const int64_t yshape[3] = {TOK, KK, NO};
+  tt_expect_shape(y, yshape, 3);
+  expected(kIds, TOK, per_choice, false, want);
+  tt_expect_values(y, want, TOK * KK * NO);
+  sw_tensor_release(y);
+
+  sw_tensor_t* o = run(f, x, ids, gates);
+  const int64_t oshape[2] = {TOK, NO};
+  tt_expect_shape(o, oshape, 2);
+  expected(kIds, TOK, per_choice, true, want);
+  tt_expect_values(o, want, TOK * NO);
+  sw_tensor_release(o);
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+}
+
+static void products_from_every_tier(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const sw_carrier_kind_t tiers[3] = {SW_CARRIER_HOST, SW_CARRIER_FILE, SW_CARRIER_ZSTD};
+  for (int i = 0; i < 3; ++i) {
+    tt_fix_t f;
+    make_experts(&f, rt, tiers[i], NULL);
+    check_products(&f, false);  /* missing at first, resident after */
+    check_products(&f, true);
+    /* Without a policy the experts used stay primary, the others untouched. */
+    const bool used[E] = {true, true, false, true, true};
+    for (int64_t e = 0; e < E; ++e) tt_expect_tile(&f, e, used[e] ? SW_TILE_PRIMARY : SW_TILE_SECONDARY, false);
+    tt_free(&f);
+  }
+}
+
+static void resident_and_missing_experts_mix(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, NULL);
+  const int64_t resident[2] = {3, 1};
+  sw_tile_set_t* set = tt_set_ordinals(&f, resident, 2);
+  SW_OK_(sw_tiled_promote(f.te, set));
+  sw_tile_set_release(set);
+  check_products(&f, false);
+  tt_free(&f);
+}
+
+/* Twenty calls of random routing under an LRU budget of two experts (each
+ * call uses up to four): every result is exact and the budget holds. */
+static void an_lru_budget_holds_across_calls(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_lru_policy_t* lru = NULL;
+  SW_OK_(sw_lru_policy_create(2, &lru));
+  sw_residency_policy_t vt;
+  SW_OK_(sw_lru_policy_as_residency_policy(lru, &vt));
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, &vt);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* gates = gates_tensor(rt);
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (int step = 0; step < 20; ++step) {
+    int64_t ids[TOK * KK];
+    for (int i = 0; i < TOK * KK; ++i) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      ids[i] = (int64_t)(seed % E);
+    }
+    sw_tensor_t* idt = ids_tensor(rt, ids, TOK);
+    sw_tensor_t* o = run(&f, x, idt, gates);
+    double want[TOK * NO];
+    expected(ids, TOK, false, true, want);
+    tt_expect_values(o, want, TOK * NO);
+    sw_tensor_release(o);
+    sw_tensor_release(idt);
+    sw_tile_set_t* prim = NULL;
+    size_t count = 0;
+    SW_OK_(sw_tiled_tiles(f.te, SW_TILES_PRIMARY, &prim));
+    SW_OK_(sw_tile_set_count(prim, &count));
+    sw_tile_set_release(prim);
+    assert_true(count <= 2);
+    tt_expect_tile_sets_consistent(&f);
+  }
+  sw_lru_stats_t st;
+  sw_lru_stats_init(&st);
+  SW_OK_(sw_lru_policy_stats(lru, &st));
+  assert_int_equal(st.requests, 20);
+  assert_true(st.transient > 0); /* calls of more than two experts read the rest for the call only */
+  sw_tensor_release(gates);
+  sw_tensor_release(x);
+  tt_free(&f);
+  sw_lru_policy_release(lru);
+}
+
+/* While a call waits for an expert's read, the carrier cannot be released
+ * and an eviction waits for it; the result is exact. */
+static void a_pending_call_pins_its_experts(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, NULL);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, &a));
+  SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+  sw_await_status_t status;
+  SW_OK_(sw_await_query(a, &status));
+  assert_int_equal(status, SW_AWAIT_PENDING);
+  SW_FAILS(sw_carrier_dispose(f.te), SW_ERROR_STATE, "not terminal");
+  const int64_t zero = 0;
+  sw_tile_set_t* set = tt_set_ordinals(&f, &zero, 1);
+  sw_await_t* ev = NULL;
+  SW_OK_(sw_tiled_evict_async(f.te, set, &ev));
+  SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 0));
+  SW_OK_(sw_testing_release_hold(rt));
+  sw_tensor_t* y = tt_wait_result(a);
+  SW_OK_(sw_await_wait(ev, -1));
+  double want[TOK * KK * NO];
+  expected(kIds, TOK, false, false, want);
+  tt_expect_values(y, want, TOK * KK * NO);
+  tt_expect_tile(&f, 0, SW_TILE_SECONDARY, false);
+  sw_tensor_release(y);
+  sw_await_release(ev);
+  sw_await_release(a);
+  sw_tile_set_release(set);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+}
+
+static void bad_arguments_change_nothing(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_HOST, NULL);
+  const tt_snap_t before = tt_snapshot(&f);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  sw_tensor_t* gates = gates_tensor(rt);
+  sw_await_t* a = NULL;
+
+  const int64_t bad_ids[TOK * KK] = {0, 3, 1, 3, 5, 1};
+  sw_tensor_t* out_of_range = ids_tensor(rt, bad_ids, TOK);
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, out_of_range, NULL, NULL, &a), SW_ERROR_INDEX,
+           "expert id 5 at (token 1, slot 1) is outside [0, 5)");
+  sw_tensor_release(out_of_range);
+
+  const int64_t x64_shape[2] = {TOK, K};
+  double zeros[TOK * K] = {0};
+  sw_tensor_t* x64 = sw_test_tensor(rt, SW_DTYPE_F64, x64_shape, 2, zeros);
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x64, ids, NULL, NULL, &a), SW_ERROR_TYPE, "x is f64, the experts f32");
+  sw_tensor_release(x64);
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, gates, NULL, NULL, &a), SW_ERROR_TYPE, "ids must be i32 or i64");
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, ids, ids, NULL, &a), SW_ERROR_TYPE, "gates must be a float tensor");
+  sw_matmul_desc_t desc;
+  sw_matmul_desc_init(&desc);
+  desc.out_dtype = SW_DTYPE_F16;
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, &desc, &a), SW_ERROR_TYPE, "not f16");
+  desc.out_dtype = SW_DTYPE_INVALID;
+  desc.struct_size = 3;
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, &desc, &a), SW_ERROR_VALUE, "struct_size 3");
+
+  const int64_t short_shape[2] = {TOK, K - 1};
+  sw_tensor_t* short_x = sw_test_tensor(rt, SW_DTYPE_F32, short_shape, 2, zeros);
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, short_x, ids, NULL, NULL, &a), SW_ERROR_VALUE,
+           "x must be (tokens, K) = (3, 3) or (tokens, k, K) = (3, 2, 3), not (3, 2)");
+  sw_tensor_release(short_x);
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, ids, x, NULL, &a), SW_ERROR_VALUE,
+           "gates must be (tokens, k) = (3, 2), not (3, 3)");
+  /* A view of the experts that is not the full tensor itself. */
+  sw_tensor_t* view = tt_tensor_over(f.te, 0, "(3,4,5):(4,1,12)");
+  SW_FAILS(sw_tiled_expert_matmul(f.te, view, x, ids, NULL, NULL, &a), SW_ERROR_VALUE, "not a view of it");
+  sw_tensor_release(view);
+  SW_FAILS(sw_tiled_expert_matmul(f.te, x, x, ids, NULL, NULL, &a), SW_ERROR_TYPE, "not by this TiledEvictable");
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, NULL), SW_ERROR_VALUE, "out_await");
+  tt_expect_snapshot(&f, &before);
+
+  /* Another geometry: experts interleaved, tile (1, K, N). */
+  tt_fix_t g;
+  const int64_t grid[3] = {E, 1, 1}, tile[3] = {1, K, NO};
+  tt_make(&g, rt, SW_DTYPE_F32, 3, grid, tile, false, SW_CARRIER_HOST, true, NULL);
+  SW_FAILS(sw_tiled_expert_matmul(g.te, g.full, x, ids, NULL, NULL, &a), SW_ERROR_VALUE,
+           "grid (1, 1, E) and tile (K, N, 1); this TiledEvictable has grid (5, 1, 1) and tile (1, 3, 4)");
+  tt_free(&g);
+
+  SW_OK_(sw_carrier_dispose(f.te));
+  SW_FAILS(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, &a), SW_ERROR_STATE, NULL);
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(products_from_every_tier, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(resident_and_missing_experts_mix, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(an_lru_budget_holds_across_calls, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_pending_call_pins_its_experts, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(bad_arguments_change_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
+  };
+  return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
+}
