@@ -11,6 +11,7 @@ docs/model-files.md."""
 import os
 
 from . import _dtypes
+from . import _handles
 from . import _runtime
 from ._checks import finite, nonnegative
 from ._errors import StrideWeaveTypeError, StrideWeaveValueError
@@ -51,11 +52,9 @@ class FileTensor:
         """A TiledEvictable over the file with this geometry; `primary`
         defaults to an empty CPU carrier of the file's dtype. All tiles start
         in the file (secondary); promote or project to read them."""
-        from .carriers import CPU
-        from .carriers.tiled_evictable import TiledEvictable
         if primary is None:
-            primary = CPU(0, dtype=self.dtype, runtime=self.carrier._rt)
-        return TiledEvictable(primary, self.carrier, self.grid_shape, self.tile_shape,
+            primary = _handles.carrier_class(N.SW_CARRIER_CPU)(0, dtype=self.dtype, runtime=self.carrier._rt)
+        return _handles.carrier_class(N.SW_CARRIER_TILED)(primary, self.carrier, self.grid_shape, self.tile_shape,
                               residency_policy=residency_policy)
 
     def view(self, tensor):
@@ -110,8 +109,7 @@ def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", di
 
 
 def _as_tensor(value, what):
-    from .carriers.tiled_evictable import TiledEvictable
-    if isinstance(value, TiledEvictable):
+    if isinstance(value, _handles.carrier_class(N.SW_CARRIER_TILED)):
         return value.full_tensor()
     if isinstance(value, Tensor):
         return value
