@@ -41,11 +41,16 @@ class HeaderFile {
   explicit HeaderFile(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + errno_text(errno));
+    // The destructor does not run when the constructor throws: close first.
+    auto fail = [&](const std::string& what, int error_number) {
+      ::close(fd_);
+      throw_error(SW_ERROR_IO, what + " '" + path + "': " + errno_text(error_number));
+    };
     struct stat st;
-    if (::fstat(fd_, &st) != 0) throw_error(SW_ERROR_IO, "cannot stat '" + path + "': " + errno_text(errno));
-    if (S_ISDIR(st.st_mode)) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + errno_text(EISDIR));
+    if (::fstat(fd_, &st) != 0) fail("cannot stat", errno);
+    if (S_ISDIR(st.st_mode)) fail("cannot open", EISDIR);
     const off_t end = ::lseek(fd_, 0, SEEK_END);
-    if (end < 0) throw_error(SW_ERROR_IO, "cannot find the end of '" + path + "': " + errno_text(errno));
+    if (end < 0) fail("cannot find the end of", errno);
     size_ = static_cast<uint64_t>(end);
   }
   ~HeaderFile() { ::close(fd_); }
