@@ -36,7 +36,7 @@ APT_PACKAGES+=(maven)
 # tools/bench/bench_cpu.py and bench_python_overhead.py; threadpoolctl holds
 # NumPy's BLAS to the benchmark's thread count. matplotlib draws the demo's
 # plot (tools/plot_moe.py).
-PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib)
+PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib safetensors)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -84,6 +84,25 @@
 %ignore sw_tensor_to_dlpack_versioned;
 %ignore sw_device_view_to_dlpack;
 %ignore sw_device_view_to_dlpack_versioned;
+/* Model files: the structs and arrays go through language helpers. */
+%ignore sw_file_tensor_info_t;
+%ignore sw_file_tensor_info_init;
+%ignore sw_file_tensor_view;
+%ignore sw_file_segment_t;
+%ignore sw_carrier_open_file_segments;
+%ignore sw_carrier_open_npy;
+%ignore sw_carrier_open_safetensors;
+%ignore sw_carrier_open_safetensors_stack;
+%ignore sw_carrier_open_raw_tensor;
+%ignore sw_safetensors_save_desc_t;
+%ignore sw_safetensors_save_desc_init;
+%ignore sw_save_safetensors;
+%ignore sw_save_npy;
+%ignore sw_testing_parse_npy_header;
+%ignore sw_testing_parse_safetensors_header;
+%ignore sw_file_io_stats_t;
+%ignore sw_file_io_stats_init;
+%ignore sw_testing_file_io_stats;
 /* An error a host callback hands back to the library: a language's own
  * callback trampolines make it; as a plain call it would only raise. */
 %ignore sw_error_create;

@@ -681,6 +681,183 @@ SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtyp
 SW_API sw_error_t* sw_carrier_stored_bytes(const sw_carrier_t* carrier, uint64_t* out_bytes);
 
 /* ------------------------------------------------------------------------ */
+/* Model files: .npy, .safetensors and raw tensors as secondary tiers        */
+/* ------------------------------------------------------------------------ */
+
+/* A model file indexes its tensors row-major (C order: the last index
+ * fastest), as NumPy, PyTorch and safetensors do; StrideWeave's dense
+ * layouts are first mode fastest. So a row-major (E, O, I) file is, as it
+ * lies, the first-mode-fastest tensor (I, O, E): the openers below describe
+ * that tensor and the TiledEvictable geometry that makes each tile one
+ * contiguous block of the file (one expert), and the permutation that gives
+ * the file's own indexing back as a free view. See docs/model-files.md. */
+
+typedef enum sw_file_order_t {
+  SW_FILE_ORDER_ROW_MAJOR = 1,          /* C order: the last index fastest */
+  SW_FILE_ORDER_FIRST_MODE_FASTEST = 2, /* Fortran order: the first index fastest */
+  SW_FILE_ORDER_FORCE32 = 0x7fffffff
+} sw_file_order_t;
+
+/* What an opener found and the geometry to use it with. Fill with
+ * sw_file_tensor_info_init before passing it. `rank` entries of each array
+ * are set, the rest zero.
+ *
+ *   sw_tiled_create(primary, carrier, info.grid_shape, info.tile_shape,
+ *                   info.rank, policy, &tiled);
+ *   sw_tiled_full_tensor(tiled, &full);       (info.logical_shape: for
+ *       sw_tiled_project, _scatter, _update_async and ops)
+ *   sw_file_tensor_view(full, &info, &view);  (info.shape, indexed as the
+ *       file does: view[e, o, i] is numpy.load(path)[e, o, i]; for reading,
+ *       writing and saving elements)
+ *
+ * The spec's footprint rule admits only tensors of the carrier's logical
+ * shape to projection and ops, so the file-order view is a second tensor.
+ * A compact projection of the full tensor, (I, O, S) for S experts, indexes
+ * as the file does once permuted the same way (sw_tensor_permute with
+ * info.permutation gives (S, O, I), and keeps autograd). */
+typedef struct sw_file_tensor_info_t {
+  uint32_t struct_size;
+  sw_dtype_t dtype;
+  size_t rank;
+  /* The shape as the file indexes it (NumPy's shape); for a stack of
+   * tensors (sw_carrier_open_safetensors_stack) the count comes first. */
+  int64_t shape[SW_MAX_RANK];
+  sw_file_order_t order;
+  /* Byte offset of element 0 in the file, and the bytes of all elements. */
+  uint64_t data_offset;
+  uint64_t data_bytes;
+  /* File regions the carrier reads (1, or the number of stacked tensors). */
+  size_t segments;
+  /* The full tensor's first-mode-fastest shape: `shape` reversed for a
+   * row-major file, `shape` itself for a Fortran-order one. */
+  int64_t logical_shape[SW_MAX_RANK];
+  /* The TiledEvictable geometry: the file's slowest index cut into tiles of
+   * one index each (one expert of a row-major (E, O, I) tensor: grid
+   * (1, 1, E), tile (I, O, 1)); a rank-1 tensor is one tile. */
+  int64_t grid_shape[SW_MAX_RANK];
+  int64_t tile_shape[SW_MAX_RANK];
+  /* Mode i of the file's indexing is mode permutation[i] of the full tensor
+   * (rank - 1 - i for a row-major file; i for Fortran order). */
+  size_t permutation[SW_MAX_RANK];
+} sw_file_tensor_info_t;
+
+SW_API void sw_file_tensor_info_init(sw_file_tensor_info_t* info);
+
+/* `tensor` indexed as the file described by `info` does: a new tensor over
+ * the same carrier and offset whose mode i is mode info->permutation[i] of
+ * `tensor` (its layout permuted, no copy). Made for the full tensor of a
+ * TiledEvictable built from `info`, which sw_tensor_permute refuses; the
+ * view is not recorded for autograd (a fresh leaf): pass the full tensor to
+ * projection and ops, and use sw_tensor_permute on a projection whose
+ * gradients must flow. Any tensor of info->rank modes works. VALUE when the
+ * ranks differ, info->permutation is not a permutation or info has an
+ * unknown struct_size; TYPE for a NULL or non-tensor handle; STATE for a
+ * released carrier. */
+SW_API sw_error_t* sw_file_tensor_view(sw_tensor_t* tensor, const sw_file_tensor_info_t* info,
+                                       sw_tensor_t** out_view);
+
+/* `count` slots at byte `byte_offset` of a file. */
+typedef struct sw_file_segment_t {
+  uint64_t byte_offset;
+  size_t count;
+} sw_file_segment_t;
+
+/* A read-only File carrier whose slots are the segments' slots, segment
+ * after segment: segment i's slots follow segment i - 1's. The segments may
+ * lie anywhere in the file, in any order, and may be empty. Otherwise as
+ * sw_carrier_open_file (desc, direct I/O, read-only). TYPE for an invalid
+ * dtype; VALUE for NULL segments with count > 0, a segment passing the end
+ * of the file (naming it) or slot counts that overflow; IO if the file
+ * cannot be opened. */
+SW_API sw_error_t* sw_carrier_open_file_segments(sw_runtime_t* runtime, sw_dtype_t dtype, const char* path,
+                                                 const sw_file_segment_t* segments, size_t count,
+                                                 const sw_file_carrier_desc_t* desc, sw_carrier_t** out_carrier);
+
+/* Error rules of the openers below (the message names the file and the
+ * field at fault):
+ *   IO            the file cannot be opened or read;
+ *   DATA_CORRUPT  its header is bad: bad magic, a header length past the end
+ *                 of the file, bad syntax (JSON, the npy dictionary), a
+ *                 missing, mistyped or duplicate field, a negative dimension,
+ *                 a shape whose byte size overflows or disagrees with its
+ *                 data_offsets, data past the end of the file (truncated),
+ *                 overlapping or duplicate tensors, a dtype the format does
+ *                 not define, a non-ASCII npy header;
+ *   UNSUPPORTED   a well-formed file StrideWeave cannot hold: a dtype other
+ *                 than F32, F64, F16, BF16, I32, I64, U8 and BOOL (naming
+ *                 it; npy has no bf16), structured or big-endian npy dtypes,
+ *                 npy format versions other than 1.0 and 2.0, a rank above
+ *                 SW_MAX_RANK;
+ *   VALUE         a bad request: a tensor name the file lacks, a stack of
+ *                 tensors that differ in dtype or shape or name one twice,
+ *                 a tensor with no elements or of rank 0 (a TiledEvictable
+ *                 holds neither), a NULL argument.
+ * `desc` (may be NULL) is as for sw_carrier_open_file: direct_io works on
+ * every carrier (reads through O_DIRECT, via an aligned bounce buffer where
+ * the tensor's offset is not 4096-aligned; buffered where the file system
+ * refuses O_DIRECT). `out_info` may be NULL. Nothing is written on error. */
+
+/* The array of a .npy file (format 1.0 or 2.0), C or Fortran order. */
+SW_API sw_error_t* sw_carrier_open_npy(sw_runtime_t* runtime, const char* path, const sw_file_carrier_desc_t* desc,
+                                       sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier);
+/* Tensor `name` of a .safetensors file ("__metadata__" is ignored). */
+SW_API sw_error_t* sw_carrier_open_safetensors(sw_runtime_t* runtime, const char* path, const char* name,
+                                               const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
+                                               sw_carrier_t** out_carrier);
+/* `count` tensors of one .safetensors file, all of one dtype and one shape
+ * S, as one carrier over their `count` segments, in the order given: the
+ * tensor of shape (count, *S) that stacks them (a Hugging Face checkpoint
+ * that stores each expert as its own tensor). Its geometry makes tile i
+ * tensor names[i]. VALUE for count 0 too. */
+SW_API sw_error_t* sw_carrier_open_safetensors_stack(sw_runtime_t* runtime, const char* path,
+                                                     const char* const* names, size_t count,
+                                                     const sw_file_carrier_desc_t* desc,
+                                                     sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier);
+/* A raw tensor of `shape` (`rank` extents) and `dtype` at `byte_offset` of
+ * `path`, in `order`. VALUE for an unknown order, a rank above SW_MAX_RANK or
+ * a region past the end of the file; TYPE for an invalid dtype. */
+SW_API sw_error_t* sw_carrier_open_raw_tensor(sw_runtime_t* runtime, const char* path, sw_dtype_t dtype,
+                                              uint64_t byte_offset, const int64_t* shape, size_t rank,
+                                              sw_file_order_t order, const sw_file_carrier_desc_t* desc,
+                                              sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier);
+
+/* Options of sw_save_safetensors; fill with sw_safetensors_save_desc_init. */
+typedef struct sw_safetensors_save_desc_t {
+  uint32_t struct_size;
+  /* `metadata_count` string pairs written as the file's "__metadata__"
+   * (Hugging Face writes {"format": "pt"}); NULL and 0 for none. */
+  const char* const* metadata_keys;
+  const char* const* metadata_values;
+  size_t metadata_count;
+} sw_safetensors_save_desc_t;
+
+SW_API void sw_safetensors_save_desc_init(sw_safetensors_save_desc_t* desc);
+
+/* Saves `count` tensors to a .safetensors file at `path`, tensor names[i]
+ * holding tensors[i] with its shape and its own indexing: what reads back as
+ * tensors[i][c] is element c of the tensor (a view permuted to (E, O, I)
+ * saves as (E, O, I), so the safetensors and NumPy readers see it as the
+ * view does). Values are read chunk by chunk from wherever they live, on any
+ * carrier: a tensor of a TiledEvictable (its full tensor or a view of it) is
+ * read tile by tile from the tier each tile is in, dirty primary values
+ * included, with no promotion and about two tiles of memory. The file is
+ * written beside `path` under a temporary name and renamed over it at the
+ * end: a failure leaves nothing, and an existing file (even one a carrier is
+ * reading) stays intact until then. `desc` may be NULL. VALUE for NULL
+ * arguments, an empty, duplicate or non-UTF-8 name, the name
+ * "__metadata__", a duplicate metadata key or an unknown desc->struct_size;
+ * TYPE for a NULL or non-tensor handle; STATE for a released carrier, a
+ * TiledEvictable's invalid tile or a carrier a TiledEvictable took over as
+ * its primary seed; IO when the file cannot be written. */
+SW_API sw_error_t* sw_save_safetensors(const char* path, const char* const* names, sw_tensor_t* const* tensors,
+                                       size_t count, const sw_safetensors_save_desc_t* desc);
+/* Saves one tensor to a .npy file (format 1.0, C order), its shape and
+ * indexing kept as for sw_save_safetensors, so numpy.load gives it back.
+ * UNSUPPORTED for bf16, which NumPy has no dtype for; otherwise errors as
+ * sw_save_safetensors. */
+SW_API sw_error_t* sw_save_npy(const char* path, sw_tensor_t* tensor);
+
+/* ------------------------------------------------------------------------ */
 /* Tile values: TileSet, TileSelection, ResidencyPlan                        */
 /* ------------------------------------------------------------------------ */
 

@@ -78,6 +78,11 @@ typedef enum sw_fault_kind_t {
   SW_FAULT_READ = 2,        /* one read request of a storage carrier */
   SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
+  /* One use of O_DIRECT by a File carrier opened with direct_io: opening its
+   * O_DIRECT descriptor, or one read or write through it. It is refused as
+   * a file system without O_DIRECT refuses it (EINVAL), so the carrier falls
+   * back to buffered I/O for good and the transfer still succeeds. */
+  SW_FAULT_DIRECT_IO = 5,
   SW_FAULT_KIND_FORCE32 = 0x7fffffff
 } sw_fault_kind_t;
 
@@ -102,7 +107,8 @@ SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_cou
 
 /* Arms a one-shot fault: the `nth` (1 = next) operation of `kind` in this
  * runtime fails (allocation: OUT_OF_MEMORY with a message starting
- * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT),
+ * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT;
+ * direct I/O: refused, falling back to buffered I/O, with no error),
  * changing nothing, as any failure; the operation after it succeeds again.
  * Arming again replaces the count; nth 0 disarms. Not for production use. */
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
@@ -123,6 +129,43 @@ SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */
 SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame);
+
+/* ------------------------------------------------------------------------ */
+/* Model-file header parsers and file I/O counters                           */
+/* ------------------------------------------------------------------------ */
+
+/* The header parsers behind sw_carrier_open_npy and
+ * sw_carrier_open_safetensors, as pure functions over a byte buffer, for
+ * fuzzing: `data` holds the first `size` bytes of a file of `file_size`
+ * bytes (0: the buffer is the whole file; a file_size below size cuts the
+ * buffer to it), which must include the whole header. They never read past
+ * data + size. Errors as the openers (DATA_CORRUPT, UNSUPPORTED; messages
+ * name "npy buffer" or "safetensors buffer" and the field); VALUE for NULL
+ * data with size > 0. `out_info` may be NULL; when given it is filled as an
+ * opener would (segments 1; the geometry of rank-0 or empty shapes has
+ * zeros). Not for production use. */
+SW_API sw_error_t* sw_testing_parse_npy_header(const void* data, size_t size, uint64_t file_size,
+                                               sw_file_tensor_info_t* out_info);
+/* Parses a safetensors header. `out_count` (may be NULL) gets the number of
+ * tensors; with `name` non-NULL `out_info` describes that tensor (VALUE when
+ * the header has none of that name). */
+SW_API sw_error_t* sw_testing_parse_safetensors_header(const void* data, size_t size, uint64_t file_size,
+                                                       const char* name, size_t* out_count,
+                                                       sw_file_tensor_info_t* out_info);
+
+/* Bytes a File carrier has read or written, by path. */
+typedef struct sw_file_io_stats_t {
+  uint32_t struct_size;
+  uint64_t direct_bytes;   /* through O_DIRECT, in place */
+  uint64_t bounce_bytes;   /* through O_DIRECT via an aligned bounce buffer */
+  uint64_t buffered_bytes; /* through the page cache */
+  bool direct_open;        /* an O_DIRECT descriptor is open and in use */
+} sw_file_io_stats_t;
+
+SW_API void sw_file_io_stats_init(sw_file_io_stats_t* stats);
+/* A File carrier's I/O counters, so tests can check that direct I/O was
+ * used. TYPE for another carrier kind. Not for production use. */
+SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file_io_stats_t* out_stats);
 
 #ifdef __cplusplus
 } /* extern "C" */

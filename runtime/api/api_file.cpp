@@ -4,7 +4,10 @@
 #include "api/handle.hpp"
 #include "api/versioned.hpp"
 #include "carriers/file/file_carrier.hpp"
+#include "carriers/file/model_file.hpp"
+#include "carriers/file/model_header.hpp"
 #include "core/dtype.hpp"
+#include "strideweave/strideweave_testing.h"
 
 using namespace sw;
 using namespace sw::api;
@@ -29,6 +32,51 @@ FileCarrierOptions file_options(const sw_file_carrier_desc_t* desc, const char* 
   if (d.chunk_bytes) o.chunk_bytes = d.chunk_bytes;
   if (d.requests_in_flight) o.requests_in_flight = d.requests_in_flight;
   return o;
+}
+
+// Fills the caller's info from an opened (or parsed) tensor.
+void info_out(sw_file_tensor_info_t* out, sw_dtype_t dtype, const std::vector<int64_t>& shape, bool row_major,
+              uint64_t data_offset, uint64_t data_bytes, size_t segments, const char* what) {
+  if (!out) return;
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  info.dtype = dtype;
+  info.rank = shape.size();
+  info.order = row_major ? SW_FILE_ORDER_ROW_MAJOR : SW_FILE_ORDER_FIRST_MODE_FASTEST;
+  info.data_offset = data_offset;
+  info.data_bytes = data_bytes;
+  info.segments = segments;
+  const FileTensorGeometry g = file_tensor_geometry(shape, row_major);
+  for (size_t i = 0; i < shape.size() && i < SW_MAX_RANK; ++i) {
+    info.shape[i] = shape[i];
+    info.logical_shape[i] = g.logical[i];
+    info.grid_shape[i] = g.grid[i];
+    info.tile_shape[i] = g.tile[i];
+    info.permutation[i] = g.permutation[i];
+  }
+  struct_out(out, info, what);
+}
+
+// Checks a caller's info struct before any work, so a bad one fails first.
+void check_info(const sw_file_tensor_info_t* out, const char* what) {
+  if (out) (void)checked_struct_size<sw_file_tensor_info_t>(out->struct_size, what);
+}
+
+void opened_out(const Ref<Runtime>& rt, OpenedTensor o, sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier,
+                const char* what) {
+  (void)rt;
+  info_out(out_info, o.dtype, o.shape, o.row_major, o.data_offset, o.data_bytes, o.segments, what);
+  *out_carrier = to_handle<sw_carrier_t>(std::move(o.carrier));
+}
+
+std::vector<std::string> strings_arg(const char* const* strings, size_t count, const char* arg) {
+  if (count && !strings) value_error(std::string(arg) + " must not be NULL when its count is " + std::to_string(count));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    if (!strings[i]) value_error(std::string(arg) + "[" + std::to_string(i) + "] must not be NULL");
+    out.emplace_back(strings[i]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -63,6 +111,205 @@ SW_API sw_error_t* sw_carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype,
     require(out_carrier, "out_carrier");
     const FileCarrierOptions options = file_options(desc, "sw_carrier_open_file");
     *out_carrier = to_handle<sw_carrier_t>(FileCarrier::open(rt, dtype, path, byte_offset, size, options));
+  });
+}
+
+SW_API void sw_file_tensor_info_init(sw_file_tensor_info_t* info) {
+  if (!info) return;
+  *info = sw_file_tensor_info_t{};
+  info->struct_size = sizeof(sw_file_tensor_info_t);
+}
+
+SW_API sw_error_t* sw_file_tensor_view(sw_tensor_t* tensor, const sw_file_tensor_info_t* info,
+                                       sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(info, "info");
+    require(out_view, "out_view");
+    sw_file_tensor_info_t in;
+    sw_file_tensor_info_init(&in);
+    in = struct_in(info, in, "sw_file_tensor_view: info");
+    if (in.rank != t->rank())
+      value_error("sw_file_tensor_view: the tensor has " + std::to_string(t->rank()) + " modes, the file's tensor " +
+                  std::to_string(in.rank));
+    std::vector<size_t> perm(in.permutation, in.permutation + std::min<size_t>(in.rank, SW_MAX_RANK));
+    std::vector<bool> seen(perm.size(), false);
+    for (size_t p : perm) {
+      if (p >= perm.size() || seen[p]) value_error("sw_file_tensor_view: info->permutation is not a permutation");
+      seen[p] = true;
+    }
+    t->carrier().check_live("sw_file_tensor_view");
+    *out_view = to_handle<sw_tensor_t>(t->view(t->offset(), t->layout().permute(perm)));
+  });
+}
+
+SW_API sw_error_t* sw_carrier_open_file_segments(sw_runtime_t* runtime, sw_dtype_t dtype, const char* path,
+                                                 const sw_file_segment_t* segments, size_t count,
+                                                 const sw_file_carrier_desc_t* desc, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    check_dtype(dtype, "sw_carrier_open_file_segments");
+    require(path, "path");
+    require(out_carrier, "out_carrier");
+    if (count && !segments) value_error("segments must not be NULL when count is " + std::to_string(count));
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_file_segments");
+    std::vector<FileSegment> list;
+    for (size_t i = 0; i < count; ++i) list.push_back({segments[i].byte_offset, segments[i].count});
+    *out_carrier = to_handle<sw_carrier_t>(FileCarrier::open_segments(rt, dtype, path, list, options));
+  });
+}
+
+SW_API sw_error_t* sw_carrier_open_npy(sw_runtime_t* runtime, const char* path, const sw_file_carrier_desc_t* desc,
+                                       sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    require(path, "path");
+    require(out_carrier, "out_carrier");
+    check_info(out_info, "sw_carrier_open_npy: out_info");
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_npy");
+    opened_out(rt, open_npy(rt, path, options), out_info, out_carrier, "sw_carrier_open_npy: out_info");
+  });
+}
+
+SW_API sw_error_t* sw_carrier_open_safetensors(sw_runtime_t* runtime, const char* path, const char* name,
+                                               const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
+                                               sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    require(path, "path");
+    require(name, "name");
+    require(out_carrier, "out_carrier");
+    check_info(out_info, "sw_carrier_open_safetensors: out_info");
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_safetensors");
+    opened_out(rt, open_safetensors(rt, path, name, options), out_info, out_carrier, "sw_carrier_open_safetensors: out_info");
+  });
+}
+
+SW_API sw_error_t* sw_carrier_open_safetensors_stack(sw_runtime_t* runtime, const char* path,
+                                                     const char* const* names, size_t count,
+                                                     const sw_file_carrier_desc_t* desc,
+                                                     sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    require(path, "path");
+    require(out_carrier, "out_carrier");
+    const std::vector<std::string> list = strings_arg(names, count, "names");
+    check_info(out_info, "sw_carrier_open_safetensors_stack: out_info");
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_safetensors_stack");
+    opened_out(rt, open_safetensors_stack(rt, path, list, options), out_info, out_carrier,
+               "sw_carrier_open_safetensors_stack: out_info");
+  });
+}
+
+SW_API sw_error_t* sw_carrier_open_raw_tensor(sw_runtime_t* runtime, const char* path, sw_dtype_t dtype,
+                                              uint64_t byte_offset, const int64_t* shape, size_t rank,
+                                              sw_file_order_t order, const sw_file_carrier_desc_t* desc,
+                                              sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    check_dtype(dtype, "sw_carrier_open_raw_tensor");
+    require(path, "path");
+    require(out_carrier, "out_carrier");
+    if (rank > SW_MAX_RANK)
+      value_error("sw_carrier_open_raw_tensor: rank " + std::to_string(rank) + " exceeds SW_MAX_RANK (" +
+                  std::to_string(SW_MAX_RANK) + ")");
+    const std::vector<int64_t> extents = extents_arg(shape, rank, "shape");
+    if (order != SW_FILE_ORDER_ROW_MAJOR && order != SW_FILE_ORDER_FIRST_MODE_FASTEST)
+      value_error("sw_carrier_open_raw_tensor: order " + std::to_string(static_cast<int>(order)) +
+                  " is neither SW_FILE_ORDER_ROW_MAJOR nor SW_FILE_ORDER_FIRST_MODE_FASTEST");
+    check_info(out_info, "sw_carrier_open_raw_tensor: out_info");
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_raw_tensor");
+    opened_out(rt, open_raw_tensor(rt, path, dtype, byte_offset, extents, order == SW_FILE_ORDER_ROW_MAJOR, options),
+               out_info, out_carrier, "sw_carrier_open_raw_tensor: out_info");
+  });
+}
+
+SW_API void sw_safetensors_save_desc_init(sw_safetensors_save_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_safetensors_save_desc_t{};
+  desc->struct_size = sizeof(sw_safetensors_save_desc_t);
+}
+
+SW_API sw_error_t* sw_save_safetensors(const char* path, const char* const* names, sw_tensor_t* const* tensors,
+                                       size_t count, const sw_safetensors_save_desc_t* desc) {
+  return guard([&] {
+    require(path, "path");
+    sw_safetensors_save_desc_t d;
+    sw_safetensors_save_desc_init(&d);
+    if (desc) d = struct_in(desc, d, "sw_save_safetensors: desc");
+    const std::vector<std::string> list = strings_arg(names, count, "names");
+    if (count && !tensors) value_error("tensors must not be NULL when count is " + std::to_string(count));
+    std::vector<std::pair<std::string, Ref<Tensor>>> entries;
+    for (size_t i = 0; i < count; ++i)
+      entries.emplace_back(list[i], ref<Tensor>(tensors[i], ("tensors[" + std::to_string(i) + "]").c_str()));
+    const std::vector<std::string> keys = strings_arg(d.metadata_keys, d.metadata_count, "desc->metadata_keys");
+    const std::vector<std::string> values = strings_arg(d.metadata_values, d.metadata_count, "desc->metadata_values");
+    std::vector<std::pair<std::string, std::string>> metadata;
+    for (size_t i = 0; i < keys.size(); ++i) metadata.emplace_back(keys[i], values[i]);
+    save_safetensors(path, entries, metadata);
+  });
+}
+
+SW_API sw_error_t* sw_save_npy(const char* path, sw_tensor_t* tensor) {
+  return guard([&] {
+    require(path, "path");
+    save_npy(path, ref<Tensor>(tensor, "tensor"));
+  });
+}
+
+// ---- testing hooks ----------------------------------------------------------
+
+SW_API sw_error_t* sw_testing_parse_npy_header(const void* data, size_t size, uint64_t file_size,
+                                               sw_file_tensor_info_t* out_info) {
+  return guard([&] {
+    if (size && !data) value_error("data must not be NULL when size is " + std::to_string(size));
+    check_info(out_info, "sw_testing_parse_npy_header: out_info");
+    const uint64_t whole = file_size ? file_size : size;
+    const StoredTensor t = parse_npy_header(static_cast<const std::byte*>(data), size, whole, "npy buffer");
+    info_out(out_info, t.dtype, t.shape, !t.fortran_order, t.offset, t.bytes, 1, "sw_testing_parse_npy_header: out_info");
+  });
+}
+
+SW_API sw_error_t* sw_testing_parse_safetensors_header(const void* data, size_t size, uint64_t file_size,
+                                                       const char* name, size_t* out_count,
+                                                       sw_file_tensor_info_t* out_info) {
+  return guard([&] {
+    if (size && !data) value_error("data must not be NULL when size is " + std::to_string(size));
+    check_info(out_info, "sw_testing_parse_safetensors_header: out_info");
+    const uint64_t whole = file_size ? file_size : size;
+    const SafetensorsHeader h =
+        parse_safetensors_header(static_cast<const std::byte*>(data), size, whole, "safetensors buffer");
+    const StoredTensor* t = nullptr;
+    if (name) {
+      t = h.find(name);
+      if (!t) value_error(std::string("safetensors buffer holds no tensor named '") + name + "'");
+    }
+    if (out_count) *out_count = h.tensors.size();
+    if (t) info_out(out_info, t->dtype, t->shape, true, t->offset, t->bytes, 1, "sw_testing_parse_safetensors_header: out_info");
+  });
+}
+
+SW_API void sw_file_io_stats_init(sw_file_io_stats_t* stats) {
+  if (!stats) return;
+  *stats = sw_file_io_stats_t{};
+  stats->struct_size = sizeof(sw_file_io_stats_t);
+}
+
+SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file_io_stats_t* out_stats) {
+  return guard([&] {
+    const Carrier* c = get<Carrier>(carrier, "carrier");
+    require(out_stats, "out_stats");
+    (void)checked_struct_size<sw_file_io_stats_t>(out_stats->struct_size, "sw_testing_file_io_stats: out_stats");
+    if (c->kind() != SW_CARRIER_FILE)
+      type_error(std::string("sw_testing_file_io_stats: the ") + c->kind_name() + " carrier is not a File carrier");
+    const FileIoStats s = static_cast<const FileCarrier*>(c)->io_stats();
+    sw_file_io_stats_t out;
+    sw_file_io_stats_init(&out);
+    out.direct_bytes = s.direct_bytes;
+    out.bounce_bytes = s.bounce_bytes;
+    out.buffered_bytes = s.buffered_bytes;
+    out.direct_open = s.direct_open;
+    struct_out(out_stats, out, "sw_testing_file_io_stats: out_stats");
   });
 }
 

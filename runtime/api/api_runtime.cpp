@@ -86,7 +86,7 @@ SW_API sw_error_t* sw_runtime_process_events(sw_runtime_t* runtime, size_t* out_
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth) {
   return guard([&] {
     Runtime* rt = get<Runtime>(runtime, "runtime");
-    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DECOMPRESS)
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DIRECT_IO)
       value_error("sw_testing_inject_fault: unknown fault kind " + std::to_string(static_cast<int>(kind)));
     rt->arm_fault(static_cast<FaultKind>(kind), nth);
   });

@@ -170,12 +170,9 @@ SW_API sw_error_t* sw_tensor_read(const sw_tensor_t* tensor, void* destination, 
       std::memcpy(destination, c->host_data(), need);
       return;
     }
-    const size_t es = dtype_size(t->dtype());
-    auto* to = static_cast<std::byte*>(destination);
-    for (const SlotRun& r : t->slot_runs()) {
-      t->carrier().read_slots(r.first, r.count, to);
-      to += r.count * es;
-    }
+    // As one operation: a TiledEvictable reads each tile the runs touch
+    // once (a permuted view has a run per element).
+    t->carrier().read_runs(t->slot_runs(), static_cast<std::byte*>(destination));
   });
 }
 

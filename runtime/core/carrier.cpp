@@ -150,6 +150,14 @@ void Carrier::write_runs(const std::vector<SlotRun>& runs, const std::byte* src)
   }
 }
 
+void Carrier::read_runs(const std::vector<SlotRun>& runs, std::byte* dst) const {
+  const size_t es = element_size();
+  for (const SlotRun& r : runs) {
+    read_slots(r.first, r.count, dst);
+    dst += r.count * es;
+  }
+}
+
 void Carrier::allocate(size_t size, bool zero_fill) {
   if (!is_allocatable())
     value_error(std::string("the ") + kind_name() + " carrier already has storage and cannot be reallocated");

@@ -114,6 +114,13 @@ class Carrier : public Object {
   // its slots (TiledEvictable) checks every run first, so a refused write
   // changes nothing.
   virtual void write_runs(const std::vector<SlotRun>& runs, const std::byte* src);
+  // Reads several runs into consecutive packed values, as one operation.
+  // The default reads run by run; a carrier that reads in larger units
+  // (TiledEvictable: whole tiles) reads each unit the runs touch once.
+  virtual void read_runs(const std::vector<SlotRun>& runs, std::byte* dst) const;
+  // Slots of the unit a carrier reads at once (a TiledEvictable's tile), for
+  // callers that read a large extent chunk by chunk; 0 when any chunk will do.
+  virtual size_t read_granule() const { return 0; }
 
   // Asynchronous bulk transfer between slots and host memory, without checks
   // or version steps. Called on the loop thread; `done` runs there too. The

@@ -178,17 +178,20 @@ void Runtime::arm_fault(FaultKind kind, uint64_t nth) {
   fault_countdown_[static_cast<int>(kind)] = nth;
 }
 
+bool Runtime::fault_fires(FaultKind kind) {
+  std::lock_guard<std::mutex> lock(fault_mutex_);
+  uint64_t& c = fault_countdown_[static_cast<int>(kind)];
+  return c != 0 && --c == 0;
+}
+
 void Runtime::check_fault(FaultKind kind, const char* what) {
-  {
-    std::lock_guard<std::mutex> lock(fault_mutex_);
-    uint64_t& c = fault_countdown_[static_cast<int>(kind)];
-    if (c == 0 || --c != 0) return;
-  }
+  if (!fault_fires(kind)) return;
   switch (kind) {
     case FaultKind::kAllocation: throw_error(SW_ERROR_OUT_OF_MEMORY, std::string("injected allocation failure: ") + what);
     case FaultKind::kRead: throw_error(SW_ERROR_IO, std::string("injected read failure: ") + what);
     case FaultKind::kWrite: throw_error(SW_ERROR_IO, std::string("injected write failure: ") + what);
     case FaultKind::kDecompress: throw_error(SW_ERROR_DATA_CORRUPT, std::string("injected decompression failure: ") + what);
+    case FaultKind::kDirectIo: return;  // a refusal, handled where it fires
   }
 }
 

@@ -22,7 +22,7 @@ class Loop;
 class WorkerPool;
 class Await;
 
-enum class FaultKind { kAllocation = 1, kRead = 2, kWrite = 3, kDecompress = 4 };
+enum class FaultKind { kAllocation = 1, kRead = 2, kWrite = 3, kDecompress = 4, kDirectIo = 5 };
 
 // Asynchronous work tracked by the runtime from submission to its terminal
 // state. start() and cancel() run on the loop thread.
@@ -73,6 +73,9 @@ class Runtime final : public CompletionHost {
   // Fault injection: throws the fault's error if this operation is the armed one.
   void arm_fault(FaultKind kind, uint64_t nth);
   void check_fault(FaultKind kind, const char* what);
+  // Whether this operation is the armed one, for faults that are not errors
+  // (kDirectIo: the caller acts as if O_DIRECT were refused).
+  bool fault_fires(FaultKind kind);
 
   // Testing holds: the completion of the nth asynchronous storage transfer
   // of `kind` (kRead or kWrite) is kept back until release_hold(), so a test
@@ -107,7 +110,7 @@ class Runtime final : public CompletionHost {
   std::deque<Ref<Await>> owed_;
 
   std::mutex fault_mutex_;
-  uint64_t fault_countdown_[5] = {0, 0, 0, 0, 0};
+  uint64_t fault_countdown_[6] = {0, 0, 0, 0, 0, 0};
 
   std::mutex hold_mutex_;
   std::condition_variable hold_cv_;

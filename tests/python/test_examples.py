@@ -117,3 +117,22 @@ def test_quickstart_python_snippet(capsys):
     exec(compile(code, "quickstart-python.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.startswith("115.0 [[10. 14. 18.]") and "(2, 64, 64) (2, 64, 4) 2 {'requests': 1" in out
+
+
+@pytest.mark.parametrize("options", [[], ["--experts", "3", "--layer", "0", "--matrix", "w2"]])
+def test_mixtral_experts(capsys, options):
+    assert load("mixtral_experts").main(options) == 0
+    out = capsys.readouterr().out
+    assert ", 0 wrong" in out and "grid (1, 1, " in out
+
+
+def test_mixtral_experts_c(tmp_path):
+    demo = ROOT / "build" / "examples" / "c" / "mixtral_experts"
+    if not demo.exists():
+        pytest.skip("the C example is not built (build/examples/c/mixtral_experts)")
+    # The C example reads a checkpoint the Python one wrote.
+    path = tmp_path / "model.safetensors"
+    load("mixtral_experts").write_checkpoint(str(path), 5)
+    run = subprocess.run([str(demo), "--file", str(path), "--experts", "5", "--layer", "0", "--matrix", "w3"],
+                         check=True, capture_output=True, text=True)
+    assert "96 values checked, 0 wrong" in run.stdout

@@ -15,6 +15,7 @@ from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, 
                       StrideWeaveValueError)
 from ._interop import from_dlpack, from_numpy
 from ._layout import Layout, Shape, Stride
+from ._model_files import FileTensor, save_npy, save_safetensors
 from ._move import move_async
 from ._ops import add, elementwise_mul, matmul, mul, reduce_sum, relu
 from ._runtime import Runtime, default_runtime
@@ -36,4 +37,5 @@ __all__ = [
     "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
     "TiledEvictable", "TiledResidencyFacet", "TileState", "Device", "carriers",
+    "FileTensor", "save_safetensors", "save_npy",
 ]

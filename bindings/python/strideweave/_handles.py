@@ -30,6 +30,12 @@ def is_carrier(obj):
     return isinstance(obj, _types)
 
 
+def carrier_class(kind):
+    """The class registered for carriers of `kind` (strideweave.carriers
+    registers them all on import)."""
+    return _classes[kind]
+
+
 def adopt_carrier(h, rt):
     """The wrapper for a new carrier reference `h` (None for a NULL handle)."""
     if h is None:

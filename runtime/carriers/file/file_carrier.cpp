@@ -45,6 +45,18 @@ size_t region_bytes(sw_dtype_t dtype, size_t size) {
   return bytes;
 }
 
+// The size of the open file `fd` (IO naming `path` on failure, or when it
+// is a directory).
+uint64_t file_size_of(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw_error(SW_ERROR_IO, "cannot stat '" + path + "': " + describe_errno(errno));
+  if (S_ISDIR(st.st_mode)) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(EISDIR));
+  // lseek rather than st_size so that block devices report their size too.
+  const off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end < 0) throw_error(SW_ERROR_IO, "cannot find the end of '" + path + "': " + describe_errno(errno));
+  return static_cast<uint64_t>(end);
+}
+
 std::string default_directory() {
   const char* tmpdir = std::getenv("TMPDIR");
   return tmpdir && *tmpdir ? std::string(tmpdir) : std::string("/tmp");
@@ -114,17 +126,48 @@ Ref<FileCarrier> FileCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype
   carrier->fd_ = fd;
   carrier->read_only_ = true;
   carrier->base_offset_ = byte_offset;
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw_error(SW_ERROR_IO, "cannot stat '" + path + "': " + describe_errno(errno));
-  if (S_ISDIR(st.st_mode)) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(EISDIR));
-  // lseek rather than st_size so that block devices report their size too.
-  const off_t end = ::lseek(fd, 0, SEEK_END);
-  if (end < 0) throw_error(SW_ERROR_IO, "cannot find the end of '" + path + "': " + describe_errno(errno));
-  const uint64_t file_bytes = static_cast<uint64_t>(end);
+  const uint64_t file_bytes = file_size_of(fd, path);
   if (byte_offset > file_bytes || bytes > file_bytes - byte_offset)
     value_error("the region [" + std::to_string(byte_offset) + ", " + std::to_string(byte_offset) + " + " +
                 std::to_string(bytes) + ") passes the end of '" + path + "', which holds " +
                 std::to_string(file_bytes) + " bytes");
+  carrier->open_direct(O_RDONLY);
+  return carrier;
+}
+
+Ref<FileCarrier> FileCarrier::open_segments(const Ref<Runtime>& runtime, sw_dtype_t dtype, const std::string& path,
+                                            const std::vector<FileSegment>& segments, const FileCarrierOptions& options) {
+  size_t total = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (__builtin_add_overflow(total, segments[i].count, &total))
+      value_error("file carrier: the segments of '" + path + "' hold more slots than a size_t counts");
+    (void)region_bytes(dtype, segments[i].count);
+  }
+  (void)region_bytes(dtype, total);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(errno));
+
+  auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, total, options));
+  carrier->options_.directory.clear();
+  carrier->path_ = path;
+  carrier->fd_ = fd;
+  carrier->read_only_ = true;
+  const uint64_t file_bytes = file_size_of(fd, path);
+  const size_t es = dtype_size(dtype);
+  size_t first = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const FileSegment& seg = segments[i];
+    const uint64_t bytes = static_cast<uint64_t>(seg.count) * es;
+    if (seg.offset > file_bytes || bytes > file_bytes - seg.offset)
+      value_error("segment " + std::to_string(i) + ", [" + std::to_string(seg.offset) + ", " +
+                  std::to_string(seg.offset) + " + " + std::to_string(bytes) + "), passes the end of '" + path +
+                  "', which holds " + std::to_string(file_bytes) + " bytes");
+    if (!seg.count) continue;
+    carrier->seg_offset_.push_back(seg.offset);
+    carrier->seg_first_.push_back(first);
+    first += seg.count;
+  }
+  carrier->seg_first_.push_back(first);
   carrier->open_direct(O_RDONLY);
   return carrier;
 }
@@ -136,8 +179,13 @@ void FileCarrier::open_direct(int flags) {
   // Reopen the very file behind fd_ (no race with a renamed path); fall back
   // to the path when /proc is not mounted.
   const std::string self = "/proc/self/fd/" + std::to_string(fd_);
-  int fd = ::open(self.c_str(), flags | O_DIRECT | O_CLOEXEC);
-  if (fd < 0 && errno != EINVAL && !owns_file_) fd = ::open(path_.c_str(), flags | O_DIRECT | O_CLOEXEC);
+  int fd = -1;
+  if (runtime().fault_fires(FaultKind::kDirectIo)) {
+    errno = EINVAL;  // injected: as a file system without O_DIRECT
+  } else {
+    fd = ::open(self.c_str(), flags | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno != EINVAL && !owns_file_) fd = ::open(path_.c_str(), flags | O_DIRECT | O_CLOEXEC);
+  }
   if (fd < 0) {
     // tmpfs and some network file systems refuse O_DIRECT: buffered I/O only.
     runtime().log(SW_LOG_DEBUG, "file carrier '" + path_ + "': O_DIRECT unavailable (" + describe_errno(errno) +
@@ -183,34 +231,73 @@ void FileCarrier::allocate_storage(size_t size, bool) {
                                  " bytes: " + describe_errno(errno));
 }
 
-FileCarrier::Piece FileCarrier::next_piece(uint64_t file_offset, const std::byte* buffer, size_t position,
-                                           size_t total) const {
-  const size_t remaining = total - position;
-  if (direct_io_) {
-    // The plan depends only on the addresses, not on whether O_DIRECT turned
-    // out to work, so that a transfer's request count is fixed up front.
-    const uint64_t offset = file_offset + position;
-    const uintptr_t address = reinterpret_cast<uintptr_t>(buffer + position);
-    if (offset % kDirectAlignment == address % kDirectAlignment) {
-      if (offset % kDirectAlignment)
-        return {std::min<size_t>(remaining, kDirectAlignment - offset % kDirectAlignment), false};
-      const size_t aligned = std::min(chunk_bytes_, remaining) / kDirectAlignment * kDirectAlignment;
-      if (aligned) return {aligned, true};
-      return {remaining, false};
-    }
-  }
-  return {std::min(chunk_bytes_, remaining), false};
+
+FileIoStats FileCarrier::io_stats() const {
+  FileIoStats s;
+  s.direct_bytes = direct_bytes_.load(std::memory_order_relaxed);
+  s.bounce_bytes = bounce_bytes_.load(std::memory_order_relaxed);
+  s.buffered_bytes = buffered_bytes_.load(std::memory_order_relaxed);
+  s.direct_open = direct_usable();
+  return s;
 }
 
-size_t FileCarrier::piece_count(uint64_t file_offset, const std::byte* buffer, size_t total) const {
+void FileCarrier::count_bytes(PieceMode mode, bool used_direct, size_t bytes) const {
+  auto& counter = !used_direct ? buffered_bytes_ : mode == PieceMode::kBounce ? bounce_bytes_ : direct_bytes_;
+  counter.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+std::vector<FileCarrier::Extent> FileCarrier::extents_of(size_t first, size_t count) const {
+  const size_t es = element_size();
+  std::vector<Extent> out;
+  if (!count) return out;
+  if (seg_first_.empty()) {
+    out.push_back({base_offset_ + static_cast<uint64_t>(first) * es, 0, count * es});
+    return out;
+  }
+  size_t i = static_cast<size_t>(std::upper_bound(seg_first_.begin(), seg_first_.end(), first) - seg_first_.begin()) - 1;
+  size_t position = 0;
+  while (count) {
+    const size_t n = std::min(count, seg_first_[i + 1] - first);
+    out.push_back({seg_offset_[i] + static_cast<uint64_t>(first - seg_first_[i]) * es, position, n * es});
+    position += n * es;
+    first += n;
+    count -= n;
+    ++i;
+  }
+  return out;
+}
+
+FileCarrier::Piece FileCarrier::next_piece(bool write, uint64_t file_offset, const std::byte* address,
+                                           size_t remaining) const {
+  if (!direct_io_) return {std::min(chunk_bytes_, remaining), PieceMode::kBuffered};
+  // Reads that cannot go in place read the enclosing blocks into a bounce
+  // buffer; writes that cannot are buffered.
+  const PieceMode unaligned = write ? PieceMode::kBuffered : PieceMode::kBounce;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+  if (file_offset % kDirectAlignment == a % kDirectAlignment) {
+    if (file_offset % kDirectAlignment)
+      return {std::min<size_t>(remaining, kDirectAlignment - file_offset % kDirectAlignment), unaligned};
+    const size_t aligned = std::min(chunk_bytes_, remaining) / kDirectAlignment * kDirectAlignment;
+    if (aligned) return {aligned, PieceMode::kDirect};
+    return {remaining, unaligned};
+  }
+  return {std::min(chunk_bytes_, remaining), unaligned};
+}
+
+size_t FileCarrier::piece_count(bool write, const std::vector<Extent>& extents, const std::byte* buffer) const {
   size_t count = 0;
-  for (size_t position = 0; position < total; ++count)
-    position += next_piece(file_offset, buffer, position, total).length;
+  for (const Extent& e : extents)
+    for (size_t position = 0; position < e.length; ++count)
+      position += next_piece(write, e.file_offset + position, buffer + e.position + position, e.length - position).length;
   return count;
 }
 
-int FileCarrier::fd_for(bool direct) const {
-  return direct && direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed) ? direct_fd_ : fd_;
+int FileCarrier::fd_for(bool direct) const { return direct && direct_usable() ? direct_fd_ : fd_; }
+
+bool FileCarrier::direct_refused() const {
+  if (!runtime().fault_fires(FaultKind::kDirectIo)) return false;
+  disable_direct();  // injected: O_DIRECT refused at transfer time
+  return true;
 }
 
 void FileCarrier::io_failure(bool write, uint64_t file_offset, int error_number) const {
@@ -218,54 +305,109 @@ void FileCarrier::io_failure(bool write, uint64_t file_offset, int error_number)
                                std::to_string(file_offset) + " failed: " + describe_errno(error_number));
 }
 
-void FileCarrier::transfer_sync(bool write, uint64_t file_offset, std::byte* buffer, size_t total) const {
+namespace {
+
+struct AlignedFree {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
+
+// An uninitialised buffer of `bytes` (a multiple of 4096) aligned to 4096,
+// or null when memory runs out.
+AlignedBuffer aligned_buffer(size_t bytes) {
+  void* p = nullptr;
+  if (::posix_memalign(&p, kDirectAlignment, bytes) != 0) return nullptr;
+  return AlignedBuffer(static_cast<std::byte*>(p));
+}
+
+uint64_t align_down(uint64_t v) { return v / kDirectAlignment * kDirectAlignment; }
+uint64_t align_up(uint64_t v) { return (v + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment; }
+
+}  // namespace
+
+ssize_t FileCarrier::bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const {
+  const uint64_t start = align_down(file_offset);
+  const size_t span = static_cast<size_t>(align_up(file_offset + length) - start);
+  AlignedBuffer bounce = aligned_buffer(span);
+  if (!bounce) throw std::bad_alloc();
+  const ssize_t n = ::pread(direct_fd_, bounce.get(), span, static_cast<off_t>(start));
+  if (n < 0) return -errno;
+  const size_t skip = static_cast<size_t>(file_offset - start);
+  const size_t got = static_cast<size_t>(n) > skip ? std::min(static_cast<size_t>(n) - skip, length) : 0;
+  std::memcpy(dst, bounce.get() + skip, got);
+  return static_cast<ssize_t>(got);
+}
+
+void FileCarrier::transfer_sync(bool write, const std::vector<Extent>& extents, std::byte* buffer) const {
   Runtime& rt = runtime();
   const FaultKind fault = write ? FaultKind::kWrite : FaultKind::kRead;
   const char* what = write ? "file write" : "file read";
   // Every write request is fault-checked before the first byte is written, so
   // an injected failure leaves the file as it was.
   if (write)
-    for (size_t n = piece_count(file_offset, buffer, total); n; --n) rt.check_fault(fault, what);
-  for (size_t position = 0; position < total;) {
-    const Piece piece = next_piece(file_offset, buffer, position, total);
-    if (!write) rt.check_fault(fault, what);
-    bool direct = piece.direct;
-    for (size_t done = 0; done < piece.length;) {
-      const int fd = fd_for(direct);
-      const uint64_t offset = file_offset + position + done;
-      std::byte* address = buffer + position + done;
-      const size_t length = piece.length - done;
-      const ssize_t n = write ? ::pwrite(fd, address, length, static_cast<off_t>(offset))
-                              : ::pread(fd, address, length, static_cast<off_t>(offset));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EINVAL && fd != fd_) {
-          disable_direct();  // O_DIRECT opened but refused at transfer time
+    for (size_t n = piece_count(true, extents, buffer); n; --n) rt.check_fault(fault, what);
+  for (const Extent& e : extents) {
+    for (size_t position = 0; position < e.length;) {
+      const Piece piece = next_piece(write, e.file_offset + position, buffer + e.position + position, e.length - position);
+      if (!write) rt.check_fault(fault, what);
+      PieceMode mode = piece.mode;
+      for (size_t done = 0; done < piece.length;) {
+        const uint64_t offset = e.file_offset + position + done;
+        std::byte* address = buffer + e.position + position + done;
+        const size_t length = piece.length - done;
+        if (mode != PieceMode::kBuffered && direct_usable() && direct_refused()) mode = PieceMode::kBuffered;
+        if (mode == PieceMode::kBounce && direct_usable()) {
+          const ssize_t n = bounce_read_sync(offset, address, length);
+          if (n < 0) {
+            if (-n == EINTR) continue;
+            if (-n == EINVAL) {
+              disable_direct();  // O_DIRECT opened but refused at transfer time
+              mode = PieceMode::kBuffered;
+              continue;
+            }
+            io_failure(false, offset, static_cast<int>(-n));
+          }
+          if (n == 0)
+            throw_error(SW_ERROR_IO, "file read of '" + path_ + "' at byte " + std::to_string(offset) +
+                                         " failed: unexpected end of file");
+          count_bytes(PieceMode::kBounce, true, static_cast<size_t>(n));
+          done += static_cast<size_t>(n);
+          mode = PieceMode::kBuffered;  // a short read's remainder goes through the page cache
           continue;
         }
-        io_failure(write, offset, errno);
+        const int fd = fd_for(mode == PieceMode::kDirect);
+        const ssize_t n = write ? ::pwrite(fd, address, length, static_cast<off_t>(offset))
+                                : ::pread(fd, address, length, static_cast<off_t>(offset));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EINVAL && fd != fd_) {
+            disable_direct();  // O_DIRECT opened but refused at transfer time
+            continue;
+          }
+          io_failure(write, offset, errno);
+        }
+        if (n == 0) {
+          if (!write)
+            throw_error(SW_ERROR_IO, "file read of '" + path_ + "' at byte " + std::to_string(offset) +
+                                         " failed: unexpected end of file");
+          io_failure(write, offset, EIO);
+        }
+        count_bytes(mode, fd != fd_, static_cast<size_t>(n));
+        done += static_cast<size_t>(n);
+        mode = PieceMode::kBuffered;  // a short transfer's remainder is no longer aligned
       }
-      if (n == 0) {
-        if (!write)
-          throw_error(SW_ERROR_IO, "file read of '" + path_ + "' at byte " + std::to_string(offset) +
-                                       " failed: unexpected end of file");
-        io_failure(write, offset, EIO);
-      }
-      done += static_cast<size_t>(n);
-      direct = false;  // a short transfer's remainder is no longer aligned
+      position += piece.length;
     }
-    position += piece.length;
   }
 }
 
 void FileCarrier::read_slots(size_t first, size_t count, void* dst) const {
-  transfer_sync(false, byte_offset_of(first), static_cast<std::byte*>(dst), count * element_size());
+  transfer_sync(false, extents_of(first, count), static_cast<std::byte*>(dst));
 }
 
 void FileCarrier::write_slots(size_t first, size_t count, const void* src) {
   if (read_only_) state_error("write: the File carrier over '" + path_ + "' is read-only");
-  transfer_sync(true, byte_offset_of(first), const_cast<std::byte*>(static_cast<const std::byte*>(src)),
-                count * element_size());
+  transfer_sync(true, extents_of(first, count), const_cast<std::byte*>(static_cast<const std::byte*>(src)));
 }
 
 // ---- asynchronous transfers ---------------------------------------------
@@ -275,13 +417,8 @@ void FileCarrier::write_slots(size_t first, size_t count, const void* src) {
 // the loop thread only; each request holds a reference to it.
 class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::Transfer> {
  public:
-  Transfer(Ref<FileCarrier> carrier, bool write, uint64_t file_offset, std::byte* buffer, size_t total, IoDone done)
-      : carrier_(std::move(carrier)),
-        write_(write),
-        file_offset_(file_offset),
-        buffer_(buffer),
-        total_(total),
-        done_(std::move(done)) {}
+  Transfer(Ref<FileCarrier> carrier, bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done)
+      : carrier_(std::move(carrier)), write_(write), extents_(std::move(extents)), buffer_(buffer), done_(std::move(done)) {}
 
   void start();
 
@@ -289,11 +426,14 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   struct Request {
     uv_fs_t fs;
     std::shared_ptr<Transfer> transfer;
-    size_t position;  // of the piece within the transfer
+    uint64_t file_offset;  // of the piece
+    size_t position;       // of the piece within the host buffer
     size_t length;
     size_t done = 0;
-    bool direct;
+    PieceMode mode;
     bool used_direct = false;
+    AlignedBuffer bounce;       // a bounce read in flight: the enclosing blocks
+    uint64_t bounce_start = 0;  // file offset of bounce[0]
   };
 
   void issue() noexcept;
@@ -304,15 +444,19 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
     if (error_.ok()) error_ = std::move(status);
   }
   Status io_status(uint64_t offset, int uv_error) const;
+  Status end_of_file(uint64_t offset) const {
+    return Status::make(SW_ERROR_IO, "file read of '" + carrier_->path_ + "' at byte " + std::to_string(offset) +
+                                         " failed: unexpected end of file");
+  }
   static void on_complete(uv_fs_t* fs);
 
   Ref<FileCarrier> carrier_;
   bool write_;
-  uint64_t file_offset_;
+  std::vector<Extent> extents_;
   std::byte* buffer_;
-  size_t total_;
   IoDone done_;
-  size_t next_ = 0;        // transfer position of the next piece to issue
+  size_t extent_ = 0;      // the next piece to issue: extent extent_, position_ bytes in
+  size_t position_ = 0;
   uint32_t in_flight_ = 0;
   Status error_;           // the first error wins
   bool finished_ = false;
@@ -322,7 +466,7 @@ void FileCarrier::Transfer::start() {
   if (write_) {
     // As in the synchronous path: fault-check every request before writing.
     fail(capture([&] {
-      for (size_t n = carrier_->piece_count(file_offset_, buffer_, total_); n; --n)
+      for (size_t n = carrier_->piece_count(true, extents_, buffer_); n; --n)
         carrier_->runtime().check_fault(FaultKind::kWrite, "file write");
     }));
   }
@@ -343,7 +487,7 @@ Status FileCarrier::Transfer::io_status(uint64_t offset, int uv_error) const {
 
 void FileCarrier::Transfer::issue() noexcept {
   Runtime& rt = carrier_->runtime();
-  while (error_.ok() && in_flight_ < carrier_->requests_in_flight_ && next_ < total_) {
+  while (error_.ok() && in_flight_ < carrier_->requests_in_flight_ && extent_ < extents_.size()) {
     if (rt.is_shut_down()) {
       fail(Status::make(SW_ERROR_CANCELLED, std::string(write_ ? "file write" : "file read") +
                                                 ": the runtime has been shut down"));
@@ -352,13 +496,20 @@ void FileCarrier::Transfer::issue() noexcept {
     Request* request = nullptr;
     fail(capture([&] {
       if (!write_) rt.check_fault(FaultKind::kRead, "file read");
-      const Piece piece = carrier_->next_piece(file_offset_, buffer_, next_, total_);
+      const Extent& e = extents_[extent_];
+      const Piece piece = carrier_->next_piece(write_, e.file_offset + position_, buffer_ + e.position + position_,
+                                               e.length - position_);
       request = new Request{};
       request->transfer = shared_from_this();
-      request->position = next_;
+      request->file_offset = e.file_offset + position_;
+      request->position = e.position + position_;
       request->length = piece.length;
-      request->direct = piece.direct;
-      next_ += piece.length;
+      request->mode = piece.mode;
+      position_ += piece.length;
+      if (position_ == e.length) {
+        ++extent_;
+        position_ = 0;
+      }
     }));
     if (!request) break;
     ++in_flight_;
@@ -370,16 +521,36 @@ void FileCarrier::Transfer::issue() noexcept {
 }
 
 bool FileCarrier::Transfer::submit(Request* request) noexcept {
-  const int fd = carrier_->fd_for(request->direct);
-  request->used_direct = fd != carrier_->fd_;
-  const uint64_t offset = file_offset_ + request->position + request->done;
+  const uint64_t offset = request->file_offset + request->done;
+  const size_t length = request->length - request->done;
   uv_buf_t buf;  // uv_buf_init takes an unsigned int length
-  buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done);
-  buf.len = request->length - request->done;
+  int fd;
+  uint64_t at = offset;
+  request->bounce.reset();
+  if (request->mode != PieceMode::kBuffered && carrier_->direct_usable() && carrier_->direct_refused())
+    request->mode = PieceMode::kBuffered;
+  if (request->mode == PieceMode::kBounce && carrier_->direct_usable()) {
+    request->bounce_start = align_down(offset);
+    const size_t span = static_cast<size_t>(align_up(offset + length) - request->bounce_start);
+    request->bounce = aligned_buffer(span);
+    if (!request->bounce) {
+      fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
+      return false;
+    }
+    buf.base = reinterpret_cast<char*>(request->bounce.get());
+    buf.len = span;
+    fd = carrier_->direct_fd_;
+    at = request->bounce_start;
+  } else {
+    fd = carrier_->fd_for(request->mode == PieceMode::kDirect);
+    buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done);
+    buf.len = length;
+  }
+  request->used_direct = fd != carrier_->fd_;
   request->fs.data = request;
   uv_loop_t* loop = carrier_->runtime().loop().uv();
-  const int rc = write_ ? uv_fs_write(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(offset), &on_complete)
-                        : uv_fs_read(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(offset), &on_complete);
+  const int rc = write_ ? uv_fs_write(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete)
+                        : uv_fs_read(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete);
   if (rc < 0) {
     uv_fs_req_cleanup(&request->fs);
     fail(io_status(offset, rc));
@@ -398,25 +569,34 @@ void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
   const std::shared_ptr<Transfer> self = request->transfer;  // outlives the request
   const ssize_t result = fs->result;
   uv_fs_req_cleanup(fs);
-  const uint64_t offset = self->file_offset_ + request->position + request->done;
+  const uint64_t offset = request->file_offset + request->done;
   if (result < 0) {
     if (result == UV_EINVAL && request->used_direct) {
       // O_DIRECT opened but refused at transfer time: buffered from now on.
       self->carrier_->disable_direct();
-      request->direct = false;
+      request->mode = PieceMode::kBuffered;
       if (self->submit(request)) return;
     } else {
       self->fail(self->io_status(offset, static_cast<int>(result)));
     }
-  } else if (result == 0) {
-    self->fail(self->write_ ? self->io_status(offset, UV_EIO)
-                            : Status::make(SW_ERROR_IO, "file read of '" + self->carrier_->path_ + "' at byte " +
-                                                            std::to_string(offset) + " failed: unexpected end of file"));
   } else {
-    request->done += static_cast<size_t>(result);
-    if (request->done < request->length && self->error_.ok()) {
-      request->direct = false;  // the remainder of a short transfer is unaligned
-      if (self->submit(request)) return;
+    size_t got = static_cast<size_t>(result);
+    if (request->bounce) {
+      // The piece's bytes out of the enclosing blocks.
+      const size_t skip = static_cast<size_t>(offset - request->bounce_start);
+      got = got > skip ? std::min(got - skip, request->length - request->done) : 0;
+      std::memcpy(self->buffer_ + request->position + request->done, request->bounce.get() + skip, got);
+      request->bounce.reset();
+    }
+    if (got == 0) {
+      self->fail(self->write_ ? self->io_status(offset, UV_EIO) : self->end_of_file(offset));
+    } else {
+      self->carrier_->count_bytes(request->mode, request->used_direct, got);
+      request->done += got;
+      if (request->done < request->length && self->error_.ok()) {
+        request->mode = PieceMode::kBuffered;  // the remainder of a short transfer is unaligned
+        if (self->submit(request)) return;
+      }
     }
   }
   self->retire(request);
@@ -431,13 +611,13 @@ void FileCarrier::Transfer::finish_if_idle() noexcept {
   done(std::move(error_));
 }
 
-void FileCarrier::transfer_async(bool write, uint64_t file_offset, std::byte* buffer, size_t total, IoDone done) {
+void FileCarrier::transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done) {
   Ref<FileCarrier> self(this);
-  std::make_shared<Transfer>(self, write, file_offset, buffer, total, std::move(done))->start();
+  std::make_shared<Transfer>(self, write, std::move(extents), buffer, std::move(done))->start();
 }
 
 void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done) {
-  transfer_async(false, byte_offset_of(first), dst, count * element_size(), std::move(done));
+  transfer_async(false, extents_of(first, count), dst, std::move(done));
 }
 
 void FileCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
@@ -448,7 +628,7 @@ void FileCarrier::issue_write(size_t first, size_t count, const std::byte* src, 
     if (!runtime().loop().post(refuse)) refuse();
     return;
   }
-  transfer_async(true, byte_offset_of(first), const_cast<std::byte*>(src), count * element_size(), std::move(done));
+  transfer_async(true, extents_of(first, count), const_cast<std::byte*>(src), std::move(done));
 }
 
 }  // namespace sw

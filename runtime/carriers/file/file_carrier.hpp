@@ -2,16 +2,30 @@
 // scratch file the carrier owns (zero-filled, sparse, removed on dispose), or
 // a read-only window on an existing file the user owns (a weights file).
 //
+// A read-only carrier's slots may also come from several segments of the
+// file (one tensor per expert of a checkpoint): segment i's `count` slots at
+// its own byte offset, the segments forming one linear slot space in order.
+//
 // Transfers are positional (pread/pwrite, uv_fs_read/uv_fs_write with an
 // offset), so several threads may read at once without a shared file offset.
 // Asynchronous transfers are split into chunk_bytes requests with
 // requests_in_flight of them outstanding on the runtime's libuv loop: the page
 // cache only reaches memcpy speed with several reads in flight.
+//
+// With direct_io, reads go through an O_DIRECT descriptor where the file
+// system allows it: in place where the file offset and the host address agree
+// modulo 4096, else through an aligned bounce buffer covering the enclosing
+// 4096-byte blocks (so a tensor at any offset of a model file is read
+// directly too). Writes use O_DIRECT only in place (aligned); their unaligned
+// ends are buffered.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/carrier.hpp"
 
@@ -24,6 +38,20 @@ struct FileCarrierOptions {
   uint32_t requests_in_flight = 4;
 };
 
+// `count` slots at byte `offset` of a file.
+struct FileSegment {
+  uint64_t offset = 0;
+  size_t count = 0;
+};
+
+// Bytes a file carrier moved, by path (for tests of direct I/O).
+struct FileIoStats {
+  uint64_t direct_bytes = 0;    // through O_DIRECT, in place
+  uint64_t bounce_bytes = 0;    // through O_DIRECT, via an aligned bounce buffer
+  uint64_t buffered_bytes = 0;  // through the page cache
+  bool direct_open = false;     // an O_DIRECT descriptor is open and in use
+};
+
 class FileCarrier final : public Carrier {
  public:
   // A zero-filled carrier in a new file; IO naming the directory on failure.
@@ -34,6 +62,11 @@ class FileCarrier final : public Carrier {
   // passes the end of the file.
   static Ref<FileCarrier> open(const Ref<Runtime>& runtime, sw_dtype_t dtype, const std::string& path,
                                uint64_t byte_offset, size_t size, const FileCarrierOptions& options);
+  // A read-only carrier whose slots are the segments' in order. IO naming
+  // the path if it cannot be opened; VALUE naming the segment if one passes
+  // the end of the file or the slot count overflows.
+  static Ref<FileCarrier> open_segments(const Ref<Runtime>& runtime, sw_dtype_t dtype, const std::string& path,
+                                        const std::vector<FileSegment>& segments, const FileCarrierOptions& options);
   ~FileCarrier() override;
 
   void read_slots(size_t first, size_t count, void* dst) const override;
@@ -47,6 +80,7 @@ class FileCarrier final : public Carrier {
   bool is_read_only() const override { return read_only_; }
   uint64_t stored_bytes() const override;
   const std::string& path() const { return path_; }
+  FileIoStats io_stats() const;
 
  protected:
   void issue_read(size_t first, size_t count, std::byte* dst, IoDone done) override;
@@ -57,27 +91,46 @@ class FileCarrier final : public Carrier {
  private:
   class Transfer;
 
-  // One piece of a transfer: `length` bytes at transfer position `position`,
-  // through the O_DIRECT descriptor when `direct`.
+  enum class PieceMode { kBuffered, kDirect, kBounce };
+  // One piece of a transfer: `length` bytes at transfer position `position`.
   struct Piece {
     size_t length;
-    bool direct;
+    PieceMode mode;
+  };
+  // A contiguous part of a transfer in the file: `length` bytes at byte
+  // `file_offset`, at `position` in the host buffer.
+  struct Extent {
+    uint64_t file_offset;
+    size_t position;
+    size_t length;
   };
 
   FileCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, const FileCarrierOptions& options);
   void open_direct(int flags);
   void close_file() noexcept;
-  // The next piece of a transfer of `total` bytes starting at file offset
-  // `file_offset` and host address `buffer`, `position` bytes in. Pieces whose
-  // offset, length and address are all 4096-aligned may use O_DIRECT.
-  Piece next_piece(uint64_t file_offset, const std::byte* buffer, size_t position, size_t total) const;
-  size_t piece_count(uint64_t file_offset, const std::byte* buffer, size_t total) const;
-  uint64_t byte_offset_of(size_t slot) const { return base_offset_ + static_cast<uint64_t>(slot) * element_size(); }
+  // The file extents of slots [first, first + count), host positions from 0.
+  std::vector<Extent> extents_of(size_t first, size_t count) const;
+  // The next piece of `remaining` bytes at file offset `file_offset` and
+  // host address `address`. Pieces whose offset, length and address are all
+  // 4096-aligned may use O_DIRECT in place; other read pieces go through a
+  // bounce buffer. The plan depends only on the addresses, not on whether
+  // O_DIRECT turned out to work, so a transfer's request count is fixed.
+  Piece next_piece(bool write, uint64_t file_offset, const std::byte* address, size_t remaining) const;
+  size_t piece_count(bool write, const std::vector<Extent>& extents, const std::byte* buffer) const;
   int fd_for(bool direct) const;
+  bool direct_usable() const { return direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed); }
   // O_DIRECT was refused at transfer time (EINVAL): use the normal fd only.
   void disable_direct() const { direct_ok_.store(false, std::memory_order_relaxed); }
-  void transfer_sync(bool write, uint64_t file_offset, std::byte* buffer, size_t total) const;
-  void transfer_async(bool write, uint64_t file_offset, std::byte* buffer, size_t total, IoDone done);
+  // An injected refusal of O_DIRECT (SW_FAULT_DIRECT_IO) fires: direct I/O
+  // is disabled as after EINVAL, and the caller goes buffered.
+  bool direct_refused() const;
+  void count_bytes(PieceMode mode, bool used_direct, size_t bytes) const;
+  // A bounce read of `length` bytes at `file_offset` into `dst`: the
+  // enclosing aligned blocks through O_DIRECT. Returns the bytes delivered
+  // (fewer at the end of the file), or -errno.
+  ssize_t bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const;
+  void transfer_sync(bool write, const std::vector<Extent>& extents, std::byte* buffer) const;
+  void transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done);
   [[noreturn]] void io_failure(bool write, uint64_t file_offset, int error_number) const;
 
   FileCarrierOptions options_;
@@ -86,6 +139,12 @@ class FileCarrier final : public Carrier {
   int direct_fd_ = -1;
   mutable std::atomic<bool> direct_ok_{false};
   uint64_t base_offset_ = 0;
+  // Segmented carriers: segment i starts at file byte seg_offset_[i] and
+  // holds slots [seg_first_[i], seg_first_[i + 1]). Empty: one run of the
+  // carrier's slots at base_offset_.
+  std::vector<uint64_t> seg_offset_;
+  std::vector<size_t> seg_first_;
+  mutable std::atomic<uint64_t> direct_bytes_{0}, bounce_bytes_{0}, buffered_bytes_{0};
   bool read_only_ = false;
   bool owns_file_ = false;  // a scratch file, unlinked at creation
   bool direct_io_ = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <unordered_map>
 
@@ -355,20 +356,36 @@ void TiledEvictable::set_tile(int64_t k, Ref<Carrier> values) {
 }
 
 void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {
+  read_runs({SlotRun{first, count}}, static_cast<std::byte*>(dst));
+}
+
+void TiledEvictable::read_runs(const std::vector<SlotRun>& runs, std::byte* dst) const {
   const size_t es = element_size();
-  // Canonical slots may interleave tiles: read each touched tile once.
-  std::unordered_map<int64_t, std::vector<std::byte>> tiles;
-  auto* out = static_cast<std::byte*>(dst);
-  geo_.for_each_piece(static_cast<int64_t>(first), static_cast<int64_t>(count),
-                      [&](int64_t k, int64_t w, int64_t done, int64_t n) {
-                        auto [it, fresh] = tiles.try_emplace(k);
-                        if (fresh) {
-                          it->second.resize(static_cast<size_t>(geo_.tile_size) * es);
-                          read_tile(k, it->second.data());
-                        }
-                        std::memcpy(out + done * static_cast<int64_t>(es), it->second.data() + w * static_cast<int64_t>(es),
-                                    static_cast<size_t>(n) * es);
-                      });
+  // Canonical slots may interleave tiles: read each touched tile once, from
+  // wherever it lives (one value per tile, however often the runs touch it);
+  // a piece that is a whole tile is read in place.
+  std::unordered_map<int64_t, const std::byte*> values;
+  std::deque<std::vector<std::byte>> copies;
+  std::byte* out = dst;
+  for (const SlotRun& r : runs) {
+    geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
+                        [&](int64_t k, int64_t w, int64_t done, int64_t n) {
+                          std::byte* to = out + done * static_cast<int64_t>(es);
+                          auto it = values.find(k);
+                          if (it == values.end()) {
+                            if (w == 0 && n == geo_.tile_size) {
+                              read_tile(k, to);
+                              values.emplace(k, to);
+                              return;
+                            }
+                            copies.emplace_back(static_cast<size_t>(geo_.tile_size) * es);
+                            read_tile(k, copies.back().data());
+                            it = values.emplace(k, copies.back().data()).first;
+                          }
+                          std::memcpy(to, it->second + w * static_cast<int64_t>(es), static_cast<size_t>(n) * es);
+                        });
+    out += r.count * es;
+  }
 }
 
 void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {

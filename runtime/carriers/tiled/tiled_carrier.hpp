@@ -101,6 +101,8 @@ class TiledEvictable final : public Carrier {
   Ref<Tensor> add_gradients(const Ref<Tensor>& a, const Ref<Tensor>& b) const override;
 
   void read_slots(size_t first, size_t count, void* dst) const override;
+  void read_runs(const std::vector<SlotRun>& runs, std::byte* dst) const override;
+  size_t read_granule() const override { return static_cast<size_t>(geo_.tile_size); }
   void write_slots(size_t first, size_t count, const void* src) override;
   void write_runs(const std::vector<SlotRun>& runs, const std::byte* src) override;
   // Writes the dirty tiles `ks` (just promoted by a public write) to the

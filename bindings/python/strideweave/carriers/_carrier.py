@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtypes
 from .. import _handles
+from .. import _model_files
 from .. import _runtime
 from .._checks import finite, integer, nonnegative
 from .._device import Device
@@ -211,6 +212,37 @@ class File(Carrier):
         obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, nonnegative(size, "size"),
                                       bool(direct_io)), rt)
         return obj
+
+    # ---- model files (strideweave._model_files, docs/model-files.md) ----
+
+    @classmethod
+    def open_npy(cls, path, *, direct_io=False, runtime=None):
+        """The array of a .npy file (format 1.0 or 2.0, C or Fortran order)
+        as a read-only carrier: a FileTensor with the carrier, the full
+        tensor's first-mode-fastest shape, the TiledEvictable geometry that
+        makes each tile one index of the file's slowest mode (one expert) and
+        the view back to the file's indexing. DataCorruptError for a bad
+        header or a truncated file, NotImplementedError for a dtype
+        StrideWeave lacks, OSError for an unreadable file (each naming the
+        file and the field)."""
+        return _model_files.open_npy(cls, path, direct_io=direct_io, runtime=runtime)
+
+    @classmethod
+    def open_safetensors(cls, path, name, *, direct_io=False, runtime=None):
+        """Tensor `name` of a .safetensors file as open_npy does; with a list
+        of names, those tensors (one dtype and shape S, e.g. one per expert of
+        a Hugging Face checkpoint) as one carrier over their file regions: the
+        stack of shape (len(names), *S), tile i being tensor names[i].
+        ValueError for a name the file lacks or tensors that differ."""
+        return _model_files.open_safetensors(cls, path, name, direct_io=direct_io, runtime=runtime)
+
+    @classmethod
+    def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, runtime=None):
+        """A raw tensor of `shape` and `dtype` at byte `offset` of `path`,
+        in `order` "C" (row-major) or "F" (first mode fastest), as open_npy
+        does."""
+        return _model_files.open_raw(cls, path, shape, dtype=dtype, offset=offset, order=order, direct_io=direct_io,
+                                     runtime=runtime)
 
 
 @_handles.carrier_kind(N.SW_CARRIER_ZSTD)

@@ -1,0 +1,142 @@
+"""Model files as secondary tiers: .npy, .safetensors and raw tensors opened
+as File carriers with the TiledEvictable geometry that makes each tile one
+expert as the file stores it, and tensors saved to .safetensors / .npy.
+
+A model file indexes its tensors row-major (the last index fastest);
+StrideWeave's dense layouts are first mode fastest. So a row-major
+(E, O, I) file is, as it lies, the tensor (I, O, E): FileTensor describes
+that tensor (`logical_shape`), the geometry (`grid_shape`, `tile_shape`) and
+the permutation back to the file's own indexing (`view`). See
+docs/model-files.md."""
+import os
+
+from . import _dtypes
+from . import _handles
+from . import _runtime
+from ._checks import finite, nonnegative
+from ._errors import StrideWeaveTypeError, StrideWeaveValueError
+from ._lib import native as N
+from ._tensor import Tensor
+
+
+class FileTensor:
+    """What File.open_npy / open_safetensors / open_raw found: the read-only
+    File `carrier` and how to use it.
+
+    - `shape`: the shape as the file indexes it (NumPy's shape; a stack of
+      tensors puts their count first), `dtype`, `order` ("C" or "F"),
+      `data_offset`, `data_bytes`, `segments` (file regions read);
+    - `logical_shape`: the first-mode-fastest shape of the full tensor
+      (`shape` reversed for a C-order file);
+    - `grid_shape`, `tile_shape`: the TiledEvictable geometry giving each
+      tile one index of the file's slowest mode (one expert);
+    - `permutation`: mode i of the file's indexing is mode permutation[i] of
+      the full tensor.
+
+    `tiled()` builds the TiledEvictable; `view(full)` indexes its full tensor
+    as the file does. Pass the full tensor (`tiled.full_tensor()`) to
+    project, scatter and ops; use the view to read elements by the file's
+    indices and to save."""
+
+    __slots__ = ("carrier", "dtype", "shape", "order", "data_offset", "data_bytes", "segments", "logical_shape",
+                 "grid_shape", "tile_shape", "permutation")
+
+    def __init__(self, carrier, info):
+        self.carrier = carrier
+        self.dtype = _dtypes.by_code(info["dtype"])
+        for key in ("shape", "order", "data_offset", "data_bytes", "segments", "logical_shape", "grid_shape",
+                    "tile_shape", "permutation"):
+            setattr(self, key, info[key])
+
+    def tiled(self, primary=None, *, residency_policy=None):
+        """A TiledEvictable over the file with this geometry; `primary`
+        defaults to an empty CPU carrier of the file's dtype. All tiles start
+        in the file (secondary); promote or project to read them."""
+        if primary is None:
+            primary = _handles.carrier_class(N.SW_CARRIER_CPU)(0, dtype=self.dtype, runtime=self.carrier._rt)
+        return _handles.carrier_class(N.SW_CARRIER_TILED)(primary, self.carrier, self.grid_shape, self.tile_shape,
+                              residency_policy=residency_policy)
+
+    def view(self, tensor):
+        """`tensor` (the full tensor of `tiled()`, or any tensor of this
+        rank) indexed as the file does: view[e, o, i] is
+        numpy.load(path)[e, o, i]. A layout permutation, no copy, not
+        recorded for autograd."""
+        if not isinstance(tensor, Tensor):
+            raise StrideWeaveTypeError(f"tensor must be a strideweave.Tensor, not {type(tensor).__name__}")
+        t = Tensor._adopt(N.file_tensor_view(tensor._h, list(self.permutation)), tensor._rt)
+        t._carrier = tensor._carrier
+        return t
+
+    def __repr__(self):
+        return (f"FileTensor(shape={self.shape}, dtype={self.dtype.name}, order={self.order!r}, "
+                f"logical_shape={self.logical_shape}, grid_shape={self.grid_shape}, tile_shape={self.tile_shape})")
+
+
+def _opened(result, cls, rt):
+    h, info = result
+    obj = object.__new__(cls)
+    obj._init(h, rt)
+    return FileTensor(obj, info)
+
+
+def open_npy(cls, path, *, direct_io=False, runtime=None):
+    rt = _runtime.resolve(runtime)
+    return _opened(N.carrier_open_npy(rt._h, os.fspath(path), bool(direct_io)), cls, rt)
+
+
+def open_safetensors(cls, path, name, *, direct_io=False, runtime=None):
+    rt = _runtime.resolve(runtime)
+    if isinstance(name, str):
+        return _opened(N.carrier_open_safetensors(rt._h, os.fspath(path), name, bool(direct_io)), cls, rt)
+    if isinstance(name, (bytes, bytearray)):
+        raise StrideWeaveTypeError("a tensor name must be str, not bytes")
+    names = finite(name, "names")
+    return _opened(N.carrier_open_safetensors_stack(rt._h, os.fspath(path), names, bool(direct_io)), cls, rt)
+
+
+_ORDERS = {"C": N.SW_FILE_ORDER_ROW_MAJOR, "F": N.SW_FILE_ORDER_FIRST_MODE_FASTEST}
+
+
+def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, runtime=None):
+    rt = _runtime.resolve(runtime)
+    if order not in _ORDERS:
+        raise StrideWeaveValueError(f"order must be 'C' (row-major) or 'F' (first mode fastest), not {order!r}")
+    shape = finite(shape, "shape")
+    return _opened(N.carrier_open_raw_tensor(rt._h, os.fspath(path), _dtypes.as_dtype(dtype).code,
+                                             nonnegative(offset, "offset"), shape, _ORDERS[order], bool(direct_io)),
+                   cls, rt)
+
+
+def _as_tensor(value, what):
+    if isinstance(value, _handles.carrier_class(N.SW_CARRIER_TILED)):
+        return value.full_tensor()
+    if isinstance(value, Tensor):
+        return value
+    raise StrideWeaveTypeError(f"{what} must be a strideweave.Tensor or TiledEvictable, not {type(value).__name__}")
+
+
+def save_safetensors(path, tensors, *, metadata=None):
+    """Saves `tensors` (a dict of name -> Tensor or TiledEvictable, written in
+    its order) to a .safetensors file, each with its shape and its own
+    indexing: `safetensors.numpy.load_file(path)[name][c]` is element c of the
+    tensor (save `FileTensor.view(full)` to keep a file's (E, O, I)
+    indexing). A TiledEvictable saves its full tensor, read tile by tile from
+    the tier each tile is in (dirty values included, no promotion).
+    `metadata` is a dict of str -> str written as "__metadata__". The file is
+    written under a temporary name and renamed over `path` at the end."""
+    if not isinstance(tensors, dict):
+        raise StrideWeaveTypeError(f"tensors must be a dict of name -> tensor, not {type(tensors).__name__}")
+    metadata = {} if metadata is None else metadata
+    if not isinstance(metadata, dict):
+        raise StrideWeaveTypeError(f"metadata must be a dict of str -> str, not {type(metadata).__name__}")
+    names = list(tensors)
+    values = [_as_tensor(tensors[n], f"tensors[{n!r}]") for n in names]
+    N.save_safetensors(os.fspath(path), names, [t._h for t in values], list(metadata), list(metadata.values()))
+
+
+def save_npy(path, tensor):
+    """Saves one Tensor or TiledEvictable (its full tensor) to a .npy file
+    (format 1.0, C order) that numpy.load reads back with the tensor's shape
+    and indexing. NotImplementedError for bfloat16, which NumPy lacks."""
+    N.save_npy(os.fspath(path), _as_tensor(tensor, "tensor")._h)

@@ -1,0 +1,361 @@
+#include "carriers/file/model_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "base/error.hpp"
+#include "core/dtype.hpp"
+#include "core/iteration.hpp"
+
+namespace sw {
+
+namespace {
+
+// Bytes of values a save reads and writes at a time.
+constexpr size_t kSaveChunkBytes = size_t{32} << 20;
+// Elements per chunk when the values are scattered over their carrier
+// (each element its own run of slots).
+constexpr int64_t kScatteredChunkElements = int64_t{1} << 20;
+
+std::string errno_text(int error_number) {
+  char text[256];
+  return std::string(strerror_r(error_number, text, sizeof text));
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) { if (i) s += ", "; s += std::to_string(shape[i]); }
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// A file opened for reading its header; closed with the object.
+class HeaderFile {
+ public:
+  explicit HeaderFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + errno_text(errno));
+    // The destructor does not run when the constructor throws: close first.
+    auto fail = [&](const std::string& what, int error_number) {
+      ::close(fd_);
+      throw_error(SW_ERROR_IO, what + " '" + path + "': " + errno_text(error_number));
+    };
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) fail("cannot stat", errno);
+    if (S_ISDIR(st.st_mode)) fail("cannot open", EISDIR);
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    if (end < 0) fail("cannot find the end of", errno);
+    size_ = static_cast<uint64_t>(end);
+  }
+  ~HeaderFile() { ::close(fd_); }
+  HeaderFile(const HeaderFile&) = delete;
+  HeaderFile& operator=(const HeaderFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  // The file's first min(n, size) bytes.
+  std::vector<std::byte> head(uint64_t n) const {
+    std::vector<std::byte> out(static_cast<size_t>(std::min(n, size_)));
+    for (size_t done = 0; done < out.size();) {
+      const ssize_t r = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw_error(SW_ERROR_IO, "cannot read the header of '" + path_ + "': " + errno_text(errno));
+      if (r == 0) throw_error(SW_ERROR_IO, "cannot read the header of '" + path_ + "': the file shrank while it was read");
+      done += static_cast<size_t>(r);
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+std::string npy_source(const std::string& path) { return "npy file '" + path + "'"; }
+std::string safetensors_source(const std::string& path) { return "safetensors file '" + path + "'"; }
+
+// A TiledEvictable holds at least one element per mode: refuse what it cannot.
+void check_tileable(const std::vector<int64_t>& shape, const std::string& what) {
+  if (shape.empty())
+    value_error(what + " is a scalar (shape ()), which cannot be a TiledEvictable's tier; read it with sw_carrier_open_file");
+  for (int64_t e : shape)
+    if (e == 0) value_error(what + " has no elements (shape " + shape_text(shape) + "); a TiledEvictable needs at least one per mode");
+}
+
+OpenedTensor finish(Ref<FileCarrier> carrier, sw_dtype_t dtype, std::vector<int64_t> shape, bool row_major,
+                    uint64_t offset, size_t segments) {
+  OpenedTensor o;
+  o.carrier = std::move(carrier);
+  o.dtype = dtype;
+  o.row_major = row_major;
+  o.data_offset = offset;
+  o.data_bytes = static_cast<uint64_t>(o.carrier->size()) * dtype_size(dtype);
+  o.segments = segments;
+  o.geometry = file_tensor_geometry(shape, row_major);
+  o.shape = std::move(shape);
+  return o;
+}
+
+}  // namespace
+
+StoredTensor read_npy_header(const std::string& path) {
+  HeaderFile f(path);
+  const std::string source = npy_source(path);
+  const std::vector<std::byte> prefix = f.head(kNpyPrefixBytes);
+  const uint64_t length = npy_header_length(prefix.data(), prefix.size(), f.size(), source);
+  const std::vector<std::byte> header = f.head(length);
+  return parse_npy_header(header.data(), header.size(), f.size(), source);
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  HeaderFile f(path);
+  const std::string source = safetensors_source(path);
+  const std::vector<std::byte> prefix = f.head(8);
+  const uint64_t length = safetensors_header_length(prefix.data(), prefix.size(), f.size(), source);
+  const std::vector<std::byte> header = f.head(8 + length);
+  return parse_safetensors_header(header.data(), header.size(), f.size(), source);
+}
+
+OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, const FileCarrierOptions& options) {
+  const StoredTensor t = read_npy_header(path);
+  check_tileable(t.shape, "the array of " + npy_source(path));
+  const int64_t n = static_cast<int64_t>(t.bytes / dtype_size(t.dtype));
+  auto carrier = FileCarrier::open(runtime, t.dtype, path, t.offset, static_cast<size_t>(n), options);
+  return finish(std::move(carrier), t.dtype, t.shape, !t.fortran_order, t.offset, 1);
+}
+
+OpenedTensor open_safetensors(const Ref<Runtime>& runtime, const std::string& path, const std::string& name,
+                              const FileCarrierOptions& options) {
+  const SafetensorsHeader h = read_safetensors_header(path);
+  const StoredTensor* t = h.find(name);
+  if (!t) value_error(safetensors_source(path) + " holds no tensor named '" + name + "'");
+  check_tileable(t->shape, "tensor '" + name + "' of " + safetensors_source(path));
+  auto carrier = FileCarrier::open(runtime, t->dtype, path, t->offset, static_cast<size_t>(t->bytes / dtype_size(t->dtype)), options);
+  return finish(std::move(carrier), t->dtype, t->shape, true, t->offset, 1);
+}
+
+OpenedTensor open_safetensors_stack(const Ref<Runtime>& runtime, const std::string& path,
+                                    const std::vector<std::string>& names, const FileCarrierOptions& options) {
+  if (names.empty()) value_error("opening tensors of " + safetensors_source(path) + ": no tensor names given");
+  const SafetensorsHeader h = read_safetensors_header(path);
+  std::set<std::string> seen;
+  std::vector<const StoredTensor*> parts;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) value_error("tensor '" + name + "' is named twice in the list for " + safetensors_source(path));
+    const StoredTensor* t = h.find(name);
+    if (!t) value_error(safetensors_source(path) + " holds no tensor named '" + name + "'");
+    if (!parts.empty()) {
+      const StoredTensor& first = *parts.front();
+      if (t->dtype != first.dtype)
+        value_error("tensor '" + name + "' of " + safetensors_source(path) + " is " + safetensors_dtype_name(t->dtype) +
+                    ", but '" + first.name + "' is " + safetensors_dtype_name(first.dtype) + ": one carrier holds one dtype");
+      if (t->shape != first.shape)
+        value_error("tensor '" + name + "' of " + safetensors_source(path) + " has shape " + shape_text(t->shape) +
+                    ", but '" + first.name + "' has " + shape_text(first.shape) + ": stacked tensors share one shape");
+    }
+    parts.push_back(t);
+  }
+  std::vector<int64_t> shape = parts.front()->shape;
+  if (shape.size() + 1 > SW_MAX_RANK)
+    value_error("stacking tensors of rank " + std::to_string(shape.size()) + " of " + safetensors_source(path) +
+                " would exceed SW_MAX_RANK (" + std::to_string(SW_MAX_RANK) + ")");
+  shape.insert(shape.begin(), static_cast<int64_t>(names.size()));
+  check_tileable(shape, "the stack of tensors '" + names.front() + "', ... of " + safetensors_source(path));
+  std::vector<FileSegment> segments;
+  for (const StoredTensor* t : parts) segments.push_back({t->offset, static_cast<size_t>(t->bytes / dtype_size(t->dtype))});
+  auto carrier = FileCarrier::open_segments(runtime, parts.front()->dtype, path, segments, options);
+  return finish(std::move(carrier), parts.front()->dtype, std::move(shape), true, parts.front()->offset, names.size());
+}
+
+OpenedTensor open_raw_tensor(const Ref<Runtime>& runtime, const std::string& path, sw_dtype_t dtype, uint64_t offset,
+                             const std::vector<int64_t>& shape, bool row_major, const FileCarrierOptions& options) {
+  if (shape.size() > SW_MAX_RANK)
+    value_error("raw tensor of '" + path + "': rank " + std::to_string(shape.size()) + " exceeds SW_MAX_RANK");
+  check_tileable(shape, "the raw tensor of '" + path + "'");
+  const int64_t n = checked_product(shape);
+  auto carrier = FileCarrier::open(runtime, dtype, path, offset, static_cast<size_t>(n), options);
+  return finish(std::move(carrier), dtype, shape, row_major, offset, 1);
+}
+
+// ---- saving -------------------------------------------------------------
+
+namespace {
+
+// A file written under a temporary name beside `path` and renamed over it
+// by commit(); removed if never committed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path) : path_(path) {
+    static std::atomic<uint64_t> counter{0};
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      temp_ = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+      fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ >= 0 || errno != EEXIST) break;
+    }
+    if (fd_ < 0) throw_error(SW_ERROR_IO, "cannot create '" + path + "' (writing '" + temp_ + "'): " + errno_text(errno));
+  }
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_.c_str());
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t bytes) {
+    const auto* p = static_cast<const std::byte*>(data);
+    for (size_t done = 0; done < bytes;) {
+      const ssize_t n = ::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(at_));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw_error(SW_ERROR_IO, "writing '" + path_ + "' at byte " + std::to_string(at_) + " failed: " + errno_text(n < 0 ? errno : EIO));
+      done += static_cast<size_t>(n);
+      at_ += static_cast<uint64_t>(n);
+    }
+  }
+  void commit() {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw_error(SW_ERROR_IO, "writing '" + path_ + "' failed: " + errno_text(errno));
+    if (::rename(temp_.c_str(), path_.c_str()) != 0)
+      throw_error(SW_ERROR_IO, "cannot rename '" + temp_ + "' to '" + path_ + "': " + errno_text(errno));
+    committed_ = true;
+  }
+
+ private:
+  std::string path_, temp_;
+  int fd_ = -1;
+  uint64_t at_ = 0;
+  bool committed_ = false;
+};
+
+// Writes `t`'s values in row-major order of its indexing, chunk by chunk.
+void write_row_major(AtomicFile& out, const Tensor& t) {
+  const int64_t total = t.numel();
+  if (total == 0) return;
+  const Carrier& c = t.carrier();
+  const size_t es = dtype_size(t.dtype());
+  // The modes reversed: their first-mode-fastest order is t's row-major order.
+  std::vector<size_t> reverse(t.rank());
+  for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = reverse.size() - 1 - i;
+  const Ref<Layout> rows = reverse.size() > 1 ? t.layout().permute(reverse) : t.layout_ref();
+  Iteration it;
+  if (!build_iteration({rows.get()}, &it)) internal_error("save: no iteration over one layout");
+  const bool contiguous = it.dims.empty() || it.dims[0].stride[0] == 1;
+  int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kSaveChunkBytes / es));
+  if (const size_t g = c.read_granule()) chunk = std::max<int64_t>(1, chunk / static_cast<int64_t>(g)) * static_cast<int64_t>(g);
+  if (!contiguous) chunk = std::min(chunk, kScatteredChunkElements);
+  chunk = std::min(chunk, total);
+  std::vector<std::byte> buffer(static_cast<size_t>(chunk) * es);
+  StoragePin pin(c, "save");
+  const std::byte* host = c.host_data();
+  std::vector<SlotRun> runs;
+  for (int64_t begin = 0; begin < total; begin += chunk) {
+    const int64_t end = std::min(total, begin + chunk);
+    std::byte* to = buffer.data();
+    runs.clear();
+    walk(it, begin, end, [&](const int64_t* off, int64_t count, const int64_t* step) {
+      const int64_t first = t.offset() + off[0];
+      if (host) {
+        if (step[0] == 1) {
+          std::memcpy(to, host + first * static_cast<int64_t>(es), static_cast<size_t>(count) * es);
+        } else {
+          for (int64_t i = 0; i < count; ++i)
+            std::memcpy(to + i * static_cast<int64_t>(es), host + (first + i * step[0]) * static_cast<int64_t>(es), es);
+        }
+        to += count * static_cast<int64_t>(es);
+        return;
+      }
+      auto add_run = [&](size_t slot, size_t n) {
+        if (!runs.empty() && runs.back().first + runs.back().count == slot) runs.back().count += n;
+        else runs.push_back({slot, n});
+      };
+      if (step[0] == 1) {
+        add_run(static_cast<size_t>(first), static_cast<size_t>(count));
+      } else {
+        for (int64_t i = 0; i < count; ++i) add_run(static_cast<size_t>(first + i * step[0]), 1);
+      }
+    });
+    if (!host) c.read_runs(runs, buffer.data());
+    out.write(buffer.data(), static_cast<size_t>(end - begin) * es);
+  }
+}
+
+void check_saveable(const Tensor& t, const std::string& what) {
+  t.carrier().check_live(what.c_str());
+  t.carrier().check_not_tier(what.c_str());
+}
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    uint32_t cp, min;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xe0) == 0xc0) { n = 1; cp = c & 0x1f; min = 0x80; }
+    else if ((c & 0xf0) == 0xe0) { n = 2; cp = c & 0x0f; min = 0x800; }
+    else if ((c & 0xf8) == 0xf0) { n = 3; cp = c & 0x07; min = 0x10000; }
+    else return false;
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const unsigned char t = static_cast<unsigned char>(s[i + k]);
+      if ((t & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (t & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Ref<Tensor>>>& tensors,
+                      const std::vector<std::pair<std::string, std::string>>& metadata) {
+  const std::string target = "saving safetensors file '" + path + "'";
+  std::set<std::string> names;
+  std::vector<StoredTensor> stored;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.empty()) value_error(target + ": a tensor name is empty");
+    if (name == "__metadata__") value_error(target + ": '__metadata__' is reserved for the metadata, not a tensor name");
+    if (!valid_utf8(name)) value_error(target + ": a tensor name is not valid UTF-8");
+    if (!names.insert(name).second) value_error(target + ": tensor '" + name + "' is named twice");
+    const char* dtype = safetensors_dtype_name(tensor->dtype());
+    if (!dtype) type_error(target + ": tensor '" + name + "' has dtype " + dtype_name(tensor->dtype()) + ", which safetensors cannot hold");
+    check_saveable(*tensor, target);
+    StoredTensor s;
+    s.name = name;
+    s.dtype = tensor->dtype();
+    s.shape = tensor->shape();
+    s.bytes = static_cast<uint64_t>(tensor->numel()) * dtype_size(s.dtype);
+    stored.push_back(std::move(s));
+  }
+  std::set<std::string> keys;
+  for (const auto& [key, value] : metadata) {
+    if (!valid_utf8(key) || !valid_utf8(value)) value_error(target + ": a metadata key or value is not valid UTF-8");
+    if (!keys.insert(key).second) value_error(target + ": metadata key '" + key + "' is given twice");
+  }
+  const std::string header = safetensors_header(stored, metadata);
+  AtomicFile out(path);
+  out.write(header.data(), header.size());
+  for (const auto& entry : tensors) write_row_major(out, *entry.second);
+  out.commit();
+}
+
+void save_npy(const std::string& path, const Ref<Tensor>& tensor) {
+  const std::string target = "saving npy file '" + path + "'";
+  if (tensor->dtype() == SW_DTYPE_BF16)
+    unsupported_error(target + ": dtype: npy has no bf16 dtype (NumPy has none); save it with sw_save_safetensors");
+  check_saveable(*tensor, target);
+  const std::string header = npy_header(tensor->dtype(), tensor->shape(), target);
+  AtomicFile out(path);
+  out.write(header.data(), header.size());
+  write_row_major(out, *tensor);
+  out.commit();
+}
+
+}  // namespace sw

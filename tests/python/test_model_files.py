@@ -1,0 +1,392 @@
+"""Model files as tiers: .npy and .safetensors files written by NumPy, the
+safetensors package and PyTorch, opened with File.open_npy /
+open_safetensors / open_raw, read back through tiled projection and through
+the file-indexed view; saving with save_safetensors / save_npy; errors."""
+import json
+import pathlib
+import struct
+
+import numpy as np
+import pytest
+
+import strideweave as sw
+from strideweave.carriers import CPU, File
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+DTYPES = [(np.float32, sw.float32), (np.float64, sw.float64), (np.float16, sw.float16), (np.int32, sw.int32),
+          (np.int64, sw.int64), (np.uint8, sw.uint8), (np.bool_, sw.bool_)]
+SHAPES = [(3, 4, 5), (1, 1, 1), (2, 7, 3), (5,), (6, 3), (2, 3, 1, 5), (4, 1, 9)]
+
+
+def sample(shape, np_dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np_dtype is np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(np_dtype, np.integer):
+        info = np.iinfo(np_dtype)
+        return rng.integers(max(info.min, -1000), min(info.max, 1000), size=shape, endpoint=True).astype(np_dtype)
+    return rng.standard_normal(shape).astype(np_dtype)
+
+
+def view_values(view):
+    """Every element of a file-indexed view through tensor[coord]."""
+    out = np.empty(view.shape, dtype=np.float64)
+    for coord in np.ndindex(*view.shape):
+        out[coord] = view[coord]
+    return out
+
+
+def check_tiled(ft, expected):
+    """The file tensor read three ways equals `expected` (the array as the
+    file indexes it): the view's elements, the view as NumPy, and a tiled
+    projection of the first and last tiles."""
+    assert ft.shape == expected.shape
+    tiled = ft.tiled()
+    full = tiled.full_tensor()
+    assert full.shape == ft.logical_shape
+    view = ft.view(full)
+    assert view.shape == expected.shape
+    np.testing.assert_array_equal(view_values(view), expected.astype(np.float64))
+    np.testing.assert_array_equal(view.numpy(), expected)
+    # Tiles of the file's slowest mode (its first index, the full tensor's
+    # last mode): project the first and the last.
+    assert ft.order == "C"
+    chosen = sorted({0, expected.shape[0] - 1}) if expected.ndim > 1 else [0]
+    per_axis = [list(range(g)) for g in ft.grid_shape]
+    per_axis[-1] = chosen
+    compact = tiled.project(full, sw.TileSelection(per_axis)).wait()
+    got = np.transpose(compact.numpy(), tuple(reversed(range(expected.ndim))))
+    np.testing.assert_array_equal(got, expected[chosen] if expected.ndim > 1 else expected)
+    return tiled
+
+
+@pytest.mark.parametrize("np_dtype,sw_dtype", DTYPES, ids=[d[1].name for d in DTYPES])
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_npy_c_order_every_dtype(tmp_path, np_dtype, sw_dtype, shape):
+    a = sample(shape, np_dtype)
+    path = tmp_path / "w.npy"
+    np.save(path, a)
+    ft = File.open_npy(path)
+    assert ft.dtype is sw_dtype
+    assert ft.order == "C"
+    assert ft.logical_shape == tuple(reversed(shape))
+    assert ft.permutation == tuple(reversed(range(len(shape))))
+    assert ft.data_bytes == a.nbytes
+    assert ft.segments == 1
+    assert ft.carrier.is_read_only()
+    check_tiled(ft, a)
+
+
+def test_npy_expert_geometry(tmp_path):
+    a = sample((4, 3, 5), np.float32)
+    np.save(tmp_path / "e.npy", a)
+    ft = File.open_npy(tmp_path / "e.npy")
+    # docs/matmul.md: (E, O, I) row-major is (I, O, E); tile (I, O, 1).
+    assert ft.grid_shape == (1, 1, 4)
+    assert ft.tile_shape == (5, 3, 1)
+    tiled = ft.tiled()
+    full = tiled.full_tensor()
+    compact = tiled.project(full, sw.TileSelection([[0], [0], [1, 3]])).wait()
+    assert compact.shape == (5, 3, 2)
+    # The compact (I, O, S) permuted indexes as the file does: (S, O, I).
+    np.testing.assert_array_equal(compact.permute(2, 1, 0).numpy(), a[[1, 3]])
+    v = ft.view(full)
+    assert v[3, 2, 4] == a[3, 2, 4]
+    assert v[1, 0, 2] == a[1, 0, 2]
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 7), (2, 6), (2, 1, 3, 2)])
+def test_npy_fortran_order_maps_as_is(tmp_path, shape):
+    a = np.asfortranarray(sample(shape, np.float64, seed=3))
+    path = tmp_path / "f.npy"
+    np.save(path, a)
+    ft = File.open_npy(path)
+    assert ft.order == "F"
+    assert ft.logical_shape == shape
+    assert ft.permutation == tuple(range(len(shape)))
+    tiled = ft.tiled()
+    full = tiled.full_tensor()
+    np.testing.assert_array_equal(ft.view(full).numpy(), a)
+    np.testing.assert_array_equal(full.numpy(), a)
+    for coord in [(0,) * len(shape), tuple(s - 1 for s in shape)]:
+        assert ft.view(full)[coord] == a[coord]
+
+
+@pytest.mark.parametrize("np_dtype,sw_dtype", DTYPES, ids=[d[1].name for d in DTYPES])
+def test_safetensors_by_name_every_dtype(tmp_path, np_dtype, sw_dtype):
+    tensors = {"a": sample((3, 5, 2), np_dtype, 1), "b.weight": sample((7, 3), np_dtype, 2),
+               "odd": sample((1, 9, 1), np_dtype, 3)}
+    path = tmp_path / "m.safetensors"
+    safetensors_numpy.save_file(tensors, str(path), metadata={"format": "np"})
+    for name, a in tensors.items():
+        ft = File.open_safetensors(path, name)
+        assert ft.dtype is sw_dtype
+        assert ft.shape == a.shape
+        check_tiled(ft, a)
+
+
+def test_safetensors_bf16_and_f16_from_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    st_torch = pytest.importorskip("safetensors.torch")
+    g = torch.Generator().manual_seed(5)
+    w = {"bf": torch.randn(3, 4, 6, generator=g).to(torch.bfloat16), "h": torch.randn(2, 5, generator=g).half()}
+    path = tmp_path / "t.safetensors"
+    st_torch.save_file(w, str(path), metadata={"format": "pt"})
+    ft = File.open_safetensors(path, "bf")
+    assert ft.dtype is sw.bfloat16
+    view = ft.view(ft.tiled().full_tensor())
+    want = w["bf"].float().numpy()
+    np.testing.assert_array_equal(view.numpy(), want)
+    assert view[2, 3, 5] == want[2, 3, 5]
+    ft = File.open_safetensors(path, "h")
+    np.testing.assert_array_equal(ft.view(ft.tiled().full_tensor()).numpy(), w["h"].numpy())
+
+
+def mixtral_layer(path, layer, experts, out_dim, in_dim, seed=0):
+    """A Mixtral-layout checkpoint: one (O, I) tensor per expert and matrix."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for e in range(experts):
+        for w in ("w1", "w2", "w3"):
+            tensors[f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight"] = \
+                rng.standard_normal((out_dim, in_dim)).astype(np.float32)
+    tensors[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = rng.standard_normal((experts, in_dim)).astype(
+        np.float32)
+    safetensors_numpy.save_file(tensors, str(path), metadata={"format": "pt"})
+    return tensors
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_safetensors_per_expert_stack(tmp_path, direct_io):
+    path = tmp_path / "model.safetensors"
+    tensors = mixtral_layer(path, 1, 5, 6, 7)
+    names = [f"model.layers.1.block_sparse_moe.experts.{e}.w1.weight" for e in range(5)]
+    ft = File.open_safetensors(path, names, direct_io=direct_io)
+    assert ft.shape == (5, 6, 7)
+    assert ft.segments == 5
+    assert ft.grid_shape == (1, 1, 5)
+    assert ft.tile_shape == (7, 6, 1)
+    stacked = np.stack([tensors[n] for n in names])
+    check_tiled(ft, stacked)
+    # Tile e is tensor names[e], in the order given.
+    order = [4, 0, 2]
+    ft = File.open_safetensors(path, [names[e] for e in order], direct_io=direct_io)
+    tiled = ft.tiled()
+    compact = tiled.project(tiled.full_tensor(), sw.TileSelection([[0], [0], [0, 2]])).wait()
+    np.testing.assert_array_equal(compact.permute(2, 1, 0).numpy(), stacked[[4, 2]])
+
+
+def test_direct_io_on_ext4_reads_through_o_direct(tmp_path):
+    from strideweave import _native as N
+    with open("/proc/mounts") as mounts:
+        fstype = None
+        best = ""
+        for line in mounts:
+            dev, mnt, typ = line.split()[:3]
+            if str(tmp_path).startswith(mnt) and len(mnt) > len(best):
+                best, fstype = mnt, typ
+    if fstype != "ext4":
+        pytest.skip(f"{tmp_path} is on {fstype}, not ext4")
+    path = tmp_path / "big.safetensors"
+    rng = np.random.default_rng(9)
+    tensors = {f"e{e}": rng.standard_normal((40, 33)).astype(np.float32) for e in range(3)}
+    safetensors_numpy.save_file(tensors, str(path))
+    ft = File.open_safetensors(path, ["e0", "e1", "e2"], direct_io=True)
+    stats = N.testing_file_io_stats(ft.carrier._h)
+    assert stats["direct_open"]
+    np.testing.assert_array_equal(ft.view(ft.tiled().full_tensor()).numpy(),
+                                  np.stack([tensors["e0"], tensors["e1"], tensors["e2"]]))
+    stats = N.testing_file_io_stats(ft.carrier._h)
+    assert stats["buffered_bytes"] == 0
+    assert stats["direct_bytes"] + stats["bounce_bytes"] == 3 * 40 * 33 * 4
+
+
+def test_open_raw(tmp_path):
+    a = sample((3, 4, 2), np.int32)
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"\0" * 24 + a.tobytes())
+    ft = File.open_raw(path, (3, 4, 2), dtype=sw.int32, offset=24)
+    check_tiled(ft, a)
+    ft = File.open_raw(path, (2, 4, 3), dtype=sw.int32, offset=24, order="F")
+    np.testing.assert_array_equal(ft.view(ft.tiled().full_tensor()).numpy(),
+                                  a.reshape(-1).reshape((2, 4, 3), order="F"))
+    with pytest.raises(sw.StrideWeaveValueError, match="order"):
+        File.open_raw(path, (3, 4, 2), dtype=sw.int32, order="K")
+    with pytest.raises(sw.StrideWeaveValueError, match="passes the end of .*w.bin"):
+        File.open_raw(path, (3, 4, 3), dtype=sw.int32, offset=24)
+
+
+# ---- writing ----------------------------------------------------------------
+
+@pytest.mark.parametrize("np_dtype,sw_dtype", DTYPES, ids=[d[1].name for d in DTYPES])
+def test_save_safetensors_reads_back_with_numpy(tmp_path, np_dtype, sw_dtype):
+    a = sample((3, 4, 5), np_dtype, 4)
+    b = sample((2, 9), np_dtype, 5)
+    np.save(tmp_path / "a.npy", a)
+    ft = File.open_npy(tmp_path / "a.npy")
+    view = ft.view(ft.tiled().full_tensor())
+    out = tmp_path / "out.safetensors"
+    sw.save_safetensors(out, {"experts": view, "b": sw.from_numpy(b)}, metadata={"format": "pt"})
+    back = safetensors_numpy.load_file(str(out))
+    assert back["experts"].dtype == a.dtype and back["experts"].shape == a.shape
+    np.testing.assert_array_equal(back["experts"], a)
+    # from_numpy keeps the array's indexing.
+    np.testing.assert_array_equal(back["b"], b)
+    header = json.loads(out.read_bytes()[8:8 + struct.unpack("<Q", out.read_bytes()[:8])[0]])
+    assert header["__metadata__"] == {"format": "pt"}
+    assert list(k for k in header if k != "__metadata__") == ["experts", "b"]
+
+
+def test_save_bf16_reads_back_with_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    st_torch = pytest.importorskip("safetensors.torch")
+    w = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    src = tmp_path / "src.safetensors"
+    st_torch.save_file({"w": w}, str(src))
+    ft = File.open_safetensors(src, "w")
+    out = tmp_path / "out.safetensors"
+    sw.save_safetensors(out, {"w": ft.view(ft.tiled().full_tensor())})
+    back = st_torch.load_file(str(out))["w"]
+    assert back.dtype == torch.bfloat16
+    assert torch.equal(back, w)
+    with pytest.raises(sw.StrideWeaveNotImplementedError, match="bf16|bfloat16"):
+        sw.save_npy(tmp_path / "w.npy", ft.view(ft.tiled().full_tensor()))
+
+
+def test_save_tiled_streams_dirty_values_without_promotion(tmp_path):
+    a = sample((4, 3, 5), np.float32, 6)
+    np.save(tmp_path / "a.npy", a)
+    ft = File.open_npy(tmp_path / "a.npy")
+    # A writable tier: copy the file tensor into a Host carrier.
+    host = sw.carriers.Host(a.size, dtype=sw.float32)
+    tiled_file = ft.tiled()
+    full_file = tiled_file.full_tensor()
+    tiled = sw.TiledEvictable(CPU(0), host, ft.grid_shape, ft.tile_shape)
+    full = tiled.full_tensor()
+    src = full_file.numpy()
+    for coord in np.ndindex(*src.shape):
+        full[coord] = float(src[coord])
+    tiled.evict(tiled.primary_tiles)
+    tiled.promote(sw.TileSet([(0, 0, 2)]))
+    view = ft.view(full)
+    view[2, 1, 3] = 1234.5          # a dirty primary value
+    view[0, 2, 4] = -7.25           # a write to a tile in the secondary tier
+    expected = a.copy()
+    expected[2, 1, 3] = 1234.5
+    expected[0, 2, 4] = -7.25
+    before = {k: tiled.tile_state((0, 0, k)).location for k in range(4)}
+    out = tmp_path / "t.safetensors"
+    sw.save_safetensors(out, {"w": view, "logical": tiled})
+    after = {k: tiled.tile_state((0, 0, k)).location for k in range(4)}
+    assert before == after  # no promotion, no eviction
+    assert tiled.tile_state((0, 0, 2)).dirty
+    back = safetensors_numpy.load_file(str(out))
+    np.testing.assert_array_equal(back["w"], expected)
+    np.testing.assert_array_equal(back["logical"], np.transpose(expected, (2, 1, 0)))
+    sw.save_npy(tmp_path / "t.npy", view)
+    np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), expected)
+
+
+@pytest.mark.parametrize("np_dtype,sw_dtype", DTYPES, ids=[d[1].name for d in DTYPES])
+def test_save_npy_roundtrip(tmp_path, np_dtype, sw_dtype):
+    a = sample((2, 7, 3), np_dtype, 7)
+    np.save(tmp_path / "a.npy", a)
+    ft = File.open_npy(tmp_path / "a.npy")
+    sw.save_npy(tmp_path / "b.npy", ft.view(ft.tiled().full_tensor()))
+    b = np.load(tmp_path / "b.npy")
+    assert b.dtype == a.dtype and b.shape == a.shape
+    np.testing.assert_array_equal(b, a)
+
+
+def test_save_errors(tmp_path):
+    t = sw.from_numpy(np.zeros((2, 2), np.float32))
+    with pytest.raises(sw.StrideWeaveTypeError):
+        sw.save_safetensors(tmp_path / "x.safetensors", [t])
+    with pytest.raises(sw.StrideWeaveTypeError):
+        sw.save_safetensors(tmp_path / "x.safetensors", {"a": 3})
+    with pytest.raises(sw.StrideWeaveValueError, match="__metadata__"):
+        sw.save_safetensors(tmp_path / "x.safetensors", {"__metadata__": t})
+    with pytest.raises(sw.StrideWeaveValueError):
+        sw.save_safetensors(tmp_path / "x.safetensors", {"": t})
+    with pytest.raises(sw.StrideWeaveOSError):
+        sw.save_safetensors(tmp_path / "missing" / "x.safetensors", {"a": t})
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+# ---- errors -----------------------------------------------------------------
+
+def test_open_errors_name_the_file_and_field(tmp_path):
+    a = sample((3, 4), np.float32)
+    good = tmp_path / "good.npy"
+    np.save(good, a)
+    raw = good.read_bytes()
+
+    bad = tmp_path / "magic.npy"
+    bad.write_bytes(b"\x93NUMPX" + raw[6:])
+    with pytest.raises(sw.DataCorruptError, match="magic.npy.*magic|magic.*magic.npy"):
+        File.open_npy(bad)
+
+    short = tmp_path / "short.npy"
+    short.write_bytes(raw[:-3])
+    with pytest.raises(sw.DataCorruptError, match="short.npy"):
+        File.open_npy(short)
+
+    with pytest.raises(sw.StrideWeaveOSError, match="nothere.npy"):
+        File.open_npy(tmp_path / "nothere.npy")
+
+    st = tmp_path / "m.safetensors"
+    safetensors_numpy.save_file({"w": a}, str(st))
+    with pytest.raises(sw.StrideWeaveValueError, match="m.safetensors.*'nope'"):
+        File.open_safetensors(st, "nope")
+    with pytest.raises(sw.StrideWeaveValueError):
+        File.open_safetensors(st, [])
+    with pytest.raises(sw.StrideWeaveValueError):
+        File.open_safetensors(st, ["w", "w"])
+    with pytest.raises(sw.StrideWeaveTypeError):
+        File.open_safetensors(st, [1])
+
+    body = st.read_bytes()
+    n = struct.unpack("<Q", body[:8])[0]
+    header = json.loads(body[8:8 + n])
+    header["w"]["dtype"] = "I8"
+    text = json.dumps(header).encode()
+    i8 = tmp_path / "i8.safetensors"
+    i8.write_bytes(struct.pack("<Q", len(text)) + text + body[8 + n:])
+    with pytest.raises(sw.StrideWeaveNotImplementedError, match="i8.safetensors.*I8"):
+        File.open_safetensors(i8, "w")
+
+    header["w"]["dtype"] = "F32"
+    header["w"]["data_offsets"] = [0, 44]
+    text = json.dumps(header).encode()
+    lie = tmp_path / "lie.safetensors"
+    lie.write_bytes(struct.pack("<Q", len(text)) + text + body[8 + n:])
+    with pytest.raises(sw.DataCorruptError, match="lie.safetensors.*data_offsets"):
+        File.open_safetensors(lie, "w")
+
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(struct.pack("<Q", 5) + b"{nope")
+    with pytest.raises(sw.DataCorruptError, match="junk.safetensors"):
+        File.open_safetensors(junk, "w")
+    huge = tmp_path / "huge.safetensors"
+    huge.write_bytes(struct.pack("<Q", 1 << 40) + b"{}")
+    with pytest.raises(sw.DataCorruptError, match="huge.safetensors"):
+        File.open_safetensors(huge, "w")
+
+
+def test_header_parser_hooks_replay_corpus():
+    from strideweave import _native as N
+    corpus = pathlib.Path(__file__).resolve().parents[1] / "corpus"
+    kinds = {"OK": None, "DATA_CORRUPT": sw.DataCorruptError, "UNSUPPORTED": sw.StrideWeaveNotImplementedError}
+    seen = 0
+    for sub, parse in (("npy", lambda b: N.testing_parse_npy_header(b, 0)),
+                       ("safetensors", lambda b: N.testing_parse_safetensors_header(b, 0, None))):
+        for f in sorted((corpus / sub).iterdir()):
+            expect = kinds[f.name.split(".")[-2]]
+            if expect is None:
+                parse(f.read_bytes())
+            else:
+                with pytest.raises(expect):
+                    parse(f.read_bytes())
+            seen += 1
+    assert seen >= 40
