@@ -255,8 +255,18 @@ static int sw_py_int64_array(PyObject* seq, int64_t** out, size_t* out_count) {
       PyErr_SetString(SW_PY_TYPE_ERROR, "expected an integer, got bool");
       goto fail;
     }
+    if (!PyLong_Check(items[i]) && !PyIndex_Check(items[i])) {
+      PyErr_Format(SW_PY_TYPE_ERROR, "expected an integer, got %s", Py_TYPE(items[i])->tp_name);
+      goto fail;
+    }
     long long v = PyLong_AsLongLong(items[i]);
-    if (v == -1 && PyErr_Occurred()) goto fail;
+    if (v == -1 && PyErr_Occurred()) {
+      if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        PyErr_Clear();
+        PyErr_Format(SW_PY_VALUE_ERROR, "integer %R is outside the 64-bit range", items[i]);
+      }
+      goto fail;
+    }
     values[i] = (int64_t)v;
   }
   Py_DECREF(fast);
@@ -407,6 +417,70 @@ PyObject* matmul_ex(sw_tensor_t* a, sw_tensor_t* b, int out_dtype) {
   sw_tensor_t* result = NULL;
   SW_PY_CHECK_NOGIL(sw_matmul_ex(a, b, &desc, &result));
   return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
+}
+
+/* sw_tensor_random with the desc fields as arguments: distribution 1
+ * uniform in [p0, p1), 2 normal with mean p0 and stddev p1. */
+PyObject* tensor_random(sw_runtime_t* runtime, int distribution, int dtype, unsigned long long seed, double p0,
+                        double p1, PyObject* extents) {
+  int64_t* ext = NULL;
+  size_t rank = 0;
+  if (sw_py_int64_array(extents, &ext, &rank) < 0) return NULL;
+  sw_random_desc_t desc;
+  sw_random_desc_init(&desc);
+  desc.distribution = (sw_random_distribution_t)distribution;
+  desc.dtype = (sw_dtype_t)dtype;
+  desc.seed = (uint64_t)seed;
+  if (distribution == SW_RANDOM_NORMAL) {
+    desc.mean = p0;
+    desc.stddev = p1;
+  } else {
+    desc.low = p0;
+    desc.high = p1;
+  }
+  sw_tensor_t* result = NULL;
+  sw_error_t* e;
+  Py_BEGIN_ALLOW_THREADS
+  e = sw_tensor_random(runtime, &desc, ext, rank, &result);
+  Py_END_ALLOW_THREADS
+  free(ext);
+  if (e) {
+    sw_py_raise(e);
+    return NULL;
+  }
+  return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
+}
+
+/* sw_cat (stack false) or sw_stack of a sequence of tensor handles. */
+PyObject* tensors_join(PyObject* handles, int64_t axis, bool stack) {
+  PyObject* fast = PySequence_Fast(handles, "expected a sequence of tensor handles");
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  sw_tensor_t** ts = (sw_tensor_t**)calloc((size_t)n + 1, sizeof(sw_tensor_t*));
+  PyObject* result = NULL;
+  if (!ts) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (sw_py_pointer(PySequence_Fast_GET_ITEM(fast, i), SWIGTYPE_p_sw_tensor_t, (void**)&ts[i], "tensor") < 0)
+      goto done;
+  {
+    sw_tensor_t* out = NULL;
+    sw_error_t* e;
+    Py_BEGIN_ALLOW_THREADS
+    e = stack ? sw_stack(ts, (size_t)n, axis, &out) : sw_cat(ts, (size_t)n, axis, &out);
+    Py_END_ALLOW_THREADS
+    if (e) {
+      sw_py_raise(e);
+      goto done;
+    }
+    result = sw_py_handle(out, SWIGTYPE_p_sw_tensor_t);
+  }
+done:
+  free(ts);
+  Py_DECREF(fast);
+  return result;
 }
 
 /* ---- layouts ---- */

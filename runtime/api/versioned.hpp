@@ -44,6 +44,7 @@ SW_STRUCT_SIZES(sw_vulkan_device_desc_t, offsetof(sw_vulkan_device_desc_t, enabl
                 sizeof(sw_vulkan_device_desc_t));
 // 0.1 had no buffer counters.
 SW_STRUCT_SIZES(sw_vulkan_counters_t, offsetof(sw_vulkan_counters_t, buffers_made), sizeof(sw_vulkan_counters_t));
+SW_STRUCT_SIZES(sw_random_desc_t, sizeof(sw_random_desc_t));
 #undef SW_STRUCT_SIZES
 
 template <typename T>
