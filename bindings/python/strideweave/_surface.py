@@ -21,6 +21,7 @@ from . import _dtypes
 from . import _runtime
 from ._checks import finite, integer
 from ._errors import StrideWeaveIndexError, StrideWeaveTypeError, StrideWeaveValueError
+from ._interop import from_numpy
 from ._lib import native as N
 from ._ops import _is_number, _reject, _wrap, add, mul, reduce_sum
 from ._tensor import Tensor
@@ -168,7 +169,6 @@ def tensor(data, *, dtype=None, runtime=None):
     array, a number or a Tensor). Without `dtype`, Python floats give
     float32, ints int64 and bools bool_ (PyTorch's defaults); a NumPy array
     keeps its dtype."""
-    from ._interop import from_numpy
     if isinstance(data, Tensor):
         return data.clone().detach() if dtype is None else data.astype(dtype).clone().detach()
     array = np.array(data, copy=True)
