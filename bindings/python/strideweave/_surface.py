@@ -438,25 +438,26 @@ _add_promoting = _binary(N.SW_BINARY_ADD, "add")
 _mul_promoting = _binary(N.SW_BINARY_MUL, "mul")
 
 
+_SIX_DTYPES = (_dtypes.float32, _dtypes.float64)
+
+
+def _six_op_path(a, b):
+    """Whether a op b can take the six ops' path (which also serves tiled
+    tensors): f32 / f64 tensors of one dtype, or one with a number."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.dtype is b.dtype and a.dtype in _SIX_DTYPES
+    t = a if isinstance(a, Tensor) else b
+    return isinstance(t, Tensor) and t.dtype in _SIX_DTYPES
+
+
 def _add(a, b):
-    # One dtype (or a number): the six-op path, which also serves tiled tensors.
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is not b.dtype:
-        return _add_promoting(a, b)
-    if isinstance(a, Tensor) and _is_number(b) and _scalar_target(a, b) is not a:
-        return _add_promoting(a, b)
-    if isinstance(b, Tensor) and _is_number(a) and _scalar_target(b, a) is not b:
-        return _add_promoting(a, b)
-    return add(a, b)
+    """a + b, broadcast and promoted (either side may be a number)."""
+    return add(a, b) if _six_op_path(a, b) else _add_promoting(a, b)
 
 
 def _mul(a, b):
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is not b.dtype:
-        return _mul_promoting(a, b)
-    if isinstance(a, Tensor) and _is_number(b) and _scalar_target(a, b) is not a:
-        return _mul_promoting(a, b)
-    if isinstance(b, Tensor) and _is_number(a) and _scalar_target(b, a) is not b:
-        return _mul_promoting(a, b)
-    return mul(a, b)
+    """a * b elementwise, broadcast and promoted (either side may be a number)."""
+    return mul(a, b) if _six_op_path(a, b) else _mul_promoting(a, b)
 
 
 def _scalar_tensor_for(x, like):
