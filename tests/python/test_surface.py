@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import strideweave as sw
+from conftest import seeded_tiled
 
 torch = pytest.importorskip("torch")
 
@@ -419,3 +420,24 @@ def test_python_protocol():
     t = sw.tensor([1.0])
     assert hash(t) == hash(t) and len({t, sw.tensor([1.0])}) == 2
     assert math.isclose(sw.tensor([[1.0, 2.0]])[0, 1], 2.0)
+
+
+# ---- TiledEvictable --------------------------------------------------------------------------
+
+
+def test_tiled_takes_only_the_six_ops():
+    table = seeded_tiled(np.arange(16, dtype=np.float32), (2, 2), (2, 2))
+    try:
+        t = table.full_tensor()
+        for f in [sw.exp, lambda x: x / 2, lambda x: x.reshape(16), lambda x: x[0], sw.softmax,
+                  lambda x: sw.topk(x, 1), lambda x: x.max(), lambda x: x < 1]:
+            with pytest.raises(NotImplementedError, match="project"):
+                f(t)
+        # The six ops, and the operators built on them, keep working.
+        logical = (t + t).numpy() / 2
+        np.testing.assert_array_equal((t - 1.0).numpy(), logical - 1)
+        np.testing.assert_array_equal((-t).numpy(), -logical)
+        np.testing.assert_array_equal((t - t).numpy(), np.zeros((4, 4), np.float32))
+        assert t.sum().item() == 120.0 and sw.relu(t).sum().item() == 120.0
+    finally:
+        table.release()

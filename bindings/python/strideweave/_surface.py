@@ -20,7 +20,8 @@ import numpy as np
 from . import _dtypes
 from . import _runtime
 from ._checks import finite, integer
-from ._errors import StrideWeaveIndexError, StrideWeaveTypeError, StrideWeaveValueError
+from ._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, StrideWeaveTypeError,
+                      StrideWeaveValueError)
 from ._interop import from_numpy
 from ._lib import native as N
 from ._ops import _is_number, _reject, _wrap, add, mul, reduce_sum
@@ -460,6 +461,34 @@ def _mul(a, b):
     return mul(a, b) if _six_op_path(a, b) else _mul_promoting(a, b)
 
 
+def _operator_sub(a, b):
+    """a - b. A TiledEvictable tensor, which takes only the six direct ops,
+    computes it as a + (-1 * b), as the operator always has."""
+    try:
+        return sub(a, b)
+    except StrideWeaveNotImplementedError:
+        if not _six_op_path(a, b):
+            raise
+        if isinstance(b, Tensor):
+            return add(a, mul(b, -1.0))
+        return add(a, -b)
+
+
+def _operator_rsub(self, other):
+    """other - self (the reflected form)."""
+    return _operator_sub(other, self)
+
+
+def _operator_neg(t):
+    """-t; a TiledEvictable tensor computes it as -1 * t."""
+    try:
+        return neg(t)
+    except StrideWeaveNotImplementedError:
+        if not _six_op_path(t, -1.0):
+            raise
+        return mul(t, -1.0)
+
+
 def _scalar_tensor_for(x, like):
     if isinstance(x, Tensor):
         return x
@@ -737,10 +766,10 @@ ints, slices (with steps, negative indices), ... and None give a view."""
 number, or a Tensor broadcast to it)."""
     T.__add__, T.__radd__ = _add, _rev(_add)
     T.__mul__, T.__rmul__ = _mul, _rev(_mul)
-    T.__sub__, T.__rsub__ = sub, _rev(sub)
+    T.__sub__, T.__rsub__ = _operator_sub, _operator_rsub
     T.__truediv__, T.__rtruediv__ = div, _rev(div)
     T.__pow__, T.__rpow__ = pow, _rev(pow)
-    T.__neg__, T.__abs__ = neg, abs
+    T.__neg__, T.__abs__ = _operator_neg, abs
     T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = eq, ne, lt, le, gt, ge
     # Elementwise == makes value hashing meaningless: tensors hash by identity, as in PyTorch.
     T.__hash__ = object.__hash__
