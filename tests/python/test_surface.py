@@ -2,6 +2,7 @@
 against NumPy (order='F' for reshape), ops against NumPy and PyTorch on odd
 and strided shapes and every dtype they take, VJPs against torch.autograd,
 in-place rules and the exact error kinds."""
+import inspect
 import math
 
 import numpy as np
@@ -441,3 +442,13 @@ def test_tiled_takes_only_the_six_ops():
         assert t.sum().item() == 120.0 and sw.relu(t).sum().item() == 120.0
     finally:
         table.release()
+
+
+def test_every_surface_function_and_method_has_a_docstring():
+    names = [n for n in sw.__all__ if getattr(getattr(sw, n), "__module__", "") == "strideweave._surface"]
+    assert len(names) > 50
+    objs = [(f"sw.{n}", getattr(sw, n)) for n in names]
+    objs += [(f"Tensor.{a}", f) for a, f in vars(sw.Tensor).items()
+             if inspect.isfunction(f) and f.__module__ == "strideweave._surface"]
+    missing = sorted(q for q, f in objs if not (inspect.getdoc(f) or "").strip())
+    assert not missing, f"without a docstring: {missing}"

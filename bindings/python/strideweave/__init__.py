@@ -16,9 +16,9 @@ from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, 
 from ._interop import from_dlpack, from_numpy
 from ._layout import Layout, Shape, Stride
 from ._move import move_async
-from ._ops import add, elementwise_mul, matmul, mul, reduce_sum, relu
+from ._ops import add, elementwise_mul, matmul, mul, reduce_sum
 from ._runtime import Runtime, default_runtime
-from ._surface import (zeros, empty, ones, full, arange, tensor, rand, randn, as_dtype, astype, reshape, view, flatten, unsqueeze, squeeze, expand, contiguous, clone, detach, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, where, mean, amax, amin, sum, max, min, argmax, argmin, softmax, log_softmax, topk, index_select, gather, index_add, scatter_add, cat, stack)  # noqa: A004 - NumPy's names (sw.sum, sw.max, ...)
+from ._surface import (relu, zeros, empty, ones, full, arange, tensor, rand, randn, as_dtype, astype, reshape, view, flatten, unsqueeze, squeeze, expand, contiguous, clone, detach, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, where, mean, amax, amin, sum, max, min, argmax, argmin, softmax, log_softmax, topk, index_select, gather, index_add, scatter_add, cat, stack)  # noqa: A004 - NumPy's names (sw.sum, sw.max, ...)
 from ._tensor import Tensor
 from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet
 from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState

@@ -25,6 +25,7 @@ from ._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, Str
 from ._interop import from_numpy
 from ._lib import native as N
 from ._ops import _is_number, _reject, _wrap, add, mul, reduce_sum
+from ._ops import relu as _relu
 from ._tensor import Tensor
 
 MinMax = collections.namedtuple("MinMax", ["values", "indices"])
@@ -380,8 +381,18 @@ sigmoid = _unary(N.SW_UNARY_SIGMOID, "sigmoid")
 sigmoid.__doc__ = "1 / (1 + exp(-t)) elementwise."
 tanh = _unary(N.SW_UNARY_TANH, "tanh")
 tanh.__doc__ = "tanh(t) elementwise."
+_relu_any = _unary(N.SW_UNARY_RELU, "relu")
+
+
+def relu(t):
+    """max(t, 0) elementwise (every dtype but bool); float32 and float64
+    take the spec's direct op, which also serves TiledEvictable tensors."""
+    if isinstance(t, Tensor) and t.dtype not in _SIX_DTYPES:
+        return _relu_any(t)
+    return _relu(t)
 
 _FLOATY = (float, np.floating)
+_SIX_DTYPES = (_dtypes.float32, _dtypes.float64)
 
 
 def _scalar_target(t, s):
@@ -437,9 +448,6 @@ ge = _binary(N.SW_BINARY_GE, "ge")
 ge.__doc__ = "a >= b elementwise, a bool tensor."
 _add_promoting = _binary(N.SW_BINARY_ADD, "add")
 _mul_promoting = _binary(N.SW_BINARY_MUL, "mul")
-
-
-_SIX_DTYPES = (_dtypes.float32, _dtypes.float64)
 
 
 def _six_op_path(a, b):
@@ -713,6 +721,7 @@ def copy_(self, source):
 
 
 def _bool(self):
+    """bool(t): the one element's truth; ValueError (ambiguous) for more elements."""
     n = self.numel()
     if n != 1:
         raise StrideWeaveValueError(f"the truth value of a tensor with {n} elements is ambiguous; "
@@ -721,18 +730,21 @@ def _bool(self):
 
 
 def _float(self):
+    """float(t) of a one-element tensor."""
     if self.numel() != 1:
         raise StrideWeaveValueError(f"only one-element tensors convert to float; this one has {self.numel()}")
     return float(self.item())
 
 
 def _int(self):
+    """int(t) of a one-element tensor."""
     if self.numel() != 1:
         raise StrideWeaveValueError(f"only one-element tensors convert to int; this one has {self.numel()}")
     return int(self.item())
 
 
 def _index(self):
+    """operator.index(t) of a one-element integer tensor."""
     if self.dtype.is_floating or self.dtype is _dtypes.bool_ or self.numel() != 1:
         raise StrideWeaveTypeError("only one-element integer tensors can be used as an index")
     return int(self.item())
@@ -778,7 +790,7 @@ number, or a Tensor broadcast to it)."""
     T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
     T.__bool__, T.__float__, T.__int__, T.__index__ = _bool, _float, _int, _index
     T.any, T.all = _any, _all
-    for f in (neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq, ne, lt,
+    for f in (relu, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq, ne, lt,
               le, gt, ge, mean, amax, amin, max, min, argmax, argmin, softmax, log_softmax, topk, index_select, gather,
               index_add, scatter_add, astype, reshape, view, flatten, unsqueeze, squeeze, expand, contiguous, clone,
               detach, sum):
