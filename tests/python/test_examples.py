@@ -117,3 +117,8 @@ def test_quickstart_python_snippet(capsys):
     exec(compile(code, "quickstart-python.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.startswith("115.0 [[10. 14. 18.]") and "(2, 64, 64) (2, 64, 4) 2 {'requests': 1" in out
+
+
+def test_moe_layer_trains():
+    losses = load("moe_layer").main(["--steps", "12", "--quiet"])
+    assert len(losses) == 12 and losses[-1] < 0.8 * losses[0]
