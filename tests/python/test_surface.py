@@ -452,3 +452,31 @@ def test_every_surface_function_and_method_has_a_docstring():
              if inspect.isfunction(f) and f.__module__ == "strideweave._surface"]
     missing = sorted(q for q, f in objs if not (inspect.getdoc(f) or "").strip())
     assert not missing, f"without a docstring: {missing}"
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.float16, np.float32])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "minimum", "pow"])
+def test_binary_every_dtype_matches_torch(dtype, name):
+    op = BINARY[name]
+    a = arr((5, 3), dtype, 22, positive=True)
+    b = arr((3,), dtype, 23, positive=True)
+    if name == "pow":
+        b = np.minimum(np.abs(b), 3).astype(dtype)
+    # A transposed (strided) operand on both sides.
+    ta, ra = sw.tensor(np.ascontiguousarray(a.T)).T, torch.tensor(np.ascontiguousarray(a.T)).T
+    got, want = op(ta, sw.tensor(b)), op(ra, torch.tensor(b))
+    assert got.dtype.name == str(want.dtype).rpartition(".")[2].replace("half", "float16")
+    tol = 1e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(got.numpy().astype(np.float64), want.numpy().astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_bfloat16_rounds_once_from_float32():
+    a = torch.tensor([1.1, 2.3, -0.7], dtype=torch.bfloat16)
+    b = torch.tensor([0.3, 5.1, 2.2], dtype=torch.bfloat16)
+    ta = sw.tensor(a.float().numpy()).astype(sw.bfloat16)
+    tb = sw.tensor(b.float().numpy()).astype(sw.bfloat16)
+    for sop, top in [(lambda x, y: x + y, torch.add), (lambda x, y: x / y, torch.div), (sw.maximum, torch.maximum)]:
+        got = sop(ta, tb)
+        assert got.dtype is sw.bfloat16
+        np.testing.assert_array_equal(got.numpy(), top(a, b).float().numpy())
+    np.testing.assert_array_equal(sw.exp(ta).numpy(), torch.exp(a).float().numpy())
