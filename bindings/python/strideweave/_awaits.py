@@ -35,6 +35,10 @@ class AwaitResult:
         obj._on_result = on_result
         return obj
 
+    def __reduce__(self):
+        raise StrideWeaveTypeError(f"a strideweave {type(self).__name__} cannot be pickled: it tracks work running "
+                                   "in this process")
+
     def __del__(self):
         try:
             N.sw_await_release(self._h)

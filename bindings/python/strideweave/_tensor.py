@@ -162,9 +162,16 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value):
+        if not isinstance(value, (bool, np.bool_)):
+            raise StrideWeaveTypeError(f"requires_grad must be a bool, not {type(value).__name__}")
         N.sw_tensor_set_requires_grad(self._h, bool(value))
 
+    def __reduce__(self):
+        raise StrideWeaveTypeError("a strideweave.Tensor cannot be pickled: it is a view of library memory; "
+                                   "pickle t.numpy() and rebuild it with sw.tensor()")
+
     def requires_grad_(self, requires_grad=True):
+        """Sets requires_grad (a bool) and returns the tensor."""
         self.requires_grad = requires_grad
         return self
 

@@ -22,7 +22,12 @@ class Carrier:
     an ownership state and release()."""
 
     __slots__ = ("_h", "_rt", "_exports", "__weakref__")
+
     _kind = None  # set by _handles.carrier_kind on each concrete class
+
+    def __reduce__(self):
+        raise StrideWeaveTypeError(f"a strideweave {type(self).__name__} carrier cannot be pickled: it holds "
+                                   "library memory; pickle tensor.numpy() instead")
 
     def __init__(self, *args, **kwargs):
         raise StrideWeaveTypeError("Carrier is abstract; use one of strideweave.carriers' classes")
