@@ -1093,7 +1093,15 @@ PyObject* await_wait(sw_await_t* await, int64_t timeout_ns) {
         e = NULL;
         PyObject* cls = sw_py_error_classes[SW_ERROR_TIMEOUT] ? sw_py_error_classes[SW_ERROR_TIMEOUT]
                                                              : PyExc_TimeoutError;
-        PyErr_Format(cls, "wait timed out after %lld ns; the work is still pending", (long long)timeout_ns);
+        PyObject* seconds = PyFloat_FromDouble((double)timeout_ns / 1e9);
+        PyObject* text = seconds ? PyUnicode_FromFormat("wait timed out after %S s; the work is still pending",
+                                                        seconds)
+                                 : NULL;
+        Py_XDECREF(seconds);
+        if (text) {
+          PyErr_SetObject(cls, text);
+          Py_DECREF(text);
+        }
         return NULL;
       }
       sw_py_raise(e);
