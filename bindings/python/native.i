@@ -292,6 +292,84 @@ SW_IN_INT64_ARRAY(coord, count)
 SW_IN_INT64_ARRAY(extents, rank)
 SW_IN_INT64_ARRAY(axes, count)
 
+/* Integer arguments: a non-integer is TypeError and a value outside the C
+ * type's range ValueError, with messages that name the value and the range,
+ * never a generated wrapper (SWIG's own conversions raise OverflowError "in
+ * method 'sw_...', argument 3 of type 'size_t'"). */
+%{
+static int sw_py_index(PyObject* o, PyObject** out) {
+  if (!PyLong_Check(o) && !PyIndex_Check(o)) {
+    PyErr_Format(SW_PY_TYPE_ERROR, "expected an integer, got %s", Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  *out = PyNumber_Index(o);
+  return *out ? 0 : -1;
+}
+
+static int sw_py_signed_arg(PyObject* o, long long lo, long long hi, long long* out) {
+  PyObject* n = NULL;
+  if (sw_py_index(o, &n) < 0) return -1;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+  if (v == -1 && PyErr_Occurred()) {
+    Py_DECREF(n);
+    return -1;
+  }
+  if (overflow || v < lo || v > hi) {
+    PyErr_Format(SW_PY_VALUE_ERROR, "integer %R is out of range: it must be in [%lld, %lld]", n, lo, hi);
+    Py_DECREF(n);
+    return -1;
+  }
+  Py_DECREF(n);
+  *out = v;
+  return 0;
+}
+
+static int sw_py_unsigned_arg(PyObject* o, unsigned long long hi, unsigned long long* out) {
+  PyObject* n = NULL;
+  if (sw_py_index(o, &n) < 0) return -1;
+  const unsigned long long v = PyLong_AsUnsignedLongLong(n);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      Py_DECREF(n);
+      return -1;
+    }
+    PyErr_Clear();
+  } else if (v <= hi) {
+    Py_DECREF(n);
+    *out = v;
+    return 0;
+  }
+  PyErr_Format(SW_PY_VALUE_ERROR, "integer %R is out of range: it must be in [0, %llu]", n, hi);
+  Py_DECREF(n);
+  return -1;
+}
+%}
+
+%define SW_IN_SIGNED(TYPE, LO, HI)
+%typemap(in) TYPE (long long sw_value) {
+  if (sw_py_signed_arg($input, LO, HI, &sw_value) < 0) SWIG_fail;
+  $1 = (TYPE)sw_value;
+}
+%enddef
+%define SW_IN_UNSIGNED(TYPE, HI)
+%typemap(in) TYPE (unsigned long long sw_value) {
+  if (sw_py_unsigned_arg($input, HI, &sw_value) < 0) SWIG_fail;
+  $1 = (TYPE)sw_value;
+}
+%enddef
+SW_IN_SIGNED(int64_t, INT64_MIN, INT64_MAX)
+SW_IN_SIGNED(long, LONG_MIN, LONG_MAX)
+SW_IN_SIGNED(long long, LLONG_MIN, LLONG_MAX)
+SW_IN_SIGNED(int32_t, INT32_MIN, INT32_MAX)
+SW_IN_SIGNED(int, INT_MIN, INT_MAX)
+SW_IN_UNSIGNED(size_t, SIZE_MAX)
+SW_IN_UNSIGNED(uint64_t, UINT64_MAX)
+SW_IN_UNSIGNED(unsigned long, ULONG_MAX)
+SW_IN_UNSIGNED(unsigned long long, ULLONG_MAX)
+SW_IN_UNSIGNED(uint32_t, UINT32_MAX)
+SW_IN_UNSIGNED(unsigned int, UINT_MAX)
+
 /* ------------------------------------------------------------------------ */
 /* Helpers for the declarations strideweave.i ignores                       */
 /* ------------------------------------------------------------------------ */

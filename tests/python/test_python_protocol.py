@@ -37,3 +37,21 @@ def test_pickling_handles_is_a_clear_type_error(runtime):
         assert "Swig" not in str(info.value)
     objects[-1].wait()
     assert pickle.loads(pickle.dumps(sw.float32)) is sw.float32
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sw.carriers.CPU(2 ** 70), lambda: sw.carriers.Zstd(4, level=2 ** 40), lambda: sw.LRUPolicy(2 ** 70),
+    lambda: sw.Tensor(sw.carriers.CPU(4), 2 ** 70, sw.Layout.dense(2)), lambda: sw.ones(2, 3).unsqueeze(2 ** 70),
+    lambda: sw.topk(sw.ones(2, 3), 2 ** 70)])
+def test_out_of_range_integers_are_value_errors_without_swig_names(call):
+    # Each was an OverflowError "in method 'sw_...', argument N of type '...'".
+    with pytest.raises(ValueError, match="out of range") as info:
+        call()
+    assert "in method" not in str(info.value) and not isinstance(info.value, OverflowError)
+
+
+def test_huge_slice_bounds_clamp_and_huge_indices_are_index_errors():
+    t = sw.arange(5)
+    assert t[2 ** 70:].shape == (0,) and t[-2 ** 70:2 ** 70].numpy().tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(IndexError):
+        sw.ones(2, 3)[:, 2 ** 70]

@@ -285,6 +285,9 @@ def detach(t):
     return _wrap(N.sw_tensor_detach(_tensor(t, "detach")._h), t)
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _index_view(t, key):
     """The view t[key] for ints, slices, Ellipsis and None; None when `key`
     is a full integer coordinate (an element)."""
@@ -319,10 +322,14 @@ def _index_view(t, key):
             back = isinstance(step, numbers.Integral) and step < 0
             start = ((1 << 63) - 1 if back else 0) if k.start is None else k.start
             stop = (-(1 << 63) if back else (1 << 63) - 1) if k.stop is None else k.stop
-            out = _wrap(N.sw_tensor_slice(out._h, axis, integer(start, "slice start"), integer(stop, "slice stop"),
-                                          integer(step, "slice step")), t)
+            # Python clamps slice bounds of any size; so does this.
+            start, stop = (builtins.max(_I64_MIN, builtins.min(_I64_MAX, integer(v, what)))
+                           for v, what in ((start, "slice start"), (stop, "slice stop")))
+            out = _wrap(N.sw_tensor_slice(out._h, axis, start, stop, integer(step, "slice step")), t)
             axis += 1
         elif isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)):
+            if not _I64_MIN <= k <= _I64_MAX:
+                raise StrideWeaveIndexError(f"index {k} is out of range for axis {axis} of extent {out.shape[axis]}")
             out = _wrap(N.sw_tensor_select(out._h, axis, int(k)), t)
         else:
             raise StrideWeaveTypeError(f"tensor indices are ints, slices, ... or None, not {type(k).__name__}")
