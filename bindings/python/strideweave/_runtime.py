@@ -29,6 +29,7 @@ class Runtime:
 
     @property
     def compute_threads(self):
+        """The number of threads of the compute pool."""
         return N.sw_runtime_compute_threads(self._h)
 
     def event_fd(self):

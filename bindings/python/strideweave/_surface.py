@@ -798,9 +798,9 @@ number, or a Tensor broadcast to it)."""
     T.__bool__, T.__float__, T.__int__, T.__index__ = _bool, _float, _int, _index
     T.any, T.all = _any, _all
     for f in (relu, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq,
-              ne, lt, le, gt, ge, mean, amax, amin, max, min, argmax, argmin, softmax, log_softmax, topk, index_select, gather,
-              index_add, scatter_add, astype, reshape, view, flatten, unsqueeze, squeeze, expand, contiguous, clone,
-              detach, sum):
+              ne, lt, le, gt, ge, mean, amax, amin, max, min, argmax, argmin, softmax, log_softmax, topk,
+              index_select, gather, index_add, scatter_add, astype, reshape, view, flatten, unsqueeze, squeeze,
+              expand, contiguous, clone, detach, sum):
         setattr(T, f.__name__, f)
     T.to = _to
     T.__array_priority__ = 1000  # NumPy defers binary operators with a Tensor to it

@@ -71,6 +71,7 @@ class Carrier:
 
     @property
     def dtype(self):
+        """The element type of every slot."""
         return _dtypes.by_code(N.sw_carrier_dtype(self._h))
 
     @property
@@ -83,9 +84,11 @@ class Carrier:
         return N.sw_carrier_stored_bytes(self._h)
 
     def is_mutable(self):
+        """Whether the carrier accepts writes (not read-only, owned or released)."""
         return N.sw_carrier_is_mutable(self._h)
 
     def is_owned(self):
+        """Whether a TiledEvictable (or another owner) owns the carrier."""
         return N.sw_carrier_is_owned(self._h)
 
     def is_read_only(self):
@@ -94,6 +97,7 @@ class Carrier:
         return N.sw_carrier_is_read_only(self._h)
 
     def is_released(self):
+        """Whether release() has run."""
         return N.sw_carrier_is_disposed(self._h)
 
     def release(self):
@@ -115,6 +119,7 @@ class Carrier:
         return slot
 
     def __getitem__(self, slot):
+        """carrier[slot]: the value of one slot as a Python number."""
         dtype = self.dtype
         raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
         out = np.empty(1, dtype=raw)
@@ -124,6 +129,7 @@ class Carrier:
         return out[0].item()
 
     def __setitem__(self, slot, value):
+        """carrier[slot] = value: writes one slot (one version step)."""
         if not isinstance(value, (numbers.Real, np.generic)):
             raise StrideWeaveTypeError(f"carrier slots are set from numbers, not {type(value).__name__}")
         dtype = self.dtype
