@@ -420,6 +420,7 @@ def test_python_protocol():
         bool(sw.tensor([1.0, 2.0]))
     t = sw.tensor([1.0])
     assert hash(t) == hash(t) and len({t, sw.tensor([1.0])}) == 2
+    assert (t == None) is False and (t != "x") is True  # noqa: E711 - Python's default for other objects
     assert math.isclose(sw.tensor([[1.0, 2.0]])[0, 1], 2.0)
 
 

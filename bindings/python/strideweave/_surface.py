@@ -476,6 +476,22 @@ def _mul(a, b):
     return mul(a, b) if _six_op_path(a, b) else _mul_promoting(a, b)
 
 
+def _operator_eq(self, other):
+    """self == other elementwise (a bool tensor); with an object that is
+    neither a Tensor nor a number, False, as Python's default."""
+    if isinstance(other, Tensor) or _is_number(other):
+        return eq(self, other)
+    return NotImplemented
+
+
+def _operator_ne(self, other):
+    """self != other elementwise (a bool tensor); with an object that is
+    neither a Tensor nor a number, True."""
+    if isinstance(other, Tensor) or _is_number(other):
+        return ne(self, other)
+    return NotImplemented
+
+
 def _operator_sub(a, b):
     """a - b. A TiledEvictable tensor, which takes only the six direct ops,
     computes it as a + (-1 * b), as the operator always has."""
@@ -789,7 +805,7 @@ number, or a Tensor broadcast to it)."""
     T.__truediv__, T.__rtruediv__ = div, _rev(div)
     T.__pow__, T.__rpow__ = pow, _rev(pow)
     T.__neg__, T.__abs__ = _operator_neg, abs
-    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = eq, ne, lt, le, gt, ge
+    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = _operator_eq, _operator_ne, lt, le, gt, ge
     # Elementwise == makes value hashing meaningless: tensors hash by identity, as in PyTorch.
     T.__hash__ = object.__hash__
     T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__, T.__ipow__ = add_, sub_, mul_, div_, pow_
