@@ -256,8 +256,18 @@ static int sw_py_int64_array(PyObject* seq, int64_t** out, size_t* out_count) {
       PyErr_SetString(SW_PY_TYPE_ERROR, "expected an integer, got bool");
       goto fail;
     }
+    if (!PyLong_Check(items[i]) && !PyIndex_Check(items[i])) {
+      PyErr_Format(SW_PY_TYPE_ERROR, "expected an integer, got %s", Py_TYPE(items[i])->tp_name);
+      goto fail;
+    }
     long long v = PyLong_AsLongLong(items[i]);
-    if (v == -1 && PyErr_Occurred()) goto fail;
+    if (v == -1 && PyErr_Occurred()) {
+      if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        PyErr_Clear();
+        PyErr_Format(SW_PY_VALUE_ERROR, "integer %R is outside the 64-bit range", items[i]);
+      }
+      goto fail;
+    }
     values[i] = (int64_t)v;
   }
   Py_DECREF(fast);
@@ -282,6 +292,84 @@ fail:
 SW_IN_INT64_ARRAY(coord, count)
 SW_IN_INT64_ARRAY(extents, rank)
 SW_IN_INT64_ARRAY(axes, count)
+
+/* Integer arguments: a non-integer is TypeError and a value outside the C
+ * type's range ValueError, with messages that name the value and the range,
+ * never a generated wrapper (SWIG's own conversions raise OverflowError "in
+ * method 'sw_...', argument 3 of type 'size_t'"). */
+%{
+static int sw_py_index(PyObject* o, PyObject** out) {
+  if (!PyLong_Check(o) && !PyIndex_Check(o)) {
+    PyErr_Format(SW_PY_TYPE_ERROR, "expected an integer, got %s", Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  *out = PyNumber_Index(o);
+  return *out ? 0 : -1;
+}
+
+static int sw_py_signed_arg(PyObject* o, long long lo, long long hi, long long* out) {
+  PyObject* n = NULL;
+  if (sw_py_index(o, &n) < 0) return -1;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+  if (v == -1 && PyErr_Occurred()) {
+    Py_DECREF(n);
+    return -1;
+  }
+  if (overflow || v < lo || v > hi) {
+    PyErr_Format(SW_PY_VALUE_ERROR, "integer %R is out of range: it must be in [%lld, %lld]", n, lo, hi);
+    Py_DECREF(n);
+    return -1;
+  }
+  Py_DECREF(n);
+  *out = v;
+  return 0;
+}
+
+static int sw_py_unsigned_arg(PyObject* o, unsigned long long hi, unsigned long long* out) {
+  PyObject* n = NULL;
+  if (sw_py_index(o, &n) < 0) return -1;
+  const unsigned long long v = PyLong_AsUnsignedLongLong(n);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      Py_DECREF(n);
+      return -1;
+    }
+    PyErr_Clear();
+  } else if (v <= hi) {
+    Py_DECREF(n);
+    *out = v;
+    return 0;
+  }
+  PyErr_Format(SW_PY_VALUE_ERROR, "integer %R is out of range: it must be in [0, %llu]", n, hi);
+  Py_DECREF(n);
+  return -1;
+}
+%}
+
+%define SW_IN_SIGNED(TYPE, LO, HI)
+%typemap(in) TYPE (long long sw_value) {
+  if (sw_py_signed_arg($input, LO, HI, &sw_value) < 0) SWIG_fail;
+  $1 = (TYPE)sw_value;
+}
+%enddef
+%define SW_IN_UNSIGNED(TYPE, HI)
+%typemap(in) TYPE (unsigned long long sw_value) {
+  if (sw_py_unsigned_arg($input, HI, &sw_value) < 0) SWIG_fail;
+  $1 = (TYPE)sw_value;
+}
+%enddef
+SW_IN_SIGNED(int64_t, INT64_MIN, INT64_MAX)
+SW_IN_SIGNED(long, LONG_MIN, LONG_MAX)
+SW_IN_SIGNED(long long, LLONG_MIN, LLONG_MAX)
+SW_IN_SIGNED(int32_t, INT32_MIN, INT32_MAX)
+SW_IN_SIGNED(int, INT_MIN, INT_MAX)
+SW_IN_UNSIGNED(size_t, SIZE_MAX)
+SW_IN_UNSIGNED(uint64_t, UINT64_MAX)
+SW_IN_UNSIGNED(unsigned long, ULONG_MAX)
+SW_IN_UNSIGNED(unsigned long long, ULLONG_MAX)
+SW_IN_UNSIGNED(uint32_t, UINT32_MAX)
+SW_IN_UNSIGNED(unsigned int, UINT_MAX)
 
 /* ------------------------------------------------------------------------ */
 /* Helpers for the declarations strideweave.i ignores                       */
@@ -420,6 +508,70 @@ PyObject* tiled_expert_matmul(sw_carrier_t* tiled, sw_tensor_t* experts, sw_tens
   sw_await_t* result = NULL;
   SW_PY_CHECK_NOGIL(sw_tiled_expert_matmul(tiled, experts, x, ids, gates, &desc, &result));
   return sw_py_handle(result, SWIGTYPE_p_sw_await_t);
+}
+
+/* sw_tensor_random with the desc fields as arguments: distribution 1
+ * uniform in [p0, p1), 2 normal with mean p0 and stddev p1. */
+PyObject* tensor_random(sw_runtime_t* runtime, int distribution, int dtype, unsigned long long seed, double p0,
+                        double p1, PyObject* extents) {
+  int64_t* ext = NULL;
+  size_t rank = 0;
+  if (sw_py_int64_array(extents, &ext, &rank) < 0) return NULL;
+  sw_random_desc_t desc;
+  sw_random_desc_init(&desc);
+  desc.distribution = (sw_random_distribution_t)distribution;
+  desc.dtype = (sw_dtype_t)dtype;
+  desc.seed = (uint64_t)seed;
+  if (distribution == SW_RANDOM_NORMAL) {
+    desc.mean = p0;
+    desc.stddev = p1;
+  } else {
+    desc.low = p0;
+    desc.high = p1;
+  }
+  sw_tensor_t* result = NULL;
+  sw_error_t* e;
+  Py_BEGIN_ALLOW_THREADS
+  e = sw_tensor_random(runtime, &desc, ext, rank, &result);
+  Py_END_ALLOW_THREADS
+  free(ext);
+  if (e) {
+    sw_py_raise(e);
+    return NULL;
+  }
+  return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
+}
+
+/* sw_cat (stack false) or sw_stack of a sequence of tensor handles. */
+PyObject* tensors_join(PyObject* handles, int64_t axis, bool stack) {
+  PyObject* fast = PySequence_Fast(handles, "expected a sequence of tensor handles");
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  sw_tensor_t** ts = (sw_tensor_t**)calloc((size_t)n + 1, sizeof(sw_tensor_t*));
+  PyObject* result = NULL;
+  if (!ts) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (sw_py_pointer(PySequence_Fast_GET_ITEM(fast, i), SWIGTYPE_p_sw_tensor_t, (void**)&ts[i], "tensor") < 0)
+      goto done;
+  {
+    sw_tensor_t* out = NULL;
+    sw_error_t* e;
+    Py_BEGIN_ALLOW_THREADS
+    e = stack ? sw_stack(ts, (size_t)n, axis, &out) : sw_cat(ts, (size_t)n, axis, &out);
+    Py_END_ALLOW_THREADS
+    if (e) {
+      sw_py_raise(e);
+      goto done;
+    }
+    result = sw_py_handle(out, SWIGTYPE_p_sw_tensor_t);
+  }
+done:
+  free(ts);
+  Py_DECREF(fast);
+  return result;
 }
 
 /* ---- layouts ---- */
@@ -1043,7 +1195,15 @@ PyObject* await_wait(sw_await_t* await, int64_t timeout_ns) {
         e = NULL;
         PyObject* cls = sw_py_error_classes[SW_ERROR_TIMEOUT] ? sw_py_error_classes[SW_ERROR_TIMEOUT]
                                                              : PyExc_TimeoutError;
-        PyErr_Format(cls, "wait timed out after %lld ns; the work is still pending", (long long)timeout_ns);
+        PyObject* seconds = PyFloat_FromDouble((double)timeout_ns / 1e9);
+        PyObject* text = seconds ? PyUnicode_FromFormat("wait timed out after %S s; the work is still pending",
+                                                        seconds)
+                                 : NULL;
+        Py_XDECREF(seconds);
+        if (text) {
+          PyErr_SetObject(cls, text);
+          Py_DECREF(text);
+        }
         return NULL;
       }
       sw_py_raise(e);

@@ -28,6 +28,7 @@
 %ignore sw_tile_state_t;
 %ignore sw_external_memory_desc_t;
 %ignore sw_matmul_desc_t;
+%ignore sw_random_desc_t;
 
 /* Functions taking or filling those structs, raw buffers, arrays with a
  * separate capacity, callbacks or void pointers: each language wraps them in
@@ -47,6 +48,10 @@
 %ignore sw_carrier_create_cpu_external;
 %ignore sw_matmul_desc_init;
 %ignore sw_matmul_ex;
+%ignore sw_random_desc_init;
+%ignore sw_tensor_random;
+%ignore sw_cat;
+%ignore sw_stack;
 %ignore sw_carrier_read;
 %ignore sw_carrier_write;
 %ignore sw_tensor_from_data;
@@ -129,6 +134,31 @@ FEATURE sw_scalar_mul;
 FEATURE sw_relu;
 FEATURE sw_reduce_sum;
 FEATURE sw_matmul;
+FEATURE sw_unary;
+FEATURE sw_binary;
+FEATURE sw_binary_scalar;
+FEATURE sw_scalar_binary;
+FEATURE sw_binary_inplace;
+FEATURE sw_binary_scalar_inplace;
+FEATURE sw_where;
+FEATURE sw_reduce;
+FEATURE sw_reduce_index;
+FEATURE sw_softmax;
+FEATURE sw_log_softmax;
+FEATURE sw_topk;
+FEATURE sw_index_select;
+FEATURE sw_gather;
+FEATURE sw_index_add;
+FEATURE sw_scatter_add;
+FEATURE sw_tensor_full;
+FEATURE sw_tensor_arange;
+FEATURE sw_tensor_reshape;
+FEATURE sw_tensor_flatten;
+FEATURE sw_tensor_contiguous;
+FEATURE sw_tensor_clone;
+FEATURE sw_tensor_to_dtype;
+FEATURE sw_tensor_fill;
+FEATURE sw_tensor_copy_from;
 FEATURE sw_backward;
 FEATURE sw_move_async;
 FEATURE sw_tiled_project;

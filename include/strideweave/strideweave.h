@@ -414,6 +414,47 @@ SW_API sw_error_t* sw_tensor_from_data(sw_runtime_t* runtime, sw_dtype_t dtype, 
 /* A dense zero-filled CPU tensor. */
 SW_API sw_error_t* sw_tensor_zeros(sw_runtime_t* runtime, sw_dtype_t dtype, const int64_t* extents,
                                    size_t rank, sw_tensor_t** out_tensor);
+/* A dense CPU tensor with every element `value`, converted to `dtype`.
+ * TYPE for an unknown dtype; VALUE when the value does not fit an integer
+ * or bool dtype exactly (2.5 for i32, 2 for bool). */
+SW_API sw_error_t* sw_tensor_full(sw_runtime_t* runtime, sw_dtype_t dtype, const int64_t* extents, size_t rank,
+                                  double value, sw_tensor_t** out_tensor);
+/* A rank-1 CPU tensor of ceil((stop - start) / step) elements (none when
+ * that is <= 0): element i is start + i * step, computed in double and
+ * converted to `dtype` (truncated toward zero for integer dtypes, as
+ * sw_tensor_to_dtype converts). VALUE for step 0, a non-finite argument or
+ * more than 2^48 elements; TYPE for an unknown dtype. */
+SW_API sw_error_t* sw_tensor_arange(sw_runtime_t* runtime, sw_dtype_t dtype, double start, double stop, double step,
+                                    sw_tensor_t** out_tensor);
+
+typedef enum sw_random_distribution_t {
+  SW_RANDOM_UNIFORM = 1, /* in [low, high) */
+  SW_RANDOM_NORMAL = 2,  /* mean, stddev */
+  SW_RANDOM_DISTRIBUTION_FORCE32 = 0x7fffffff
+} sw_random_distribution_t;
+
+/* Options of sw_tensor_random; fill with sw_random_desc_init. */
+typedef struct sw_random_desc_t {
+  uint32_t struct_size;
+  sw_random_distribution_t distribution; /* default SW_RANDOM_UNIFORM */
+  sw_dtype_t dtype;                      /* a floating dtype; default SW_DTYPE_F32 */
+  uint64_t seed;                         /* default 0 */
+  double low, high;                      /* uniform; default 0 and 1 */
+  double mean, stddev;                   /* normal; default 0 and 1 */
+} sw_random_desc_t;
+
+SW_API void sw_random_desc_init(sw_random_desc_t* desc);
+/* A dense CPU tensor of random values. The generator is counter based:
+ * element i (first mode fastest) of a given seed, distribution and
+ * parameters is the same on every machine, for every thread count and for
+ * any shape holding it at ordinal i; the values differ from NumPy's and
+ * PyTorch's generators. Uniform values are low + (high - low) * u with u of
+ * 53 random bits, never high itself once rounded to the dtype; normal ones
+ * are Box-Muller pairs. desc == NULL is the defaults. TYPE for a dtype that
+ * is not floating; VALUE for an unknown desc->struct_size or distribution,
+ * non-finite parameters, low > high or stddev < 0. */
+SW_API sw_error_t* sw_tensor_random(sw_runtime_t* runtime, const sw_random_desc_t* desc, const int64_t* extents,
+                                    size_t rank, sw_tensor_t** out_tensor);
 SW_API void sw_tensor_retain(sw_tensor_t* tensor);
 SW_API void sw_tensor_release(sw_tensor_t* tensor);
 
@@ -447,15 +488,106 @@ SW_API sw_error_t* sw_tensor_permute(sw_tensor_t* tensor, const size_t* perm, si
 SW_API sw_error_t* sw_tensor_transpose(sw_tensor_t* tensor, size_t axis0, size_t axis1,
                                        sw_tensor_t** out_view);
 
+/* Views and copies. A view is a new tensor over the same carrier (a new
+ * offset and layout): writes through it are seen by its base and the other
+ * way round, and it shares the carrier's version counter. Views are
+ * differentiable: gradients flow back to the base. None of these takes a
+ * tensor on a TiledEvictable (UNSUPPORTED: project it first).
+ *
+ * Element order: reshape, view and flatten keep the tensor's elements in
+ * first-mode-fastest (colexicographic) order, the order of the header's
+ * ordinals and of sw_tensor_read: element (i, j) of an (M, N) tensor is
+ * ordinal i + M * j, and so element o of the result is element o of the
+ * input. This is NumPy's order='F' (Fortran order), not NumPy's and
+ * PyTorch's default row-major order: reshaping (2, 3) to (3, 2) maps
+ * element (1, 0), ordinal 1, to (1, 0), and (0, 1), ordinal 2, to (2, 0).
+ *
+ * reshape is a view whenever the tensor's slots in that order can be
+ * described by a layout of the new extents (they always can for a dense
+ * tensor, and for most strided ones: modes are split where a leaf's extent
+ * divides, and merged into nested modes where they do not walk one
+ * progression), else a dense copy; view fails VALUE where no such layout
+ * exists. `extents` may hold one -1, inferred from the element count; VALUE
+ * when the counts differ, for two -1 or another negative extent. */
+SW_API sw_error_t* sw_tensor_reshape(sw_tensor_t* tensor, const int64_t* extents, size_t rank,
+                                     sw_tensor_t** out_result);
+SW_API sw_error_t* sw_tensor_view(sw_tensor_t* tensor, const int64_t* extents, size_t rank, sw_tensor_t** out_view);
+/* reshape merging modes start_axis..end_axis (negative counts from the end;
+ * INDEX out of range, VALUE when start comes after end). A rank-0 tensor
+ * flattens to rank 1. */
+SW_API sw_error_t* sw_tensor_flatten(sw_tensor_t* tensor, int64_t start_axis, int64_t end_axis,
+                                     sw_tensor_t** out_result);
+/* The view with a mode of extent 1 inserted before mode `axis` (in
+ * [-rank - 1, rank]; INDEX otherwise). */
+SW_API sw_error_t* sw_tensor_unsqueeze(sw_tensor_t* tensor, int64_t axis, sw_tensor_t** out_view);
+/* The view without the listed modes of extent 1 (a listed mode of another
+ * extent stays, as in PyTorch); axes == NULL with count 0 drops every mode
+ * of extent 1. INDEX for an axis out of range. */
+SW_API sw_error_t* sw_tensor_squeeze(sw_tensor_t* tensor, const int64_t* axes, size_t count, sw_tensor_t** out_view);
+/* The broadcast view of `extents` (trailing modes aligned, NumPy style):
+ * modes of extent 1 stretch with stride 0, new leading modes are added,
+ * -1 keeps a mode's extent. VALUE for a mode of another extent, fewer
+ * extents than the rank, or -1 on a new mode. The view reaches slots
+ * several times: in-place writes to it fail VALUE. */
+SW_API sw_error_t* sw_tensor_expand(sw_tensor_t* tensor, const int64_t* extents, size_t rank,
+                                    sw_tensor_t** out_view);
+/* The view of elements start, start + step, ... before stop along `axis`,
+ * as Python's t[start:stop:step]: negative start and stop count from the
+ * end, both are clamped as slice.indices() clamps them (so INT64_MAX means
+ * "to the end" and, with a negative step, INT64_MIN "through index 0"),
+ * and a negative step walks backwards (a negative stride). VALUE for step
+ * 0, INDEX for an axis out of range; UNSUPPORTED for a strided slice of a
+ * nested mode that does not walk one progression (slice a contiguous copy). */
+SW_API sw_error_t* sw_tensor_slice(sw_tensor_t* tensor, int64_t axis, int64_t start, int64_t stop, int64_t step,
+                                   sw_tensor_t** out_view);
+/* The view at `index` along `axis`, without that mode (Python's t[:, i]);
+ * a negative index counts from the end. INDEX out of range. */
+SW_API sw_error_t* sw_tensor_select(sw_tensor_t* tensor, int64_t axis, int64_t index, sw_tensor_t** out_view);
+/* The tensor itself (a new reference) when its layout is dense, else a
+ * dense copy on the same compute carrier kind (differentiable). */
+SW_API sw_error_t* sw_tensor_contiguous(sw_tensor_t* tensor, sw_tensor_t** out_result);
+/* A dense copy, always (differentiable). */
+SW_API sw_error_t* sw_tensor_clone(sw_tensor_t* tensor, sw_tensor_t** out_result);
+/* A view over the same slots outside autograd: no history, no
+ * requires_grad; it shares the carrier (and its version counter). */
+SW_API sw_error_t* sw_tensor_detach(sw_tensor_t* tensor, sw_tensor_t** out_view);
+/* The values converted to `dtype`: the tensor itself (a new reference) when
+ * it has that dtype, else a dense copy. Floating to floating rounds to
+ * nearest even (f64 to f16 through f32); floating to integer truncates
+ * toward zero and saturates at the type's range, NaN giving 0; integer to
+ * integer wraps modulo 2^bits; anything to bool is != 0 (NaN is true); bool
+ * is 0 or 1. Differentiable between floating dtypes. TYPE for an unknown
+ * dtype. */
+SW_API sw_error_t* sw_tensor_to_dtype(sw_tensor_t* tensor, sw_dtype_t dtype, sw_tensor_t** out_result);
+/* In-place writes: one version step of the tensor's carrier each (PyTorch's
+ * version counter: a tensor saved for backward and then modified fails the
+ * backward STATE "modified in-place"). STATE for a released, owned or
+ * read-only carrier; VALUE for a layout that reaches a slot twice. With
+ * grad mode on, STATE for a leaf that requires grad (modify it under
+ * sw_set_grad_enabled(false), as an optimiser step does) and for a view of
+ * a tensor that requires grad; another tensor takes the write as its new
+ * history. */
+/* Every element = value, converted (VALUE when it does not fit, as
+ * sw_tensor_full). sw_tensor_fill(t, 0) is PyTorch's zero_(). */
+SW_API sw_error_t* sw_tensor_fill(sw_tensor_t* tensor, double value);
+/* destination = source, broadcast to the destination's shape (VALUE
+ * otherwise) and converted to its dtype as sw_tensor_to_dtype converts.
+ * Both on one compute carrier kind (TYPE otherwise: move first). A source
+ * overlapping the destination is read before anything is written.
+ * Differentiable with respect to the source. */
+SW_API sw_error_t* sw_tensor_copy_from(sw_tensor_t* destination, sw_tensor_t* source);
+
 /* ------------------------------------------------------------------------ */
 /* Operations                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Results are fresh dense tensors on the compute carrier kind of the inputs.
- * Inputs may have any strided or nested layout. Elementwise ops broadcast
- * NumPy style (trailing modes aligned, extent 1 stretches). f32 and f64 are
- * computed natively; matmul also takes f16 and bf16 inputs (see sw_matmul).
- * Both operands must have the same dtype (TYPE otherwise).
+/* The six ops of the spec. Results are fresh dense tensors on the compute
+ * carrier kind of the inputs. Inputs may have any strided or nested layout.
+ * Elementwise ops broadcast NumPy style (trailing modes aligned, extent 1
+ * stretches). f32 and f64 are computed natively; matmul also takes f16 and
+ * bf16 inputs (see sw_matmul). Both operands must have the same dtype (TYPE
+ * otherwise): these six do not promote. sw_binary, sw_unary and sw_reduce
+ * below are the same ops for every dtype, with type promotion.
  * With grad mode on and an input that requires grad, the result records one
  * autograd node. Ops are thread-safe. */
 SW_API sw_error_t* sw_add(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
@@ -500,6 +632,153 @@ SW_API void sw_matmul_desc_init(sw_matmul_desc_t* desc);
  * operands' dtype. */
 SW_API sw_error_t* sw_matmul_ex(sw_tensor_t* a, sw_tensor_t* b, const sw_matmul_desc_t* desc,
                                 sw_tensor_t** out_result);
+
+/* ---- The tensor surface: unary, binary, reductions, selection, indexing ---
+ *
+ * The functions below take every dtype where the op makes sense and
+ * promote mixed operands as PyTorch does:
+ *   - categories bool < integer (u8, i32, i64) < floating (f16, bf16, f32,
+ *     f64): the higher category wins (i32 + f32 is f32, bool + u8 is u8);
+ *   - within a category the wider type wins, u8 with i32 giving i32 and f16
+ *     with bf16 giving f32;
+ *   - rank-0 tensors promote like any other (PyTorch gives them a lower
+ *     priority; pass a scalar to the *_scalar forms for a weak scalar).
+ * f16 and bf16 are computed in f32 and rounded once to the result. Integer
+ * arithmetic wraps modulo 2^bits. Broadcasting is NumPy's (trailing modes
+ * aligned, extent 1 stretches; VALUE otherwise). Results are fresh dense
+ * tensors on the inputs' compute carrier kind (TYPE for operands on two
+ * kinds or a storage carrier). Differentiable ops record one autograd node
+ * when grad mode is on and a floating input requires grad; comparisons,
+ * indices and integer results never do.
+ *
+ * Carriers: every op runs on the CPU carrier. On a Vulkan carrier the
+ * elementwise ops (unary, binary, comparisons, where), sum / mean / max /
+ * min reductions, softmax and log_softmax, views, copies, cat and stack run
+ * as shaders in f32 (f16 and bf16 through f32; f64 where the device has
+ * shaderFloat64, except exp, log, silu, gelu, sigmoid, tanh and pow);
+ * integer and bool arithmetic, topk, max / min with indices and the index
+ * ops fail UNSUPPORTED there, naming the op and the carrier. A tensor on a
+ * TiledEvictable is taken only where the op is one of the six direct ops of
+ * the spec (SW_BINARY_ADD, SW_BINARY_MUL and their scalar forms,
+ * SW_UNARY_RELU, SW_REDUCE_SUM); any other op on one fails UNSUPPORTED,
+ * pointing at sw_tiled_project. */
+
+/* Enum values are fixed forever; new ops are only appended. */
+typedef enum sw_unary_op_t {
+  SW_UNARY_NEG = 1,     /* -x; every dtype but bool (u8 wraps) */
+  SW_UNARY_ABS = 2,     /* |x|; every dtype but bool */
+  SW_UNARY_EXP = 3,     /* floating results: integer and bool inputs give f32 */
+  SW_UNARY_LOG = 4,
+  SW_UNARY_SQRT = 5,
+  SW_UNARY_RSQRT = 6,   /* 1 / sqrt(x) */
+  SW_UNARY_SILU = 7,    /* x * sigmoid(x) */
+  SW_UNARY_GELU = 8,    /* x * Phi(x), the exact (erf) form: PyTorch's approximate='none' */
+  SW_UNARY_SIGMOID = 9, /* 1 / (1 + exp(-x)) */
+  SW_UNARY_TANH = 10,
+  SW_UNARY_RELU = 11,   /* max(x, 0); every dtype but bool */
+  SW_UNARY_OP_FORCE32 = 0x7fffffff
+} sw_unary_op_t;
+
+typedef enum sw_binary_op_t {
+  SW_BINARY_ADD = 1,     /* bool + bool is or */
+  SW_BINARY_SUB = 2,     /* TYPE for two bools */
+  SW_BINARY_MUL = 3,     /* bool * bool is and */
+  SW_BINARY_DIV = 4,     /* true division: integer and bool operands give f32 */
+  SW_BINARY_POW = 5,     /* integers exact (a negative exponent gives 1 / a^-b truncated: 0 unless |a| is 1);
+                            TYPE for two bools */
+  SW_BINARY_MAXIMUM = 6, /* NaN if either is; a tie splits the gradient */
+  SW_BINARY_MINIMUM = 7,
+  /* Comparisons give bool (NaN compares unequal to everything). */
+  SW_BINARY_EQ = 8,
+  SW_BINARY_NE = 9,
+  SW_BINARY_LT = 10,
+  SW_BINARY_LE = 11,
+  SW_BINARY_GT = 12,
+  SW_BINARY_GE = 13,
+  SW_BINARY_OP_FORCE32 = 0x7fffffff
+} sw_binary_op_t;
+
+typedef enum sw_reduce_op_t {
+  SW_REDUCE_SUM = 1,  /* integer and bool sums are i64 */
+  SW_REDUCE_MEAN = 2, /* floating dtypes only (TYPE otherwise); NaN over no element */
+  SW_REDUCE_MAX = 3,  /* NaN if any is; VALUE over a mode of extent 0 */
+  SW_REDUCE_MIN = 4,
+  SW_REDUCE_OP_FORCE32 = 0x7fffffff
+} sw_reduce_op_t;
+
+/* f(a). VALUE for an unknown op; TYPE for neg, abs and relu of bool. */
+SW_API sw_error_t* sw_unary(sw_unary_op_t op, sw_tensor_t* a, sw_tensor_t** out_result);
+/* a op b, broadcast and promoted as above. VALUE for an unknown op. */
+SW_API sw_error_t* sw_binary(sw_binary_op_t op, sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+/* a op scalar and scalar op b. The scalar is weak: it takes the tensor's
+ * dtype, as a Python number does in PyTorch (f16 + 0.1 stays f16). VALUE
+ * when it cannot: a non-integral or out-of-range scalar for an integer
+ * tensor, anything but 0 and 1 for a bool one (convert the tensor first to
+ * compute in another dtype), and a negative exponent for pow of an integer
+ * tensor. Division of an integer or bool tensor computes in f32. */
+SW_API sw_error_t* sw_binary_scalar(sw_binary_op_t op, sw_tensor_t* a, double scalar, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_scalar_binary(sw_binary_op_t op, double scalar, sw_tensor_t* b, sw_tensor_t** out_result);
+/* a op= b and a op= scalar, in place (see the in-place rules above
+ * sw_tensor_fill): b broadcast to a's shape (VALUE otherwise), the result
+ * converted to a's dtype; TYPE when the result's category is higher than
+ * a's (an i32 tensor += an f32 one). A `b` overlapping `a` otherwise than
+ * exactly is read before anything is written. */
+SW_API sw_error_t* sw_binary_inplace(sw_binary_op_t op, sw_tensor_t* a, sw_tensor_t* b);
+SW_API sw_error_t* sw_binary_scalar_inplace(sw_binary_op_t op, sw_tensor_t* a, double scalar);
+/* condition ? a : b elementwise, the three broadcast together; `condition`
+ * must be bool (TYPE otherwise) and takes no gradient. */
+SW_API sw_error_t* sw_where(sw_tensor_t* condition, sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
+/* Reduces over `axes` as sw_reduce_sum does (negative counts from the end;
+ * duplicates VALUE, out of range INDEX; axes == NULL with count 0: every
+ * axis; keepdims keeps extent-1 modes). Sum and mean of f16 / bf16
+ * accumulate in f32. The max / min gradient is shared evenly between tied
+ * elements (PyTorch's amax / amin). */
+SW_API sw_error_t* sw_reduce(sw_reduce_op_t op, sw_tensor_t* a, const int64_t* axes, size_t count, bool keepdims,
+                             sw_tensor_t** out_result);
+/* The max (SW_REDUCE_MAX) or min (SW_REDUCE_MIN; VALUE for the others)
+ * along `axis` with the index (i64) of the first element reaching it; NaN
+ * counts as the most extreme value. Both results have a's shape without
+ * `axis` (with extent 1 there under keepdims). The gradient flows to the
+ * selected elements. VALUE over an axis of extent 0; INDEX for an axis out
+ * of range. */
+SW_API sw_error_t* sw_reduce_index(sw_reduce_op_t op, sw_tensor_t* a, int64_t axis, bool keepdims,
+                                   sw_tensor_t** out_values, sw_tensor_t** out_indices);
+/* exp(a - max) / sum(exp(a - max)) along `axis`, and its logarithm
+ * computed as (a - max) - log(sum(...)); floating dtypes only (TYPE). */
+SW_API sw_error_t* sw_softmax(sw_tensor_t* a, int64_t axis, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_log_softmax(sw_tensor_t* a, int64_t axis, sw_tensor_t** out_result);
+/* The k largest values along `axis`, sorted descending, ties broken by the
+ * lower index, NaN counting as the largest, and their indices (i64): a's
+ * shape with k along `axis`. VALUE for k outside [0, extent]; TYPE for bool.
+ * The gradient flows to the selected elements. */
+SW_API sw_error_t* sw_topk(sw_tensor_t* a, int64_t k, int64_t axis, sw_tensor_t** out_values,
+                           sw_tensor_t** out_indices);
+/* Rows of `a` along `axis` picked by `index`, an i32 or i64 tensor of rank
+ * 0 or 1: a's shape with numel(index) along the axis (PyTorch's
+ * index_select). INDEX for an index outside [0, extent) (negative indices
+ * do not wrap); TYPE for another index dtype. Differentiable with respect
+ * to `a`: its gradient is sw_index_add's. */
+SW_API sw_error_t* sw_index_select(sw_tensor_t* a, int64_t axis, sw_tensor_t* index, sw_tensor_t** out_result);
+/* out[c] = a[c with c[axis] = index[c]] for `index` of a's rank whose other
+ * extents are at most a's (PyTorch's gather); the result has index's
+ * shape. Errors as sw_index_select; VALUE for shapes. */
+SW_API sw_error_t* sw_gather(sw_tensor_t* a, int64_t axis, sw_tensor_t* index, sw_tensor_t** out_result);
+/* The adjoints: a copy of `a` with source's rows added at the rows `index`
+ * picks (sw_index_add; index of rank 0 or 1, source of a's shape with
+ * numel(index) along the axis), or with source[c] added at c with c[axis]
+ * = index[c] (sw_scatter_add; index of a's and source's rank, extents at
+ * most theirs). Repeated indices accumulate. `a` and `source` have one
+ * dtype (TYPE otherwise; bool is TYPE). Differentiable with respect to both. */
+SW_API sw_error_t* sw_index_add(sw_tensor_t* a, int64_t axis, sw_tensor_t* index, sw_tensor_t* source,
+                                sw_tensor_t** out_result);
+SW_API sw_error_t* sw_scatter_add(sw_tensor_t* a, int64_t axis, sw_tensor_t* index, sw_tensor_t* source,
+                                  sw_tensor_t** out_result);
+/* `count` tensors joined along an existing `axis` (sw_cat: one rank, the
+ * same extents elsewhere) or a new one (sw_stack: one shape; axis in
+ * [-rank - 1, rank]), promoted to one dtype. VALUE for count 0 or shapes
+ * that differ; sw_cat of rank-0 tensors is VALUE. */
+SW_API sw_error_t* sw_cat(sw_tensor_t* const* tensors, size_t count, int64_t axis, sw_tensor_t** out_result);
+SW_API sw_error_t* sw_stack(sw_tensor_t* const* tensors, size_t count, int64_t axis, sw_tensor_t** out_result);
 
 /* ------------------------------------------------------------------------ */
 /* Autograd                                                                  */

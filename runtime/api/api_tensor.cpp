@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "autograd/node.hpp"
 #include "carriers/cpu/cpu_backend.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
@@ -265,6 +266,185 @@ SW_API sw_error_t* sw_backward(sw_tensor_t* tensor, sw_tensor_t* cotangent, bool
     Ref<Tensor> cot;
     if (cotangent) cot = ref<Tensor>(cotangent, "cotangent");
     run_backward(t, cot, retain_graph, ops::gradient_math());
+  });
+}
+
+}  // extern "C"
+
+// ---- constructors, views, copies, in-place writes ------------------------------
+
+extern "C" {
+
+SW_API sw_error_t* sw_tensor_full(sw_runtime_t* runtime, sw_dtype_t dtype, const int64_t* extents, size_t rank,
+                                  double value, sw_tensor_t** out_tensor) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    check_dtype(dtype, "sw_tensor_full");
+    auto ext = extents_arg(extents, rank, "extents");
+    require(out_tensor, "out_tensor");
+    count_allocation(*rt, "CPU carrier");
+    *out_tensor = to_handle<sw_tensor_t>(ops::full(cpu_backend(), rt, dtype, ext, value));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_arange(sw_runtime_t* runtime, sw_dtype_t dtype, double start, double stop, double step,
+                                    sw_tensor_t** out_tensor) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    check_dtype(dtype, "sw_tensor_arange");
+    require(out_tensor, "out_tensor");
+    count_allocation(*rt, "CPU carrier");
+    *out_tensor = to_handle<sw_tensor_t>(ops::arange(cpu_backend(), rt, dtype, start, stop, step));
+  });
+}
+
+SW_API void sw_random_desc_init(sw_random_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_random_desc_t{};
+  desc->struct_size = sizeof(sw_random_desc_t);
+  desc->distribution = SW_RANDOM_UNIFORM;
+  desc->dtype = SW_DTYPE_F32;
+  desc->seed = 0;
+  desc->low = 0.0;
+  desc->high = 1.0;
+  desc->mean = 0.0;
+  desc->stddev = 1.0;
+}
+
+SW_API sw_error_t* sw_tensor_random(sw_runtime_t* runtime, const sw_random_desc_t* desc, const int64_t* extents,
+                                    size_t rank, sw_tensor_t** out_tensor) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    sw_random_desc_t d;
+    sw_random_desc_init(&d);
+    if (desc) d = struct_in(desc, d, "sw_tensor_random");
+    check_dtype(d.dtype, "sw_tensor_random");
+    if (d.distribution != SW_RANDOM_UNIFORM && d.distribution != SW_RANDOM_NORMAL)
+      value_error("sw_tensor_random: unknown distribution " + std::to_string(static_cast<int>(d.distribution)));
+    auto ext = extents_arg(extents, rank, "extents");
+    require(out_tensor, "out_tensor");
+    count_allocation(*rt, "CPU carrier");
+    const bool uniform = d.distribution == SW_RANDOM_UNIFORM;
+    *out_tensor = to_handle<sw_tensor_t>(ops::random(cpu_backend(), rt, d.dtype, ext,
+                                                     uniform ? ops::Distribution::kUniform : ops::Distribution::kNormal,
+                                                     uniform ? d.low : d.mean, uniform ? d.high : d.stddev, d.seed));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_reshape(sw_tensor_t* tensor, const int64_t* extents, size_t rank,
+                                     sw_tensor_t** out_result) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    if (rank && !extents) value_error("extents must not be NULL when rank is " + std::to_string(rank));
+    require(out_result, "out_result");
+    *out_result = to_handle<sw_tensor_t>(ops::reshape(t, std::vector<int64_t>(extents, extents + rank), false));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_view(sw_tensor_t* tensor, const int64_t* extents, size_t rank, sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    if (rank && !extents) value_error("extents must not be NULL when rank is " + std::to_string(rank));
+    require(out_view, "out_view");
+    *out_view = to_handle<sw_tensor_t>(ops::reshape(t, std::vector<int64_t>(extents, extents + rank), true));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_flatten(sw_tensor_t* tensor, int64_t start_axis, int64_t end_axis,
+                                     sw_tensor_t** out_result) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_result, "out_result");
+    *out_result = to_handle<sw_tensor_t>(ops::flatten(t, start_axis, end_axis));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_unsqueeze(sw_tensor_t* tensor, int64_t axis, sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_view, "out_view");
+    *out_view = to_handle<sw_tensor_t>(ops::unsqueeze(t, axis));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_squeeze(sw_tensor_t* tensor, const int64_t* axes, size_t count, sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    if (count && !axes) value_error("axes must not be NULL when count is " + std::to_string(count));
+    require(out_view, "out_view");
+    std::vector<int64_t> ax(axes, axes + count);
+    *out_view = to_handle<sw_tensor_t>(ops::squeeze(t, count ? &ax : nullptr));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_expand(sw_tensor_t* tensor, const int64_t* extents, size_t rank,
+                                    sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    if (rank && !extents) value_error("extents must not be NULL when rank is " + std::to_string(rank));
+    require(out_view, "out_view");
+    *out_view = to_handle<sw_tensor_t>(ops::expand(t, std::vector<int64_t>(extents, extents + rank)));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_slice(sw_tensor_t* tensor, int64_t axis, int64_t start, int64_t stop, int64_t step,
+                                   sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_view, "out_view");
+    *out_view = to_handle<sw_tensor_t>(ops::slice(t, axis, start, stop, step));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_select(sw_tensor_t* tensor, int64_t axis, int64_t index, sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_view, "out_view");
+    *out_view = to_handle<sw_tensor_t>(ops::select(t, axis, index));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_contiguous(sw_tensor_t* tensor, sw_tensor_t** out_result) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_result, "out_result");
+    *out_result = to_handle<sw_tensor_t>(ops::contiguous_op(t));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_clone(sw_tensor_t* tensor, sw_tensor_t** out_result) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_result, "out_result");
+    *out_result = to_handle<sw_tensor_t>(ops::clone(t));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_detach(sw_tensor_t* tensor, sw_tensor_t** out_view) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_view, "out_view");
+    *out_view = to_handle<sw_tensor_t>(ops::detach(t));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_to_dtype(sw_tensor_t* tensor, sw_dtype_t dtype, sw_tensor_t** out_result) {
+  return guard([&] {
+    auto t = ref<Tensor>(tensor, "tensor");
+    require(out_result, "out_result");
+    *out_result = to_handle<sw_tensor_t>(ops::to_dtype(t, dtype));
+  });
+}
+
+SW_API sw_error_t* sw_tensor_fill(sw_tensor_t* tensor, double value) {
+  return guard([&] { ops::fill(ref<Tensor>(tensor, "tensor"), value); });
+}
+
+SW_API sw_error_t* sw_tensor_copy_from(sw_tensor_t* destination, sw_tensor_t* source) {
+  return guard([&] {
+    auto d = ref<Tensor>(destination, "destination");
+    auto s = ref<Tensor>(source, "source");
+    ops::copy_from(d, s);
   });
 }
 

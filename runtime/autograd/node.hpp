@@ -31,6 +31,10 @@ class Node : public GraphNode {
   // Per-input gradients (null where an input needs none), given the summed
   // cotangent of this node's output. Runs with grad mode off.
   virtual std::vector<Ref<Tensor>> apply(const Ref<Tensor>& grad) = 0;
+  // Whether the node's output is a view of its input (same carrier): such a
+  // tensor cannot take an in-place op that records, since its base's
+  // history would not see it.
+  virtual bool is_view() const { return false; }
 
   const std::vector<Edge>& edges() const { return edges_; }
   const std::vector<SavedTensor>& saved() const { return saved_; }

@@ -42,6 +42,29 @@ void check_dtype(sw_dtype_t d, const char* what) {
     type_error(std::string(what) + ": unknown dtype " + std::to_string(static_cast<int>(d)));
 }
 
+DtypeCategory dtype_category(sw_dtype_t d) {
+  if (d == SW_DTYPE_BOOL) return DtypeCategory::kBool;
+  return dtype_is_float(d) ? DtypeCategory::kFloat : DtypeCategory::kInteger;
+}
+
+sw_dtype_t promote_types(sw_dtype_t a, sw_dtype_t b) {
+  if (a == b) return a;
+  const DtypeCategory ca = dtype_category(a), cb = dtype_category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  auto rank = [](sw_dtype_t d) {
+    switch (d) {
+      case SW_DTYPE_U8: return 0;
+      case SW_DTYPE_I32: return 1;
+      case SW_DTYPE_I64: return 2;
+      case SW_DTYPE_F16: case SW_DTYPE_BF16: return 0;
+      case SW_DTYPE_F32: return 1;
+      default: return 2;  // f64
+    }
+  };
+  if (ca == DtypeCategory::kFloat && rank(a) == 0 && rank(b) == 0) return SW_DTYPE_F32;  // f16 with bf16
+  return rank(a) >= rank(b) ? a : b;
+}
+
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;

@@ -15,6 +15,17 @@ const char* dtype_name(sw_dtype_t dtype);
 // Throws TYPE for an unknown dtype.
 void check_dtype(sw_dtype_t dtype, const char* what);
 
+// Type promotion, as PyTorch's for tensors of the same rank class: the
+// categories bool < integer (u8, i32, i64) < floating (f16, bf16, f32, f64);
+// the higher category wins, within one the wider type, with u8 and i32 giving
+// i32 and f16 and bf16 giving f32.
+enum class DtypeCategory { kBool = 0, kInteger = 1, kFloat = 2 };
+DtypeCategory dtype_category(sw_dtype_t dtype);
+sw_dtype_t promote_types(sw_dtype_t a, sw_dtype_t b);
+// The dtype kernels compute in: f32 for f16 and bf16 (rounded once to the
+// half type afterwards), the dtype itself otherwise.
+inline sw_dtype_t compute_dtype(sw_dtype_t d) { return d == SW_DTYPE_F16 || d == SW_DTYPE_BF16 ? SW_DTYPE_F32 : d; }
+
 inline float bf16_to_f32(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;

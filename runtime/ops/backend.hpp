@@ -1,7 +1,9 @@
 // The kernel boundary: one interface per compute carrier kind. Op
-// definitions (ops.cpp) validate, broadcast and record autograd; backends
-// only compute on already-shaped operands. One dispatch path serves every
-// compute carrier.
+// definitions (ops.cpp) validate, broadcast, promote dtypes and record
+// autograd; backends only compute on already-shaped operands of the dtypes
+// the op definitions chose. One dispatch path serves every compute carrier.
+// A backend that cannot run a kernel (a dtype, or a whole op, it has no
+// shader for) fails UNSUPPORTED naming the op and its carrier.
 #pragma once
 
 #include <vector>
@@ -11,15 +13,46 @@
 namespace sw {
 
 enum class BinaryOp {
-  kAdd,       // a + b
-  kMul,       // a * b
+  kAdd,       // a + b (bool: a or b)
+  kMul,       // a * b (bool: a and b)
   kReluGrad,  // a * (b > 0): the relu VJP, a = cotangent, b = input
+  kSub,       // a - b
+  kDiv,       // a / b (floating dtypes only)
+  kPow,       // a ** b (integers: exact; a negative exponent gives 1 / a**-b truncated)
+  kMaximum,   // max(a, b), NaN if either is
+  kMinimum,   // min(a, b), NaN if either is
+  // Comparisons: `out` is bool.
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  // VJPs of unary ops (floating dtypes): a = cotangent, b = the input x or
+  // the output y named.
+  kAbsGrad,      // a * sign(x)
+  kSiluGrad,     // a * silu'(x)
+  kGeluGrad,     // a * gelu'(x)
+  kSigmoidGrad,  // a * y * (1 - y)
+  kTanhGrad,     // a * (1 - y * y)
+  kSqrtGrad,     // a * 0.5 / y
+  kRsqrtGrad,    // a * -0.5 * y^3
 };
+
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kGe; }
 
 enum class UnaryOp {
   kRelu,   // max(a, 0)
   kScale,  // a * scalar
   kCopy,   // a, converted to out's dtype
+  kNeg, kAbs,  // every dtype but bool
+  // Floating dtypes only:
+  kExp, kLog, kSqrt, kRsqrt,
+  kSilu,     // x * sigmoid(x)
+  kGelu,     // x * Phi(x), the exact (erf) form
+  kSigmoid,  // 1 / (1 + exp(-x))
+  kTanh,
+};
+
+enum class ReduceOp {
+  kSum,
+  kMax,  // NaN if any is
+  kMin,
 };
 
 class ComputeBackend {
@@ -29,17 +62,42 @@ class ComputeBackend {
   // Dense first-mode-fastest tensors on this backend's compute carrier.
   virtual Ref<Tensor> empty(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) = 0;
   virtual Ref<Tensor> zeros(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) = 0;
-  // `out` is dense; `a` and `b` have out's extents (broadcast modes stride 0).
+  // `out` is dense; `a` and `b` have out's extents (broadcast modes stride
+  // 0) and one dtype: f32, f64, i32, i64, u8 or bool. `out` has that dtype,
+  // or bool for the comparisons. `out` may be `a` itself (an in-place op on
+  // a dense tensor).
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
-  // `out` is dense, except for kCopy, whose `out` may be any injective
-  // layout (a tile's place in a compact tensor).
+  // `out` is dense (or `a` itself), of a's dtype, except for kCopy, whose
+  // `out` may be any injective layout (a tile's place in a compact tensor, a
+  // slice being assigned) and any dtype: conversions round to nearest, and
+  // floating values become integers truncated toward zero, saturating, NaN
+  // as 0.
   virtual void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) = 0;
   // `out` is dense with a's rank and extent 1 on every reduced mode.
   virtual void reduce_sum(const Tensor& a, const Tensor& out) = 0;
+  // As reduce_sum, for every ReduceOp; `out` has a's dtype.
+  virtual void reduce(ReduceOp op, const Tensor& a, const Tensor& out) = 0;
   // (..., M, K) @ (..., K, N) -> dense (..., M, N); batch modes already
   // broadcast to out's extents. Products accumulate in f32 (f64 for f64);
   // half inputs give a half `out` (rounded once) or an f32 one.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out[i] = a[i] where cond[i]: `out` dense, `cond` bool and `a` of out's
+  // dtype, both with out's extents (broadcast modes stride 0).
+  virtual void masked_copy(const Tensor& cond, const Tensor& a, const Tensor& out) = 0;
+  // The k largest (or smallest) values along `axis` of `a` and their
+  // indices (i64), sorted (descending for largest), ties to the lower index,
+  // NaN counting as the most extreme. `values` and `indices` are dense with
+  // a's extents but k along `axis`.
+  virtual void select_k(const Tensor& a, int64_t k, size_t axis, bool largest, const Tensor& values,
+                        const Tensor& indices) = 0;
+  // out[c] = a[c with c[axis] = index[c]]: `out` dense with index's extents
+  // (each at most a's), `index` i32 or i64. INDEX, before anything is
+  // written, for an index outside [0, a's extent).
+  virtual void gather(const Tensor& a, size_t axis, const Tensor& index, const Tensor& out) = 0;
+  // out[c with c[axis] = index[c]] += src[c] for every c of src's extents
+  // (index has them too): `out` dense, modified in place, of src's dtype;
+  // duplicates accumulate in index order. INDEX as for gather.
+  virtual void scatter_add(const Tensor& out, size_t axis, const Tensor& index, const Tensor& src) = 0;
 };
 
 // The backend computing on `carrier` (Carrier::compute_backend): TYPE when

@@ -84,6 +84,7 @@ class PermuteNode final : public Node {
     for (size_t i = 0; i < perm.size(); ++i) inverse_[perm[i]] = i;
   }
   const char* name() const override { return "permute"; }
+  bool is_view() const override { return true; }
   std::vector<Ref<Tensor>> apply(const Ref<Tensor>& g) override {
     return {g->view(g->offset(), g->layout().permute(inverse_))};
   }

@@ -96,6 +96,8 @@ Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape) {
     any = any || reduce;
   }
   if (!any) return reshape_dense(g, shape);
+  if (g->dtype() == SW_DTYPE_F16 || g->dtype() == SW_DTYPE_BF16)  // summed in f32, rounded once
+    return copy_as(*sum_to(copy_as(*g, SW_DTYPE_F32), shape), g->dtype());
   ComputeBackend& be = backend_for(g->carrier());
   auto out = be.empty(g->runtime_ref(), g->dtype(), keep);  // reduce_sum writes every slot
   if (out->numel()) be.reduce_sum(*g, *out);

@@ -50,14 +50,14 @@ def test_users_never_construct_handles():
 def test_wait_with_a_timeout_and_done():
     with held_promotion() as p:
         h = p.handle
-        assert not h.done
+        assert not h.done()
         with pytest.raises(TimeoutError) as raised:
             h.wait(timeout=0)
         assert type(raised.value) is sw.StrideWeaveTimeoutError and isinstance(raised.value, sw.Error)
         assert raised.value.code == sw.ErrorCode.TIMEOUT
-        assert not h.done
+        assert not h.done()
         p.release()
-        assert h.wait(timeout=60) is None and h.done and h.wait() is None
+        assert h.wait(timeout=60) is None and h.done() and h.wait() is None
         with pytest.raises(sw.StrideWeaveValueError):
             h.wait(timeout=-1)
         with pytest.raises(sw.StrideWeaveTypeError):
@@ -74,7 +74,7 @@ def test_failed_work_raises_the_same_kind_every_wait():
             with pytest.raises(OSError) as e:
                 h.wait()
             exact(e, sw.StrideWeaveOSError)
-        assert h.done
+        assert h.done()
     finally:
         rt.shutdown()
 
@@ -137,9 +137,9 @@ def test_await_in_asyncio_without_blocking_the_loop():
                     await asyncio.sleep(0)
 
             task = asyncio.create_task(ticker())
-            assert not h.done
+            assert not h.done()
             assert await h is None
-            assert h.done
+            assert h.done()
             compact = await te.project(full, sw.TileSelection([[5, 1]]))
             again = await asyncio.gather(*(te.project(full, sw.TileSelection([[k]])) for k in range(3)))
             done.set()
@@ -188,3 +188,33 @@ def test_awaited_failure_raises_in_the_coroutine():
             asyncio.run(main())
     finally:
         rt.shutdown()
+
+
+def test_done_is_a_method_and_the_timeout_message_is_in_seconds():
+    with held_promotion() as p:
+        h = p.handle
+        assert callable(h.done) and h.done() is False
+        with pytest.raises(TimeoutError, match=r"after 0\.05 s; the work is still pending"):
+            h.wait(timeout=0.05)
+        p.release()
+        h.wait(timeout=60)
+        assert h.done() is True
+
+
+def test_add_done_callback_fires_once_on_the_waiting_thread_or_at_once():
+    with held_promotion() as p:
+        h = p.handle
+        seen = []
+        h.add_done_callback(lambda x: seen.append(("first", x)))
+        h.add_done_callback(lambda x: 1 / 0)  # logged; the others still run
+        h.add_done_callback(lambda x: seen.append(("second", x)))
+        assert seen == []
+        with pytest.raises(TypeError):
+            h.add_done_callback(42)
+        p.release()
+        h.wait(timeout=60)
+        assert seen == [("first", h), ("second", h)]
+        h.add_done_callback(lambda x: seen.append(("late", x)))  # already done: at once
+        assert seen[-1] == ("late", h)
+        h.wait()
+        assert len(seen) == 3

@@ -136,3 +136,8 @@ def test_mixtral_experts_c(tmp_path):
     run = subprocess.run([str(demo), "--file", str(path), "--experts", "5", "--layer", "0", "--matrix", "w3"],
                          check=True, capture_output=True, text=True)
     assert "96 values checked, 0 wrong" in run.stdout
+
+
+def test_moe_layer_trains():
+    losses = load("moe_layer").main(["--steps", "12", "--quiet"])
+    assert len(losses) == 12 and losses[-1] < 0.8 * losses[0]

@@ -166,12 +166,12 @@ def test_pending_calls_follow_the_projection_rules(data):
     with held(te) as caught:  # the first expert read stays in flight
         h = te.expert_matmul(full, as_sw(x), ids)
         caught()
-        assert not h.done
+        assert not h.done()
         with pytest.raises(sw.StrideWeaveRuntimeError, match="not terminal"):
             te.release()
         # An eviction of a used expert is accepted and waits for the call.
         e = te.evict_async(sw.TileSet([(0, 0, 0)]))
-        assert not e.done
+        assert not e.done()
     y = h.wait()
     e.wait()
     np.testing.assert_allclose(y.numpy(), reference(x, w, IDS).numpy(), rtol=1e-5, atol=1e-5)

@@ -201,7 +201,7 @@ def test_overlap_projection_with_computation():
     te = big_tiled()
     full = te.full_tensor()
     h = te.project(full, sw.TileSelection([[3, 1]]))
-    assert not h.done  # transfers are in flight; project did not wait for them
+    assert not h.done()  # transfers are in flight; project did not wait for them
     other = sw.reduce_sum(sw.from_numpy(np.ones(1000, np.float32)))  # unrelated work meanwhile
     assert other.item() == 1000
     compact = h.wait()
@@ -400,7 +400,7 @@ def test_refuse_hidden_waiting_on_an_external_transition():
     with held(te) as caught:  # the promotion's first read stays in flight
         p = te.promote_async(sw.TileSet([(i,) for i in range(16)]))
         caught()
-        assert not p.done
+        assert not p.done()
         with pytest.raises(RuntimeError) as e:
             sw.reduce_sum(full)
         exact(e, sw.StrideWeaveRuntimeError)
@@ -417,11 +417,11 @@ def test_eviction_races_with_execution():
     with held(te) as caught:  # the projection's first fetch stays in flight
         h = te.project(full, sel)
         caught()
-        assert not h.done
+        assert not h.done()
         # Accepted (the projection does not own its tiles): it waits for the
         # projection before it evicts anything.
         e = te.evict_async(sel)
-        assert not e.done
+        assert not e.done()
     compact = h.wait()
     e.wait()
     assert float(compact.numpy().sum()) == 2 * BIG
@@ -566,7 +566,7 @@ def test_release_refuses_while_work_is_pending():
     with held(te) as caught:
         h = te.project(te.full_tensor(), sw.TileSelection([[0, 1, 2]]))
         caught()
-        assert not h.done
+        assert not h.done()
         with pytest.raises(RuntimeError) as e:
             te.release()
         exact(e, sw.StrideWeaveRuntimeError)

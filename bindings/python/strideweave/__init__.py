@@ -17,8 +17,13 @@ from ._interop import from_dlpack, from_numpy
 from ._layout import Layout, Shape, Stride
 from ._model_files import FileTensor, save_npy, save_safetensors
 from ._move import move_async
-from ._ops import add, elementwise_mul, matmul, mul, reduce_sum, relu
+from ._ops import add, elementwise_mul, matmul, mul, reduce_sum
 from ._runtime import Runtime, default_runtime
+from ._surface import (  # noqa: A004 - NumPy's names (sw.sum, sw.max, ...)
+    relu, zeros, empty, ones, full, arange, tensor, rand, randn, as_dtype, astype, reshape, view, flatten,
+    unsqueeze, squeeze, expand, contiguous, clone, detach, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid,
+    tanh, sub, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, where, mean, amax, amin, sum, max, min, argmax,
+    argmin, softmax, log_softmax, topk, index_select, gather, index_add, scatter_add, cat, stack)
 from ._tensor import Tensor
 from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet
 from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState
@@ -33,6 +38,11 @@ __all__ = [
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
     "Runtime", "default_runtime", "Shape", "Stride", "Layout", "Tensor",
     "add", "elementwise_mul", "mul", "relu", "reduce_sum", "matmul", "move_async",
+    "zeros", "empty", "ones", "full", "arange", "tensor", "rand", "randn", "as_dtype", "astype", "reshape", "view",
+    "flatten", "unsqueeze", "squeeze", "expand", "contiguous", "clone", "detach", "neg", "abs", "exp", "log",
+    "sqrt", "rsqrt", "silu", "gelu", "sigmoid", "tanh", "sub", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
+    "le", "gt", "ge", "where", "mean", "amax", "amin", "sum", "max", "min", "argmax", "argmin", "softmax",
+    "log_softmax", "topk", "index_select", "gather", "index_add", "scatter_add", "cat", "stack",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "from_numpy", "from_dlpack",
     "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",

@@ -5,6 +5,7 @@ from ._lib import native as N
 
 
 def is_grad_enabled():
+    """Whether grad mode is on for the calling thread (it is by default)."""
     return N.sw_is_grad_enabled()
 
 

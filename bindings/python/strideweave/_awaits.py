@@ -3,6 +3,7 @@ released; `await handle` in asyncio never blocks the event loop: it waits
 for the runtime's event fd (loop.add_reader) and the completion callback
 the runtime then fires on the loop's thread."""
 import asyncio
+import logging
 import numbers
 import threading
 
@@ -17,7 +18,8 @@ _KIND_RESIDENCY = N.SW_AWAIT_RESIDENCY
 class AwaitResult:
     """A handle on eagerly started work. Users never construct one."""
 
-    __slots__ = ("_h", "_rt", "_has_result", "_result", "_waiters", "_subscribed", "_on_result", "__weakref__")
+    __slots__ = ("_h", "_rt", "_has_result", "_result", "_waiters", "_subscribed", "_on_result", "_callbacks",
+                 "__weakref__")
 
     def __init__(self, *args, **kwargs):
         raise StrideWeaveTypeError(f"{type(self).__name__} handles are returned by StrideWeave calls, "
@@ -33,7 +35,12 @@ class AwaitResult:
         obj._waiters = []
         obj._subscribed = False
         obj._on_result = on_result
+        obj._callbacks = []
         return obj
+
+    def __reduce__(self):
+        raise StrideWeaveTypeError(f"a strideweave {type(self).__name__} cannot be pickled: it tracks work running "
+                                   "in this process")
 
     def __del__(self):
         try:
@@ -41,10 +48,24 @@ class AwaitResult:
         except Exception:
             pass
 
-    @property
     def done(self):
-        """True once the work succeeded or failed."""
+        """True once the work succeeded or failed (a method, as
+        concurrent.futures.Future.done)."""
         return self._has_result or N.sw_await_query(self._h) != _PENDING
+
+    def add_done_callback(self, fn):
+        """Calls fn(handle) once the work is terminal, as
+        concurrent.futures.Future.add_done_callback: at once when it already
+        is; otherwise on the first thread that then waits on the handle
+        (wait(), await) or calls its runtime's process_events(). An exception
+        fn raises is logged (logger "strideweave") and the rest still run."""
+        if not callable(fn):
+            raise StrideWeaveTypeError(f"add_done_callback needs a callable, not {type(fn).__name__}")
+        if self.done():
+            _run_callback(fn, self)
+            return
+        self._callbacks.append(fn)
+        self._ensure_subscribed()
 
     def wait(self, timeout=None):
         """Blocks (GIL released) until terminal or `timeout` seconds pass
@@ -76,7 +97,7 @@ class AwaitResult:
         return self._result
 
     def __await__(self):
-        if not self.done:
+        if not self.done():
             loop = asyncio.get_running_loop()
             future = loop.create_future()
             self._subscribe(loop, future)
@@ -87,6 +108,11 @@ class AwaitResult:
         pump = _pump(loop, self._rt)
         pump.acquire()
         self._waiters.append((loop, future, pump))
+        self._ensure_subscribed()
+
+    def _ensure_subscribed(self):
+        # The library takes one completion callback per await: it serves both
+        # the asyncio waiters and add_done_callback.
         if not self._subscribed:
             N.await_set_callback(self._h, self._completed)
             self._subscribed = True
@@ -99,9 +125,12 @@ class AwaitResult:
                 loop.call_soon_threadsafe(_resolve, future, pump)
             except RuntimeError:  # the loop is closed
                 pass
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            _run_callback(fn, self)
 
     def __repr__(self):
-        state = "done" if self.done else "pending"
+        state = "done" if self.done() else "pending"
         return f"<strideweave.{type(self).__name__} {state}>"
 
 
@@ -121,6 +150,16 @@ class AwaitResidency(AwaitResult):
     """Completion of a promotion or eviction; wait() returns None."""
 
     __slots__ = ()
+
+
+_log = logging.getLogger("strideweave")
+
+
+def _run_callback(fn, handle):
+    try:
+        fn(handle)
+    except Exception:
+        _log.exception("exception calling the done callback of %r", handle)
 
 
 def _resolve(future, pump):

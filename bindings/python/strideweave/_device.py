@@ -44,10 +44,12 @@ class Device:
 
     @property
     def kind(self):
+        """The device kind (sw_device_kind_t), e.g. Vulkan."""
         return _KINDS.get(N.sw_device_kind(self._h), "unknown")
 
     @property
     def generation(self):
+        """The device generation: 1 at creation, bumped by every restart (handles of an older one are stale)."""
         return N.sw_device_generation(self._h)
 
     def __repr__(self):

@@ -77,10 +77,12 @@ class _IntTree:
 
     @property
     def modes(self):
+        """The top-level modes: ints and nested trees."""
         return self._modes
 
     @property
     def rank(self):
+        """The number of top-level modes."""
         return len(self._modes)
 
     def __len__(self):
@@ -90,6 +92,7 @@ class _IntTree:
         return iter(self._modes)
 
     def __getitem__(self, i):
+        """The top-level mode `i` (an int or a nested tree)."""
         return self._modes[i]
 
     def __eq__(self, other):
@@ -118,6 +121,7 @@ class Shape(_IntTree):
 
     @property
     def size(self):
+        """The number of coordinates: the product of the extents."""
         return math.prod(_extent(m) for m in self._modes)
 
     def encode(self, coord):
@@ -236,29 +240,36 @@ class Layout:
 
     @property
     def shape(self):
+        """The Shape tree of the layout."""
         return self._shape
 
     @property
     def stride(self):
+        """The Stride tree of the layout."""
         return self._stride
 
     @property
     def rank(self):
+        """The number of top-level modes."""
         return self._shape.rank
 
     @property
     def size(self):
+        """The number of coordinates (elements)."""
         return self._shape.size
 
     @property
     def cosize(self):
+        """One past the largest slot index the layout reaches (0 when empty)."""
         return N.sw_layout_cosize(self._h)
 
     @property
     def is_injective(self):
+        """Whether no two coordinates reach the same slot."""
         return N.sw_layout_is_injective(self._h)
 
     def index(self, coord):
+        """The slot index of coordinate `coord` (one int per mode, or an ordinal)."""
         coord = _coordinate(coord, self.rank, "Layout.index")
         if all(type(c) is int for c in coord):
             return N.sw_layout_index(self._h, coord)

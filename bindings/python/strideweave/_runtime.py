@@ -3,7 +3,8 @@ constructors take an optional runtime= keyword for others."""
 import atexit
 import threading
 
-from ._errors import StrideWeaveTypeError
+from ._checks import nonnegative
+from ._errors import StrideWeaveTypeError, StrideWeaveValueError
 from ._lib import native as N
 
 
@@ -14,10 +15,21 @@ class Runtime:
     __slots__ = ("_h", "__weakref__")
 
     def __init__(self, *, compute_threads=0, worker_threads=0):
-        self._h = N.runtime_create(int(compute_threads), int(worker_threads))
+        counts = []
+        for name, value in (("compute_threads", compute_threads), ("worker_threads", worker_threads)):
+            value = nonnegative(value, name)
+            if value > 0xFFFFFFFF:
+                raise StrideWeaveValueError(f"{name} must be below 2**32, got {value}")
+            counts.append(value)
+        self._h = N.runtime_create(*counts)
+
+    def __reduce__(self):
+        raise StrideWeaveTypeError("a strideweave.Runtime cannot be pickled: it owns threads and memory of this "
+                                   "process")
 
     @property
     def compute_threads(self):
+        """The number of threads of the compute pool."""
         return N.sw_runtime_compute_threads(self._h)
 
     def event_fd(self):

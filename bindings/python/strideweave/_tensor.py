@@ -60,6 +60,7 @@ class Tensor:
 
     @property
     def carrier(self):
+        """The carrier holding the tensor's slots."""
         try:
             return self._carrier
         except AttributeError:
@@ -68,10 +69,12 @@ class Tensor:
 
     @property
     def offset(self):
+        """The slot of the carrier where coordinate (0, ...) lives."""
         return N.sw_tensor_offset(self._h)
 
     @property
     def layout(self):
+        """The Layout mapping coordinates to slots of the carrier."""
         try:
             return self._layout
         except AttributeError:
@@ -80,6 +83,7 @@ class Tensor:
 
     @property
     def shape(self):
+        """The top-level extents, a tuple."""
         try:
             return self._shape
         except AttributeError:
@@ -88,9 +92,11 @@ class Tensor:
 
     @property
     def ndim(self):
+        """The rank: the number of top-level modes."""
         return len(self.shape)
 
     def numel(self):
+        """The number of elements."""
         return N.sw_tensor_numel(self._h)
 
     @property
@@ -106,6 +112,7 @@ class Tensor:
 
     @property
     def dtype(self):
+        """The element type, a strideweave DType."""
         try:
             return self._dtype
         except AttributeError:
@@ -114,6 +121,7 @@ class Tensor:
 
     @property
     def version(self):
+        """The carrier's version counter: +1 per write."""
         return N.sw_tensor_version(self._h)
 
     # ---- elements ----
@@ -128,20 +136,24 @@ class Tensor:
         N.sw_tensor_set(self._h, _coord(coord), float(value))
 
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise StrideWeaveValueError(f"item() needs a one-element tensor; this one has {self.numel()}")
         return self[(0,) * self.ndim]
 
     def tolist(self):
+        """The values as nested Python lists."""
         return self.numpy().tolist()
 
     def permute(self, *perm):
+        """The view with the modes in the order `perm`."""
         if len(perm) == 1 and isinstance(perm[0], (list, tuple)):
             perm = tuple(perm[0])
         perm = [integer(p, "permutation entry") for p in perm]
         return Tensor._adopt(N.tensor_permute(self._h, perm), self._rt)
 
     def transpose(self, axis0, axis1):
+        """The view with modes `axis0` and `axis1` swapped."""
         a0 = integer(axis0, "axis0")
         a1 = integer(axis1, "axis1")
         n = self.ndim
@@ -152,28 +164,39 @@ class Tensor:
 
     @property
     def T(self):
+        """The view with the modes reversed (a transpose for rank 2)."""
         return self.permute(tuple(reversed(range(self.ndim))))
 
     # ---- autograd ----
 
     @property
     def requires_grad(self):
+        """Whether autograd records ops on this tensor; set it (a bool) on a floating leaf."""
         return N.sw_tensor_requires_grad(self._h)
 
     @requires_grad.setter
     def requires_grad(self, value):
+        if not isinstance(value, (bool, np.bool_)):
+            raise StrideWeaveTypeError(f"requires_grad must be a bool, not {type(value).__name__}")
         N.sw_tensor_set_requires_grad(self._h, bool(value))
 
+    def __reduce__(self):
+        raise StrideWeaveTypeError("a strideweave.Tensor cannot be pickled: it is a view of library memory; "
+                                   "pickle t.numpy() and rebuild it with sw.tensor()")
+
     def requires_grad_(self, requires_grad=True):
+        """Sets requires_grad (a bool) and returns the tensor."""
         self.requires_grad = requires_grad
         return self
 
     @property
     def is_leaf(self):
+        """Whether the tensor was not produced by a recorded op."""
         return N.sw_tensor_is_leaf(self._h)
 
     @property
     def grad(self):
+        """The accumulated gradient (a Tensor), or None; assign None to clear it."""
         return adopt_tensor(N.sw_tensor_grad(self._h), self._rt)
 
     @grad.setter

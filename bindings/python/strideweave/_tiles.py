@@ -101,6 +101,7 @@ class TileSet(_Frozen):
 
     @property
     def coordinates(self):
+        """The tile coordinates, sorted."""
         return self._coordinates
 
     @property
@@ -129,12 +130,15 @@ class TileSet(_Frozen):
         return f"TileSet(coordinates={self._coordinates!r})"
 
     def union(self, other):
+        """The tiles in this set or `other`."""
         return TileSet(set(self._coordinates) | set(_as_tile_set(other)._coordinates))
 
     def difference(self, other):
+        """The tiles of this set not in `other`."""
         return TileSet(set(self._coordinates) - set(_as_tile_set(other)._coordinates))
 
     def intersection(self, other):
+        """The tiles in both this set and `other`."""
         return TileSet(set(self._coordinates) & set(_as_tile_set(other)._coordinates))
 
     __or__ = union
@@ -175,14 +179,17 @@ class TileSelection(_Frozen):
 
     @property
     def per_axis(self):
+        """The selected tile indices, one tuple per grid axis."""
         return self._per_axis
 
     @property
     def rank(self):
+        """The number of grid axes."""
         return len(self._per_axis)
 
     @property
     def compact_grid_shape(self):
+        """The grid shape of the compact tensor a projection of this selection makes."""
         return tuple(len(axis) for axis in self._per_axis)
 
     @property
@@ -197,6 +204,7 @@ class TileSelection(_Frozen):
 
     @property
     def tile_set(self):
+        """The TileSet of every tile coordinate the selection covers."""
         try:
             return self._tile_set
         except AttributeError:
@@ -261,14 +269,17 @@ class ResidencyPlan(_Frozen):
 
     @property
     def promote(self):
+        """The TileSet the plan promotes."""
         return self._promote
 
     @property
     def retain(self):
+        """The TileSet the plan keeps resident."""
         return self._retain
 
     @property
     def evict(self):
+        """The TileSet the plan evicts."""
         return self._evict
 
     def __eq__(self, other):
@@ -307,7 +318,9 @@ class ResidencyPolicy(Protocol):
     promotions, evictions and result appear together once everything
     succeeded, and nothing of it happens when it fails."""
 
-    def plan(self, required: TileSet, purpose: str) -> ResidencyPlan: ...
+    def plan(self, required: TileSet, purpose: str) -> ResidencyPlan:
+        """A ResidencyPlan for the tiles `required` by `purpose` ("project", "scatter", ...)."""
+        ...
 
 
 class LRUPolicy:

@@ -1,8 +1,12 @@
-// CPU kernels: elementwise, copy/convert, reduce_sum and matmul, all driven by
-// the one strided iteration engine and parallelised over the runtime's pool.
+// CPU kernels: elementwise (every dtype), copy/convert, reductions, matmul,
+// masked copies, top-k selection, gather and scatter-add, all driven by the
+// one strided iteration engine and parallelised over the runtime's pool.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #if defined(__SSE2__)
@@ -54,6 +58,9 @@ template <> struct Elem<SW_DTYPE_I64> { using T = int64_t; static double get(T v
 template <> struct Elem<SW_DTYPE_U8> { using T = uint8_t; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
 template <> struct Elem<SW_DTYPE_BOOL> { using T = uint8_t; static double get(T v) { return v ? 1.0 : 0.0; } static T put(double v) { return v != 0.0; } };
 
+template <sw_dtype_t D> constexpr bool kIsInteger = D == SW_DTYPE_I32 || D == SW_DTYPE_I64 || D == SW_DTYPE_U8;
+template <sw_dtype_t D> constexpr bool kIsHalf = D == SW_DTYPE_F16 || D == SW_DTYPE_BF16;
+
 template <typename F>
 void dispatch_dtype(sw_dtype_t d, F&& f) {
   switch (d) {
@@ -69,11 +76,62 @@ void dispatch_dtype(sw_dtype_t d, F&& f) {
   }
 }
 
+// The dtypes kernels compute in (the op definitions widen f16 and bf16).
+template <typename F>
+void dispatch_compute(sw_dtype_t d, const char* op, F&& f) {
+  switch (d) {
+    case SW_DTYPE_F32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F32>{}); return;
+    case SW_DTYPE_F64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F64>{}); return;
+    case SW_DTYPE_I32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I32>{}); return;
+    case SW_DTYPE_I64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I64>{}); return;
+    case SW_DTYPE_U8: f(std::integral_constant<sw_dtype_t, SW_DTYPE_U8>{}); return;
+    case SW_DTYPE_BOOL: f(std::integral_constant<sw_dtype_t, SW_DTYPE_BOOL>{}); return;
+    default: internal_error(std::string(op) + ": CPU kernel has no " + dtype_name(d) + " variant");
+  }
+}
+
 template <typename T>
 T* base_of(const Tensor& t) {
   std::byte* p = t.host_base();
   if (!p && t.numel() != 0) internal_error("CPU kernel given a tensor without host storage");
   return reinterpret_cast<T*>(p);
+}
+
+// A floating value as an integer: truncated toward zero, saturating at the
+// type's range, NaN as 0 (defined for every input, unlike a C cast).
+template <typename I>
+I saturate(double v) {
+  if (v != v) return I(0);
+  if (v <= static_cast<double>(std::numeric_limits<I>::lowest())) return std::numeric_limits<I>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+// One element converted from dtype S to dtype D: integers to integers
+// modulo 2^bits, to bool as != 0, floating to integers by saturate().
+template <sw_dtype_t D, sw_dtype_t S>
+typename Elem<D>::T convert(typename Elem<S>::T x) {
+  using DT = typename Elem<D>::T;
+  if constexpr (D == S) {
+    return x;
+  } else if constexpr (D == SW_DTYPE_BOOL) {
+    if constexpr (S == SW_DTYPE_F32 || S == SW_DTYPE_F64) return x != 0;
+    else if constexpr (kIsHalf<S>) return Elem<S>::get(x) != 0.0;
+    else return x != 0;
+  } else if constexpr (S == SW_DTYPE_BOOL) {
+    return Elem<D>::put(x ? 1.0 : 0.0);
+  } else if constexpr (kIsInteger<D> && kIsInteger<S>) {
+    return static_cast<DT>(x);
+  } else if constexpr (kIsInteger<D>) {
+    return saturate<DT>(Elem<S>::get(x));
+  } else if constexpr (kIsInteger<S>) {
+    if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64) return static_cast<DT>(x);
+    else return Elem<D>::put(static_cast<float>(x));
+  } else if constexpr (D == SW_DTYPE_F32 && S == SW_DTYPE_BF16) {
+    return bf16_to_f32(x);
+  } else {
+    return Elem<D>::put(Elem<S>::get(x));
+  }
 }
 
 // ---- copy / convert --------------------------------------------------------
@@ -90,39 +148,33 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   // Iterate dst first: it is dense, so materialising is never needed here.
   std::vector<const Layout*> layouts{&dst.layout(), &src.layout()};
   Iteration it;
-  if (!build_iteration(layouts, &it)) {
-    // Element by element through ordinals: slow but total.
-    const int64_t n = src.numel();
-    const size_t es = dtype_size(src.dtype()), ed = dtype_size(dst.dtype());
-    const std::byte* s = src.host_base();
-    std::byte* d = dst.host_base();
-    for (int64_t o = 0; o < n; ++o)
-      double_to_element(dst.dtype(), element_to_double(src.dtype(), s + src.layout().index_of_ordinal(o) * es),
-                        d + dst.layout().index_of_ordinal(o) * ed);
-    return;
-  }
+  const bool walkable = build_iteration(layouts, &it);
   dispatch_dtype(dst.dtype(), [&](auto dd) {
     dispatch_dtype(src.dtype(), [&](auto sd) {
-      using D = Elem<decltype(dd)::value>;
-      using S = Elem<decltype(sd)::value>;
-      using DT = typename D::T;
-      using ST = typename S::T;
+      constexpr sw_dtype_t DD = decltype(dd)::value, SD = decltype(sd)::value;
+      using DT = typename Elem<DD>::T;
+      using ST = typename Elem<SD>::T;
       DT* d = base_of<DT>(dst);
       const ST* s = base_of<ST>(src);
+      if (!walkable) {
+        // Element by element through ordinals: slow but total.
+        const int64_t n = src.numel();
+        for (int64_t o = 0; o < n; ++o)
+          d[dst.layout().index_of_ordinal(o)] = convert<DD, SD>(s[src.layout().index_of_ordinal(o)]);
+        return;
+      }
       dst.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t b, int64_t e) {
         walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
           DT* o = d + off[0];
           const ST* x = s + off[1];
-          if constexpr (decltype(dd)::value == decltype(sd)::value) {
+          if constexpr (DD == SD) {
             if (st[0] == 1 && st[1] == 1) {
               std::memcpy(o, x, n * sizeof(DT));
               return;
             }
             for (int64_t i = 0; i < n; ++i) o[i * st[0]] = x[i * st[1]];
-          } else if constexpr (decltype(dd)::value == SW_DTYPE_F32 && decltype(sd)::value == SW_DTYPE_BF16) {
-            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = bf16_to_f32(x[i * st[1]]);
           } else {
-            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = D::put(S::get(x[i * st[1]]));
+            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = convert<DD, SD>(x[i * st[1]]);
           }
         });
       });
@@ -228,15 +280,18 @@ void transposed_tiles(const Iteration& it, size_t j, T* o0, const T* const (&in0
   });
 }
 
+// Inputs of type T; the output's type O is what `fn` returns (uint8_t for
+// comparisons, whose results are bool).
 template <typename T, typename Fn>
 void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
+  using O = decltype(fn(T(), T()));
   std::vector<const Tensor*> ops{&out, &a, &b};
   std::vector<Ref<Tensor>> holders;
   Iteration it = iterate(ops, holders, materialise_dense);
-  T* o0 = base_of<T>(*ops[0]);
+  O* o0 = base_of<O>(*ops[0]);
   const T* a0 = base_of<T>(*ops[1]);
   const T* b0 = base_of<T>(*ops[2]);
-  if (const size_t j = tile_dim(it)) {
+  if constexpr (std::is_same_v<O, T>) if (const size_t j = tile_dim(it)) {
     // One instantiation per broadcast pattern along the rows, so the column
     // loop has constant steps.
     const T* const inputs[2] = {a0, b0};
@@ -260,7 +315,7 @@ void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
       // A local copy: what `fn` captures (a scalar) stays in a register
       // instead of being reloaded after every store, so the loops vectorise.
       const Fn f = fn;
-      T* __restrict o = o0 + off[0];
+      O* __restrict o = o0 + off[0];
       const T* __restrict x = a0 + off[1];
       const T* __restrict y = b0 + off[2];
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
@@ -312,7 +367,59 @@ void dispatch_float(sw_dtype_t d, const char* op, F&& f) {
   internal_error(std::string(op) + ": CPU kernel has no " + dtype_name(d) + " variant");
 }
 
-// ---- reduce_sum ---------------------------------------------------------------
+// ---- reductions ---------------------------------------------------------------
+
+template <typename T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
+  else return false;
+}
+
+// Integers wrap modulo 2^bits (as two's complement hardware does), without
+// the undefined behaviour of signed overflow.
+template <typename T>
+T wrap_add(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+  } else {
+    return x + y;
+  }
+}
+template <typename T>
+T wrap_sub(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
+}
+template <typename T>
+T wrap_mul(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  if constexpr (sizeof(T) < sizeof(unsigned)) {
+    return static_cast<T>(static_cast<unsigned>(x) * static_cast<unsigned>(y));
+  } else {
+    return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+  }
+}
+
+struct SumOp {
+  template <typename T> static T identity() { return T(0); }
+  template <typename T> static T combine(T acc, T x) { return wrap_add(acc, x); }
+};
+// NaN wins: once the accumulator is NaN, it stays NaN.
+struct MaxOp {
+  template <typename T> static T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  template <typename T> static T combine(T acc, T x) { return (x > acc || is_nan(x)) ? x : acc; }
+};
+struct MinOp {
+  template <typename T> static T identity() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  template <typename T> static T combine(T acc, T x) { return (x < acc || is_nan(x)) ? x : acc; }
+};
 
 template <typename T>
 T sum_contiguous(const T* x, int64_t n) {
@@ -326,22 +433,24 @@ T sum_contiguous(const T* x, int64_t n) {
   return r;
 }
 
-template <typename T>
+template <typename T, typename Op>
 void reduce_block(T* o, const T* x, int64_t n, const int64_t* st) {
   if (st[0] == 0) {
-    if (st[1] == 1) {
-      *o += sum_contiguous(x, n);
-    } else {
-      T r = 0;
-      for (int64_t i = 0; i < n; ++i) r += x[i * st[1]];
-      *o += r;
+    if constexpr (std::is_same_v<Op, SumOp> && std::is_floating_point_v<T>) {
+      if (st[1] == 1) {
+        *o += sum_contiguous(x, n);
+        return;
+      }
     }
+    T r = Op::template identity<T>();
+    for (int64_t i = 0; i < n; ++i) r = Op::combine(r, x[i * st[1]]);
+    *o = Op::combine(*o, r);
   } else {
-    for (int64_t i = 0; i < n; ++i) o[i * st[0]] += x[i * st[1]];
+    for (int64_t i = 0; i < n; ++i) o[i * st[0]] = Op::combine(o[i * st[0]], x[i * st[1]]);
   }
 }
 
-template <typename T>
+template <typename T, typename Op>
 void reduce_typed(const Tensor& a, const Tensor& out) {
   // View `out` with a's extents: stride 0 on every reduced mode.
   std::vector<int64_t> stride(a.rank());
@@ -358,23 +467,24 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
   T* o0 = base_of<T>(out);
   const T* a0 = base_of<T>(*ops[1]);
   const int64_t out_n = out.numel();
-  std::fill(o0, o0 + out_n, T(0));
+  const T identity = Op::template identity<T>();
+  std::fill(o0, o0 + out_n, identity);
   if (it.total == 0) return;
   if (it.dims.empty()) {
     // One element (every extent is 1): nothing to iterate, and no outer dimension.
     *o0 = a0[0];
     return;
   }
-  if (out_n == 1) order_by_operand(&it, 1);  // a sum of everything: read in memory order
+  if (out_n == 1) order_by_operand(&it, 1);  // a reduction of everything: read in memory order
   ThreadPool& pool = out.runtime().compute();
   const IterDim& outer = it.dims.back();
   const int64_t inner = it.total / outer.extent;
   if (outer.stride[0] != 0 && outer.extent >= static_cast<int64_t>(pool.threads())) {
-    // Disjoint outputs per outer index: no partial sums needed.
+    // Disjoint outputs per outer index: no partial results needed.
     pool.parallel_for(outer.extent, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inner)),
                       [&](int64_t lo, int64_t hi) {
                         walk(it, lo * inner, hi * inner, [&](const int64_t* off, int64_t n, const int64_t* st) {
-                          reduce_block(o0 + off[0], a0 + off[1], n, st);
+                          reduce_block<T, Op>(o0 + off[0], a0 + off[1], n, st);
                         });
                       });
     return;
@@ -385,17 +495,18 @@ void reduce_typed(const Tensor& a, const Tensor& out) {
     for (int64_t p = lo; p < hi; ++p) {
       T* dst = o0;
       if (p > 0) {
-        partial[p].reset(new T[out_n]());
+        partial[p].reset(new T[out_n]);
+        std::fill(partial[p].get(), partial[p].get() + out_n, identity);
         dst = partial[p].get();
       }
       const int64_t b = it.total * p / parts, e = it.total * (p + 1) / parts;
       walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
-        reduce_block(dst + off[0], a0 + off[1], n, st);
+        reduce_block<T, Op>(dst + off[0], a0 + off[1], n, st);
       });
     }
   });
   for (int64_t p = 1; p < parts; ++p)
-    for (int64_t i = 0; i < out_n; ++i) o0[i] += partial[p][i];
+    for (int64_t i = 0; i < out_n; ++i) o0[i] = Op::combine(o0[i], partial[p][i]);
 }
 
 // ---- matmul ---------------------------------------------------------------------
@@ -570,6 +681,301 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out_parts) move_interleaved(pool, obase, out_parts->host_base(), batches, M * N, eo, true);
 }
 
+// ---- elementwise op tables ----------------------------------------------------------
+
+template <typename T>
+T sigmoid_of(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+template <typename T>
+void float_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  switch (op) {
+    case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return x + y; });
+    case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return x * y; });
+    case BinaryOp::kReluGrad: return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : T(0); });
+    case BinaryOp::kSub: return binary_typed<T>(a, b, out, [](T x, T y) { return x - y; });
+    case BinaryOp::kDiv: return binary_typed<T>(a, b, out, [](T x, T y) { return x / y; });
+    case BinaryOp::kPow: return binary_typed<T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
+    case BinaryOp::kMaximum:
+      return binary_typed<T>(a, b, out, [](T x, T y) { return (x > y || is_nan(x)) ? x : y; });
+    case BinaryOp::kMinimum:
+      return binary_typed<T>(a, b, out, [](T x, T y) { return (x < y || is_nan(x)) ? x : y; });
+    case BinaryOp::kAbsGrad:
+      return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : x < T(0) ? -g : T(0); });
+    case BinaryOp::kSiluGrad:
+      return binary_typed<T>(a, b, out, [](T g, T x) {
+        const T s = sigmoid_of(x);
+        return g * (s * (T(1) + x * (T(1) - s)));
+      });
+    case BinaryOp::kGeluGrad:
+      return binary_typed<T>(a, b, out, [](T g, T x) {
+        const T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+        const T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1 / sqrt(2 pi)
+        return g * (cdf + x * pdf);
+      });
+    case BinaryOp::kSigmoidGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g * (y * (T(1) - y)); });
+    case BinaryOp::kTanhGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g * (T(1) - y * y); });
+    case BinaryOp::kSqrtGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g / (T(2) * y); });
+    case BinaryOp::kRsqrtGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return T(-0.5) * g * (y * y * y); });
+    default: internal_error("CPU binary: not a floating op");
+  }
+}
+
+// An integer power, exactly (modulo 2^bits); a negative exponent gives
+// 1 / base^-e truncated toward zero (0 unless |base| is 1).
+template <typename T>
+T int_pow(T base, T e) {
+  if constexpr (std::is_signed_v<T>) {
+    if (e < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (e & 1) ? T(-1) : T(1);
+      return 0;
+    }
+  }
+  T result = 1;
+  while (e) {
+    if (e & 1) result = wrap_mul(result, base);
+    base = wrap_mul(base, base);
+    e = static_cast<T>(e >> 1);
+  }
+  return result;
+}
+
+template <typename T>
+void int_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  switch (op) {
+    case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_add(x, y); });
+    case BinaryOp::kSub: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_sub(x, y); });
+    case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_mul(x, y); });
+    case BinaryOp::kPow: return binary_typed<T>(a, b, out, [](T x, T y) { return int_pow(x, y); });
+    case BinaryOp::kMaximum: return binary_typed<T>(a, b, out, [](T x, T y) { return x > y ? x : y; });
+    case BinaryOp::kMinimum: return binary_typed<T>(a, b, out, [](T x, T y) { return x < y ? x : y; });
+    default: internal_error("CPU binary: not an integer op");
+  }
+}
+
+void bool_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  using T = uint8_t;
+  switch (op) {
+    case BinaryOp::kAdd: case BinaryOp::kMaximum:
+      return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<T>(x | y); });
+    case BinaryOp::kMul: case BinaryOp::kMinimum:
+      return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<T>(x & y); });
+    default: internal_error("CPU binary: not a bool op");
+  }
+}
+
+template <typename T>
+void compare_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  using B = uint8_t;
+  switch (op) {
+    case BinaryOp::kEq: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x == y); });
+    case BinaryOp::kNe: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(!(x == y)); });
+    case BinaryOp::kLt: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x < y); });
+    case BinaryOp::kLe: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x <= y); });
+    case BinaryOp::kGt: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x > y); });
+    case BinaryOp::kGe: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x >= y); });
+    default: internal_error("CPU binary: not a comparison");
+  }
+}
+
+template <typename T>
+void float_unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) {
+  const T s = static_cast<T>(scalar);
+  switch (op) {
+    case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
+    case UnaryOp::kScale: return unary_typed<T>(a, out, [s](T x) { return x * s; });
+    case UnaryOp::kNeg: return unary_typed<T>(a, out, [](T x) { return -x; });
+    case UnaryOp::kAbs: return unary_typed<T>(a, out, [](T x) { return std::abs(x); });
+    case UnaryOp::kExp: return unary_typed<T>(a, out, [](T x) { return std::exp(x); });
+    case UnaryOp::kLog: return unary_typed<T>(a, out, [](T x) { return std::log(x); });
+    case UnaryOp::kSqrt: return unary_typed<T>(a, out, [](T x) { return std::sqrt(x); });
+    case UnaryOp::kRsqrt: return unary_typed<T>(a, out, [](T x) { return T(1) / std::sqrt(x); });
+    case UnaryOp::kSilu: return unary_typed<T>(a, out, [](T x) { return x / (T(1) + std::exp(-x)); });
+    case UnaryOp::kGelu:
+      return unary_typed<T>(a, out, [](T x) { return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2))); });
+    case UnaryOp::kSigmoid: return unary_typed<T>(a, out, [](T x) { return sigmoid_of(x); });
+    case UnaryOp::kTanh: return unary_typed<T>(a, out, [](T x) { return std::tanh(x); });
+    default: internal_error("CPU unary: not a floating op");
+  }
+}
+
+template <typename T>
+void int_unary(UnaryOp op, const Tensor& a, const Tensor& out) {
+  switch (op) {
+    case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
+    case UnaryOp::kNeg: return unary_typed<T>(a, out, [](T x) { return wrap_sub(T(0), x); });
+    case UnaryOp::kAbs: return unary_typed<T>(a, out, [](T x) { return x < T(0) ? wrap_sub(T(0), x) : x; });
+    default: internal_error("CPU unary: not an integer op");
+  }
+}
+
+// ---- masked copy, select_k, gather, scatter_add ----------------------------------------
+
+// Kernels that only move elements take them by size.
+template <typename F>
+void dispatch_size(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+    default: internal_error("kernel: bad element size");
+  }
+}
+
+// The stride of every top-level mode (they must be progressions: the op
+// definitions pass such operands to select_k, gather and scatter_add).
+std::vector<int64_t> mode_strides(const Tensor& t, const char* op) {
+  std::vector<int64_t> s(t.rank());
+  for (size_t m = 0; m < t.rank(); ++m)
+    if (!t.layout().mode_stride(m, &s[m])) internal_error(std::string(op) + ": an operand mode is not a progression");
+  return s;
+}
+
+void masked_copy_impl(const Tensor& cond, const Tensor& a, const Tensor& out) {
+  std::vector<const Tensor*> ops{&out, &cond, &a};
+  std::vector<Ref<Tensor>> holders;
+  Iteration it = iterate(ops, holders, materialise_dense);
+  dispatch_size(dtype_size(out.dtype()), [&](auto zero) {
+    using T = decltype(zero);
+    T* o0 = base_of<T>(*ops[0]);
+    const uint8_t* c0 = base_of<uint8_t>(*ops[1]);
+    const T* a0 = base_of<T>(*ops[2]);
+    out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
+      walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+        T* o = o0 + off[0];
+        const uint8_t* c = c0 + off[1];
+        const T* x = a0 + off[2];
+        for (int64_t i = 0; i < n; ++i)
+          if (c[i * st[1]]) o[i * st[0]] = x[i * st[2]];
+      });
+    });
+  });
+}
+
+template <typename T>
+void select_k_typed(const Tensor& a, int64_t k, size_t axis, bool largest, const Tensor& values,
+                    const Tensor& indices) {
+  const std::vector<int64_t> sa = mode_strides(a, "select_k"), so = mode_strides(values, "select_k");
+  std::vector<int64_t> outer = a.shape();
+  outer[axis] = 1;
+  const int64_t n = a.shape()[axis], rows = checked_product(outer);
+  const Ref<Layout> rows_a = Layout::flat(outer, sa), rows_o = Layout::flat(outer, so);
+  const int64_t step_a = sa[axis], step_o = so[axis];
+  const T* a0 = base_of<T>(a);
+  T* v0 = base_of<T>(values);
+  int64_t* i0 = base_of<int64_t>(indices);
+  // NaN is the most extreme value either way; ties go to the lower index.
+  auto before = [largest](T x, int64_t i, T y, int64_t j) {
+    const bool nx = is_nan(x), ny = is_nan(y);
+    if (nx != ny) return nx;
+    if (!nx && x != y) return largest ? x > y : x < y;
+    return i < j;
+  };
+  values.runtime().compute().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
+                                          [&](int64_t lo, int64_t hi) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* row = a0 + rows_a->index_of_ordinal(r);
+      const int64_t at = rows_o->index_of_ordinal(r);
+      for (int64_t i = 0; i < n; ++i) order[i] = i;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t i, int64_t j) {
+        return before(row[i * step_a], i, row[j * step_a], j);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        v0[at + j * step_o] = row[order[j] * step_a];
+        i0[at + j * step_o] = order[j];
+      }
+    }
+  });
+}
+
+// The iteration of (first, index, third) where `index` may be any layout:
+// an index whose nested modes refine with neither is made dense first.
+Iteration index_iteration(const Layout& first, const Tensor*& index, const Layout& third, Ref<Tensor>& holder) {
+  Iteration it;
+  if (build_iteration({&first, &index->layout(), &third}, &it)) return it;
+  std::vector<Ref<Tensor>> holders;
+  materialise_dense(*index, holders);
+  holder = holders.back();
+  index = holder.get();
+  if (!build_iteration({&first, &index->layout(), &third}, &it)) internal_error("index operands failed to iterate");
+  return it;
+}
+
+// INDEX for the first index outside [0, extent), before anything is written.
+template <typename I>
+void check_indices(const Iteration& it, const I* x0, int64_t extent, size_t axis) {
+  walk(it, 0, it.total, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      const I v = x0[off[1] + i * st[1]];
+      if (v < 0 || static_cast<int64_t>(v) >= extent)
+        index_error("index " + std::to_string(static_cast<int64_t>(v)) + " is out of range for axis " +
+                    std::to_string(axis) + " of extent " + std::to_string(extent));
+    }
+  });
+}
+
+template <typename I, typename T>
+void gather_typed(const Tensor& a, size_t axis, const Tensor& index_in, const Tensor& out) {
+  std::vector<int64_t> sa = mode_strides(a, "gather");
+  const int64_t extent = a.shape()[axis], step = sa[axis];
+  sa[axis] = 0;
+  const Ref<Layout> la = Layout::flat(index_in.shape(), sa);
+  const Tensor* index = &index_in;
+  Ref<Tensor> holder;
+  const Iteration it = index_iteration(out.layout(), index, *la, holder);
+  const I* x0 = base_of<I>(*index);
+  const T* a0 = base_of<T>(a);
+  T* o0 = base_of<T>(out);
+  check_indices(it, x0, extent, axis);
+  out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
+    walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i)
+        o0[off[0] + i * st[0]] = a0[off[2] + i * st[2] + static_cast<int64_t>(x0[off[1] + i * st[1]]) * step];
+    });
+  });
+}
+
+template <typename I, typename T>
+void scatter_add_typed(const Tensor& out, size_t axis, const Tensor& index_in, const Tensor& src) {
+  std::vector<int64_t> so = mode_strides(out, "scatter_add");
+  const int64_t extent = out.shape()[axis], step = so[axis];
+  so[axis] = 0;
+  const Ref<Layout> lo = Layout::flat(index_in.shape(), so);
+  const Tensor* index = &index_in;
+  Ref<Tensor> holder;
+  // (src, index, out) walk together: src may need no copy, out is flat.
+  std::vector<const Tensor*> ops{&src};
+  std::vector<Ref<Tensor>> holders;
+  Iteration it;
+  if (!build_iteration({&src.layout(), &index->layout(), lo.get()}, &it)) {
+    materialise_dense(src, holders);
+    ops[0] = holders.back().get();
+  }
+  it = index_iteration(ops[0]->layout(), index, *lo, holder);
+  const I* x0 = base_of<I>(*index);
+  const T* s0 = base_of<T>(*ops[0]);
+  T* o0 = base_of<T>(out);
+  check_indices(it, x0, extent, axis);
+  // In order, on this thread: duplicates accumulate deterministically.
+  walk(it, 0, it.total, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      T& o = o0[off[2] + i * st[2] + static_cast<int64_t>(x0[off[1] + i * st[1]]) * step];
+      o = wrap_add(o, s0[off[0] + i * st[0]]);
+    }
+  });
+}
+
+template <typename F>
+void dispatch_index(sw_dtype_t d, F&& f) {
+  if (d == SW_DTYPE_I32) return f(int32_t{});
+  if (d == SW_DTYPE_I64) return f(int64_t{});
+  internal_error(std::string("index kernel given a ") + dtype_name(d) + " index");
+}
+
 class CpuBackend final : public ComputeBackend {
  public:
   const char* name() const override { return "CPU"; }
@@ -580,31 +986,72 @@ class CpuBackend final : public ComputeBackend {
     return Tensor::dense_over(CpuCarrier::zeros(rt, dtype, static_cast<size_t>(checked_product(extents))), extents);
   }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
-    dispatch_float(out.dtype(), "binary", [&](auto zero) {
-      using T = decltype(zero);
-      switch (op) {
-        case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return x + y; });
-        case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return x * y; });
-        case BinaryOp::kReluGrad: return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : T(0); });
-      }
+    dispatch_compute(a.dtype(), "binary", [&](auto dt) {
+      constexpr sw_dtype_t D = decltype(dt)::value;
+      using T = typename Elem<D>::T;
+      if (is_comparison(op)) return compare_typed<T>(op, a, b, out);
+      if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64)
+        float_binary<T>(op, a, b, out);
+      else if constexpr (D == SW_DTYPE_BOOL)
+        bool_binary(op, a, b, out);
+      else
+        int_binary<T>(op, a, b, out);
     });
   }
   void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
     if (op == UnaryOp::kCopy) return copy_into(a, out);
-    dispatch_float(out.dtype(), "unary", [&](auto zero) {
-      using T = decltype(zero);
-      const T s = static_cast<T>(scalar);
-      switch (op) {
-        case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
-        case UnaryOp::kScale: return unary_typed<T>(a, out, [s](T x) { return x * s; });
-        case UnaryOp::kCopy: return;
-      }
+    dispatch_compute(out.dtype(), "unary", [&](auto dt) {
+      constexpr sw_dtype_t D = decltype(dt)::value;
+      using T = typename Elem<D>::T;
+      if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64)
+        float_unary<T>(op, a, scalar, out);
+      else if constexpr (D == SW_DTYPE_BOOL)
+        internal_error("CPU unary: no bool variant");
+      else
+        int_unary<T>(op, a, out);
     });
   }
   void reduce_sum(const Tensor& a, const Tensor& out) override {
-    dispatch_float(out.dtype(), "reduce_sum", [&](auto zero) { reduce_typed<decltype(zero)>(a, out); });
+    dispatch_float(out.dtype(), "reduce_sum", [&](auto zero) { reduce_typed<decltype(zero), SumOp>(a, out); });
+  }
+  void reduce(ReduceOp op, const Tensor& a, const Tensor& out) override {
+    dispatch_compute(out.dtype(), "reduce", [&](auto dt) {
+      constexpr sw_dtype_t D = decltype(dt)::value;
+      using T = typename Elem<D>::T;
+      switch (op) {
+        case ReduceOp::kSum:
+          if constexpr (D == SW_DTYPE_BOOL) internal_error("CPU reduce: no bool sum");
+          else reduce_typed<T, SumOp>(a, out);
+          return;
+        case ReduceOp::kMax: return reduce_typed<T, MaxOp>(a, out);
+        case ReduceOp::kMin: return reduce_typed<T, MinOp>(a, out);
+      }
+    });
   }
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override { matmul_impl(a, b, out); }
+  void masked_copy(const Tensor& cond, const Tensor& a, const Tensor& out) override {
+    masked_copy_impl(cond, a, out);
+  }
+  void select_k(const Tensor& a, int64_t k, size_t axis, bool largest, const Tensor& values,
+                const Tensor& indices) override {
+    dispatch_compute(a.dtype(), "select_k", [&](auto dt) {
+      select_k_typed<typename Elem<decltype(dt)::value>::T>(a, k, axis, largest, values, indices);
+    });
+  }
+  void gather(const Tensor& a, size_t axis, const Tensor& index, const Tensor& out) override {
+    dispatch_index(index.dtype(), [&](auto i) {
+      dispatch_size(dtype_size(a.dtype()), [&](auto t) { gather_typed<decltype(i), decltype(t)>(a, axis, index, out); });
+    });
+  }
+  void scatter_add(const Tensor& out, size_t axis, const Tensor& index, const Tensor& src) override {
+    dispatch_index(index.dtype(), [&](auto i) {
+      dispatch_compute(out.dtype(), "scatter_add", [&](auto dt) {
+        constexpr sw_dtype_t D = decltype(dt)::value;
+        if constexpr (D == SW_DTYPE_BOOL) internal_error("CPU scatter_add: no bool variant");
+        else scatter_add_typed<decltype(i), typename Elem<D>::T>(out, axis, index, src);
+      });
+    });
+  }
 };
 
 }  // namespace

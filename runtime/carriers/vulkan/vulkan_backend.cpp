@@ -7,10 +7,13 @@
 // zero-filled: every kernel writes each output slot. Dispatches are recorded
 // into the device's batch and submitted when values are read back.
 //
-// f32 kernels exist for every op; f64 ones on devices with shaderFloat64;
+// f32 kernels exist for every elementwise op (unary, binary, comparisons,
+// where), reductions (sum, max, min) and matmul; f64 ones on devices with
+// shaderFloat64, except the exponential ones (GLSL has no double exp);
 // f16 and bf16 are stored 16-bit and widened to f32 in the shaders (matmul,
-// conversions), matching the CPU carrier's dtype support; a half matmul
-// result is the f32 sums rounded once.
+// conversions); a half matmul result is the f32 sums rounded once. Integer
+// and bool arithmetic, top-k selection, gather and scatter-add have no
+// shader: they fail UNSUPPORTED naming the op and the carrier.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -31,6 +34,7 @@ using vk::PipelineKey;
 using vk::Push;
 
 constexpr uint32_t kFlat = 0, kScalar = 1, kGeneral = 2, k2D = 3;
+constexpr uint32_t kWhereCode = 21;  // binary.comp's masked copy
 constexpr uint32_t kGroup = 256;  // invocations per workgroup of the 1-D kernels
 constexpr uint32_t kVec4 = 4;    // 16-byte words per invocation on dense elementwise paths
 constexpr int64_t kTileM = 64, kTileN = 64;  // matmul.comp's BM, BN
@@ -162,7 +166,14 @@ class VulkanComputeBackend final : public ComputeBackend {
   }
 
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
-    const bool f64 = arithmetic("binary op", {&a, &b, &out});
+    const char* what = binary_name(op);
+    const bool compare = is_comparison(op);
+    const bool f64 = compare ? arithmetic(what, {&a, &b}) : arithmetic(what, {&a, &b, &out});
+    if (compare) check_carriers(what, {&out});
+    if (compare && out.dtype() != SW_DTYPE_BOOL) internal_error("vulkan comparison given a non-bool output");
+    if (f64 && (op == BinaryOp::kPow || op == BinaryOp::kSiluGrad || op == BinaryOp::kGeluGrad))
+      unsupported_error(std::string("vulkan: ") + what + " of f64 tensors is not supported on a Vulkan carrier (GLSL "
+                        "has no double exp); move the tensors to a CPU carrier");
     std::vector<int32_t> meta;
     const Operand da = describe(a, meta, true), db = describe(b, meta, true);
     Push p;
@@ -174,7 +185,13 @@ class VulkanComputeBackend final : public ComputeBackend {
     p.set(4, static_cast<uint32_t>(out.offset()));
     p.set(5, da.desc);
     p.set(6, db.desc);
-    const uint32_t code = op == BinaryOp::kAdd ? 0 : op == BinaryOp::kMul ? 1 : 2;
+    const uint32_t code = static_cast<uint32_t>(op);  // binary.comp's OP follows BinaryOp's order
+    if (compare) {
+      // One invocation per output word of four bools.
+      const uint64_t first = static_cast<uint64_t>(out.offset()), n = static_cast<uint64_t>(out.numel());
+      const int64_t words = static_cast<int64_t>((first + n - 1) / 4 - first / 4 + 1);
+      return run_1d({Kernel::kBinary, f64, {code, da.mode, db.mode, 0}}, out, a, b, meta, p, words);
+    }
     const bool vec4 = !f64 && aligned4(da) && aligned4(db) && out.offset() % 4 == 0;
     const uint32_t per = vec4 ? kVec4 : 0;
     run_1d({Kernel::kBinary, f64, {code, da.mode, db.mode, per}}, out, a, b, meta, p,
@@ -183,7 +200,13 @@ class VulkanComputeBackend final : public ComputeBackend {
 
   void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
     if (op == UnaryOp::kCopy) return copy(a, out);
-    const bool f64 = arithmetic("unary op", {&a, &out});
+    const char* what = unary_name(op);
+    const bool f64 = arithmetic(what, {&a, &out});
+    const bool exponential = op == UnaryOp::kExp || op == UnaryOp::kLog || op == UnaryOp::kSilu ||
+                             op == UnaryOp::kGelu || op == UnaryOp::kSigmoid || op == UnaryOp::kTanh;
+    if (f64 && exponential)
+      unsupported_error(std::string("vulkan: ") + what + " of f64 tensors is not supported on a Vulkan carrier (GLSL "
+                        "has no double exp or log); move the tensor to a CPU carrier");
     std::vector<int32_t> meta;
     const Operand da = describe(a, meta, true);
     Push p;
@@ -200,14 +223,48 @@ class VulkanComputeBackend final : public ComputeBackend {
     } else {
       p.set_float(7, static_cast<float>(scalar));  // as the CPU carrier rounds it
     }
-    const uint32_t code = op == UnaryOp::kRelu ? 0 : 1;
+    // unary.comp's OP follows UnaryOp's order without kCopy.
+    const uint32_t index = static_cast<uint32_t>(op);
+    const uint32_t code = index < static_cast<uint32_t>(UnaryOp::kCopy) ? index : index - 1;
     const uint32_t per = !f64 && aligned4(da) && out.offset() % 4 == 0 ? kVec4 : 0;
     run_1d({Kernel::kUnary, f64, {code, da.mode, kFlat, per}}, out, a, a, meta, p,
            per ? (out.numel() + 4 * per - 1) / (4 * per) : out.numel());
   }
 
-  void reduce_sum(const Tensor& a, const Tensor& out) override {
-    const bool f64 = arithmetic("reduce_sum", {&a, &out});
+  void masked_copy(const Tensor& cond, const Tensor& a, const Tensor& out) override {
+    const bool f64 = arithmetic("where", {&a, &out});
+    check_carriers("where", {&cond});
+    if (cond.dtype() != SW_DTYPE_BOOL) internal_error("vulkan masked copy given a non-bool condition");
+    std::vector<int32_t> meta;
+    const Operand da = describe(a, meta, true), dc = describe(cond, meta, true);
+    Push p;
+    push_2d(p, 9, da);
+    push_2d(p, 14, dc);
+    p.set(1, static_cast<uint32_t>(out.numel()));
+    p.set(2, da.offset);
+    p.set(3, dc.offset);
+    p.set(4, static_cast<uint32_t>(out.offset()));
+    p.set(5, da.desc);
+    p.set(6, dc.desc);
+    run_1d({Kernel::kBinary, f64, {kWhereCode, da.mode, dc.mode, 0}}, out, a, cond, meta, p, out.numel());
+  }
+
+  void select_k(const Tensor&, int64_t, size_t, bool, const Tensor&, const Tensor&) override {
+    not_on_vulkan("topk and max / min with indices");
+  }
+  void gather(const Tensor&, size_t, const Tensor&, const Tensor&) override {
+    not_on_vulkan("gather and index_select");
+  }
+  void scatter_add(const Tensor&, size_t, const Tensor&, const Tensor&) override {
+    not_on_vulkan("scatter_add, index_add and their VJPs");
+  }
+
+  void reduce_sum(const Tensor& a, const Tensor& out) override { reduce(ReduceOp::kSum, a, out); }
+
+  void reduce(ReduceOp op, const Tensor& a, const Tensor& out) override {
+    const char* what = op == ReduceOp::kSum ? "sum" : op == ReduceOp::kMax ? "max" : "min";
+    const bool f64 = arithmetic(what, {&a, &out});
+    const uint32_t rop = static_cast<uint32_t>(op);
     // Split a's leaves into kept ones (out's ordinal decodes over them) and
     // reduced ones, each coalesced.
     std::vector<Leaf> kept, reduced;
@@ -221,7 +278,7 @@ class VulkanComputeBackend final : public ComputeBackend {
     const int64_t n_out = out.numel();
     int64_t count = 1;
     for (const Leaf& x : reduced) count *= x.extent;
-    if (a.numel() == 0) return zero(out);
+    if (a.numel() == 0) return zero(out);  // a sum; max and min of nothing are refused before
     vk::Context& ctx = context_of(out);
     std::lock_guard lock(ctx.mutex());
     std::vector<int32_t> meta;
@@ -249,7 +306,7 @@ class VulkanComputeBackend final : public ComputeBackend {
       p.set(12, shift);
     }
     const int64_t kept_stride = kept.empty() ? 0 : kept[0].stride;
-    const uint32_t vec4 = !f64 && !outer && inner.stride == 1 && kept_mode == kFlat && a.offset() % 4 == 0 &&
+    const uint32_t vec4 = !f64 && rop == 0 && !outer && inner.stride == 1 && kept_mode == kFlat && a.offset() % 4 == 0 &&
                           kept_stride % 4 == 0;
     // One invocation per output when outputs are many, else workgroups of
     // 256 share an output. GPUs also share when an output's slots are
@@ -259,14 +316,14 @@ class VulkanComputeBackend final : public ComputeBackend {
     const bool split = count > kMaxLoop || (count >= 1024 && (n_out < 512 || (inner.stride == 1 && !ctx.is_cpu())));
     if (!split) {
       p.set(9, 1);
-      return run_1d({Kernel::kReduceSum, f64, {0, kept_mode, outer, vec4}}, out, a, a, meta, p, n_out);
+      return run_1d({Kernel::kReduceSum, f64, {0, kept_mode, outer, vec4, rop}}, out, a, a, meta, p, n_out);
     }
     const int64_t groups = std::max<int64_t>(n_out >= 32 ? 1 : std::clamp<int64_t>(count / 16384, 1, 256),
                                              (count + kGroup * kMaxLoop - 1) / (kGroup * kMaxLoop));
     p.set(9, static_cast<uint32_t>(groups));
     uint32_t gx, gy;
     grid(static_cast<uint64_t>(n_out * groups), &gx, &gy);
-    const PipelineKey split_key{Kernel::kReduceSum, f64, {1, kept_mode, outer, vec4}};
+    const PipelineKey split_key{Kernel::kReduceSum, f64, {1, kept_mode, outer, vec4, rop}};
     if (groups == 1) return launch(split_key, out, a, a, meta, p, gx, gy, 1);
     // Parts first, then one invocation per output adds its parts.
     Ref<Tensor> parts = empty(out.runtime_ref(), out.dtype(), {n_out * groups});
@@ -281,7 +338,7 @@ class VulkanComputeBackend final : public ComputeBackend {
     q.set(8, static_cast<uint32_t>(groups));
     q.set(9, 1);
     q.set_int(10, groups);
-    run_1d({Kernel::kReduceSum, f64, {0, kFlat, 0, 0}}, out, *parts, *parts, {}, q, n_out);
+    run_1d({Kernel::kReduceSum, f64, {0, kFlat, 0, 0, rop}}, out, *parts, *parts, {}, q, n_out);
   }
 
   void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) override {
@@ -377,16 +434,59 @@ class VulkanComputeBackend final : public ComputeBackend {
     }
   }
 
-  // Checks an f32/f64 op's operands; returns whether it runs in f64. The op
-  // definitions refuse other dtypes (TYPE) before a backend is called.
+  // Checks an f32/f64 op's operands; returns whether it runs in f64. The
+  // shaders compute in f32 and f64: the op definitions widen f16 and bf16,
+  // and integer and bool operands are UNSUPPORTED here.
   bool arithmetic(const char* what, std::initializer_list<const Tensor*> ts) const {
     check_carriers(what, ts);
     const sw_dtype_t d = (*ts.begin())->dtype();
-    for (const Tensor* t : ts)
-      if (t->dtype() != d || (d != SW_DTYPE_F32 && d != SW_DTYPE_F64))
-        internal_error(std::string("vulkan ") + what + " given a " + dtype_name(t->dtype()) + " tensor");
+    for (const Tensor* t : ts) {
+      if (t->dtype() != SW_DTYPE_F32 && t->dtype() != SW_DTYPE_F64)
+        unsupported_error(std::string("vulkan: ") + what + " of " + dtype_name(t->dtype()) +
+                          " tensors is not supported on a Vulkan carrier (its kernels compute in f32 and f64); move "
+                          "the tensors to a CPU carrier");
+      if (t->dtype() != d) internal_error(std::string("vulkan ") + what + " given operands of two dtypes");
+    }
     if (d == SW_DTYPE_F64) need_float64(what);
     return d == SW_DTYPE_F64;
+  }
+
+  [[noreturn]] static void not_on_vulkan(const char* what) {
+    unsupported_error(std::string(what) + " are not supported on a Vulkan carrier; move the tensors to a CPU "
+                      "carrier (sw_move_async) first");
+  }
+
+  static const char* binary_name(BinaryOp op) {
+    switch (op) {
+      case BinaryOp::kAdd: return "add";
+      case BinaryOp::kMul: return "mul";
+      case BinaryOp::kSub: return "sub";
+      case BinaryOp::kDiv: return "div";
+      case BinaryOp::kPow: return "pow";
+      case BinaryOp::kMaximum: return "maximum";
+      case BinaryOp::kMinimum: return "minimum";
+      case BinaryOp::kEq: case BinaryOp::kNe: case BinaryOp::kLt: case BinaryOp::kLe: case BinaryOp::kGt:
+      case BinaryOp::kGe: return "comparison";
+      default: return "a VJP";
+    }
+  }
+
+  static const char* unary_name(UnaryOp op) {
+    switch (op) {
+      case UnaryOp::kRelu: return "relu";
+      case UnaryOp::kScale: return "mul";
+      case UnaryOp::kNeg: return "neg";
+      case UnaryOp::kAbs: return "abs";
+      case UnaryOp::kExp: return "exp";
+      case UnaryOp::kLog: return "log";
+      case UnaryOp::kSqrt: return "sqrt";
+      case UnaryOp::kRsqrt: return "rsqrt";
+      case UnaryOp::kSilu: return "silu";
+      case UnaryOp::kGelu: return "gelu";
+      case UnaryOp::kSigmoid: return "sigmoid";
+      case UnaryOp::kTanh: return "tanh";
+      default: return "unary op";
+    }
   }
 
   Ref<Tensor> dense_copy(const Tensor& t) {

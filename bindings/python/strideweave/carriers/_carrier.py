@@ -23,7 +23,12 @@ class Carrier:
     an ownership state and release()."""
 
     __slots__ = ("_h", "_rt", "_exports", "__weakref__")
+
     _kind = None  # set by _handles.carrier_kind on each concrete class
+
+    def __reduce__(self):
+        raise StrideWeaveTypeError(f"a strideweave {type(self).__name__} carrier cannot be pickled: it holds "
+                                   "library memory; pickle tensor.numpy() instead")
 
     def __init__(self, *args, **kwargs):
         raise StrideWeaveTypeError("Carrier is abstract; use one of strideweave.carriers' classes")
@@ -67,6 +72,7 @@ class Carrier:
 
     @property
     def dtype(self):
+        """The element type of every slot."""
         return _dtypes.by_code(N.sw_carrier_dtype(self._h))
 
     @property
@@ -79,9 +85,11 @@ class Carrier:
         return N.sw_carrier_stored_bytes(self._h)
 
     def is_mutable(self):
+        """Whether the carrier accepts writes (not read-only, owned or released)."""
         return N.sw_carrier_is_mutable(self._h)
 
     def is_owned(self):
+        """Whether a TiledEvictable (or another owner) owns the carrier."""
         return N.sw_carrier_is_owned(self._h)
 
     def is_read_only(self):
@@ -90,6 +98,7 @@ class Carrier:
         return N.sw_carrier_is_read_only(self._h)
 
     def is_released(self):
+        """Whether release() has run."""
         return N.sw_carrier_is_disposed(self._h)
 
     def release(self):
@@ -111,6 +120,7 @@ class Carrier:
         return slot
 
     def __getitem__(self, slot):
+        """carrier[slot]: the value of one slot as a Python number."""
         dtype = self.dtype
         raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
         out = np.empty(1, dtype=raw)
@@ -120,6 +130,7 @@ class Carrier:
         return out[0].item()
 
     def __setitem__(self, slot, value):
+        """carrier[slot] = value: writes one slot (one version step)."""
         if not isinstance(value, (numbers.Real, np.generic)):
             raise StrideWeaveTypeError(f"carrier slots are set from numbers, not {type(value).__name__}")
         dtype = self.dtype

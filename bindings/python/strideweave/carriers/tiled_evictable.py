@@ -122,30 +122,36 @@ class TiledEvictable(Carrier):
 
     @property
     def primary(self):
+        """The primary (compute) carrier."""
         if self._primary is None:
             self._primary = _handles.adopt_carrier(N.sw_tiled_primary(self._h), self._rt)
         return self._primary
 
     @property
     def secondary(self):
+        """The secondary (storage) carrier."""
         if self._secondary is None:
             self._secondary = _handles.adopt_carrier(N.sw_tiled_secondary(self._h), self._rt)
         return self._secondary
 
     @property
     def grid_shape(self):
+        """The number of tiles along each axis."""
         return N.tiled_grid_shape(self._h)
 
     @property
     def tile_shape(self):
+        """The shape of one tile."""
         return N.tiled_tile_shape(self._h)
 
     @property
     def logical_shape(self):
+        """The shape of the whole logical tensor (grid times tile)."""
         return tuple(g * t for g, t in zip(self.grid_shape, self.tile_shape))
 
     @property
     def residency_policy(self):
+        """The residency policy, or None."""
         return self._policy
 
     def full_tensor(self):
@@ -157,6 +163,7 @@ class TiledEvictable(Carrier):
     # ---- residency ----
 
     def tile_state(self, coord):
+        """The TileState (location, valid, dirty) of the tile at `coord`."""
         items = (coord,) if isinstance(coord, numbers.Integral) else finite(coord, "coord")
         coord = tuple(integer(c, "coord entry") for c in items)
         location, valid, dirty = N.tiled_tile_state(self._h, coord)
@@ -167,18 +174,22 @@ class TiledEvictable(Carrier):
 
     @property
     def primary_tiles(self):
+        """The TileSet of tiles resident in the primary tier."""
         return self._tiles(N.SW_TILES_PRIMARY)
 
     @property
     def secondary_tiles(self):
+        """The TileSet of tiles held in the secondary tier."""
         return self._tiles(N.SW_TILES_SECONDARY)
 
     @property
     def valid_tiles(self):
+        """The TileSet of tiles holding a value."""
         return self._tiles(N.SW_TILES_VALID)
 
     @property
     def dirty_tiles(self):
+        """The TileSet of tiles whose primary copy is newer than the secondary one."""
         return self._tiles(N.SW_TILES_DIRTY)
 
     def _residency(self, tiles, evict, blocking):
@@ -299,15 +310,19 @@ class TiledResidencyFacet:
         return carrier
 
     def promote_async(self, carrier, tiles):
+        """Starts promoting `tiles` of `carrier`: an AwaitResidency."""
         return self._carrier(carrier).promote_async(tiles)
 
     def evict_async(self, carrier, tiles):
+        """Starts evicting `tiles` of `carrier`: an AwaitResidency."""
         return self._carrier(carrier).evict_async(tiles)
 
     def promote(self, carrier, tiles):
+        """Promotes `tiles` of `carrier` and waits (returns None)."""
         return self._carrier(carrier).promote(tiles)
 
     def evict(self, carrier, tiles):
+        """Evicts `tiles` of `carrier` and waits (returns None)."""
         return self._carrier(carrier).evict(tiles)
 
 

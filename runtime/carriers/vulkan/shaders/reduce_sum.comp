@@ -1,5 +1,6 @@
 #version 450
-// Sums a over its reduced slots into dense out. Output o starts at slot
+// Reduces a over its reduced slots into dense out: ROP 0 sums, 1 takes the
+// max, 2 the min (NaN if any is; VEC4 only for sums). Output o starts at slot
 // a_offset + kept(o): kept_stride * o (KEPT_MODE FLAT) or o decoded over the
 // kept leaves at kept_desc (GENERAL; meta words as in common.glsl). Its reduced slots are
 // inner(j) + outer(r): j < inner_extent at stride inner_stride (no division)
@@ -20,6 +21,19 @@ layout(constant_id = 2) const uint OUTER = 0u;
 // The reduced slots of each output are one dense run (OUTER 0, inner stride
 // 1) starting at a multiple of 4: 16-byte loads.
 layout(constant_id = 3) const uint VEC4 = 0u;
+layout(constant_id = 4) const uint ROP = 0u;
+
+T identity() {
+  if (ROP == 0u) return T(0);
+  float inf = uintBitsToFloat(0x7f800000u);
+  return T(ROP == 1u ? -inf : inf);
+}
+
+T combine(T acc, T x) {
+  if (ROP == 0u) return acc + x;
+  if (ROP == 1u) return (x > acc || isnan(x)) ? x : acc;
+  return (x < acc || isnan(x)) ? x : acc;
+}
 
 layout(std430, binding = 1) readonly buffer A4 { uvec4 a_vec4[]; };
 
@@ -63,7 +77,7 @@ void main() {
     if (o >= pc.n_out) return;
     uint base = kept_slot(o);
     uint outer = pc.reduced / max(pc.inner_extent, 1u);
-    T s = T(0);
+    T s = identity();
 #ifndef SW_F64
     if (VEC4 != 0u) {
       vec4 s4 = vec4(0);
@@ -75,7 +89,7 @@ void main() {
 #endif
     for (uint r = 0u; r < outer; ++r) {
       int at = int(base + outer_slot(r));
-      for (uint j = 0u; j < pc.inner_extent; ++j) s += load_a(VALUE_FMT, uint(at + int(j) * pc.inner_stride));
+      for (uint j = 0u; j < pc.inner_extent; ++j) s = combine(s, load_a(VALUE_FMT, uint(at + int(j) * pc.inner_stride)));
     }
     store_out(pc.out_offset + o, s);
     return;
@@ -88,7 +102,7 @@ void main() {
   if (VEC4 != 0u) chunk = (chunk + 3u) & ~3u;
   uint start = g * chunk, end = min(start + chunk, pc.reduced);
   uint t = gl_LocalInvocationID.x;
-  T s = T(0);
+  T s = identity();
 #ifndef SW_F64
   if (VEC4 != 0u) {
     // start and end are multiples of 4 except the last part's end.
@@ -102,20 +116,20 @@ void main() {
   for (uint q = start + t; q < end; q += 256u) {
     uint r = OUTER == 0u ? 0u : divide(q, pc.inner_magic, pc.inner_shift);
     uint j = q - r * pc.inner_extent;
-    s += load_a(VALUE_FMT, uint(int(base + outer_slot(r)) + int(j) * pc.inner_stride));
+    s = combine(s, load_a(VALUE_FMT, uint(int(base + outer_slot(r)) + int(j) * pc.inner_stride)));
   }
   // 256 partial sums: 32 invocations add eight each, then one adds those.
   partial[t] = s;
   barrier();
   if (t < 32u) {
-    T p = T(0);
-    for (uint k = 0u; k < 8u; ++k) p += partial[8u * t + k];
+    T p = identity();
+    for (uint k = 0u; k < 8u; ++k) p = combine(p, partial[8u * t + k]);
     partial[8u * t] = p;
   }
   barrier();
   if (t == 0u) {
-    T p = T(0);
-    for (uint k = 0u; k < 32u; ++k) p += partial[8u * k];
+    T p = identity();
+    for (uint k = 0u; k < 32u; ++k) p = combine(p, partial[8u * k]);
     store_out(pc.out_offset + o * pc.groups + g, p);
   }
 }

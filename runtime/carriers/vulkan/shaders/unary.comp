@@ -1,9 +1,29 @@
 #version 450
-// out = a > 0 ? a : 0 (OP 0: relu), a * scalar (OP 1).
+// out = f(a). OP (UnaryOp's order after copy): 0 relu, 1 a * scalar, 2 -a,
+// 3 |a|, 4 exp, 5 log, 6 sqrt, 7 1 / sqrt, 8 silu, 9 gelu (erf form),
+// 10 sigmoid, 11 tanh. The f64 variant has 0-3, 6 and 7 (GLSL has no
+// double exp or log).
 #include "common.glsl"
 #include "elementwise.glsl"
+#include "math.glsl"
 
-T apply(T a) { return OP == 0u ? (a > T(0) ? a : T(0)) : a * SCALAR; }
+T apply(T a) {
+  if (OP == 0u) return a > T(0) ? a : T(0);
+  if (OP == 1u) return a * SCALAR;
+  if (OP == 2u) return -a;
+  if (OP == 3u) return abs(a);
+  if (OP == 6u) return sqrt(a);
+  if (OP == 7u) return T(1) / sqrt(a);
+#ifndef SW_F64
+  if (OP == 4u) return exp(a);
+  if (OP == 5u) return log(a);
+  if (OP == 8u) return a / (1.0 + exp(-a));
+  if (OP == 9u) return a * 0.5 * (1.0 + erf_f(a * 0.70710678118654752));
+  if (OP == 10u) return sigmoid_f(a);
+  if (OP == 11u) return tanh_f(a);
+#endif
+  return T(0);
+}
 
 void main() {
   uint i = linear_invocation();

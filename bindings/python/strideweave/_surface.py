@@ -1,0 +1,825 @@
+"""The tensor surface beyond the six central ops: constructors, dtype
+conversion, views and indexing, unary / binary / comparison ops with
+NumPy-PyTorch type promotion, reductions, softmax, top-k, index ops,
+cat / stack and in-place forms, as functions (sw.exp(t)) and as Tensor
+methods and operators (t.exp(), t - u, t / 2, t < 0, t += 1).
+
+Axis keywords: every function taking one axis accepts ``axis=`` (NumPy) or
+``dim=`` (PyTorch); reductions take ``keepdims=`` or ``keepdim=``.
+
+Element order: ``reshape``, ``view`` and ``flatten`` keep the elements in
+first-mode-fastest order, the order of the library's dense layouts: this is
+NumPy's ``order='F'``, so ``t.reshape(3, 2)`` matches
+``np.reshape(a, (3, 2), order='F')`` (not NumPy's default ``order='C'``)."""
+import builtins
+import collections
+import numbers
+
+import numpy as np
+
+from . import _dtypes
+from . import _runtime
+from ._checks import finite, integer
+from ._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, StrideWeaveTypeError,
+                      StrideWeaveValueError)
+from ._interop import from_numpy
+from ._lib import native as N
+from ._ops import _is_number, _reject, _wrap, add, mul, reduce_sum
+from ._ops import relu as _relu
+from ._tensor import Tensor
+
+MinMax = collections.namedtuple("MinMax", ["values", "indices"])
+TopK = collections.namedtuple("TopK", ["values", "indices"])
+
+
+# ---- argument helpers ------------------------------------------------------------------------
+
+
+def _tensor(x, op):
+    if not isinstance(x, Tensor):
+        _reject(x, op)
+    return x
+
+
+def _one_axis(axis, dim, default, op):
+    if axis is not None and dim is not None:
+        raise StrideWeaveTypeError(f"{op}: pass axis= or dim=, not both")
+    value = axis if axis is not None else dim
+    if value is None:
+        return default
+    return integer(value, f"{op}: axis")
+
+
+def _keep(keepdims, keepdim):
+    if keepdims is not None and keepdim is not None:
+        raise StrideWeaveTypeError("pass keepdims= or keepdim=, not both")
+    value = keepdims if keepdims is not None else keepdim
+    if value is None:
+        return False
+    if not isinstance(value, (bool, np.bool_, numbers.Integral)):
+        raise StrideWeaveTypeError(f"keepdims must be a bool, not {type(value).__name__}")
+    return bool(value)
+
+
+def _axes(axis, dim, op):
+    if axis is not None and dim is not None:
+        raise StrideWeaveTypeError(f"{op}: pass axis= or dim=, not both")
+    value = axis if axis is not None else dim
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(integer(a, f"{op}: axis") for a in value)
+    return (integer(value, f"{op}: axis"),)
+
+
+def _shape_args(shape, what):
+    """shape given as f(2, 3) or f((2, 3)) / f([2, 3])."""
+    if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        shape = finite(shape[0], what)
+    return tuple(integer(n, what) for n in shape)
+
+
+def _dtype_or(dtype, default):
+    return default if dtype is None else as_dtype(dtype)
+
+
+def as_dtype(value):
+    """A StrideWeave dtype from a StrideWeave dtype, a NumPy dtype or type
+    (np.float32), a name ("float32"), a torch dtype (torch.float32) or a
+    Python type (float: float64, int: int64, bool: bool_); TypeError naming
+    the value otherwise."""
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        name = str(value).rpartition(".")[2]
+        name = {"bool": "bool", "half": "float16", "float": "float32", "double": "float64",
+                "long": "int64", "int": "int32"}.get(name, name)
+        try:
+            return _dtypes.by_name(name)
+        except KeyError:
+            raise StrideWeaveTypeError(f"{value!r} has no StrideWeave counterpart") from None
+    if value is float:
+        return _dtypes.float64
+    if value is int:
+        return _dtypes.int64
+    if value is None or isinstance(value, (numbers.Number, Tensor)):
+        raise StrideWeaveTypeError(f"dtype must be a StrideWeave, NumPy or torch dtype or a dtype name, "
+                                   f"not {value!r}")
+    return _dtypes.as_dtype(value)
+
+
+# ---- constructors ---------------------------------------------------------------------------
+
+
+def zeros(*shape, dtype=None, runtime=None):
+    """A zero-filled CPU tensor: zeros(2, 3) or zeros((2, 3)); dtype float32
+    by default."""
+    d = _dtype_or(dtype, _dtypes.float32)
+    rt = _runtime.resolve(runtime)
+    return Tensor._adopt(N.sw_tensor_zeros(rt._h, d.code, _shape_args(shape, "shape")), rt)
+
+
+def empty(*shape, dtype=None, runtime=None):
+    """A new CPU tensor (zero-filled: StrideWeave never hands out
+    uninitialised memory)."""
+    return zeros(*shape, dtype=dtype, runtime=runtime)
+
+
+def ones(*shape, dtype=None, runtime=None):
+    """A CPU tensor of ones; dtype float32 by default."""
+    return full(_shape_args(shape, "shape"), 1, dtype=_dtype_or(dtype, _dtypes.float32), runtime=runtime)
+
+
+def full(shape, fill_value, *, dtype=None, runtime=None):
+    """A CPU tensor of `shape` with every element `fill_value`. The default
+    dtype follows the value as PyTorch's: bool, int64 for an int, float32
+    for a float."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    shape = _shape_args((shape,), "shape")
+    if dtype is None:
+        if isinstance(fill_value, (bool, np.bool_)):
+            dtype = _dtypes.bool_
+        elif isinstance(fill_value, numbers.Integral):
+            dtype = _dtypes.int64
+        else:
+            dtype = _dtypes.float32
+    d = as_dtype(dtype)
+    if not isinstance(fill_value, (numbers.Real, np.generic)):
+        raise StrideWeaveTypeError(f"full: fill_value must be a number, not {type(fill_value).__name__}")
+    rt = _runtime.resolve(runtime)
+    return Tensor._adopt(N.sw_tensor_full(rt._h, d.code, shape, float(fill_value)), rt)
+
+
+def arange(start, stop=None, step=1, *, dtype=None, runtime=None):
+    """start, start + step, ... before stop (arange(n) is 0 .. n - 1), as
+    NumPy's and PyTorch's; int64 when every argument is an int, else
+    float32, unless `dtype` says otherwise."""
+    if stop is None:
+        start, stop = 0, start
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.generic)):
+            raise StrideWeaveTypeError(f"arange: {name} must be a number, not {type(v).__name__}")
+    if dtype is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, stop, step))
+        dtype = _dtypes.int64 if ints else _dtypes.float32
+    d = as_dtype(dtype)
+    rt = _runtime.resolve(runtime)
+    return Tensor._adopt(N.sw_tensor_arange(rt._h, d.code, float(start), float(stop), float(step)), rt)
+
+
+def tensor(data, *, dtype=None, runtime=None):
+    """A new CPU tensor holding a copy of `data` (nested lists, a NumPy
+    array, a number or a Tensor). Without `dtype`, Python floats give
+    float32, ints int64 and bools bool_ (PyTorch's defaults); a NumPy array
+    keeps its dtype."""
+    if isinstance(data, Tensor):
+        return data.clone().detach() if dtype is None else data.astype(dtype).clone().detach()
+    array = np.array(data, copy=True)
+    if dtype is None:
+        if array.dtype == np.float64 and not isinstance(data, np.ndarray):
+            array = array.astype(np.float32)
+        elif array.dtype.kind in "iu" and array.dtype != np.uint8 and not isinstance(data, np.ndarray):
+            array = array.astype(np.int64)
+        d = None
+    else:
+        d = as_dtype(dtype)
+    if array.dtype.kind not in "biuf":
+        raise StrideWeaveTypeError(f"tensor: data of NumPy dtype {array.dtype} has no StrideWeave counterpart")
+    if d is not None and d is not _dtypes.bfloat16:
+        array = array.astype(d.numpy)
+        d = None
+    if d is _dtypes.bfloat16:
+        t = from_numpy(array.astype(np.float32), runtime=runtime)
+        return t.astype(_dtypes.bfloat16)
+    return from_numpy(array, runtime=runtime)
+
+
+def _random(shape, dist, p0, p1, seed, dtype, runtime):
+    shape = _shape_args(shape, "shape")
+    seed = integer(seed, "seed")
+    if not 0 <= seed < 1 << 64:
+        raise StrideWeaveValueError(f"seed must be in [0, 2**64), got {seed}")
+    d = _dtype_or(dtype, _dtypes.float32)
+    rt = _runtime.resolve(runtime)
+    return Tensor._adopt(N.tensor_random(rt._h, dist, d.code, seed, float(p0), float(p1), shape), rt)
+
+
+def rand(*shape, seed=0, low=0.0, high=1.0, dtype=None, runtime=None):
+    """Uniform values in [low, high) of a floating dtype (float32 by
+    default). The generator is counter based: a seed gives the same values
+    on every machine and thread count (not NumPy's or PyTorch's values)."""
+    return _random(shape, N.SW_RANDOM_UNIFORM, low, high, seed, dtype, runtime)
+
+
+def randn(*shape, seed=0, mean=0.0, std=1.0, dtype=None, runtime=None):
+    """Normal values (mean, std) of a floating dtype (float32 by default);
+    seeded as rand()."""
+    return _random(shape, N.SW_RANDOM_NORMAL, mean, std, seed, dtype, runtime)
+
+
+# ---- conversions, views, copies ---------------------------------------------------------------
+
+
+def astype(t, dtype):
+    """The values converted to `dtype`: `t` itself when it has that dtype,
+    else a copy (floating to integer truncates toward zero; see
+    sw_tensor_to_dtype). Differentiable between floating dtypes."""
+    d = as_dtype(dtype)
+    return _wrap(N.sw_tensor_to_dtype(_tensor(t, "astype")._h, d.code), t)
+
+
+def _to(t, dtype):
+    """t.to(dtype): as astype (carriers are changed with sw.move_async)."""
+    return astype(t, dtype)
+
+
+def reshape(t, *shape):
+    """The elements of `t`, in first-mode-fastest order (NumPy's order='F'),
+    as a tensor of `shape` (one entry may be -1): a view when the layout
+    allows, else a copy, as PyTorch's reshape."""
+    return _wrap(N.sw_tensor_reshape(_tensor(t, "reshape")._h, _shape_args(shape, "shape")), t)
+
+
+def view(t, *shape):
+    """As reshape, but always a view: ValueError where no view exists."""
+    return _wrap(N.sw_tensor_view(_tensor(t, "view")._h, _shape_args(shape, "shape")), t)
+
+
+def flatten(t, start_dim=0, end_dim=-1):
+    """reshape merging modes start_dim .. end_dim (first mode fastest)."""
+    return _wrap(N.sw_tensor_flatten(_tensor(t, "flatten")._h, integer(start_dim, "start_dim"),
+                                     integer(end_dim, "end_dim")), t)
+
+
+def unsqueeze(t, axis=None, *, dim=None):
+    """The view with a mode of extent 1 inserted before `axis`."""
+    a = _one_axis(axis, dim, None, "unsqueeze")
+    if a is None:
+        raise StrideWeaveTypeError("unsqueeze: an axis is required")
+    return _wrap(N.sw_tensor_unsqueeze(_tensor(t, "unsqueeze")._h, a), t)
+
+
+def squeeze(t, axis=None, *, dim=None):
+    """The view without modes of extent 1 (only the listed ones, if any)."""
+    axes = _axes(axis, dim, "squeeze")
+    return _wrap(N.sw_tensor_squeeze(_tensor(t, "squeeze")._h, () if axes is None else axes), t)
+
+
+def expand(t, *shape):
+    """The broadcast view of `shape` (-1 keeps a mode); in-place writes to it
+    are refused (ValueError)."""
+    return _wrap(N.sw_tensor_expand(_tensor(t, "expand")._h, _shape_args(shape, "shape")), t)
+
+
+def contiguous(t):
+    """`t` itself when dense, else a dense copy."""
+    return _wrap(N.sw_tensor_contiguous(_tensor(t, "contiguous")._h), t)
+
+
+def clone(t):
+    """A dense copy (differentiable)."""
+    return _wrap(N.sw_tensor_clone(_tensor(t, "clone")._h), t)
+
+
+def detach(t):
+    """A view outside autograd (no history, no requires_grad)."""
+    return _wrap(N.sw_tensor_detach(_tensor(t, "detach")._h), t)
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _index_view(t, key):
+    """The view t[key] for ints, slices, Ellipsis and None; None when `key`
+    is a full integer coordinate (an element)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(isinstance(k, Tensor) for k in key):
+        raise StrideWeaveTypeError("indexing with a Tensor: use index_select or gather")
+    ints = builtins.sum(1 for k in key if isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)))
+    if ints == len(key) and ints == t.ndim:
+        return None
+    ellipses = builtins.sum(1 for k in key if k is Ellipsis)
+    if ellipses > 1:
+        raise StrideWeaveIndexError("an index can only have a single ellipsis ('...')")
+    consumed = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > t.ndim:
+        raise StrideWeaveIndexError(f"too many indices for a tensor of rank {t.ndim}: {consumed}")
+    if ellipses:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (t.ndim - consumed) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (t.ndim - consumed)
+    h = t._h
+    N.sw_tensor_retain(h)
+    out = Tensor._adopt(h, t._rt)
+    axis = 0
+    for k in key:
+        if k is None:
+            out = _wrap(N.sw_tensor_unsqueeze(out._h, axis), t)
+            axis += 1
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            back = isinstance(step, numbers.Integral) and step < 0
+            start = ((1 << 63) - 1 if back else 0) if k.start is None else k.start
+            stop = (-(1 << 63) if back else (1 << 63) - 1) if k.stop is None else k.stop
+            # Python clamps slice bounds of any size; so does this.
+            start, stop = (builtins.max(_I64_MIN, builtins.min(_I64_MAX, integer(v, what)))
+                           for v, what in ((start, "slice start"), (stop, "slice stop")))
+            out = _wrap(N.sw_tensor_slice(out._h, axis, start, stop, integer(step, "slice step")), t)
+            axis += 1
+        elif isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)):
+            if not _I64_MIN <= k <= _I64_MAX:
+                raise StrideWeaveIndexError(f"index {k} is out of range for axis {axis} of extent {out.shape[axis]}")
+            out = _wrap(N.sw_tensor_select(out._h, axis, int(k)), t)
+        else:
+            raise StrideWeaveTypeError(f"tensor indices are ints, slices, ... or None, not {type(k).__name__}")
+    return out
+
+
+_element_get = Tensor.__getitem__
+_element_set = Tensor.__setitem__
+
+
+def _getitem(self, key):
+    v = _index_view(self, key)
+    return _element_get(self, key) if v is None else v
+
+
+def _setitem(self, key, value):
+    v = _index_view(self, key)
+    if v is None:
+        return _element_set(self, key, value)
+    if isinstance(value, Tensor):
+        N.sw_tensor_copy_from(v._h, value._h)
+    elif isinstance(value, (numbers.Real, np.generic)):
+        N.sw_tensor_fill(v._h, float(value))
+    else:
+        raise StrideWeaveTypeError(f"a tensor slice is assigned a Tensor or a number, not {type(value).__name__}")
+
+
+# ---- elementwise ---------------------------------------------------------------------------
+
+
+def _unary(code, name):
+    def f(t):
+        return _wrap(N.sw_unary(code, _tensor(t, name)._h), t)
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+neg = _unary(N.SW_UNARY_NEG, "neg")
+neg.__doc__ = "-t elementwise (every dtype but bool; unsigned wraps)."
+abs = _unary(N.SW_UNARY_ABS, "abs")  # noqa: A001 - the NumPy and PyTorch name
+abs.__doc__ = "|t| elementwise (every dtype but bool)."
+exp = _unary(N.SW_UNARY_EXP, "exp")
+exp.__doc__ = "e**t elementwise; integer and bool tensors give float32."
+log = _unary(N.SW_UNARY_LOG, "log")
+log.__doc__ = "The natural logarithm elementwise; integer and bool tensors give float32."
+sqrt = _unary(N.SW_UNARY_SQRT, "sqrt")
+sqrt.__doc__ = "The square root elementwise; integer and bool tensors give float32."
+rsqrt = _unary(N.SW_UNARY_RSQRT, "rsqrt")
+rsqrt.__doc__ = "1 / sqrt(t) elementwise; integer and bool tensors give float32."
+silu = _unary(N.SW_UNARY_SILU, "silu")
+silu.__doc__ = "t * sigmoid(t) elementwise (PyTorch's silu)."
+gelu = _unary(N.SW_UNARY_GELU, "gelu")
+gelu.__doc__ = "t * Phi(t) elementwise, the exact erf form (PyTorch's approximate='none')."
+sigmoid = _unary(N.SW_UNARY_SIGMOID, "sigmoid")
+sigmoid.__doc__ = "1 / (1 + exp(-t)) elementwise."
+tanh = _unary(N.SW_UNARY_TANH, "tanh")
+tanh.__doc__ = "tanh(t) elementwise."
+_relu_any = _unary(N.SW_UNARY_RELU, "relu")
+
+
+def relu(t):
+    """max(t, 0) elementwise (every dtype but bool); float32 and float64
+    take the spec's direct op, which also serves TiledEvictable tensors."""
+    if isinstance(t, Tensor) and t.dtype not in _SIX_DTYPES:
+        return _relu_any(t)
+    return _relu(t)
+
+_FLOATY = (float, np.floating)
+_SIX_DTYPES = (_dtypes.float32, _dtypes.float64)
+
+
+def _scalar_target(t, s):
+    """The tensor a Python number combines with, as PyTorch promotes: a
+    float with an integer or bool tensor computes in float32, an int with a
+    bool tensor in int64."""
+    d = t.dtype
+    if isinstance(s, _FLOATY) and not d.is_floating:
+        return astype(t, _dtypes.float32)
+    if d is _dtypes.bool_ and isinstance(s, numbers.Integral) and s not in (0, 1):
+        return astype(t, _dtypes.int64)
+    return t
+
+
+def _binary(code, name):
+    def f(a, b):
+        ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+        if ta and tb:
+            return _wrap(N.sw_binary(code, a._h, b._h), a)
+        if ta and _is_number(b):
+            a = _scalar_target(a, b)
+            return _wrap(N.sw_binary_scalar(code, a._h, float(b)), a)
+        if tb and _is_number(a):
+            b = _scalar_target(b, a)
+            return _wrap(N.sw_scalar_binary(code, float(a), b._h), b)
+        _reject(a if not ta else b, name)
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+sub = _binary(N.SW_BINARY_SUB, "sub")
+sub.__doc__ = "a - b, broadcast and promoted (either side may be a number)."
+div = _binary(N.SW_BINARY_DIV, "div")
+div.__doc__ = "a / b, true division: integer and bool operands give float32."
+pow = _binary(N.SW_BINARY_POW, "pow")  # noqa: A001
+pow.__doc__ = "a ** b elementwise (integers exact; a negative integer exponent is ValueError)."
+maximum = _binary(N.SW_BINARY_MAXIMUM, "maximum")
+maximum.__doc__ = "max(a, b) elementwise, NaN if either is."
+minimum = _binary(N.SW_BINARY_MINIMUM, "minimum")
+minimum.__doc__ = "min(a, b) elementwise, NaN if either is."
+eq = _binary(N.SW_BINARY_EQ, "eq")
+eq.__doc__ = "a == b elementwise, a bool tensor."
+ne = _binary(N.SW_BINARY_NE, "ne")
+ne.__doc__ = "a != b elementwise, a bool tensor."
+lt = _binary(N.SW_BINARY_LT, "lt")
+lt.__doc__ = "a < b elementwise, a bool tensor."
+le = _binary(N.SW_BINARY_LE, "le")
+le.__doc__ = "a <= b elementwise, a bool tensor."
+gt = _binary(N.SW_BINARY_GT, "gt")
+gt.__doc__ = "a > b elementwise, a bool tensor."
+ge = _binary(N.SW_BINARY_GE, "ge")
+ge.__doc__ = "a >= b elementwise, a bool tensor."
+_add_promoting = _binary(N.SW_BINARY_ADD, "add")
+_mul_promoting = _binary(N.SW_BINARY_MUL, "mul")
+
+
+def _six_op_path(a, b):
+    """Whether a op b can take the six ops' path (which also serves tiled
+    tensors): f32 / f64 tensors of one dtype, or one with a number."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.dtype is b.dtype and a.dtype in _SIX_DTYPES
+    t = a if isinstance(a, Tensor) else b
+    return isinstance(t, Tensor) and t.dtype in _SIX_DTYPES
+
+
+def _add(a, b):
+    """a + b, broadcast and promoted (either side may be a number)."""
+    return add(a, b) if _six_op_path(a, b) else _add_promoting(a, b)
+
+
+def _mul(a, b):
+    """a * b elementwise, broadcast and promoted (either side may be a number)."""
+    return mul(a, b) if _six_op_path(a, b) else _mul_promoting(a, b)
+
+
+def _operator_eq(self, other):
+    """self == other elementwise (a bool tensor); with an object that is
+    neither a Tensor nor a number, False, as Python's default."""
+    if isinstance(other, Tensor) or _is_number(other):
+        return eq(self, other)
+    return NotImplemented
+
+
+def _operator_ne(self, other):
+    """self != other elementwise (a bool tensor); with an object that is
+    neither a Tensor nor a number, True."""
+    if isinstance(other, Tensor) or _is_number(other):
+        return ne(self, other)
+    return NotImplemented
+
+
+def _operator_sub(a, b):
+    """a - b. A TiledEvictable tensor, which takes only the six direct ops,
+    computes it as a + (-1 * b), as the operator always has."""
+    try:
+        return sub(a, b)
+    except StrideWeaveNotImplementedError:
+        if not _six_op_path(a, b):
+            raise
+        if isinstance(b, Tensor):
+            return add(a, mul(b, -1.0))
+        return add(a, -b)
+
+
+def _operator_rsub(self, other):
+    """other - self (the reflected form)."""
+    return _operator_sub(other, self)
+
+
+def _operator_neg(t):
+    """-t; a TiledEvictable tensor computes it as -1 * t."""
+    try:
+        return neg(t)
+    except StrideWeaveNotImplementedError:
+        if not _six_op_path(t, -1.0):
+            raise
+        return mul(t, -1.0)
+
+
+def _scalar_tensor_for(x, like):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return full((), bool(x), dtype=_dtypes.bool_, runtime=like._rt)
+    if _is_number(x):
+        d = like.dtype if (like.dtype.is_floating or not isinstance(x, _FLOATY)) else _dtypes.float32
+        if d is _dtypes.bool_ and not isinstance(x, _FLOATY):
+            d = _dtypes.int64
+        return full((), x, dtype=d, runtime=like._rt)
+    raise StrideWeaveTypeError(f"where: expected a Tensor or a number, not {type(x).__name__}")
+
+
+def where(condition, a, b):
+    """condition ? a : b elementwise, broadcast together; `condition` is a
+    bool tensor (no gradient), `a` or `b` may be a number (a rank-0 tensor
+    of the other's dtype)."""
+    _tensor(condition, "where")
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise StrideWeaveTypeError("where: a or b must be a Tensor")
+    if not isinstance(a, Tensor):
+        a = _scalar_tensor_for(a, b)
+    if not isinstance(b, Tensor):
+        b = _scalar_tensor_for(b, a)
+    return _wrap(N.sw_where(condition._h, a._h, b._h), condition)
+
+
+# ---- reductions, softmax, selection ----------------------------------------------------------
+
+
+def _reduce(code, name):
+    def f(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        axes = _axes(axis, dim, name)
+        return _wrap(N.sw_reduce(code, _tensor(t, name)._h, () if axes is None else axes, _keep(keepdims, keepdim)),
+                     t)
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+mean = _reduce(N.SW_REDUCE_MEAN, "mean")
+mean.__doc__ = "The mean over `axis` (all axes when None; floating dtypes)."
+amax = _reduce(N.SW_REDUCE_MAX, "amax")
+amax.__doc__ = "The max over `axis` (all axes when None), values only (NumPy's max, PyTorch's amax)."
+amin = _reduce(N.SW_REDUCE_MIN, "amin")
+amin.__doc__ = "The min over `axis` (all axes when None), values only."
+
+
+def sum(t, axis=None, keepdims=None, *, dim=None, keepdim=None, axes=None):  # noqa: A001
+    """The sum over `axis` (all axes when None). float32 and float64 keep
+    their dtype; integer and bool sums are int64, half sums round once."""
+    if axes is not None:
+        axis = axes
+    picked = _axes(axis, dim, "sum")
+    keep = _keep(keepdims, keepdim)
+    t = _tensor(t, "sum")
+    if t.dtype is _dtypes.float32 or t.dtype is _dtypes.float64:
+        return reduce_sum(t, picked, keep)
+    return _wrap(N.sw_reduce(N.SW_REDUCE_SUM, t._h, () if picked is None else picked, keep), t)
+
+
+def _minmax(code, name, values_only):
+    def f(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
+        keep = _keep(keepdims, keepdim)
+        if dim is not None and axis is not None:
+            raise StrideWeaveTypeError(f"{name}: pass axis= or dim=, not both")
+        if dim is None:
+            # NumPy: values only, over one axis, several or all.
+            return (amax if code == N.SW_REDUCE_MAX else amin)(t, axis, keep)
+        # PyTorch: (values, indices) along one dim.
+        v, i = N.sw_reduce_index(code, _tensor(t, name)._h, integer(dim, f"{name}: dim"), keep)
+        return MinMax(_wrap(v, t), _wrap(i, t))
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+max = _minmax(N.SW_REDUCE_MAX, "max", False)  # noqa: A001
+max.__doc__ = """The max: over `axis` (None: all) as NumPy's, values only; with dim= as
+PyTorch's, a (values, indices) pair along that dim (first index reaching it)."""
+min = _minmax(N.SW_REDUCE_MIN, "min", False)  # noqa: A001
+min.__doc__ = """The min: over `axis` (None: all) as NumPy's, values only; with dim= as
+PyTorch's, a (values, indices) pair along that dim."""
+
+
+def argmax(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """The int64 index of the first max along `axis` (the flat first-mode-
+    fastest index of the flattened tensor when None)."""
+    a = _one_axis(axis, dim, None, "argmax")
+    t = _tensor(t, "argmax")
+    if a is None:
+        t, a = flatten(t), 0
+    return _wrap(N.sw_reduce_index(N.SW_REDUCE_MAX, t._h, a, _keep(keepdims, keepdim))[1], t)
+
+
+def argmin(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """The int64 index of the first min along `axis` (flattened when None)."""
+    a = _one_axis(axis, dim, None, "argmin")
+    t = _tensor(t, "argmin")
+    if a is None:
+        t, a = flatten(t), 0
+    return _wrap(N.sw_reduce_index(N.SW_REDUCE_MIN, t._h, a, _keep(keepdims, keepdim))[1], t)
+
+
+def softmax(t, axis=None, *, dim=None):
+    """exp(t) / sum(exp(t)) along `axis` (default the last), computed
+    stably; floating dtypes."""
+    return _wrap(N.sw_softmax(_tensor(t, "softmax")._h, _one_axis(axis, dim, -1, "softmax")), t)
+
+
+def log_softmax(t, axis=None, *, dim=None):
+    """log(softmax(t)) along `axis` (default the last), computed as
+    (t - max) - log(sum(exp(t - max)))."""
+    return _wrap(N.sw_log_softmax(_tensor(t, "log_softmax")._h, _one_axis(axis, dim, -1, "log_softmax")), t)
+
+
+def topk(t, k, axis=None, *, dim=None):
+    """The k largest values along `axis` (default the last), sorted
+    descending, ties to the lower index, and their int64 indices: a
+    (values, indices) pair."""
+    v, i = N.sw_topk(_tensor(t, "topk")._h, integer(k, "k"), _one_axis(axis, dim, -1, "topk"))
+    return TopK(_wrap(v, t), _wrap(i, t))
+
+
+def index_select(t, axis, index):
+    """The rows of `t` along `axis` picked by `index` (an int32 / int64
+    tensor of rank 0 or 1), as PyTorch's index_select."""
+    return _wrap(N.sw_index_select(_tensor(t, "index_select")._h, integer(axis, "axis"),
+                                   _tensor(index, "index_select")._h), t)
+
+
+def gather(t, axis, index):
+    """out[c] = t[c with c[axis] = index[c]] (PyTorch's gather)."""
+    return _wrap(N.sw_gather(_tensor(t, "gather")._h, integer(axis, "axis"), _tensor(index, "gather")._h), t)
+
+
+def index_add(t, axis, index, source):
+    """A copy of `t` with the rows of `source` added at the rows `index`
+    picks along `axis` (repeated indices accumulate)."""
+    return _wrap(N.sw_index_add(_tensor(t, "index_add")._h, integer(axis, "axis"), _tensor(index, "index_add")._h,
+                                _tensor(source, "index_add")._h), t)
+
+
+def scatter_add(t, axis, index, source):
+    """A copy of `t` with source[c] added at c with c[axis] = index[c]
+    (PyTorch's scatter_add; the adjoint of gather)."""
+    return _wrap(N.sw_scatter_add(_tensor(t, "scatter_add")._h, integer(axis, "axis"),
+                                  _tensor(index, "scatter_add")._h, _tensor(source, "scatter_add")._h), t)
+
+
+def _join(tensors, axis, dim, stack_, op):
+    ts = finite(tensors, f"{op}: tensors")
+    for x in ts:
+        _tensor(x, op)
+    if not ts:
+        raise StrideWeaveValueError(f"{op}: needs at least one tensor")
+    return _wrap(N.tensors_join([x._h for x in ts], _one_axis(axis, dim, 0, op), stack_), ts[0])
+
+
+def cat(tensors, axis=None, *, dim=None):
+    """The tensors joined along an existing `axis` (default 0), promoted to
+    one dtype (NumPy's concatenate, PyTorch's cat)."""
+    return _join(tensors, axis, dim, False, "cat")
+
+
+def stack(tensors, axis=None, *, dim=None):
+    """The tensors (one shape) joined along a new `axis` (default 0)."""
+    return _join(tensors, axis, dim, True, "stack")
+
+
+# ---- in-place ---------------------------------------------------------------------------------
+
+
+def _inplace(code, name):
+    def f(self, other):
+        _tensor(self, name)
+        if isinstance(other, Tensor):
+            N.sw_binary_inplace(code, self._h, other._h)
+        elif _is_number(other):
+            N.sw_binary_scalar_inplace(code, self._h, float(other))
+        else:
+            _reject(other, name)
+        return self
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+add_ = _inplace(N.SW_BINARY_ADD, "add_")
+add_.__doc__ = "self += other in place (one version step); see sw_binary_inplace for the rules."
+sub_ = _inplace(N.SW_BINARY_SUB, "sub_")
+sub_.__doc__ = "self -= other in place."
+mul_ = _inplace(N.SW_BINARY_MUL, "mul_")
+mul_.__doc__ = "self *= other in place."
+div_ = _inplace(N.SW_BINARY_DIV, "div_")
+div_.__doc__ = "self /= other in place (TypeError for an integer tensor)."
+pow_ = _inplace(N.SW_BINARY_POW, "pow_")
+pow_.__doc__ = "self **= other in place."
+
+
+def fill_(self, value):
+    """Every element = value, in place (one version step)."""
+    if not isinstance(value, (numbers.Real, np.generic)):
+        raise StrideWeaveTypeError(f"fill_: value must be a number, not {type(value).__name__}")
+    N.sw_tensor_fill(_tensor(self, "fill_")._h, float(value))
+    return self
+
+
+def zero_(self):
+    """Every element = 0, in place."""
+    return fill_(self, 0.0)
+
+
+def copy_(self, source):
+    """self = source (broadcast, converted to self's dtype), in place;
+    differentiable with respect to `source`."""
+    N.sw_tensor_copy_from(_tensor(self, "copy_")._h, _tensor(source, "copy_")._h)
+    return self
+
+
+# ---- Python protocol ----------------------------------------------------------------------------
+
+
+def _bool(self):
+    """bool(t): the one element's truth; ValueError (ambiguous) for more elements."""
+    n = self.numel()
+    if n != 1:
+        raise StrideWeaveValueError(f"the truth value of a tensor with {n} elements is ambiguous; "
+                                    "use .any() or .all() of a comparison")
+    return bool(self.item())
+
+
+def _float(self):
+    """float(t) of a one-element tensor."""
+    if self.numel() != 1:
+        raise StrideWeaveValueError(f"only one-element tensors convert to float; this one has {self.numel()}")
+    return float(self.item())
+
+
+def _int(self):
+    """int(t) of a one-element tensor."""
+    if self.numel() != 1:
+        raise StrideWeaveValueError(f"only one-element tensors convert to int; this one has {self.numel()}")
+    return int(self.item())
+
+
+def _index(self):
+    """operator.index(t) of a one-element integer tensor."""
+    if self.dtype.is_floating or self.dtype is _dtypes.bool_ or self.numel() != 1:
+        raise StrideWeaveTypeError("only one-element integer tensors can be used as an index")
+    return int(self.item())
+
+
+def _any(self):
+    """Whether any element is nonzero (True)."""
+    return bool(amax(astype(self, _dtypes.bool_)).item()) if self.numel() else False
+
+
+def _all(self):
+    """Whether every element is nonzero (True)."""
+    return bool(amin(astype(self, _dtypes.bool_)).item()) if self.numel() else True
+
+
+def _rev(f):
+    def r(self, other):
+        return f(other, self)
+
+    r.__name__ = r.__qualname__ = "__r" + f.__name__ + "__"
+    r.__doc__ = f"other {f.__name__} self (the reflected form)."
+    return r
+
+
+def _attach():
+    T = Tensor
+    T.__getitem__, T.__setitem__ = _getitem, _setitem
+    T.__getitem__.__doc__ = """t[...]: a full integer coordinate reads one element (a Python number);
+ints, slices (with steps, negative indices), ... and None give a view."""
+    T.__setitem__.__doc__ = """t[...] = value: one element, or every element of the view t[...] (a
+number, or a Tensor broadcast to it)."""
+    T.__add__, T.__radd__ = _add, _rev(_add)
+    T.__mul__, T.__rmul__ = _mul, _rev(_mul)
+    T.__sub__, T.__rsub__ = _operator_sub, _operator_rsub
+    T.__truediv__, T.__rtruediv__ = div, _rev(div)
+    T.__pow__, T.__rpow__ = pow, _rev(pow)
+    T.__neg__, T.__abs__ = _operator_neg, abs
+    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = _operator_eq, _operator_ne, lt, le, gt, ge
+    # Elementwise == makes value hashing meaningless: tensors hash by identity, as in PyTorch.
+    T.__hash__ = object.__hash__
+    T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__, T.__ipow__ = add_, sub_, mul_, div_, pow_
+    T.add_, T.sub_, T.mul_, T.div_, T.pow_ = add_, sub_, mul_, div_, pow_
+    T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
+    T.__bool__, T.__float__, T.__int__, T.__index__ = _bool, _float, _int, _index
+    T.any, T.all = _any, _all
+    for f in (relu, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq,
+              ne, lt, le, gt, ge, mean, amax, amin, max, min, argmax, argmin, softmax, log_softmax, topk,
+              index_select, gather, index_add, scatter_add, astype, reshape, view, flatten, unsqueeze, squeeze,
+              expand, contiguous, clone, detach, sum):
+        setattr(T, f.__name__, f)
+    T.to = _to
+    T.__array_priority__ = 1000  # NumPy defers binary operators with a Tensor to it
+
+
+_attach()
