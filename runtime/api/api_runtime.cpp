@@ -86,9 +86,22 @@ SW_API sw_error_t* sw_runtime_process_events(sw_runtime_t* runtime, size_t* out_
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth) {
   return guard([&] {
     Runtime* rt = get<Runtime>(runtime, "runtime");
-    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DECOMPRESS)
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DEVICE_LOST)
       value_error("sw_testing_inject_fault: unknown fault kind " + std::to_string(static_cast<int>(kind)));
     rt->arm_fault(static_cast<FaultKind>(kind), nth);
+  });
+}
+
+SW_API sw_error_t* sw_testing_fault_counts(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t* out_reached,
+                                           uint64_t* out_injected) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DEVICE_LOST)
+      value_error("sw_testing_fault_counts: unknown fault kind " + std::to_string(static_cast<int>(kind)));
+    uint64_t reached = 0, injected = 0;
+    rt->fault_counts(static_cast<FaultKind>(kind), &reached, &injected);
+    if (out_reached) *out_reached = reached;
+    if (out_injected) *out_injected = injected;
   });
 }
 
