@@ -31,6 +31,7 @@ SW_STRUCT_SIZES(sw_file_carrier_desc_t, sizeof(sw_file_carrier_desc_t));
 SW_STRUCT_SIZES(sw_zstd_carrier_desc_t, sizeof(sw_zstd_carrier_desc_t));
 SW_STRUCT_SIZES(sw_external_memory_desc_t, sizeof(sw_external_memory_desc_t));
 SW_STRUCT_SIZES(sw_await_callback_info_t, sizeof(sw_await_callback_info_t));
+SW_STRUCT_SIZES(sw_matmul_desc_t, sizeof(sw_matmul_desc_t));
 // 0.1 had no outcome callback.
 SW_STRUCT_SIZES(sw_residency_policy_t, offsetof(sw_residency_policy_t, outcome), sizeof(sw_residency_policy_t));
 SW_STRUCT_SIZES(sw_lru_stats_t, sizeof(sw_lru_stats_t));
