@@ -46,6 +46,13 @@ SW_API sw_error_t* sw_runtime_create(const sw_runtime_desc_t* desc, sw_runtime_t
         value_error("sw_runtime_create: compute_threads " + std::to_string(d.compute_threads) + " exceeds 256");
       if (d.allocator && (!d.allocator->alloc || !d.allocator->free))
         value_error("sw_runtime_create: the allocator needs both alloc and free");
+      // Read as the integer the caller stored: a negative level is no value
+      // of sw_log_level_t in C++, so loading it as the enum is undefined.
+      int32_t level;
+      static_assert(sizeof level == sizeof d.log_level);
+      std::memcpy(&level, &d.log_level, sizeof level);
+      if (level < SW_LOG_DEBUG)
+        value_error("sw_runtime_create: log_level " + std::to_string(level) + " is negative (SW_LOG_DEBUG is 0)");
     }
     *out_runtime = to_handle<sw_runtime_t>(make_ref<Runtime>(d));
   });
