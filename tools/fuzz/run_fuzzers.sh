@@ -40,7 +40,8 @@ fi
 ninja -C "$build" >/dev/null || { echo "run_fuzzers: the build failed"; ninja -C "$build" | tail -30; exit 1; }
 if [ ${#targets[@]} -eq 0 ]; then
   for f in "$build"/tests/fuzz/fuzz_*; do
-    [ -x "$f" ] && targets+=("$(basename "$f" | sed 's/^fuzz_//')")
+    # Executables only: meson keeps each target's objects in fuzz_<target>.p/.
+    [ -f "$f" ] && [ -x "$f" ] && targets+=("$(basename "$f" | sed 's/^fuzz_//')")
   done
 fi
 per=$(( total / ${#targets[@]} ))
@@ -60,7 +61,7 @@ for t in "${targets[@]}"; do
   "$exe" "$scratch/$t" "$corpus" -max_total_time="$per" -print_final_stats=1 -timeout=30 -rss_limit_mb=4096 \
     -max_len=4096 -artifact_prefix="$artifacts/$t/" >"$log" 2>&1
   status=$?
-  execs=$(awk -F: '/stat::number_of_executed_units/ {gsub(/ /, "", $2); print $2}' "$log" | tail -1)
+  execs=$(awk '/^stat::number_of_executed_units:/ {print $2}' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')
   added=$(find "$scratch/$t" -type f | wc -l)
   execs=${execs:-0}
@@ -70,6 +71,11 @@ for t in "${targets[@]}"; do
     echo "fuzz $t: FAILED after $execs executions (exit $status); input saved in $artifacts/$t/"
     grep -E "ERROR|expectation failed|runtime error|SUMMARY" "$log" | head -20
     tail -40 "$log"
+  elif [ "$execs" -eq 0 ]; then
+    # A target that ran nothing checked nothing.
+    crashes=$((crashes + 1))
+    echo "fuzz $t: FAILED: no executions reported"
+    tail -20 "$log"
   else
     printf 'fuzz %-20s %10s executions in %ss, coverage %s, %s new inputs\n' "$t" "$execs" "$per" "${cov:-?}" "$added"
   fi
