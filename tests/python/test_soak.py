@@ -2,8 +2,9 @@
 TiledEvictables and run projections, scatters, promotions, evictions, direct
 ops, updates and backward passes at once. The bindings release the GIL
 around every blocking call, so the library sees the requests concurrently.
-Expected refusals (a request overlapping another one) are counted, never
-failures; every value read is checked per tile, and at the end each carrier
+One carrier has an LRU policy, one none, and one a Python policy that
+refuses every fourth plan by raising. Expected refusals (a request
+overlapping another one, a refused plan) are counted, never failures; every value read is checked per tile, and at the end each carrier
 equals the sequential replay of the committed updates (uniform additions
 per tile, which commute)."""
 import random
@@ -33,6 +34,32 @@ def offsets_of(values, tiles):
         assert np.all(diff == diff[0]), f"tile {k} is torn: {diff}"
         out.append(float(diff[0]))
     return out
+
+
+class Refused(Exception):
+    """What RefusingPolicy raises: an expected refusal, not a failure."""
+
+
+class RefusingPolicy:
+    """Promotes what is required, but refuses every `every`-th plan by
+    raising from the policy callback; the request it was planning must fail
+    with that exception and change nothing."""
+
+    def __init__(self, every=4):
+        self.every = every
+        self.calls = 0
+        self.refusals = 0
+        self.on = True
+        self.lock = threading.Lock()
+
+    def plan(self, required, purpose):
+        with self.lock:
+            self.calls += 1
+            refuse = self.on and self.calls % self.every == 0
+            self.refusals += refuse
+        if refuse:
+            raise Refused(f"plan {self.calls} refused")
+        return sw.ResidencyPlan(promote=required)
 
 
 class Soak:
@@ -85,7 +112,7 @@ class Soak:
                             self.high[c][k] += max(d, 0.0)
                     try:
                         te.update_async(full, compact, sel, "add").wait()
-                    except sw.StrideWeaveRuntimeError:
+                    except (sw.StrideWeaveRuntimeError, Refused):
                         with self.lock:
                             for k, d in zip(tiles, deltas):
                                 self.low[c][k] -= min(d, 0.0)
@@ -112,6 +139,8 @@ class Soak:
                     grad = leaves[c].grad.numpy().reshape(GRID, TILE)
                     assert np.all(grad == np.array(grads[c], np.float32)[:, None]), (grad, grads[c])
                 self.count(self.done, op)
+            except Refused:
+                self.count(self.refused, op)
             except sw.StrideWeaveRuntimeError as e:
                 # Overlapping requests are refused, never queued; a backward
                 # whose saved tensor an update changed is refused too.
@@ -123,7 +152,8 @@ class Soak:
 @pytest.mark.parametrize("secondary", [sw.carriers.Host, sw.carriers.Zstd])
 def test_threads_share_tiled_carriers(secondary):
     carriers = []
-    for policy in (sw.LRUPolicy(3), None):
+    refusing = RefusingPolicy()
+    for policy in (sw.LRUPolicy(3), None, refusing):
         te = seeded_tiled(seeds(), (GRID,), (TILE,), secondary=secondary, policy=policy)
         carriers.append((te, te.full_tensor()))
     soak = Soak(carriers)
@@ -144,6 +174,8 @@ def test_threads_share_tiled_carriers(secondary):
     if errors:
         raise errors[0]
     assert sum(soak.done.values()) > 0
+    assert refusing.refusals > 0
+    refusing.on = False
     # No dirty value lost: evict everything, read it back, promote it again.
     for c, (te, full) in enumerate(carriers):
         expect = seeds().reshape(GRID, TILE) + np.array(soak.total[c], np.float32)[:, None]
@@ -152,4 +184,5 @@ def test_threads_share_tiled_carriers(secondary):
         te.promote(te.valid_tiles)
         np.testing.assert_array_equal(full.numpy().reshape(GRID, TILE), expect)
         te.release()
-    print(f"python soak: {THREADS} threads, done {soak.done}, refused {soak.refused}")
+    print(f"python soak: {THREADS} threads, done {soak.done}, refused {soak.refused}, "
+          f"{refusing.refusals} by the policy")
