@@ -8,6 +8,9 @@
 set -euo pipefail
 
 # libdnnl-dev: oneDNN, the CPU carrier's GEMM (runtime/carriers/cpu/gemm.cpp).
+# clang and libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes):
+# the fuzz targets (tools/fuzz/run_fuzzers.sh). valgrind: the Python examples'
+# leak check (tools/leaks/check_python_examples.py).
 # OpenBLAS is only tools/bench/bench_cpu's informational cblas_sgemm row.
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
@@ -18,6 +21,8 @@ APT_PACKAGES=(
   glslc libvulkan-dev mesa-vulkan-drivers
   abigail-tools
   curl libclang-dev
+  clang libclang-rt-14-dev
+  valgrind
 )
 # The Python bindings compile against the headers of the python3 that runs the
 # tests; Debian's python3 needs python3-dev for them (pyenv builds ship them).

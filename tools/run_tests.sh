@@ -6,6 +6,11 @@
 # Python suite, the Java suite (Maven, against the release build's libraries),
 # the Java example run from the jar, and the Rust binding's cargo suites
 # against the release and the sanitizer libraries (counted as one suite each).
+# The hardening checks run within it (docs/guarantees.md): the fuzz corpora
+# replay as tests of every configuration, the fault sweep and the concurrency
+# soak are tests too (the soak also under TSan), the fuzz targets run for a
+# short time under libFuzzer (clang), and the Python examples run under
+# valgrind.
 # Prints one closing line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,11 +73,33 @@ echo "== async suites (tsan)"
 run_meson async-tsan build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
   -- --suite async
 
+echo "== fuzzing (libFuzzer, clang, asan+ubsan; ${SW_FUZZ_SECONDS:-90} s over every target)"
+fuzz_log=$(mktemp)
+bash tools/fuzz/run_fuzzers.sh --seconds "${SW_FUZZ_SECONDS:-90}" 2>&1 | tee "$fuzz_log"
+fuzz_status=${PIPESTATUS[0]}
+fuzz_ok=$(grep -cE '^fuzz [a-z_]+ +[0-9]+ executions' "$fuzz_log")
+fuzz_bad=$(grep -cE '^fuzz [a-z_]+: FAILED' "$fuzz_log")
+passed=$((passed + fuzz_ok))
+failed=$((failed + fuzz_bad))
+if [ "$fuzz_status" -ne 0 ]; then
+  [ "$fuzz_bad" -eq 0 ] && failed=$((failed + 1))
+  failures+=("fuzzing")
+fi
+rm -f "$fuzz_log"
+
+echo "== hardening figures (from the asan+ubsan run)"
+# What the fault sweep covered and what the soaks ran, from meson's log.
+grep -hE '^(fault sweep: [0-9]+ \(kind, n\) points covered|soak: [0-9]+ threads)' \
+  build-sanitize/meson-logs/testlog.txt 2>/dev/null | sed 's/^/  /'
+
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   echo "== Python suites"
   # conftest.py imports the package from the release build tree (build/bindings/python).
   python3 -m pytest -q tests/python
   record python $?
+  echo "== leaks: Python examples (valgrind memcheck)"
+  python3 tools/leaks/check_python_examples.py
+  record leaks-python-examples $?
 fi
 
 # The Java binding: meson built its JNI layer into build/bindings/java when

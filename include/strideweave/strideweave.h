@@ -184,7 +184,9 @@ typedef struct sw_runtime_desc_t {
   size_t pool_limit_bytes;
   sw_log_fn log;            /* optional */
   void* log_user_data;
-  sw_log_level_t log_level; /* messages below this level are not reported */
+  /* Messages below this level are not reported; a level above SW_LOG_ERROR
+   * reports none. Negative: SW_ERROR_VALUE. */
+  sw_log_level_t log_level;
   const sw_allocator_t* allocator; /* optional; copied at creation */
 } sw_runtime_desc_t;
 

@@ -72,17 +72,32 @@ SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
  * - a device allocation (sw_device_alloc on host and Vulkan devices).
  * Not counted: carriers that allocate no storage (sw_carrier_open_file over
  * the caller's file, sw_carrier_create_cpu_external over the caller's
- * memory), op results, and the library's internal staging buffers. */
+ * memory), op results, and the library's internal staging buffers.
+ *
+ * The device kinds count calls of the device bridge, on every device (host,
+ * fake, Vulkan), public or made by the library for a Vulkan carrier or tile:
+ * - SW_FAULT_DEVICE_ALLOCATION: one backend allocation (sw_device_alloc, a
+ *   Vulkan carrier's buffer, a tile buffer on a Vulkan primary), before the
+ *   backend is called;
+ * - SW_FAULT_DEVICE_COPY: one copy through sw_device_host_to_device or
+ *   sw_device_device_to_host, synchronous or asynchronous, refused at the
+ *   call before any byte moves;
+ * - SW_FAULT_DEVICE_LOST: one backend call (allocation, copy, view) fails as
+ *   a lost device would: DEVICE_LOST, and the device restarts, so every
+ *   handle of the old generation is stale. */
 typedef enum sw_fault_kind_t {
   SW_FAULT_ALLOCATION = 1,  /* an allocation as listed above */
   SW_FAULT_READ = 2,        /* one read request of a storage carrier */
   SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
+  SW_FAULT_DEVICE_ALLOCATION = 5, /* one device allocation: OUT_OF_MEMORY */
+  SW_FAULT_DEVICE_COPY = 6,       /* one device copy: IO */
+  SW_FAULT_DEVICE_LOST = 7,       /* one device call: DEVICE_LOST and a restart */
   /* One use of O_DIRECT by a File carrier opened with direct_io: opening its
    * O_DIRECT descriptor, or one read or write through it. It is refused as
    * a file system without O_DIRECT refuses it (EINVAL), so the carrier falls
    * back to buffered I/O for good and the transfer still succeeds. */
-  SW_FAULT_DIRECT_IO = 5,
+  SW_FAULT_DIRECT_IO = 8,
   SW_FAULT_KIND_FORCE32 = 0x7fffffff
 } sw_fault_kind_t;
 
@@ -110,8 +125,18 @@ SW_API sw_error_t* sw_testing_vulkan_counters(sw_device_t* device, sw_vulkan_cou
  * "injected allocation failure", read/write: IO, decompress: DATA_CORRUPT;
  * direct I/O: refused, falling back to buffered I/O, with no error),
  * changing nothing, as any failure; the operation after it succeeds again.
- * Arming again replaces the count; nth 0 disarms. Not for production use. */
+ * The device kinds fail with OUT_OF_MEMORY, IO and DEVICE_LOST (the device
+ * restarts), messages starting "injected device". Arming again replaces the
+ * count; nth 0 disarms. While no kind is armed a fault point costs one
+ * relaxed atomic load. Not for production use. */
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
+/* How many operations of `kind` this runtime reached since `kind` was last
+ * armed (they are counted only while it is armed: arm UINT64_MAX to count a
+ * workload without failing it), and how many faults of `kind` it injected
+ * since it was created. Either out-parameter may be NULL. VALUE for an
+ * unknown kind. Not for production use. */
+SW_API sw_error_t* sw_testing_fault_counts(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t* out_reached,
+                                           uint64_t* out_injected);
 /* Holds back the completion of the `nth` (1 = next) asynchronous storage
  * transfer of `kind` (SW_FAULT_READ or SW_FAULT_WRITE; one transfer is one
  * read or write the library starts on a storage carrier, however many
@@ -129,6 +154,17 @@ SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */
 SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame);
+/* The stored (compressed) bytes of a zstd carrier's frame `frame` and their
+ * count; buffer NULL (capacity 0) asks for the count only; with a too small
+ * buffer only *out_length, failing VALUE. INDEX past the last frame;
+ * UNSUPPORTED for other carriers. */
+SW_API sw_error_t* sw_testing_frame_bytes(const sw_carrier_t* carrier, size_t frame, void* buffer, size_t capacity,
+                                          size_t* out_length);
+/* Stores `length` raw bytes as a zstd carrier's frame `frame`, whatever they
+ * hold, so tests and fuzzers can hand the carrier any frame: the next read
+ * of the frame checks it as it checks every frame (a damaged one is
+ * DATA_CORRUPT). INDEX past the last frame; UNSUPPORTED for other carriers. */
+SW_API sw_error_t* sw_testing_replace_frame(sw_carrier_t* carrier, size_t frame, const void* bytes, size_t length);
 
 /* ------------------------------------------------------------------------ */
 /* Model-file header parsers and file I/O counters                           */

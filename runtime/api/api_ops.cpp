@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/handle.hpp"
+#include "api/versioned.hpp"
 #include "ops/ops.hpp"
 
 using namespace sw;
@@ -92,12 +93,9 @@ SW_API sw_error_t* sw_matmul_ex(sw_tensor_t* a, sw_tensor_t* b, const sw_matmul_
     require(out_result, "out_result");
     sw_matmul_desc_t d;
     sw_matmul_desc_init(&d);
-    if (desc) {
-      if (desc->struct_size < sizeof(uint32_t) || desc->struct_size > sizeof(sw_matmul_desc_t))
-        value_error("sw_matmul_ex: desc->struct_size " + std::to_string(desc->struct_size) +
-                    " is not a size this library knows; call sw_matmul_desc_init first");
-      std::memcpy(&d, desc, desc->struct_size);
-    }
+    // The one rule for versioned structs: a size that ends inside a field is
+    // not a version of the struct.
+    if (desc) d = struct_in(desc, d, "sw_matmul_ex: desc");
     const sw_dtype_t out = d.out_dtype == SW_DTYPE_INVALID ? ta->dtype() : d.out_dtype;
     *out_result = to_handle<sw_tensor_t>(ops::matmul(ta, tb, out));
   });

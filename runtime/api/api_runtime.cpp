@@ -46,6 +46,13 @@ SW_API sw_error_t* sw_runtime_create(const sw_runtime_desc_t* desc, sw_runtime_t
         value_error("sw_runtime_create: compute_threads " + std::to_string(d.compute_threads) + " exceeds 256");
       if (d.allocator && (!d.allocator->alloc || !d.allocator->free))
         value_error("sw_runtime_create: the allocator needs both alloc and free");
+      // Read as the integer the caller stored: a negative level is no value
+      // of sw_log_level_t in C++, so loading it as the enum is undefined.
+      int32_t level;
+      static_assert(sizeof level == sizeof d.log_level);
+      std::memcpy(&level, &d.log_level, sizeof level);
+      if (level < SW_LOG_DEBUG)
+        value_error("sw_runtime_create: log_level " + std::to_string(level) + " is negative (SW_LOG_DEBUG is 0)");
     }
     *out_runtime = to_handle<sw_runtime_t>(make_ref<Runtime>(d));
   });
@@ -89,6 +96,19 @@ SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_
     if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DIRECT_IO)
       value_error("sw_testing_inject_fault: unknown fault kind " + std::to_string(static_cast<int>(kind)));
     rt->arm_fault(static_cast<FaultKind>(kind), nth);
+  });
+}
+
+SW_API sw_error_t* sw_testing_fault_counts(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t* out_reached,
+                                           uint64_t* out_injected) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DIRECT_IO)
+      value_error("sw_testing_fault_counts: unknown fault kind " + std::to_string(static_cast<int>(kind)));
+    uint64_t reached = 0, injected = 0;
+    rt->fault_counts(static_cast<FaultKind>(kind), &reached, &injected);
+    if (out_reached) *out_reached = reached;
+    if (out_injected) *out_injected = injected;
   });
 }
 

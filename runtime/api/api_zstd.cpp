@@ -1,5 +1,8 @@
 #include <zstd.h>
 
+#include <cstring>
+#include <vector>
+
 #include "api/handle.hpp"
 #include "api/versioned.hpp"
 #include "strideweave/strideweave_testing.h"
@@ -8,6 +11,18 @@
 
 using namespace sw;
 using namespace sw::api;
+
+namespace {
+
+ZstdCarrier& zstd_arg(const sw_carrier_t* carrier, const char* what) {
+  Carrier* c = get<Carrier>(carrier, "carrier");
+  if (c->kind() != SW_CARRIER_ZSTD)
+    unsupported_error(std::string(what) + ": the " + c->kind_name() + " carrier has no zstd frames");
+  c->check_live(what);
+  return *static_cast<ZstdCarrier*>(c);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -55,6 +70,30 @@ SW_API sw_error_t* sw_testing_corrupt_frame(sw_carrier_t* carrier, size_t frame)
                         " carrier has no zstd frames");
     c->check_live("sw_testing_corrupt_frame");
     static_cast<ZstdCarrier*>(c)->corrupt_frame(frame);
+  });
+}
+
+SW_API sw_error_t* sw_testing_frame_bytes(const sw_carrier_t* carrier, size_t frame, void* buffer, size_t capacity,
+                                          size_t* out_length) {
+  return guard([&] {
+    ZstdCarrier& z = zstd_arg(carrier, "sw_testing_frame_bytes");
+    require(out_length, "out_length");
+    if (!buffer && capacity) value_error("sw_testing_frame_bytes: buffer is NULL with capacity " + std::to_string(capacity));
+    const std::vector<std::byte> bytes = z.frame_bytes(frame);
+    *out_length = bytes.size();
+    if (!buffer) return;  // the length only
+    if (capacity < bytes.size())
+      value_error("sw_testing_frame_bytes: frame " + std::to_string(frame) + " holds " + std::to_string(bytes.size()) +
+                  " bytes, the buffer " + std::to_string(capacity));
+    if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
+  });
+}
+
+SW_API sw_error_t* sw_testing_replace_frame(sw_carrier_t* carrier, size_t frame, const void* bytes, size_t length) {
+  return guard([&] {
+    ZstdCarrier& z = zstd_arg(carrier, "sw_testing_replace_frame");
+    if (!bytes && length) value_error("sw_testing_replace_frame: bytes is NULL with length " + std::to_string(length));
+    z.replace_frame(frame, static_cast<const std::byte*>(bytes), length);
   });
 }
 

@@ -175,22 +175,46 @@ size_t Runtime::process_events() {
 
 void Runtime::arm_fault(FaultKind kind, uint64_t nth) {
   std::lock_guard<std::mutex> lock(fault_mutex_);
-  fault_countdown_[static_cast<int>(kind)] = nth;
+  const int k = static_cast<int>(kind);
+  fault_countdown_[k] = nth;
+  fault_reached_[k] = 0;
+  const uint32_t bit = 1u << k;
+  if (nth)
+    fault_armed_.fetch_or(bit, std::memory_order_relaxed);
+  else
+    fault_armed_.fetch_and(~bit, std::memory_order_relaxed);
+}
+
+void Runtime::fault_counts(FaultKind kind, uint64_t* reached, uint64_t* injected) {
+  std::lock_guard<std::mutex> lock(fault_mutex_);
+  *reached = fault_reached_[static_cast<int>(kind)];
+  *injected = fault_injected_[static_cast<int>(kind)];
 }
 
 bool Runtime::fault_fires(FaultKind kind) {
+  if (fault_armed_.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<std::mutex> lock(fault_mutex_);
-  uint64_t& c = fault_countdown_[static_cast<int>(kind)];
-  return c != 0 && --c == 0;
+  const int k = static_cast<int>(kind);
+  uint64_t& c = fault_countdown_[k];
+  if (c == 0) return false;
+  ++fault_reached_[k];
+  if (--c != 0) return false;
+  ++fault_injected_[k];
+  fault_armed_.fetch_and(~(1u << k), std::memory_order_relaxed);
+  return true;
 }
 
-void Runtime::check_fault(FaultKind kind, const char* what) {
+void Runtime::check_armed_fault(FaultKind kind, const char* what) {
   if (!fault_fires(kind)) return;
   switch (kind) {
     case FaultKind::kAllocation: throw_error(SW_ERROR_OUT_OF_MEMORY, std::string("injected allocation failure: ") + what);
     case FaultKind::kRead: throw_error(SW_ERROR_IO, std::string("injected read failure: ") + what);
     case FaultKind::kWrite: throw_error(SW_ERROR_IO, std::string("injected write failure: ") + what);
     case FaultKind::kDecompress: throw_error(SW_ERROR_DATA_CORRUPT, std::string("injected decompression failure: ") + what);
+    case FaultKind::kDeviceAllocation:
+      throw_error(SW_ERROR_OUT_OF_MEMORY, std::string("injected device allocation failure: ") + what);
+    case FaultKind::kDeviceCopy: throw_error(SW_ERROR_IO, std::string("injected device copy failure: ") + what);
+    case FaultKind::kDeviceLost: throw_error(SW_ERROR_DEVICE_LOST, std::string("injected device loss: ") + what);
     case FaultKind::kDirectIo: return;  // a refusal, handled where it fires
   }
 }

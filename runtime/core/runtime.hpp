@@ -22,7 +22,17 @@ class Loop;
 class WorkerPool;
 class Await;
 
-enum class FaultKind { kAllocation = 1, kRead = 2, kWrite = 3, kDecompress = 4, kDirectIo = 5 };
+enum class FaultKind {
+  kAllocation = 1,
+  kRead = 2,
+  kWrite = 3,
+  kDecompress = 4,
+  kDeviceAllocation = 5,
+  kDeviceCopy = 6,
+  kDeviceLost = 7,
+  kDirectIo = 8,
+};
+constexpr int kFaultKinds = 9;  // one past the largest FaultKind
 
 // Asynchronous work tracked by the runtime from submission to its terminal
 // state. start() and cancel() run on the loop thread.
@@ -70,9 +80,15 @@ class Runtime final : public CompletionHost {
   int event_fd() const { return event_fd_; }
   size_t process_events();
 
-  // Fault injection: throws the fault's error if this operation is the armed one.
+  // Fault injection: throws the fault's error if this operation is the armed
+  // one. Costs one relaxed load while no kind is armed.
   void arm_fault(FaultKind kind, uint64_t nth);
-  void check_fault(FaultKind kind, const char* what);
+  void check_fault(FaultKind kind, const char* what) {
+    if (fault_armed_.load(std::memory_order_relaxed) != 0) check_armed_fault(kind, what);
+  }
+  // Operations of `kind` reached since it was last armed (counted while it
+  // is armed), and faults of `kind` injected since the runtime was made.
+  void fault_counts(FaultKind kind, uint64_t* reached, uint64_t* injected);
   // Whether this operation is the armed one, for faults that are not errors
   // (kDirectIo: the caller acts as if O_DIRECT were refused).
   bool fault_fires(FaultKind kind);
@@ -109,12 +125,16 @@ class Runtime final : public CompletionHost {
   std::mutex events_mutex_;
   std::deque<Ref<Await>> owed_;
 
+  void check_armed_fault(FaultKind kind, const char* what);
+  std::atomic<uint32_t> fault_armed_{0};  // bit k: kind k is armed
   std::mutex fault_mutex_;
-  uint64_t fault_countdown_[6] = {0, 0, 0, 0, 0, 0};
+  uint64_t fault_countdown_[kFaultKinds] = {};
+  uint64_t fault_reached_[kFaultKinds] = {};
+  uint64_t fault_injected_[kFaultKinds] = {};
 
   std::mutex hold_mutex_;
   std::condition_variable hold_cv_;
-  uint64_t hold_countdown_[5] = {0, 0, 0, 0, 0};
+  uint64_t hold_countdown_[kFaultKinds] = {};
   std::function<void(Status)> held_done_;  // set once the held completion arrived
   Status held_status_;
 };

@@ -18,6 +18,7 @@ uint64_t Device::generation() const { return generation_.load(std::memory_order_
 template <typename F>
 auto Device::call(F&& f) -> decltype(f()) {
   try {
+    runtime_->check_fault(FaultKind::kDeviceLost, "device call");
     return f();
   } catch (const Error& e) {
     if (e.code() == SW_ERROR_DEVICE_LOST) restart_locked();
@@ -75,6 +76,7 @@ Ref<DeviceAllocation> Device::allocate(const ObjectSpec& spec, uint64_t extent, 
     value_error("sw_device_alloc: extent " + std::to_string(extent) + " is smaller than the object's " +
                 std::to_string(need) + " bytes");
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  runtime_->check_fault(FaultKind::kDeviceAllocation, "device allocation");
   const uint64_t id = next_allocation_++;
   call([&] { backend_->allocate(id, extent, spec.alignment, options); });
   return make_ref<DeviceAllocation>(Ref<Device>(this), generation_.load(), id, spec, extent);
@@ -114,6 +116,7 @@ sw_copy_event_t Device::copy(DeviceAllocation& a, bool to_device, uint64_t offse
   std::unique_lock<std::recursive_mutex> lock(mutex_);
   check_generation_locked(a.generation_, what);
   if (a.freed_) state_error(std::string(what) + ": the allocation was freed");
+  runtime_->check_fault(FaultKind::kDeviceCopy, what);
   sw_copy_event_t ev{sizeof(sw_copy_event_t), generation_, next_event_++};
   if (!async) {
     call([&] {

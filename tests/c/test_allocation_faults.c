@@ -249,6 +249,25 @@ static void tiled_creation(void** state) {
   sw_carrier_release(secondary);
 }
 
+/* An armed fault belongs to its runtime: another runtime in the process
+ * allocates as usual, and the armed one still fails its own next allocation. */
+static void faults_stay_in_their_runtime(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_runtime_t* other = NULL;
+  SW_OK_(sw_runtime_create(NULL, &other));
+  SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 1));
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_cpu(other, SW_DTYPE_F32, 16, &c));
+  sw_carrier_release(c);
+  uint64_t reached = 99, injected = 99;
+  SW_OK_(sw_testing_fault_counts(other, SW_FAULT_ALLOCATION, &reached, &injected));
+  assert_int_equal(injected, 0);
+  c = SENTINEL;
+  SW_FAILS(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 16, &c), SW_ERROR_OUT_OF_MEMORY, "injected");
+  assert_ptr_equal(c, SENTINEL);
+  sw_runtime_release(other);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(memory_carriers),
@@ -257,6 +276,7 @@ int main(void) {
       cmocka_unit_test(nth_creation_fails),
       cmocka_unit_test(argument_errors_come_first),
       cmocka_unit_test(tiled_creation),
+      cmocka_unit_test(faults_stay_in_their_runtime),
   };
   return cmocka_run_group_tests(tests, sw_test_runtime_setup, sw_test_runtime_teardown);
 }

@@ -328,6 +328,15 @@ static void matmul_errors(void** state) {
   sw_matmul_desc_init(&desc);
   desc.struct_size = 1000;
   SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_VALUE, "struct_size");
+  /* Sizes that end inside a field, or before the first, are no version of
+   * the struct either (found by tests/fuzz/fuzz_descriptors.c). */
+  const uint32_t partial[] = {0, 4, 5, 6, 7, (uint32_t)sizeof(sw_matmul_desc_t) - 1};
+  for (size_t i = 0; i < sizeof partial / sizeof partial[0]; ++i) {
+    sw_matmul_desc_init(&desc);
+    desc.struct_size = partial[i];
+    SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, &r), SW_ERROR_VALUE, "struct_size");
+  }
+  sw_matmul_desc_init(&desc);
   SW_FAILS(sw_matmul_ex(a.t, b32.t, &desc, NULL), SW_ERROR_VALUE, NULL);
   assert_null(r);
   operand* all[] = {&a, &b, &v3, &v4, &ba, &bb, &s0, &a64, &b16, &bbf, &ai, &bi, &b32, &b64, &h16, &hbf};

@@ -120,6 +120,29 @@ static void bad_struct_size_is_value(void** state) {
   }
 }
 
+/* A negative log level is refused (it is no value of the enum in C++, so the
+ * library must not load it as one); a level above SW_LOG_ERROR reports
+ * nothing and is accepted. Found by the descriptors fuzz target under clang's
+ * UndefinedBehaviorSanitizer. */
+static void negative_log_level_is_value(void** state) {
+  (void)state;
+  const int32_t bad[] = {-1, -2, INT32_MIN};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    sw_runtime_desc_t d;
+    sw_runtime_desc_init(&d);
+    memcpy(&d.log_level, &bad[i], sizeof bad[i]);
+    sw_runtime_t* rt = (sw_runtime_t*)(uintptr_t)0x5151;
+    SW_FAILS(sw_runtime_create(&d, &rt), SW_ERROR_VALUE, "log_level");
+    assert_ptr_equal(rt, (sw_runtime_t*)(uintptr_t)0x5151);
+  }
+  sw_runtime_desc_t d;
+  sw_runtime_desc_init(&d);
+  d.log_level = (sw_log_level_t)4;
+  sw_runtime_t* rt = NULL;
+  SW_OK_(sw_runtime_create(&d, &rt));
+  sw_runtime_release(rt);
+}
+
 static void null_out_runtime_is_value(void** state) {
   (void)state;
   SW_FAILS(sw_runtime_create(NULL, NULL), SW_ERROR_VALUE, "out_runtime");
@@ -534,6 +557,7 @@ int main(void) {
       cmocka_unit_test(create_with_null_desc),
       cmocka_unit_test(create_with_desc_threads),
       cmocka_unit_test(bad_struct_size_is_value),
+      cmocka_unit_test(negative_log_level_is_value),
       cmocka_unit_test(null_out_runtime_is_value),
       cmocka_unit_test(retain_release_runtime),
       cmocka_unit_test(allocator_serves_cpu_carriers),

@@ -12,7 +12,15 @@
 // at 1, so libgomp never starts a team; the caller's setting is restored.
 #include "carriers/cpu/gemm.hpp"
 
+// GCC ships omp.h; clang (the fuzzing build) finds it only with LLVM's
+// OpenMP installed. The two calls below are the standard OpenMP API, which
+// libgomp exports, so they are declared here when the header is missing.
+#if __has_include(<omp.h>)
 #include <omp.h>
+#else
+extern "C" int omp_get_max_threads(void);
+extern "C" void omp_set_num_threads(int);
+#endif
 
 #include <algorithm>
 #include <bit>

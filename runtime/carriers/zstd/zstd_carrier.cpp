@@ -377,6 +377,30 @@ void ZstdCarrier::corrupt_frame(size_t frame) {
   frames_[frame] = std::move(damaged);
 }
 
+std::vector<std::byte> ZstdCarrier::frame_bytes(size_t frame) const {
+  std::shared_lock<std::shared_mutex> lock(table_mutex_);
+  if (frame >= frames_.size())
+    index_error("frame " + std::to_string(frame) + " is outside the Zstd carrier's " + std::to_string(frames_.size()) +
+                " frames");
+  const Frame& f = *frames_[frame];
+  return std::vector<std::byte>(f.data, f.data + f.size);
+}
+
+void ZstdCarrier::replace_frame(size_t frame, const std::byte* bytes, size_t length) {
+  auto raw = std::make_shared<Frame>();
+  raw->data = static_cast<std::byte*>(std::malloc(length ? length : 1));
+  if (!raw->data) throw std::bad_alloc();
+  if (length) std::memcpy(raw->data, bytes, length);
+  raw->size = length;
+  std::unique_lock<std::shared_mutex> lock(table_mutex_);
+  if (frame >= frames_.size())
+    index_error("frame " + std::to_string(frame) + " is outside the Zstd carrier's " + std::to_string(frames_.size()) +
+                " frames");
+  stored_bytes_ += length;
+  stored_bytes_ -= frames_[frame]->size;
+  frames_[frame] = std::move(raw);
+}
+
 void ZstdCarrier::dispose_storage() {
   std::vector<FramePtr> gone;
   uint64_t bytes = 0;

@@ -116,6 +116,11 @@ class ZstdCarrier final : public Carrier {
   // payload (clear of the frame header), so its next decompression fails
   // its checksum. INDEX if there is no such frame.
   void corrupt_frame(size_t frame);
+  // Testing: the stored bytes of frame `frame`, and storing `length` raw
+  // bytes in its place (whatever they hold: the next read of the frame
+  // checks them as it checks any frame). INDEX if there is no such frame.
+  std::vector<std::byte> frame_bytes(size_t frame) const;
+  void replace_frame(size_t frame, const std::byte* bytes, size_t length);
 
  protected:
   void issue_read(size_t first, size_t count, std::byte* dst, IoDone done) override;
