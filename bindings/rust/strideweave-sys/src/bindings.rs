@@ -97,12 +97,36 @@ pub struct sw_external_memory_desc_t {
 pub struct sw_tensor_t {
     _unused: [u8; 0],
 }
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct sw_random_distribution_t(pub ::std::os::raw::c_uint);
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sw_random_desc_t {
+    pub struct_size: u32,
+    pub distribution: sw_random_distribution_t,
+    pub dtype: sw_dtype_t,
+    pub seed: u64,
+    pub low: f64,
+    pub high: f64,
+    pub mean: f64,
+    pub stddev: f64,
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct sw_matmul_desc_t {
     pub struct_size: u32,
     pub out_dtype: sw_dtype_t,
 }
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct sw_unary_op_t(pub ::std::os::raw::c_uint);
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct sw_binary_op_t(pub ::std::os::raw::c_uint);
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct sw_reduce_op_t(pub ::std::os::raw::c_uint);
 #[repr(C)]
 #[derive(Debug)]
 pub struct sw_await_t {
@@ -141,6 +165,39 @@ pub struct sw_zstd_carrier_desc_t {
     pub level: i32,
     pub frame_elements: usize,
     pub shuffle: i32,
+}
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct sw_file_order_t(pub ::std::os::raw::c_uint);
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sw_file_tensor_info_t {
+    pub struct_size: u32,
+    pub dtype: sw_dtype_t,
+    pub rank: usize,
+    pub shape: [i64; 16usize],
+    pub order: sw_file_order_t,
+    pub data_offset: u64,
+    pub data_bytes: u64,
+    pub segments: usize,
+    pub logical_shape: [i64; 16usize],
+    pub grid_shape: [i64; 16usize],
+    pub tile_shape: [i64; 16usize],
+    pub permutation: [usize; 16usize],
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct sw_file_segment_t {
+    pub byte_offset: u64,
+    pub count: usize,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sw_safetensors_save_desc_t {
+    pub struct_size: u32,
+    pub metadata_keys: *const *const ::std::os::raw::c_char,
+    pub metadata_values: *const *const ::std::os::raw::c_char,
+    pub metadata_count: usize,
 }
 #[repr(C)]
 #[derive(Debug)]
@@ -380,6 +437,20 @@ const _: () = {
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
+    ["Size of sw_random_desc_t"][::std::mem::size_of::<sw_random_desc_t>() - 56usize];
+    ["Alignment of sw_random_desc_t"][::std::mem::align_of::<sw_random_desc_t>() - 8usize];
+    ["Offset of field: sw_random_desc_t::struct_size"][::std::mem::offset_of!(sw_random_desc_t, struct_size) - 0usize];
+    ["Offset of field: sw_random_desc_t::distribution"]
+        [::std::mem::offset_of!(sw_random_desc_t, distribution) - 4usize];
+    ["Offset of field: sw_random_desc_t::dtype"][::std::mem::offset_of!(sw_random_desc_t, dtype) - 8usize];
+    ["Offset of field: sw_random_desc_t::seed"][::std::mem::offset_of!(sw_random_desc_t, seed) - 16usize];
+    ["Offset of field: sw_random_desc_t::low"][::std::mem::offset_of!(sw_random_desc_t, low) - 24usize];
+    ["Offset of field: sw_random_desc_t::high"][::std::mem::offset_of!(sw_random_desc_t, high) - 32usize];
+    ["Offset of field: sw_random_desc_t::mean"][::std::mem::offset_of!(sw_random_desc_t, mean) - 40usize];
+    ["Offset of field: sw_random_desc_t::stddev"][::std::mem::offset_of!(sw_random_desc_t, stddev) - 48usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
     ["Size of sw_matmul_desc_t"][::std::mem::size_of::<sw_matmul_desc_t>() - 8usize];
     ["Alignment of sw_matmul_desc_t"][::std::mem::align_of::<sw_matmul_desc_t>() - 4usize];
     ["Offset of field: sw_matmul_desc_t::struct_size"][::std::mem::offset_of!(sw_matmul_desc_t, struct_size) - 0usize];
@@ -424,6 +495,52 @@ const _: () = {
         [::std::mem::offset_of!(sw_zstd_carrier_desc_t, frame_elements) - 8usize];
     ["Offset of field: sw_zstd_carrier_desc_t::shuffle"]
         [::std::mem::offset_of!(sw_zstd_carrier_desc_t, shuffle) - 16usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_file_tensor_info_t"][::std::mem::size_of::<sw_file_tensor_info_t>() - 688usize];
+    ["Alignment of sw_file_tensor_info_t"][::std::mem::align_of::<sw_file_tensor_info_t>() - 8usize];
+    ["Offset of field: sw_file_tensor_info_t::struct_size"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, struct_size) - 0usize];
+    ["Offset of field: sw_file_tensor_info_t::dtype"][::std::mem::offset_of!(sw_file_tensor_info_t, dtype) - 4usize];
+    ["Offset of field: sw_file_tensor_info_t::rank"][::std::mem::offset_of!(sw_file_tensor_info_t, rank) - 8usize];
+    ["Offset of field: sw_file_tensor_info_t::shape"][::std::mem::offset_of!(sw_file_tensor_info_t, shape) - 16usize];
+    ["Offset of field: sw_file_tensor_info_t::order"][::std::mem::offset_of!(sw_file_tensor_info_t, order) - 144usize];
+    ["Offset of field: sw_file_tensor_info_t::data_offset"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, data_offset) - 152usize];
+    ["Offset of field: sw_file_tensor_info_t::data_bytes"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, data_bytes) - 160usize];
+    ["Offset of field: sw_file_tensor_info_t::segments"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, segments) - 168usize];
+    ["Offset of field: sw_file_tensor_info_t::logical_shape"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, logical_shape) - 176usize];
+    ["Offset of field: sw_file_tensor_info_t::grid_shape"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, grid_shape) - 304usize];
+    ["Offset of field: sw_file_tensor_info_t::tile_shape"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, tile_shape) - 432usize];
+    ["Offset of field: sw_file_tensor_info_t::permutation"]
+        [::std::mem::offset_of!(sw_file_tensor_info_t, permutation) - 560usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_file_segment_t"][::std::mem::size_of::<sw_file_segment_t>() - 16usize];
+    ["Alignment of sw_file_segment_t"][::std::mem::align_of::<sw_file_segment_t>() - 8usize];
+    ["Offset of field: sw_file_segment_t::byte_offset"]
+        [::std::mem::offset_of!(sw_file_segment_t, byte_offset) - 0usize];
+    ["Offset of field: sw_file_segment_t::count"][::std::mem::offset_of!(sw_file_segment_t, count) - 8usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_safetensors_save_desc_t"][::std::mem::size_of::<sw_safetensors_save_desc_t>() - 32usize];
+    ["Alignment of sw_safetensors_save_desc_t"][::std::mem::align_of::<sw_safetensors_save_desc_t>() - 8usize];
+    ["Offset of field: sw_safetensors_save_desc_t::struct_size"]
+        [::std::mem::offset_of!(sw_safetensors_save_desc_t, struct_size) - 0usize];
+    ["Offset of field: sw_safetensors_save_desc_t::metadata_keys"]
+        [::std::mem::offset_of!(sw_safetensors_save_desc_t, metadata_keys) - 8usize];
+    ["Offset of field: sw_safetensors_save_desc_t::metadata_values"]
+        [::std::mem::offset_of!(sw_safetensors_save_desc_t, metadata_values) - 16usize];
+    ["Offset of field: sw_safetensors_save_desc_t::metadata_count"]
+        [::std::mem::offset_of!(sw_safetensors_save_desc_t, metadata_count) - 24usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -617,6 +734,20 @@ impl Default for sw_external_memory_desc_t {
         }
     }
 }
+impl sw_random_distribution_t {
+    pub const SW_RANDOM_UNIFORM: sw_random_distribution_t = sw_random_distribution_t(1);
+    pub const SW_RANDOM_NORMAL: sw_random_distribution_t = sw_random_distribution_t(2);
+    pub const SW_RANDOM_DISTRIBUTION_FORCE32: sw_random_distribution_t = sw_random_distribution_t(2147483647);
+}
+impl Default for sw_random_desc_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 impl Default for sw_matmul_desc_t {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
@@ -625,6 +756,43 @@ impl Default for sw_matmul_desc_t {
             s.assume_init()
         }
     }
+}
+impl sw_unary_op_t {
+    pub const SW_UNARY_NEG: sw_unary_op_t = sw_unary_op_t(1);
+    pub const SW_UNARY_ABS: sw_unary_op_t = sw_unary_op_t(2);
+    pub const SW_UNARY_EXP: sw_unary_op_t = sw_unary_op_t(3);
+    pub const SW_UNARY_LOG: sw_unary_op_t = sw_unary_op_t(4);
+    pub const SW_UNARY_SQRT: sw_unary_op_t = sw_unary_op_t(5);
+    pub const SW_UNARY_RSQRT: sw_unary_op_t = sw_unary_op_t(6);
+    pub const SW_UNARY_SILU: sw_unary_op_t = sw_unary_op_t(7);
+    pub const SW_UNARY_GELU: sw_unary_op_t = sw_unary_op_t(8);
+    pub const SW_UNARY_SIGMOID: sw_unary_op_t = sw_unary_op_t(9);
+    pub const SW_UNARY_TANH: sw_unary_op_t = sw_unary_op_t(10);
+    pub const SW_UNARY_RELU: sw_unary_op_t = sw_unary_op_t(11);
+    pub const SW_UNARY_OP_FORCE32: sw_unary_op_t = sw_unary_op_t(2147483647);
+}
+impl sw_binary_op_t {
+    pub const SW_BINARY_ADD: sw_binary_op_t = sw_binary_op_t(1);
+    pub const SW_BINARY_SUB: sw_binary_op_t = sw_binary_op_t(2);
+    pub const SW_BINARY_MUL: sw_binary_op_t = sw_binary_op_t(3);
+    pub const SW_BINARY_DIV: sw_binary_op_t = sw_binary_op_t(4);
+    pub const SW_BINARY_POW: sw_binary_op_t = sw_binary_op_t(5);
+    pub const SW_BINARY_MAXIMUM: sw_binary_op_t = sw_binary_op_t(6);
+    pub const SW_BINARY_MINIMUM: sw_binary_op_t = sw_binary_op_t(7);
+    pub const SW_BINARY_EQ: sw_binary_op_t = sw_binary_op_t(8);
+    pub const SW_BINARY_NE: sw_binary_op_t = sw_binary_op_t(9);
+    pub const SW_BINARY_LT: sw_binary_op_t = sw_binary_op_t(10);
+    pub const SW_BINARY_LE: sw_binary_op_t = sw_binary_op_t(11);
+    pub const SW_BINARY_GT: sw_binary_op_t = sw_binary_op_t(12);
+    pub const SW_BINARY_GE: sw_binary_op_t = sw_binary_op_t(13);
+    pub const SW_BINARY_OP_FORCE32: sw_binary_op_t = sw_binary_op_t(2147483647);
+}
+impl sw_reduce_op_t {
+    pub const SW_REDUCE_SUM: sw_reduce_op_t = sw_reduce_op_t(1);
+    pub const SW_REDUCE_MEAN: sw_reduce_op_t = sw_reduce_op_t(2);
+    pub const SW_REDUCE_MAX: sw_reduce_op_t = sw_reduce_op_t(3);
+    pub const SW_REDUCE_MIN: sw_reduce_op_t = sw_reduce_op_t(4);
+    pub const SW_REDUCE_OP_FORCE32: sw_reduce_op_t = sw_reduce_op_t(2147483647);
 }
 impl sw_await_kind_t {
     pub const SW_AWAIT_MOVE: sw_await_kind_t = sw_await_kind_t(1);
@@ -653,6 +821,29 @@ impl Default for sw_await_callback_info_t {
     }
 }
 impl Default for sw_file_carrier_desc_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl sw_file_order_t {
+    pub const SW_FILE_ORDER_ROW_MAJOR: sw_file_order_t = sw_file_order_t(1);
+    pub const SW_FILE_ORDER_FIRST_MODE_FASTEST: sw_file_order_t = sw_file_order_t(2);
+    pub const SW_FILE_ORDER_FORCE32: sw_file_order_t = sw_file_order_t(2147483647);
+}
+impl Default for sw_file_tensor_info_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for sw_safetensors_save_desc_t {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
         unsafe {
@@ -886,6 +1077,30 @@ unsafe extern "C" {
         rank: usize,
         out_tensor: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
+    pub fn sw_tensor_full(
+        runtime: *mut sw_runtime_t,
+        dtype: sw_dtype_t,
+        extents: *const i64,
+        rank: usize,
+        value: f64,
+        out_tensor: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_arange(
+        runtime: *mut sw_runtime_t,
+        dtype: sw_dtype_t,
+        start: f64,
+        stop: f64,
+        step: f64,
+        out_tensor: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_random_desc_init(desc: *mut sw_random_desc_t);
+    pub fn sw_tensor_random(
+        runtime: *mut sw_runtime_t,
+        desc: *const sw_random_desc_t,
+        extents: *const i64,
+        rank: usize,
+        out_tensor: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
     pub fn sw_tensor_retain(tensor: *mut sw_tensor_t);
     pub fn sw_tensor_release(tensor: *mut sw_tensor_t);
     pub fn sw_tensor_carrier(tensor: *const sw_tensor_t, out_carrier: *mut *mut sw_carrier_t) -> *mut sw_error_t;
@@ -925,6 +1140,62 @@ unsafe extern "C" {
         axis1: usize,
         out_view: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
+    pub fn sw_tensor_reshape(
+        tensor: *mut sw_tensor_t,
+        extents: *const i64,
+        rank: usize,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_view(
+        tensor: *mut sw_tensor_t,
+        extents: *const i64,
+        rank: usize,
+        out_view: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_flatten(
+        tensor: *mut sw_tensor_t,
+        start_axis: i64,
+        end_axis: i64,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_unsqueeze(tensor: *mut sw_tensor_t, axis: i64, out_view: *mut *mut sw_tensor_t)
+        -> *mut sw_error_t;
+    pub fn sw_tensor_squeeze(
+        tensor: *mut sw_tensor_t,
+        axes: *const i64,
+        count: usize,
+        out_view: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_expand(
+        tensor: *mut sw_tensor_t,
+        extents: *const i64,
+        rank: usize,
+        out_view: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_slice(
+        tensor: *mut sw_tensor_t,
+        axis: i64,
+        start: i64,
+        stop: i64,
+        step: i64,
+        out_view: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_select(
+        tensor: *mut sw_tensor_t,
+        axis: i64,
+        index: i64,
+        out_view: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_contiguous(tensor: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_tensor_clone(tensor: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_tensor_detach(tensor: *mut sw_tensor_t, out_view: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_tensor_to_dtype(
+        tensor: *mut sw_tensor_t,
+        dtype: sw_dtype_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tensor_fill(tensor: *mut sw_tensor_t, value: f64) -> *mut sw_error_t;
+    pub fn sw_tensor_copy_from(destination: *mut sw_tensor_t, source: *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_add(a: *mut sw_tensor_t, b: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_elementwise_mul(
         a: *mut sw_tensor_t,
@@ -948,6 +1219,96 @@ unsafe extern "C" {
         a: *mut sw_tensor_t,
         b: *mut sw_tensor_t,
         desc: *const sw_matmul_desc_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_unary(op: sw_unary_op_t, a: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_binary(
+        op: sw_binary_op_t,
+        a: *mut sw_tensor_t,
+        b: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_binary_scalar(
+        op: sw_binary_op_t,
+        a: *mut sw_tensor_t,
+        scalar: f64,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_scalar_binary(
+        op: sw_binary_op_t,
+        scalar: f64,
+        b: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_binary_inplace(op: sw_binary_op_t, a: *mut sw_tensor_t, b: *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_binary_scalar_inplace(op: sw_binary_op_t, a: *mut sw_tensor_t, scalar: f64) -> *mut sw_error_t;
+    pub fn sw_where(
+        condition: *mut sw_tensor_t,
+        a: *mut sw_tensor_t,
+        b: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_reduce(
+        op: sw_reduce_op_t,
+        a: *mut sw_tensor_t,
+        axes: *const i64,
+        count: usize,
+        keepdims: bool,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_reduce_index(
+        op: sw_reduce_op_t,
+        a: *mut sw_tensor_t,
+        axis: i64,
+        keepdims: bool,
+        out_values: *mut *mut sw_tensor_t,
+        out_indices: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_softmax(a: *mut sw_tensor_t, axis: i64, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_log_softmax(a: *mut sw_tensor_t, axis: i64, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_topk(
+        a: *mut sw_tensor_t,
+        k: i64,
+        axis: i64,
+        out_values: *mut *mut sw_tensor_t,
+        out_indices: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_index_select(
+        a: *mut sw_tensor_t,
+        axis: i64,
+        index: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_gather(
+        a: *mut sw_tensor_t,
+        axis: i64,
+        index: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_index_add(
+        a: *mut sw_tensor_t,
+        axis: i64,
+        index: *mut sw_tensor_t,
+        source: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_scatter_add(
+        a: *mut sw_tensor_t,
+        axis: i64,
+        index: *mut sw_tensor_t,
+        source: *mut sw_tensor_t,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_cat(
+        tensors: *const *mut sw_tensor_t,
+        count: usize,
+        axis: i64,
+        out_result: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_stack(
+        tensors: *const *mut sw_tensor_t,
+        count: usize,
+        axis: i64,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
     pub fn sw_is_grad_enabled() -> bool;
@@ -1005,6 +1366,66 @@ unsafe extern "C" {
         out_carrier: *mut *mut sw_carrier_t,
     ) -> *mut sw_error_t;
     pub fn sw_carrier_stored_bytes(carrier: *const sw_carrier_t, out_bytes: *mut u64) -> *mut sw_error_t;
+    pub fn sw_file_tensor_info_init(info: *mut sw_file_tensor_info_t);
+    pub fn sw_file_tensor_view(
+        tensor: *mut sw_tensor_t,
+        info: *const sw_file_tensor_info_t,
+        out_view: *mut *mut sw_tensor_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_file_segments(
+        runtime: *mut sw_runtime_t,
+        dtype: sw_dtype_t,
+        path: *const ::std::os::raw::c_char,
+        segments: *const sw_file_segment_t,
+        count: usize,
+        desc: *const sw_file_carrier_desc_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_npy(
+        runtime: *mut sw_runtime_t,
+        path: *const ::std::os::raw::c_char,
+        desc: *const sw_file_carrier_desc_t,
+        out_info: *mut sw_file_tensor_info_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_safetensors(
+        runtime: *mut sw_runtime_t,
+        path: *const ::std::os::raw::c_char,
+        name: *const ::std::os::raw::c_char,
+        desc: *const sw_file_carrier_desc_t,
+        out_info: *mut sw_file_tensor_info_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_safetensors_stack(
+        runtime: *mut sw_runtime_t,
+        path: *const ::std::os::raw::c_char,
+        names: *const *const ::std::os::raw::c_char,
+        count: usize,
+        desc: *const sw_file_carrier_desc_t,
+        out_info: *mut sw_file_tensor_info_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_raw_tensor(
+        runtime: *mut sw_runtime_t,
+        path: *const ::std::os::raw::c_char,
+        dtype: sw_dtype_t,
+        byte_offset: u64,
+        shape: *const i64,
+        rank: usize,
+        order: sw_file_order_t,
+        desc: *const sw_file_carrier_desc_t,
+        out_info: *mut sw_file_tensor_info_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_safetensors_save_desc_init(desc: *mut sw_safetensors_save_desc_t);
+    pub fn sw_save_safetensors(
+        path: *const ::std::os::raw::c_char,
+        names: *const *const ::std::os::raw::c_char,
+        tensors: *const *mut sw_tensor_t,
+        count: usize,
+        desc: *const sw_safetensors_save_desc_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_save_npy(path: *const ::std::os::raw::c_char, tensor: *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_tile_set_create(
         coords: *const i64,
         count: usize,
@@ -1153,6 +1574,15 @@ unsafe extern "C" {
         compact: *mut sw_tensor_t,
         selection: *const sw_tile_selection_t,
         reduction: sw_scatter_reduction_t,
+        out_await: *mut *mut sw_await_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_tiled_expert_matmul(
+        tiled: *mut sw_carrier_t,
+        experts: *mut sw_tensor_t,
+        x: *mut sw_tensor_t,
+        ids: *mut sw_tensor_t,
+        gates: *mut sw_tensor_t,
+        desc: *const sw_matmul_desc_t,
         out_await: *mut *mut sw_await_t,
     ) -> *mut sw_error_t;
     pub fn sw_object_spec_init(spec: *mut sw_object_spec_t);

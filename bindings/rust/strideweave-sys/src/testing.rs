@@ -23,6 +23,15 @@ pub struct sw_vulkan_counters_t {
     pub buffers_made: u64,
     pub buffers_reused: u64,
 }
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct sw_file_io_stats_t {
+    pub struct_size: u32,
+    pub direct_bytes: u64,
+    pub bounce_bytes: u64,
+    pub buffered_bytes: u64,
+    pub direct_open: bool,
+}
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_vulkan_counters_t"][::std::mem::size_of::<sw_vulkan_counters_t>() - 72usize];
@@ -44,6 +53,21 @@ const _: () = {
     ["Offset of field: sw_vulkan_counters_t::buffers_reused"]
         [::std::mem::offset_of!(sw_vulkan_counters_t, buffers_reused) - 64usize];
 };
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_file_io_stats_t"][::std::mem::size_of::<sw_file_io_stats_t>() - 40usize];
+    ["Alignment of sw_file_io_stats_t"][::std::mem::align_of::<sw_file_io_stats_t>() - 8usize];
+    ["Offset of field: sw_file_io_stats_t::struct_size"]
+        [::std::mem::offset_of!(sw_file_io_stats_t, struct_size) - 0usize];
+    ["Offset of field: sw_file_io_stats_t::direct_bytes"]
+        [::std::mem::offset_of!(sw_file_io_stats_t, direct_bytes) - 8usize];
+    ["Offset of field: sw_file_io_stats_t::bounce_bytes"]
+        [::std::mem::offset_of!(sw_file_io_stats_t, bounce_bytes) - 16usize];
+    ["Offset of field: sw_file_io_stats_t::buffered_bytes"]
+        [::std::mem::offset_of!(sw_file_io_stats_t, buffered_bytes) - 24usize];
+    ["Offset of field: sw_file_io_stats_t::direct_open"]
+        [::std::mem::offset_of!(sw_file_io_stats_t, direct_open) - 32usize];
+};
 impl sw_fake_failure_t {
     pub const SW_FAKE_FAIL_ALLOCATION: sw_fake_failure_t = sw_fake_failure_t(1);
     pub const SW_FAKE_FAIL_COPY: sw_fake_failure_t = sw_fake_failure_t(2);
@@ -56,6 +80,10 @@ impl sw_fault_kind_t {
     pub const SW_FAULT_READ: sw_fault_kind_t = sw_fault_kind_t(2);
     pub const SW_FAULT_WRITE: sw_fault_kind_t = sw_fault_kind_t(3);
     pub const SW_FAULT_DECOMPRESS: sw_fault_kind_t = sw_fault_kind_t(4);
+    pub const SW_FAULT_DEVICE_ALLOCATION: sw_fault_kind_t = sw_fault_kind_t(5);
+    pub const SW_FAULT_DEVICE_COPY: sw_fault_kind_t = sw_fault_kind_t(6);
+    pub const SW_FAULT_DEVICE_LOST: sw_fault_kind_t = sw_fault_kind_t(7);
+    pub const SW_FAULT_DIRECT_IO: sw_fault_kind_t = sw_fault_kind_t(8);
     pub const SW_FAULT_KIND_FORCE32: sw_fault_kind_t = sw_fault_kind_t(2147483647);
 }
 unsafe extern "C" {
@@ -79,8 +107,46 @@ unsafe extern "C" {
         out_counters: *mut sw_vulkan_counters_t,
     ) -> *mut sw_error_t;
     pub fn sw_testing_inject_fault(runtime: *mut sw_runtime_t, kind: sw_fault_kind_t, nth: u64) -> *mut sw_error_t;
+    pub fn sw_testing_fault_counts(
+        runtime: *mut sw_runtime_t,
+        kind: sw_fault_kind_t,
+        out_reached: *mut u64,
+        out_injected: *mut u64,
+    ) -> *mut sw_error_t;
     pub fn sw_testing_hold(runtime: *mut sw_runtime_t, kind: sw_fault_kind_t, nth: u64) -> *mut sw_error_t;
     pub fn sw_testing_wait_held(runtime: *mut sw_runtime_t, timeout_ns: i64) -> *mut sw_error_t;
     pub fn sw_testing_release_hold(runtime: *mut sw_runtime_t) -> *mut sw_error_t;
     pub fn sw_testing_corrupt_frame(carrier: *mut sw_carrier_t, frame: usize) -> *mut sw_error_t;
+    pub fn sw_testing_frame_bytes(
+        carrier: *const sw_carrier_t,
+        frame: usize,
+        buffer: *mut ::std::os::raw::c_void,
+        capacity: usize,
+        out_length: *mut usize,
+    ) -> *mut sw_error_t;
+    pub fn sw_testing_replace_frame(
+        carrier: *mut sw_carrier_t,
+        frame: usize,
+        bytes: *const ::std::os::raw::c_void,
+        length: usize,
+    ) -> *mut sw_error_t;
+    pub fn sw_testing_parse_npy_header(
+        data: *const ::std::os::raw::c_void,
+        size: usize,
+        file_size: u64,
+        out_info: *mut sw_file_tensor_info_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_testing_parse_safetensors_header(
+        data: *const ::std::os::raw::c_void,
+        size: usize,
+        file_size: u64,
+        name: *const ::std::os::raw::c_char,
+        out_count: *mut usize,
+        out_info: *mut sw_file_tensor_info_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_file_io_stats_init(stats: *mut sw_file_io_stats_t);
+    pub fn sw_testing_file_io_stats(
+        carrier: *const sw_carrier_t,
+        out_stats: *mut sw_file_io_stats_t,
+    ) -> *mut sw_error_t;
 }
