@@ -40,8 +40,9 @@ APT_PACKAGES+=(maven)
 # torch: the PyTorch interop tests (tests/python/test_torch.py) and the peer of
 # tools/bench/bench_cpu.py and bench_python_overhead.py; threadpoolctl holds
 # NumPy's BLAS to the benchmark's thread count. matplotlib draws the demo's
-# plot (tools/plot_moe.py).
-PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib safetensors)
+# plot (tools/plot_moe.py); safetensors writes the Mixtral demo's checkpoint and
+# zstandard is the raw-zstd peer of its zstd tier.
+PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib safetensors zstandard)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

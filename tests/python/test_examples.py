@@ -141,3 +141,63 @@ def test_mixtral_experts_c(tmp_path):
 def test_moe_layer_trains():
     losses = load("moe_layer").main(["--steps", "12", "--quiet"])
     assert len(losses) == 12 and losses[-1] < 0.8 * losses[0]
+
+
+MIXTRAL_SMALL = ["--layers", "2", "--experts", "4", "--hidden", "64", "--ffn", "96", "--topk", "2", "--tokens", "8",
+                 "--quiet"]
+
+
+def summary_of(out):
+    import json
+
+    lines = [line for line in out.splitlines() if line.startswith("SUMMARY_JSON ")]
+    assert len(lines) == 1, out
+    return json.loads(lines[0][len("SUMMARY_JSON "):])
+
+
+@pytest.mark.parametrize("dtype,bound", [("f32", 1e-4), ("bf16", 2 * 2 * 2.0**-8)])
+def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bound):
+    demo = load("mixtral_offload")
+    assert demo.main(MIXTRAL_SMALL + ["--dtype", dtype, "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    assert set(s["runs"]) == {"pytorch", "resident", "offloaded", "naive", "mmap"}
+    for name, run in s["runs"].items():
+        assert run["tokens_per_s"] > 0 and run["max_error_vs_pytorch"] <= bound, (name, run)
+        assert set(run) == {"tokens_per_s", "hit_rate", "bytes_read", "max_error_vs_pytorch"}
+    assert s["error_bound"] == bound and s["max_error_vs_pytorch"] <= bound
+    for key in ("vs_naive", "vs_resident", "bound_ratio", "prediction_accuracy", "tier_bandwidth", "lru_hit_rate"):
+        assert s[key] is not None and s[key] > 0, key
+    # The naive run reads every chosen expert's three matrices once per use.
+    per_matrix = 64 * 96 * (4 if dtype == "f32" else 2)
+    assert s["runs"]["naive"]["bytes_read"] == 8 * 2 * 2 * 3 * per_matrix
+    assert 0 < s["runs"]["offloaded"]["bytes_read"] < s["runs"]["naive"]["bytes_read"]
+    assert s["config"]["tier"] == "direct" and s["config"]["budget"] == 0.25
+    rows = (tmp_path / "mixtral_offload.csv").read_text().splitlines()
+    assert rows[0] == "run,batch,latency_ms,wait_ms,hit_rate" and len(rows) == 1 + 5 * 8
+    assert (tmp_path / "mixtral_offload.png").stat().st_size > 0
+    assert "offloaded is " in out and " than naive on-demand loading" in out
+
+
+def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
+    demo = load("mixtral_offload")
+    for extra in (["--tier", "zstd"], ["--tier", "page-cache", "--prefetch"]):
+        assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "pytorch,offloaded"] + extra) == 0
+        s = summary_of(capsys.readouterr().out)
+        assert s["runs"]["offloaded"]["max_error_vs_pytorch"] <= s["error_bound"]
+        assert s["config"]["tier"] == extra[1]
+
+
+def test_mixtral_offload_checkpoint_is_a_hugging_face_mixtral_layout(tmp_path):
+    from safetensors import safe_open
+
+    demo = load("mixtral_offload")
+    o = demo.parse(MIXTRAL_SMALL + ["--dir", str(tmp_path)])
+    path = str(tmp_path / "m.safetensors")
+    assert demo.make_model(o, path) is True and demo.make_model(o, path) is False  # written once
+    with safe_open(path, "pt") as f:
+        keys = set(f.keys())
+        assert f.get_slice("model.layers.1.block_sparse_moe.experts.3.w2.weight").get_shape() == [64, 96]
+        assert f.get_slice("model.layers.0.block_sparse_moe.experts.0.w1.weight").get_shape() == [96, 64]
+        assert f.get_slice("model.layers.0.block_sparse_moe.gate.weight").get_shape() == [4, 64]
+    assert len(keys) == 2 * (4 * 3 + 2)

@@ -173,6 +173,27 @@ def rows_python(parsed):
     return out
 
 
+def rows_moe_decode(parsed):
+    out = []
+    for j in parsed["bench"]:
+        if "moe_decode" in j:
+            m = j["moe_decode"]
+            what = f"MoE decoding, {m['tier']} tier, budget {100 * m['budget']:.1f}%"
+            note = (f"hit rate {100 * m['hit_rate']:.0f}% (plain LRU {100 * m['lru_hit_rate']:.0f}%), vs resident "
+                    f"{m['vs_resident']:.2f}, max error {m['max_error_vs_pytorch']:.1e}")
+            out.append(row(what, m["offloaded_tps"], m["naive_tps"], "tokens/s", m["vs_naive"],
+                           "naive on-demand loading", target=(">=", 1.5), note=note))
+            if m["bound_ratio"] is not None:
+                out.append(row(what + ": time per token / its lower bound", m["bound_ratio"], None, "ratio",
+                               m["bound_ratio"], "max(resident compute, bytes / bandwidth)", target=("<=", 1.15)))
+        elif "expert_matmul" in j:
+            e = j["expert_matmul"]
+            out.append(row(f"expert matmul on resident tiles, 2 experts {e['hidden']}x{e['ffn']} bf16, 1 token",
+                           e["expert_matmul_us"], e["plain_gemm_us"], "us (lower is better)", e["ratio"],
+                           "sw.matmul on the same bytes (ratio: plain / expert)", target=(">=", 0.9)))
+    return out
+
+
 def have_torch():
     return importlib.util.find_spec("torch") is not None
 
@@ -195,6 +216,10 @@ BENCHMARKS = [
               ["{build}/tools/bench/bench_tiled", "--reps", "15"], rows_tiled),
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
               ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
+    Benchmark("bench_moe_decode", "offloaded Mixtral-architecture decoding vs resident, naive, mmap and PyTorch at "
+              "budgets 12.5/25/50 % and from zstd; the expert matmul vs plain GEMMs",
+              [sys.executable, "tools/bench/bench_moe_decode.py", "--tokens", "32"], rows_moe_decode,
+              env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
     Benchmark("bench_python_overhead", "Python op call overhead vs PyTorch and NumPy",
               [sys.executable, "tools/bench/bench_python_overhead.py", "--number", "20000", "--repeats", "7"],
               rows_python, env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"},

@@ -74,8 +74,8 @@ Ref<Tensor> transposed(const Ref<Tensor>& m) { return m->view(m->offset(), m->la
 
 // Runs `each(u, W_u)` for every distinct expert u of `r` on its tile memory
 // (through one TileRequest, the policy consulted with the experts for
-// `purpose`), then `finish()`, both on workers; `publish` gives the await's
-// result. Calls of `each` are serialised.
+// `purpose`) on workers, then `finish()` and `publish` (the await's result)
+// on the loop thread. Calls of `each` are serialised.
 Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>& r, sw_residency_purpose_t purpose,
                        std::function<void(size_t, const Ref<Tensor>&)> each, std::function<void()> finish,
                        std::function<Ref<Object>()> publish) {
@@ -97,10 +97,12 @@ Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>&
     std::lock_guard<std::mutex> lock(*serial);
     each(u, expert_matrix(tile, *r));
   };
-  req->work = [finish = std::move(finish)](const std::vector<Ref<Carrier>>&, const std::vector<Ref<Carrier>>&) {
+  // `finish` is small (the gated sum and the result's rounding): it runs on
+  // the loop thread with the publication rather than costing a worker hop.
+  req->publish = [finish = std::move(finish), publish = std::move(publish)]() -> Ref<Object> {
     finish();
+    return publish();
   };
-  req->publish = std::move(publish);
   req->submit();
   return await;
 }

@@ -1,0 +1,770 @@
+#!/usr/bin/env python3
+"""Offloaded decoding through a Mixtral-architecture stack of MoE blocks,
+against what a user would otherwise run.
+
+The model is a stack of Mixtral sparse-MoE FFN blocks (RMSNorm, router
+linear, softmax, per-token top-k, renormalised gates, SwiGLU experts
+w2(silu(w1 x) * w3 x), residual add), its weights in a .safetensors file laid
+out as a Hugging Face Mixtral checkpoint (one tensor per expert and matrix,
+model.layers.{l}.block_sparse_moe.experts.{e}.w1.weight and so on). The demo
+writes that file itself (random weights from a fixed seed) and decodes a
+token sequence through it, one token per step, five ways:
+
+  pytorch    every weight resident in PyTorch, the same model in plain
+             PyTorch ops: the speed peer and the correctness reference
+  resident   StrideWeave with every expert primary (the ceiling)
+  offloaded  StrideWeave, experts in the model file (read with direct I/O by
+             default, bypassing the page cache as a model larger than RAM
+             would be), an LRU budget of --budget of each layer's experts,
+             sw_tiled_expert_matmul computing on the cached tiles in place,
+             and a prefetch of the next layer's experts predicted by applying
+             its router to the current hidden state (what a decoder knows
+             before the layer runs; never the future routing)
+  naive      on-demand loading: read the chosen experts' bytes from the file
+             (direct I/O), compute, drop them
+  mmap       the file memory-mapped, the page cache deciding (llama.cpp's CPU
+             default); the page cache is not budgeted and grows to the file
+
+The token stream: each step's input hidden state is x_t = rho x_{t-1} +
+sqrt(1 - rho^2) eps_t (eps_t standard normal, rho = --rho): consecutive
+tokens are correlated, as consecutive tokens of text are, so routing has
+temporal locality. The LRU hit rate this gives is printed beside the run.
+
+Prints a progress line per step, a table, and one line SUMMARY_JSON {...};
+writes the per-step figures to --csv and their plot beside it (.png).
+
+    python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
+        [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--budget 0.25]
+        [--tier direct|page-cache|zstd] [--dtype bf16|f32] [--rho 0.8]
+        [--prefetch [--lookahead 1]] [--dir DIR] [--csv FILE] [--quiet]
+"""
+import argparse
+import json
+import math
+import mmap
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import strideweave as sw
+from strideweave import carriers
+
+MATRICES = ("w1", "w2", "w3")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--experts", type=int, default=8)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--ffn", type=int, default=2816)
+    p.add_argument("--topk", type=int, default=2)
+    p.add_argument("--tokens", type=int, default=48)
+    p.add_argument("--warmup", type=int, default=2, help="untimed tokens decoded first by every run")
+    p.add_argument("--budget", type=float, default=0.25, help="fraction of each layer's experts kept primary")
+    p.add_argument("--tier", choices=("direct", "page-cache", "zstd"), default="direct")
+    p.add_argument("--dtype", choices=("bf16", "f32"), default="bf16")
+    p.add_argument("--rho", type=float, default=0.8, help="correlation of consecutive input hidden states")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=0, help="compute threads (0: the machine's cores)")
+    p.add_argument("--prefetch", action="store_true",
+                   help="promote the predicted experts ahead of their layer (default: predictions are only scored)")
+    p.add_argument("--lookahead", type=int, default=1, help="layers ahead whose experts are predicted")
+    p.add_argument("--runs", default="pytorch,resident,offloaded,naive,mmap")
+    p.add_argument("--dir", default=os.environ.get("SW_RESULTS", "results"))
+    p.add_argument("--csv", default=None)
+    p.add_argument("--quiet", action="store_true")
+    o = p.parse_args(argv)
+    if not (0 < o.budget <= 1):
+        p.error("--budget must be in (0, 1]")
+    if not (1 <= o.topk <= o.experts):
+        p.error("--topk must be between 1 and --experts")
+    if min(o.layers, o.hidden, o.ffn, o.tokens) < 1:
+        p.error("--layers, --hidden, --ffn and --tokens must be at least 1")
+    if not (0 <= o.rho < 1):
+        p.error("--rho must be in [0, 1)")
+    o.runs = [r for r in o.runs.split(",") if r]
+    for r in o.runs:
+        if r not in ("pytorch", "resident", "offloaded", "naive", "mmap"):
+            p.error(f"unknown run {r!r}")
+    o.budget_tiles = max(1, round(o.budget * o.experts))
+    o.torch_dtype = torch.bfloat16 if o.dtype == "bf16" else torch.float32
+    o.csv = o.csv or os.path.join(o.dir, "mixtral_offload.csv")
+    return o
+
+
+def log(o, *args):
+    if not o.quiet:
+        print(*args, flush=True)
+
+
+# ---- the model file ---------------------------------------------------------------------------
+
+def expert_name(layer, e, w):
+    return f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight"
+
+
+def gate_name(layer):
+    return f"model.layers.{layer}.block_sparse_moe.gate.weight"
+
+
+def norm_name(layer):
+    return f"model.layers.{layer}.post_attention_layernorm.weight"
+
+
+def config_of(o):
+    return {"architecture": "MixtralSparseMoeBlock stack", "layers": o.layers, "experts": o.experts,
+            "hidden": o.hidden, "ffn": o.ffn, "topk": o.topk, "dtype": o.dtype, "seed": o.seed}
+
+
+def make_model(o, path):
+    """Writes the checkpoint (random weights from the seed) unless a file
+    with this configuration is there already. Weights are N(0, 1/fan_in),
+    as nn.Linear's scale, so activations keep their size through the stack."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    cfg = json.dumps(config_of(o), sort_keys=True)
+    if os.path.exists(path):
+        try:
+            with safe_open(path, "pt") as f:
+                if (f.metadata() or {}).get("strideweave_config") == cfg:
+                    return False
+        except Exception:  # noqa: BLE001 - a broken or foreign file is rewritten
+            pass
+    g = torch.Generator().manual_seed(o.seed)
+    H, Fd, E = o.hidden, o.ffn, o.experts
+    tensors = {}
+    for layer in range(o.layers):
+        tensors[norm_name(layer)] = (1 + 0.1 * torch.randn(H, generator=g)).to(o.torch_dtype)
+        tensors[gate_name(layer)] = (torch.randn(E, H, generator=g) / math.sqrt(H)).to(o.torch_dtype)
+        for e in range(E):
+            tensors[expert_name(layer, e, "w1")] = (torch.randn(Fd, H, generator=g) / math.sqrt(H)).to(o.torch_dtype)
+            tensors[expert_name(layer, e, "w2")] = (torch.randn(H, Fd, generator=g) / math.sqrt(Fd)).to(o.torch_dtype)
+            tensors[expert_name(layer, e, "w3")] = (torch.randn(Fd, H, generator=g) / math.sqrt(H)).to(o.torch_dtype)
+    tmp = path + ".tmp"
+    save_file(tensors, tmp, metadata={"format": "pt", "strideweave_config": cfg})
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return True
+
+
+def tensor_regions(path):
+    """{name: (byte offset, byte count)} of a safetensors file's tensors."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    base = 8 + n
+    return {k: (base + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def drop_page_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+# ---- the token stream and the shared block math ---------------------------------------------
+
+def token_stream(o):
+    """The decoded inputs: x_t = rho x_{t-1} + sqrt(1 - rho^2) eps_t."""
+    g = torch.Generator().manual_seed(o.seed + 1)
+    x = torch.randn(o.hidden, generator=g)
+    out = []
+    for _ in range(o.tokens):
+        out.append(x.clone())
+        x = o.rho * x + math.sqrt(1 - o.rho * o.rho) * torch.randn(o.hidden, generator=g)
+    return torch.stack(out).to(o.torch_dtype)
+
+
+def rms_norm(h, weight, eps=1e-5):
+    """Mixtral's RMSNorm: in f32, rounded back to the weights' dtype."""
+    h32 = h.float()
+    return (h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + eps)).to(weight.dtype) * weight
+
+
+def route(n, gate, topk):
+    """Router linear, softmax (f32), top-k, renormalised gates (as Mixtral)."""
+    probs = torch.softmax(F.linear(n, gate).float(), dim=-1)
+    values, ids = torch.topk(probs, topk, dim=-1)
+    return ids, values / values.sum(-1, keepdim=True)
+
+
+def gated_sum(y, gates):
+    """sum_j gates[:, j] * y[:, j] in f32, rounded to y's dtype."""
+    return (gates[:, :, None] * y.float()).sum(1).to(y.dtype)
+
+
+class Shared:
+    """What every run reads once: the dense router and norm weights."""
+
+    def __init__(self, o, path):
+        from safetensors.torch import load_file
+
+        weights = load_file(path)
+        self.gates = [weights[gate_name(layer)] for layer in range(o.layers)]
+        self.norms = [weights[norm_name(layer)] for layer in range(o.layers)]
+        self.experts = weights  # the PyTorch peer keeps the expert tensors
+
+
+# ---- the runs -------------------------------------------------------------------------------
+
+class Stats:
+    def __init__(self, name):
+        self.name = name
+        self.step_ms = []
+        self.hits = 0
+        self.required = 0
+        self.predicted = 0
+        self.predicted_right = 0
+        self.bytes_read = 0
+        self.wait_ms = 0.0
+        self.outputs = None
+        self.routes = []
+        self.marks = {}
+
+    def reset(self):
+        """Forgets the warm-up: counters restart."""
+        self.hits = self.required = self.predicted = self.predicted_right = self.bytes_read = 0
+        self.wait_ms = 0.0
+        self.prefetch_skipped = 0
+        if self.on_reset:
+            self.on_reset()
+
+    on_reset = None
+
+    @property
+    def seconds(self):
+        return sum(self.step_ms) / 1000
+
+    @property
+    def tokens_per_s(self):
+        return len(self.step_ms) / self.seconds if self.step_ms else 0.0
+
+    @property
+    def hit_rate(self):
+        return self.hits / self.required if self.required else float("nan")
+
+
+def decode(o, shared, stream, stats, moe, before_layer=None):
+    """Runs the stack over the stream; moe(layer, n, ids, gates) gives the
+    block's MoE output (1, H). Returns the final hidden states (T, H). The
+    first o.warmup tokens run untimed (first-use costs: kernel selection,
+    the page cache's or the LRU's first fills), then the stream is decoded
+    from its start, timed."""
+    def step(t):
+        h = stream[t:t + 1]
+        for layer in range(o.layers):
+            n = rms_norm(h, shared.norms[layer])
+            ids, gates = route(n, shared.gates[layer], o.topk)
+            if before_layer:
+                before_layer(layer, h, ids)
+            h = h + moe(layer, n, ids, gates)
+            routes[-1].append([int(e) for e in ids[0]])
+        return h[0]
+
+    routes = []
+    for t in range(min(o.warmup, o.tokens)):
+        routes.append([])
+        step(t)
+    stats.reset()
+    routes.clear()
+    outs = []
+    for t in range(o.tokens):
+        t0 = time.perf_counter()
+        routes.append([])
+        outs.append(step(t))
+        stats.step_ms.append((time.perf_counter() - t0) * 1000)
+        if not o.quiet and (t + 1) % max(1, o.tokens // 8) == 0:
+            hr = "" if stats.required == 0 else f", hit rate {100 * stats.hit_rate:.0f}%"
+            print(f"  {stats.name:9s} token {t + 1:3d}/{o.tokens}: {stats.step_ms[-1]:7.2f} ms{hr}", flush=True)
+    stats.routes = routes
+    return torch.stack(outs)
+
+
+def run_pytorch(o, shared, stream):
+    st = Stats("pytorch")
+    w = shared.experts
+
+    def moe(layer, n, ids, gates):
+        ys = []
+        for j in range(o.topk):
+            e = int(ids[0, j])
+            a = F.linear(n, w[expert_name(layer, e, "w1")])
+            b = F.linear(n, w[expert_name(layer, e, "w3")])
+            ys.append(F.linear(F.silu(a) * b, w[expert_name(layer, e, "w2")]))
+        return gated_sum(torch.stack(ys, 1), gates)
+
+    with torch.no_grad():
+        st.outputs = decode(o, shared, stream, st, moe)
+    return st
+
+
+class StrideWeaveModel:
+    """Each layer's w1, w2 and w3 as three TiledEvictables of one expert per
+    tile over the model file's per-expert tensors (grid (1, 1, E), tile
+    (K, N, 1): the file's row-major (N, K) weights as they lie)."""
+
+    def __init__(self, o, path, policy_for=None, tier="direct"):
+        self.o = o
+        self.budgeted = policy_for is not None
+        self.after_submit = None  # called with the layer once its requests are submitted
+        self.in_flight = {}  # layer -> prefetch awaits not waited for (experts the layer did not use)
+        self.drain_ms = 0.0
+        self.layers = []
+        self.policies = []
+        for layer in range(o.layers):
+            per = {}
+            for w in MATRICES:
+                names = [expert_name(layer, e, w) for e in range(o.experts)]
+                ft = carriers.File.open_safetensors(path, names, direct_io=(tier == "direct"))
+                policy = policy_for() if policy_for else None
+                if tier == "zstd":
+                    # The same values, held compressed in memory instead of in the file.
+                    src = ft.tiled()
+                    z = carriers.Zstd(src.size(), dtype=ft.dtype, level=1)
+                    te = sw.TiledEvictable(carriers.CPU(0, dtype=ft.dtype), z, ft.grid_shape, ft.tile_shape,
+                                           residency_policy=policy)
+                    everything = sw.TileSelection([[0], [0], list(range(o.experts))])
+                    for e in range(o.experts):
+                        one = sw.TileSelection([[0], [0], [e]])
+                        part = src.project(src.full_tensor(), one).wait()
+                        te.update_async(te.full_tensor(), part, one).wait()
+                    te.evict(everything)
+                    src.release()
+                else:
+                    te = ft.tiled(residency_policy=policy)
+                per[w] = (te, te.full_tensor())
+                if policy is not None:
+                    self.policies.append((layer, w, policy))
+            self.layers.append(per)
+        self.tile_bytes = {w: o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4) for w in MATRICES}
+
+    def moe(self, layer, n, ids, gates):
+        per = self.layers[layer]
+        x = sw.from_dlpack(n)
+        idt = sw.from_dlpack(ids)
+        # w2's experts start loading now, beside w1's and w3's (its product
+        # waits for theirs): the promotion must land before w2's call.
+        chosen = sorted(set(ids[0].tolist()))
+        w2_ready = None
+        if self.budgeted and len(chosen) <= self.o.budget_tiles:  # (a larger set streams through the budget)
+            w2_ready = self.submit(layer, lambda: per["w2"][0].promote_async(
+                sw.TileSet([(0, 0, int(e)) for e in chosen])))
+        a1 = self.submit(layer, lambda: per["w1"][0].expert_matmul(per["w1"][1], x, idt))
+        a3 = self.submit(layer, lambda: per["w3"][0].expert_matmul(per["w3"][1], x, idt))
+        if self.after_submit:
+            self.after_submit(layer)  # queued behind this layer's own reads
+        a, b = torch.from_dlpack(a1.wait()), torch.from_dlpack(a3.wait())
+        act = sw.from_dlpack(F.silu(a) * b)  # (1, k, F): one input row per choice
+        if w2_ready is not None:
+            w2_ready.wait()
+        y = torch.from_dlpack(self.submit(layer, lambda: per["w2"][0].expert_matmul(per["w2"][1], act, idt)).wait())
+        # The gated sum as the PyTorch model rounds it (each expert's output
+        # rounded to the dtype first), so that the runs compare bit for bit.
+        return gated_sum(y, gates)
+
+    def submit(self, layer, start):
+        """start() a request; when a prefetch still in flight owns a tile its
+        plan needs (STATE: an incomplete residency request), wait for this
+        layer's prefetches and start it again."""
+        try:
+            return start()
+        except sw.StrideWeaveRuntimeError as e:
+            if "residency request" not in str(e) or not self.in_flight.get(layer):
+                raise
+            self.drain(layer)
+            return start()
+
+    def drain(self, layer):
+        t0 = time.perf_counter()
+        for a in self.in_flight.pop(layer, []):
+            a.wait()
+        self.drain_ms += (time.perf_counter() - t0) * 1000
+
+    def promote_all(self):
+        everything = sw.TileSelection([[0], [0], list(range(self.o.experts))])
+        for per in self.layers:
+            for te, _ in per.values():
+                te.promote(everything)
+
+    def release(self):
+        for per in self.layers:
+            for te, _ in per.values():
+                te.release()
+
+
+def run_resident(o, shared, stream, path):
+    st = Stats("resident")
+    model = StrideWeaveModel(o, path, tier="page-cache")
+    model.promote_all()
+    with sw.no_grad():
+        st.outputs = decode(o, shared, stream, st, model.moe)
+    model.release()
+    return st
+
+
+def run_offloaded(o, shared, stream, path):
+    st = Stats("offloaded")
+    model = StrideWeaveModel(o, path, policy_for=lambda: sw.LRUPolicy(o.budget_tiles), tier=o.tier)
+    pending = {}  # layer -> (predicted experts, [promotion awaits])
+    current = {}
+
+    def before_layer(layer, h, ids):
+        # The prefetch of this layer, issued one layer earlier, must land
+        # before the layer's requests (they would overlap its promotions).
+        if layer in pending:
+            predicted, awaits = pending.pop(layer)
+            used = set(int(e) for e in ids[0])
+            t0 = time.perf_counter()
+            for e, per_matrix in awaits.items():
+                if e in used:  # the layer needs it: wait for its three matrices
+                    for a in per_matrix:
+                        a.wait()
+                else:  # a wrong guess keeps loading; its layer waits only if a plan needs its tiles
+                    model.in_flight.setdefault(layer, []).extend(per_matrix)
+            st.wait_ms += (time.perf_counter() - t0) * 1000
+            st.predicted += len(predicted)
+            st.predicted_right += len(used & predicted)
+        current["h"] = h
+
+    def prefetch(layer):
+        # Once this layer's requests are queued, predict the experts of the
+        # next --lookahead layers not yet predicted from the current hidden
+        # state through their routers (the residual stream changes little
+        # from layer to layer, the premise of Pre-gated MoE and MoE-Infinity);
+        # their reads queue behind this layer's own, nearest layer first.
+        # Without --prefetch the predictions are only scored.
+        for nxt in range(layer + 1, min(o.layers, layer + 1 + o.lookahead)):
+            if nxt in pending:
+                continue
+            guess, _ = route(rms_norm(current["h"], shared.norms[nxt]), shared.gates[nxt], o.topk)
+            predicted = set(int(e) for e in guess[0])
+            awaits = {}
+            if o.prefetch:
+                model.drain(nxt)  # the last token's wrong guesses for that layer
+                for e in sorted(predicted)[:o.budget_tiles]:  # one request per expert and matrix
+                    awaits[e] = []
+                    for w in MATRICES:
+                        try:
+                            awaits[e].append(model.layers[nxt][w][0].promote_async(sw.TileSet([(0, 0, e)])))
+                        except sw.StrideWeaveRuntimeError:
+                            st.prefetch_skipped += 1  # a tile it would evict is still loading: a hint, skipped
+            pending[nxt] = (predicted, awaits)
+
+    model.after_submit = prefetch
+
+    before = {}
+    st.on_reset = lambda: before.update({(layer, w): dict(p.stats()) for layer, w, p in model.policies})
+    with sw.no_grad():
+        st.outputs = decode(o, shared, stream, st, model.moe, before_layer)
+    for layer in list(model.in_flight):
+        model.drain(layer)
+    st.wait_ms += model.drain_ms
+    for layer, w, p in model.policies:
+        s, b = p.stats(), before[(layer, w)]
+        st.bytes_read += (s["promoted"] - b["promoted"] + s["transient"] - b["transient"]) * model.tile_bytes[w]
+        if w == "w1":
+            st.hits += s["hits"] - b["hits"]
+            st.required += (s["hits"] - b["hits"]) + (s["misses"] - b["misses"])
+    model.release()
+    return st
+
+
+class DirectReader:
+    """Whole-region reads with O_DIRECT into one aligned buffer."""
+
+    ALIGN = 4096
+
+    def __init__(self, path, direct=True):
+        flags = os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0)
+        try:
+            self.fd = os.open(path, flags)
+        except OSError:
+            self.fd = os.open(path, os.O_RDONLY)  # a file system without O_DIRECT
+        self.buffers = {}
+
+    def read(self, offset, count, slot=0):
+        start = offset // self.ALIGN * self.ALIGN
+        end = -(-(offset + count) // self.ALIGN) * self.ALIGN
+        buf = self.buffers.get(slot)
+        if buf is None or len(buf) < end - start:
+            buf = self.buffers[slot] = mmap.mmap(-1, end - start)
+        view = memoryview(buf)[:end - start]
+        got = os.preadv(self.fd, [view], start)
+        if got < offset + count - start:
+            raise OSError(f"short read at byte {start} of the model file")
+        return memoryview(buf)[offset - start:offset - start + count]
+
+    def close(self):
+        os.close(self.fd)
+
+
+def run_naive(o, shared, stream, path, regions):
+    st = Stats("naive")
+    reader = DirectReader(path)
+
+    def moe(layer, n, ids, gates):
+        ys = []
+        for j in range(o.topk):
+            e = int(ids[0, j])
+            w = {}
+            for i, m in enumerate(MATRICES):
+                off, count = regions[expert_name(layer, e, m)]
+                raw = reader.read(off, count, slot=i)
+                st.bytes_read += count
+                shape = (o.ffn, o.hidden) if m != "w2" else (o.hidden, o.ffn)
+                w[m] = torch.frombuffer(raw, dtype=o.torch_dtype).view(shape)
+            ys.append(F.linear(F.silu(F.linear(n, w["w1"])) * F.linear(n, w["w3"]), w["w2"]))
+        return gated_sum(torch.stack(ys, 1), gates)
+
+    with torch.no_grad():
+        st.outputs = decode(o, shared, stream, st, moe)
+    reader.close()
+    return st
+
+
+def run_mmap(o, shared, stream, path, regions):
+    st = Stats("mmap")
+    drop_page_cache(path)
+    f = open(path, "rb")
+    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    es = 2 if o.dtype == "bf16" else 4
+    views = {}
+    for name, (off, count) in regions.items():
+        if ".experts." in name:
+            views[name] = np.frombuffer(mm, dtype=np.uint16 if es == 2 else np.float32, count=count // es, offset=off)
+
+    def weight(name, shape):
+        return torch.from_numpy(views[name]).view(o.torch_dtype).view(shape)  # no copy: pages fault in
+
+    def moe(layer, n, ids, gates):
+        ys = []
+        for j in range(o.topk):
+            e = int(ids[0, j])
+            w1 = weight(expert_name(layer, e, "w1"), (o.ffn, o.hidden))
+            w3 = weight(expert_name(layer, e, "w3"), (o.ffn, o.hidden))
+            w2 = weight(expert_name(layer, e, "w2"), (o.hidden, o.ffn))
+            ys.append(F.linear(F.silu(F.linear(n, w1)) * F.linear(n, w3), w2))
+        return gated_sum(torch.stack(ys, 1), gates)
+
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read-only buffers: torch warns that it cannot write them
+        st.outputs = decode(o, shared, stream, st, moe)
+    views.clear()
+    mm.close()
+    f.close()
+    return st
+
+
+def tier_bandwidth(o, path, regions):
+    """The tier's read bandwidth in bytes/s, measured without StrideWeave:
+    for the model file, preads of expert regions as the runs read them (with
+    O_DIRECT for --tier direct, from the page cache for page-cache), four in
+    flight, the best of three passes; for zstd, ZstdCompressor/decompress of
+    the same bytes at level 1 (the tier's level) when the zstandard module
+    is there, else None."""
+    names = [expert_name(layer, e, m) for layer in range(o.layers) for e in range(o.experts) for m in MATRICES]
+    names = names[:max(12, min(len(names), (256 << 20) // max(1, regions[names[0]][1])))]
+    if o.tier == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            return None
+        reader = DirectReader(path, direct=False)
+        frames = [zstandard.ZstdCompressor(level=1).compress(bytes(reader.read(*regions[n]))) for n in names[:12]]
+        reader.close()
+        d = zstandard.ZstdDecompressor()
+        best = 0.0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            total = sum(len(d.decompress(f)) for f in frames)
+            best = max(best, total / (time.perf_counter() - t0))
+        return best
+    readers = [DirectReader(path, direct=o.tier == "direct") for _ in range(4)]
+    best = 0.0
+    try:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(lambda i: readers[i % 4].read(*regions[names[i]]), range(len(names))))
+            best = max(best, sum(regions[n][1] for n in names) / (time.perf_counter() - t0))
+    finally:
+        for r in readers:
+            r.close()
+    return best
+
+
+def lru_hit_rate(o, routing):
+    """Hit rate a plain LRU of budget_tiles experts per layer gives this
+    routing (no prefetch): routing[t][layer] is a list of expert ids."""
+    hits = total = 0
+    for layer in range(o.layers):
+        cache = []
+        for t in range(len(routing)):
+            for e in routing[t][layer]:
+                total += 1
+                if e in cache:
+                    hits += 1
+                    cache.remove(e)
+                cache.append(e)
+            while len(cache) > o.budget_tiles:
+                cache.pop(0)
+    return hits / total if total else float("nan")
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+def write_csv(o, runs):
+    os.makedirs(os.path.dirname(os.path.abspath(o.csv)), exist_ok=True)
+    with open(o.csv, "w") as f:
+        f.write("run,batch,latency_ms,wait_ms,hit_rate\n")
+        for st in runs:
+            for i, ms in enumerate(st.step_ms):
+                hr = "" if st.required == 0 else f"{st.hit_rate:.4f}"
+                f.write(f"{st.name},{i},{ms:.4f},0,{hr}\n")
+
+
+def plot(o, runs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    png = os.path.splitext(o.csv)[0] + ".png"
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for st in runs:
+        tps = [1000 / ms for ms in st.step_ms]
+        ax1.plot(range(1, len(tps) + 1), tps, label=st.name)
+    ax1.set_xlabel("token")
+    ax1.set_ylabel("tokens/s")
+    ax1.set_yscale("log")
+    ax1.legend()
+    ax1.set_title("decode speed per token")
+    names = [st.name for st in runs]
+    ax2.bar(names, [st.tokens_per_s for st in runs], color="tab:blue")
+    for i, st in enumerate(runs):
+        label = f"{st.tokens_per_s:.1f}" + ("" if st.required == 0 or math.isnan(st.hit_rate) or st.name == "naive"
+                                            else f"\nhit {100 * st.hit_rate:.0f}%")
+        ax2.text(i, st.tokens_per_s, label, ha="center", va="bottom")
+    ax2.set_ylabel("tokens/s")
+    ax2.set_title(f"{o.layers}x{o.experts} experts, budget {100 * o.budget:.1f}%, tier {o.tier}")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+def main(argv=None):
+    o = parse(sys.argv[1:] if argv is None else argv)
+    if o.threads:
+        torch.set_num_threads(o.threads)
+    os.makedirs(o.dir, exist_ok=True)
+    path = os.path.join(o.dir, f"mixtral-{o.layers}x{o.experts}-{o.hidden}-{o.ffn}-{o.dtype}.safetensors")
+    expert_bytes = o.layers * o.experts * 3 * o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4)
+    print(f"StrideWeave {sw.__version__}: Mixtral-architecture MoE decoding, {o.layers} layers x {o.experts} "
+          f"experts (top-{o.topk}), hidden {o.hidden}, ffn {o.ffn}, {o.dtype}; expert bytes "
+          f"{expert_bytes / 2**20:.0f} MiB, primary budget {100 * o.budget:.1f}% ({o.budget_tiles} of {o.experts} "
+          f"experts per layer, {expert_bytes * o.budget_tiles / o.experts / 2**20:.0f} MiB); tier {o.tier}; "
+          f"{o.tokens} tokens, input correlation rho {o.rho}; {torch.get_num_threads()} threads", flush=True)
+    t0 = time.perf_counter()
+    if make_model(o, path):
+        print(f"wrote {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
+    regions = tensor_regions(path)
+    shared = Shared(o, path)
+    stream = token_stream(o)
+    bandwidth = tier_bandwidth(o, path, regions)
+    if bandwidth:
+        print(f"{o.tier} tier read bandwidth, measured without StrideWeave: {bandwidth / 1e9:.2f} GB/s", flush=True)
+    else:
+        print(f"{o.tier} tier bandwidth: not measured (no zstandard module); no bound is computed", flush=True)
+
+    runs = []
+    for name in o.runs:
+        log(o, f"== {name}")
+        if name == "pytorch":
+            st = run_pytorch(o, shared, stream)
+        elif name == "resident":
+            st = run_resident(o, shared, stream, path)
+        elif name == "offloaded":
+            st = run_offloaded(o, shared, stream, path)
+        elif name == "naive":
+            st = run_naive(o, shared, stream, path, regions)
+        else:
+            st = run_mmap(o, shared, stream, path, regions)
+        runs.append(st)
+    by = {st.name: st for st in runs}
+    lru = lru_hit_rate(o, runs[0].routes)
+    print(f"\nthe routing's hit rate under a plain LRU of {o.budget_tiles} experts per layer (no prefetch): "
+          f"{100 * lru:.1f}%")
+    ref = by.get("pytorch")
+    scale = float(ref.outputs.float().abs().max()) if ref else 1.0
+    for st in runs:
+        st.max_error = float((st.outputs.float() - ref.outputs.float()).abs().max()) / scale if ref else float("nan")
+    # bf16: each layer rounds its expert outputs and its residual sum once (2^-8 relative each).
+    bound = 1e-4 if o.dtype == "f32" else 2 * o.layers * 2.0**-8
+
+    print()
+    print(f"{'run':10s} {'tokens/s':>9s} {'ms/token':>9s} {'hit rate':>9s} {'predicted':>9s} {'MiB read':>9s} "
+          f"{'wait ms':>8s} {'vs resident':>12s} {'vs naive':>9s} {'max err':>9s}")
+    res, nav = by.get("resident"), by.get("naive")
+    for st in runs:
+        hr = "-" if st.required == 0 or st.name == "naive" else f"{100 * st.hit_rate:.1f}%"
+        pr = "-" if st.predicted == 0 else f"{100 * st.predicted_right / st.predicted:.1f}%"
+        vr = f"{st.tokens_per_s / res.tokens_per_s:.2f}x" if res else "-"
+        vn = f"{st.tokens_per_s / nav.tokens_per_s:.2f}x" if nav else "-"
+        print(f"{st.name:10s} {st.tokens_per_s:9.2f} {1000 / st.tokens_per_s:9.2f} {hr:>9s} {pr:>9s} "
+              f"{st.bytes_read / 2**20:9.0f} {st.wait_ms:8.0f} {vr:>12s} {vn:>9s} {st.max_error:9.2e}")
+    summary = {"config": config_of(o) | {"tokens": o.tokens, "budget": o.budget, "tier": o.tier, "rho": o.rho},
+               "runs": {st.name: {"tokens_per_s": st.tokens_per_s, "hit_rate": None if st.required == 0 or
+                                  st.name == "naive" else st.hit_rate, "bytes_read": st.bytes_read,
+                                  "max_error_vs_pytorch": st.max_error} for st in runs},
+               "tier_bandwidth": bandwidth, "lru_hit_rate": lru, "error_bound": bound}
+    off = by.get("offloaded")
+    ok = True
+    if off:
+        lower = max(res.seconds if res else 0.0, off.bytes_read / bandwidth if bandwidth else 0.0)
+        summary["bound_ratio"] = off.seconds / lower if lower > 0 else None
+        summary["vs_naive"] = off.tokens_per_s / nav.tokens_per_s if nav else None
+        summary["vs_resident"] = off.tokens_per_s / res.tokens_per_s if res else None
+        summary["prediction_accuracy"] = off.predicted_right / off.predicted if off.predicted else None
+        print()
+        if nav:
+            ratio = off.tokens_per_s / nav.tokens_per_s
+            word = "faster" if ratio >= 1 else "slower"
+            shown = ratio if ratio >= 1 else 1 / ratio
+            print(f"offloaded is {shown:.2f}x {word} than naive on-demand loading")
+        if summary["bound_ratio"] is not None and bandwidth:
+            print(f"offloaded time per token is {summary['bound_ratio']:.2f}x its lower bound "
+                  f"max(resident compute {1000 * (res.seconds if res else 0) / o.tokens:.2f} ms, "
+                  f"bytes read / bandwidth {1000 * off.bytes_read / bandwidth / o.tokens:.2f} ms) per token")
+    summary["max_error_vs_pytorch"] = max((st.max_error for st in runs if st.name != "pytorch"), default=0.0)
+    if ref:
+        bad = [st.name for st in runs if st.max_error > bound]
+        if bad:
+            ok = False
+            print(f"ERROR: {', '.join(bad)} differ from the PyTorch reference by more than {bound:.2e}")
+        else:
+            print(f"every run equals the PyTorch reference within {bound:.2e} (max relative error "
+                  f"{summary['max_error_vs_pytorch']:.2e})")
+    write_csv(o, runs)
+    png = plot(o, runs)
+    print(f"per-token figures: {o.csv}\nplot:              {png}")
+    print("SUMMARY_JSON " + json.dumps(summary, sort_keys=True))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The main job as a benchmark: offloaded Mixtral-architecture decoding
+(examples/python/mixtral_offload.py) at primary budgets of 12.5, 25 and 50 %
+of the experts with the model file read with direct I/O, and at 25 % from
+the zstd tier, each run beside its same-run peers (all resident, naive
+on-demand loading, mmap, PyTorch); and the expert matmul's resident path
+against plain GEMMs on the same bytes (sw.matmul of each chosen expert).
+
+    PYTHONPATH=build/bindings/python python3 tools/bench/bench_moe_decode.py [--tokens 32] [--quick]
+
+Prints a table and one BENCH_JSON line per configuration.
+"""
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+if os.environ.get("STRIDEWEAVE_PYTHONPATH"):
+    sys.path.insert(0, os.environ["STRIDEWEAVE_PYTHONPATH"])
+
+import torch  # noqa: E402
+
+import strideweave as sw  # noqa: E402
+
+
+def load_demo():
+    spec = importlib.util.spec_from_file_location("mixtral_offload", ROOT / "examples" / "python" / "mixtral_offload.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def expert_matmul_vs_gemm(hidden, ffn, repeats=50):
+    """The resident path: one expert_matmul of k = 2 experts for one token
+    against two sw.matmul calls on dense copies of the same experts."""
+    E = 8
+    te = sw.TiledEvictable(sw.carriers.CPU(0, dtype=sw.bfloat16), sw.carriers.Host(E * hidden * ffn, dtype=sw.bfloat16),
+                           (1, 1, E), (hidden, ffn, 1))
+    full = te.full_tensor()
+    weights = torch.randn(E, ffn, hidden).to(torch.bfloat16)
+    for e in range(E):
+        te.update_async(full, sw.from_dlpack(weights[e:e + 1].permute(2, 1, 0)), sw.TileSelection([[0], [0], [e]])).wait()
+    x = sw.from_dlpack(torch.randn(1, hidden).to(torch.bfloat16))
+    ids = sw.from_dlpack(torch.tensor([[1, 5]]))
+    dense = [sw.from_dlpack(weights[e].T) for e in (1, 5)]
+
+    def best(f):
+        f()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        return times[len(times) // 2]
+
+    t_expert = best(lambda: te.expert_matmul(full, x, ids).wait())
+    t_plain = best(lambda: [sw.matmul(x, w, out_dtype=sw.float32) for w in dense])
+    te.release()
+    return {"hidden": hidden, "ffn": ffn, "expert_matmul_us": t_expert * 1e6, "plain_gemm_us": t_plain * 1e6,
+            "ratio": t_plain / t_expert, "bytes_per_call": 2 * hidden * ffn * 2}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--dir", default=os.environ.get("SW_RESULTS", "results"))
+    p.add_argument("--quick", action="store_true", help="small model (a smoke run, not a measurement)")
+    o = p.parse_args(argv)
+    demo = load_demo()
+    size = ["--layers", "2", "--experts", "8", "--hidden", "128", "--ffn", "256"] if o.quick else []
+    configs = [("direct", 0.125), ("direct", 0.25), ("direct", 0.5), ("zstd", 0.25)]
+    rows = []
+    for tier, budget in configs:
+        args = size + ["--tier", tier, "--budget", str(budget), "--tokens", str(o.tokens), "--dir", o.dir,
+                       "--quiet", "--csv", os.path.join(o.dir, f"bench_moe_{tier}_{budget}.csv")]
+        out = io.StringIO()
+        print(f"bench_moe_decode: tier {tier}, budget {100 * budget:.1f}% ...", file=sys.stderr, flush=True)
+        with contextlib.redirect_stdout(out):
+            status = demo.main(args)
+        line = next(x for x in out.getvalue().splitlines() if x.startswith("SUMMARY_JSON "))
+        s = json.loads(line[len("SUMMARY_JSON "):])
+        r = {"tier": tier, "budget": budget, "status": status, "vs_naive": s.get("vs_naive"),
+             "vs_resident": s.get("vs_resident"), "bound_ratio": s.get("bound_ratio"),
+             "lru_hit_rate": s["lru_hit_rate"], "hit_rate": s["runs"]["offloaded"]["hit_rate"],
+             "offloaded_tps": s["runs"]["offloaded"]["tokens_per_s"], "naive_tps": s["runs"]["naive"]["tokens_per_s"],
+             "resident_tps": s["runs"]["resident"]["tokens_per_s"], "pytorch_tps": s["runs"]["pytorch"]["tokens_per_s"],
+             "mmap_tps": s["runs"]["mmap"]["tokens_per_s"], "max_error_vs_pytorch": s["max_error_vs_pytorch"]}
+        rows.append(r)
+        print("BENCH_JSON " + json.dumps({"moe_decode": r}, sort_keys=True))
+    hidden, ffn = (128, 256) if o.quick else (1024, 2816)
+    em = expert_matmul_vs_gemm(hidden, ffn)
+    print("BENCH_JSON " + json.dumps({"expert_matmul": em}, sort_keys=True))
+
+    print(f"\n{'tier':7s} {'budget':>7s} {'tok/s':>7s} {'naive':>7s} {'resident':>9s} {'pytorch':>8s} {'mmap':>7s} "
+          f"{'vs naive':>9s} {'vs res.':>8s} {'bound':>7s} {'hit':>6s} {'LRU hit':>8s} {'max err':>8s}")
+    for r in rows:
+        bound = "-" if r["bound_ratio"] is None else f"{r['bound_ratio']:.2f}"
+        print(f"{r['tier']:7s} {100 * r['budget']:6.1f}% {r['offloaded_tps']:7.2f} {r['naive_tps']:7.2f} "
+              f"{r['resident_tps']:9.2f} {r['pytorch_tps']:8.2f} {r['mmap_tps']:7.2f} {r['vs_naive']:8.2f}x "
+              f"{r['vs_resident']:7.2f}x {bound:>7s} {100 * r['hit_rate']:5.1f}% {100 * r['lru_hit_rate']:7.1f}% "
+              f"{r['max_error_vs_pytorch']:8.1e}")
+    print(f"\nexpert matmul, resident, 2 experts of {hidden}x{ffn} bf16 for one token: {em['expert_matmul_us']:.0f} us; "
+          f"two plain GEMMs on the same bytes {em['plain_gemm_us']:.0f} us: ratio {em['ratio']:.2f} (target >= 0.9)")
+    return 0 if all(r["status"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
