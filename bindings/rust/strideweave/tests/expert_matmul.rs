@@ -1,8 +1,9 @@
 //! The expert-indexed matmul (`TiledEvictable::expert_matmul`) against a
 //! plain Rust reference: ungated and gated, shared and per-choice inputs,
 //! an LRU-budgeted carrier over a file tier, autograd in x and the gates,
-//! the await as a future and from several threads, and its errors (each
-//! refused before any work, no state changed). Weights and inputs are small
+//! the await as a future and from several threads, a call held in flight
+//! (with the `testing` feature), and its errors (each refused before any
+//! work, no state changed). Weights and inputs are small
 //! integers and the gates dyadic, so every f32 sum is exact.
 mod common;
 use common::*;
@@ -324,4 +325,59 @@ fn a_disposed_carrier_is_state() {
     let (te, full) = experts(&rt, Policy::None);
     te.dispose().unwrap();
     expect_code(te.expert_matmul(&full, &shared_x(&rt), &ids_tensor(&rt, &IDS), None, None), ErrorCode::State);
+}
+
+/// With the first expert read held in flight over a file tier: the call is
+/// pending, disposal is STATE, an eviction of a used expert waits for it.
+#[cfg(feature = "testing")]
+#[test]
+fn a_pending_call_follows_the_projection_rules() {
+    use strideweave::testing::Fault;
+    let rt = Runtime::new().unwrap();
+    let te = seeded_file(&rt, &weights(), &[1, 1, E], &[K, N, 1], Policy::None);
+    let full = te.full_tensor().unwrap();
+    let ids = ids_tensor(&rt, &IDS);
+    let (pending, eviction) = rt
+        .with_hold(Fault::Read, |caught| {
+            let pending = te.expert_matmul(&full, &shared_x(&rt), &ids, None, None).unwrap();
+            caught().unwrap();
+            assert!(!pending.is_done().unwrap());
+            let message = expect_code(te.dispose(), ErrorCode::State);
+            assert!(message.contains("not terminal"), "{message}");
+            let eviction = te.evict_async(&TileSet::new([[0, 0, 0]]).unwrap()).unwrap();
+            assert!(!eviction.is_done().unwrap());
+            (pending, eviction)
+        })
+        .unwrap();
+    let y = pending.wait().unwrap();
+    eviction.wait().unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), expected_ungated(&IDS, false));
+    assert_eq!(te.tile_state(&[0, 0, 0]).unwrap().location, TileLocation::Secondary);
+}
+
+/// An expert owned by an incomplete residency request is STATE, nothing changed.
+#[cfg(feature = "testing")]
+#[test]
+fn an_expert_owned_by_a_residency_request_is_refused() {
+    use strideweave::testing::Fault;
+    let rt = Runtime::new().unwrap();
+    let te = seeded_file(&rt, &weights(), &[1, 1, E], &[K, N, 1], Policy::None);
+    let full = te.full_tensor().unwrap();
+    let promotion = rt
+        .with_hold(Fault::Read, |caught| {
+            let promotion = te.promote_async(&TileSet::new([[0, 0, 3]]).unwrap()).unwrap();
+            caught().unwrap();
+            let before = states(&te);
+            let message = expect_code(
+                te.expert_matmul(&full, &shared_x(&rt), &ids_tensor(&rt, &IDS), None, None),
+                ErrorCode::State,
+            );
+            assert!(message.contains("residency request"), "{message}");
+            assert_eq!(states(&te), before);
+            promotion
+        })
+        .unwrap();
+    promotion.wait().unwrap();
+    let y = te.expert_matmul(&full, &shared_x(&rt), &ids_tensor(&rt, &IDS), None, None).unwrap().wait().unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), expected_ungated(&IDS, false));
 }
