@@ -396,6 +396,28 @@ impl TiledEvictable {
     /// shapes), INDEX (an id outside [0, E), naming token and slot),
     /// UNSUPPORTED (a non-CPU primary tier), STATE (disposed, an expert
     /// owned by a residency request, an invalid expert tile).
+    ///
+    /// ```
+    /// use strideweave::{Carrier, DType, Policy, Runtime, Tensor, TiledEvictable};
+    ///
+    /// # fn main() -> strideweave::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// // Two experts of K = 2 inputs, N = 1 output: W_0 = [1, 2], W_1 = [3, 4].
+    /// let file = Carrier::host(&rt, DType::F32, 4)?;
+    /// file.write(0, &[1f32, 2., 3., 4.])?;
+    /// let cpu = Carrier::cpu(&rt, DType::F32, 0)?;
+    /// let experts = TiledEvictable::new(&cpu, &file, &[1, 1, 2], &[2, 1, 1], Policy::None)?;
+    /// let w = experts.full_tensor()?;
+    /// let x = Tensor::from_slice(&rt, &[1, 2], &[1f32, 10.])?; // one token
+    /// let ids = Tensor::from_slice(&rt, &[1, 2], &[1i32, 0])?; // routed to experts 1 and 0
+    /// let each = experts.expert_matmul(&w, &x, &ids, None, None)?.wait()?;
+    /// assert_eq!(each.to_vec::<f32>()?, vec![43., 21.]); // (1, 2, 1)
+    /// let gates = Tensor::from_slice(&rt, &[1, 2], &[0.5f32, 0.25])?;
+    /// let mixed = experts.expert_matmul(&w, &x, &ids, Some(&gates), None)?.wait()?;
+    /// assert_eq!(mixed.to_vec::<f32>()?, vec![26.75]); // (1, 1)
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn expert_matmul(
         &self,
         experts: &Tensor,
