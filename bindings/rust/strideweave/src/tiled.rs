@@ -9,6 +9,7 @@ use strideweave_sys as sys;
 
 use crate::awaits::{Await, AwaitMove, AwaitProjection, AwaitResidency, AwaitUpdate};
 use crate::carrier::{Carrier, CarrierKind};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ffi::call;
 use crate::policy::{Policy, PolicyShared, PolicyVtable, ResidencyPolicy};
@@ -363,6 +364,85 @@ impl TiledEvictable {
         let mut out = ptr::null_mut();
         let r = call(|| unsafe {
             sys::sw_tiled_project(self.as_raw(), tensor.as_raw(), selection.as_raw(), dest, &mut out)
+        });
+        self.after();
+        r?;
+        Ok(self.adopt(out))
+    }
+
+    /// Starts the expert-indexed matmul (`sw_tiled_expert_matmul`), the
+    /// mixture-of-experts primitive, on this TiledEvictable of one expert
+    /// per tile: grid (1, 1, E), tile (K, N, 1), tile `e` holding expert
+    /// `e`'s (K, N) matrix W_e first mode fastest (a row-major (E, N, K)
+    /// weights file, one `nn.Linear(K, N)` per expert, as it lies).
+    /// `experts` is its [`full_tensor`](Self::full_tensor); `ids` a CPU
+    /// (T, k) i32 or i64 tensor naming token t's j-th expert; `x` a CPU
+    /// tensor of the experts' dtype, (T, K) shared by a token's choices or
+    /// (T, k, K) one row per choice. The await's result is a CPU tensor:
+    /// without `gates`, (T, k, N) with `y[t, j, :] = x[t, (j,) :] @ W_{ids[t, j]}`;
+    /// with `gates` (a CPU float (T, k) tensor), (T, N), the gate-weighted
+    /// sum over j. Products (and the gated sum) accumulate in f32 (f64 for
+    /// f64) and are rounded once to `out_dtype`: `None` for the experts'
+    /// dtype, `Some(DType::F32)` for the f32 sums of f16/bf16 experts.
+    ///
+    /// It is a projection: the policy is consulted with the experts used
+    /// (purpose PROJECTION), missing experts are read from the secondary
+    /// tier while resident ones compute on their tile memory in place, and
+    /// the used experts stay pinned until the commit (evictions wait,
+    /// disposal is STATE). Differentiable in `experts`, `x` and `gates`.
+    /// Errors before any work, with no state changed: TYPE (non-CPU or
+    /// wrong-dtype x, ids, gates or `out_dtype`; experts not of this
+    /// carrier), VALUE (geometry, a view instead of the full tensor,
+    /// shapes), INDEX (an id outside [0, E), naming token and slot),
+    /// UNSUPPORTED (a non-CPU primary tier), STATE (disposed, an expert
+    /// owned by a residency request, an invalid expert tile).
+    ///
+    /// ```
+    /// use strideweave::{Carrier, DType, Policy, Runtime, Tensor, TiledEvictable};
+    ///
+    /// # fn main() -> strideweave::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// // Two experts of K = 2 inputs, N = 1 output: W_0 = [1, 2], W_1 = [3, 4].
+    /// let file = Carrier::host(&rt, DType::F32, 4)?;
+    /// file.write(0, &[1f32, 2., 3., 4.])?;
+    /// let cpu = Carrier::cpu(&rt, DType::F32, 0)?;
+    /// let experts = TiledEvictable::new(&cpu, &file, &[1, 1, 2], &[2, 1, 1], Policy::None)?;
+    /// let w = experts.full_tensor()?;
+    /// let x = Tensor::from_slice(&rt, &[1, 2], &[1f32, 10.])?; // one token
+    /// let ids = Tensor::from_slice(&rt, &[1, 2], &[1i32, 0])?; // routed to experts 1 and 0
+    /// let each = experts.expert_matmul(&w, &x, &ids, None, None)?.wait()?;
+    /// assert_eq!(each.to_vec::<f32>()?, vec![43., 21.]); // (1, 2, 1)
+    /// let gates = Tensor::from_slice(&rt, &[1, 2], &[0.5f32, 0.25])?;
+    /// let mixed = experts.expert_matmul(&w, &x, &ids, Some(&gates), None)?.wait()?;
+    /// assert_eq!(mixed.to_vec::<f32>()?, vec![26.75]); // (1, 1)
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn expert_matmul(
+        &self,
+        experts: &Tensor,
+        x: &Tensor,
+        ids: &Tensor,
+        gates: Option<&Tensor>,
+        out_dtype: Option<DType>,
+    ) -> Result<AwaitProjection> {
+        let mut desc = sys::sw_matmul_desc_t::default();
+        unsafe { sys::sw_matmul_desc_init(&mut desc) };
+        if let Some(d) = out_dtype {
+            desc.out_dtype = d.to_raw();
+        }
+        let gates = gates.map_or(ptr::null_mut(), |g| g.as_raw());
+        let mut out = ptr::null_mut();
+        let r = call(|| unsafe {
+            sys::sw_tiled_expert_matmul(
+                self.as_raw(),
+                experts.as_raw(),
+                x.as_raw(),
+                ids.as_raw(),
+                gates,
+                &desc,
+                &mut out,
+            )
         });
         self.after();
         r?;
