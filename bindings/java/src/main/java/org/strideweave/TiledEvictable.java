@@ -341,6 +341,72 @@ public final class TiledEvictable extends Carrier {
   }
 
   /**
+   * Starts the expert-indexed matmul, the mixture-of-experts primitive: every token multiplied
+   * by the experts it was routed to, on the experts' tile memory in place. This TiledEvictable
+   * holds one expert per tile: grid {@code (1, 1, E)} and tile {@code (K, N, 1)}, tile {@code e}
+   * holding expert {@code e}'s {@code (K, N)} matrix {@code W_e} first mode fastest (a row-major
+   * {@code (E, N, K)} weight file, one {@code nn.Linear(K, N)} per expert, is this tensor as it
+   * lies; see {@code docs/moe-offload.md}). The result, a CPU tensor of the experts' dtype, is
+   * <ul>
+   *   <li>{@code gates == null}: {@code (T, k, N)}, {@code Y[t, j, :] = x[t, (j,) :] @ W_{ids[t, j]}};
+   *   <li>{@code gates (T, k)}: {@code (T, N)}, the sum over {@code j} of
+   *       {@code gates[t, j] * Y[t, j, :]}.
+   * </ul>
+   * Products accumulate in f32 (f64 for f64 experts), the gated sum too, and the result is
+   * rounded once. As a projection it consults the policy with the experts the call uses (purpose
+   * PROJECTION), reads missing experts from the secondary tier while the resident ones are
+   * computed, and pins the experts until the commit (evictions wait, {@link #dispose()} is
+   * refused while it is pending). With grad mode on and experts, x or gates requiring grad, the
+   * result records one node whose backward gives x and the gates their gradients and the experts
+   * a tile-sparse TiledEvictable gradient holding the used experts' tiles. Every error below is
+   * raised before any work, and changes no state.
+   *
+   * @param experts the full tensor of this carrier ({@link #fullTensor()})
+   * @param x a CPU tensor of the experts' dtype: {@code (T, K)}, shared by a token's {@code k}
+   *     choices, or {@code (T, k, K)}, one row per choice
+   * @param ids a CPU {@code (T, k)} {@link DType#I32} or {@link DType#I64} tensor of expert ids,
+   *     token {@code t}'s {@code j}-th choice at {@code (t, j)}
+   * @param gates null, or a CPU {@code (T, k)} float tensor of gate weights
+   * @return the PROJECTION await, whose result is the tensor
+   * @throws IndexOutOfRangeException for an id outside {@code [0, E)} (naming token and slot)
+   * @throws TypeMismatchException for a non-CPU x, ids or gates, for dtypes (x not of the
+   *     experts' dtype, ids not i32 or i64, gates not float), or for experts not of this carrier
+   * @throws InvalidValueException for a geometry other than grid {@code (1, 1, E)} and tile
+   *     {@code (K, N, 1)}, a view instead of the full tensor, or the shapes of x, ids or gates
+   * @throws UnsupportedFeatureException for a primary tier other than CPU
+   * @throws InvalidStateException when disposed, for an expert owned by a residency request or
+   *     an invalid expert tile
+   */
+  public AwaitProjection expertMatmul(Tensor experts, Tensor x, Tensor ids, Tensor gates) {
+    Objects.requireNonNull(experts, "experts");
+    Objects.requireNonNull(x, "x");
+    Objects.requireNonNull(ids, "ids");
+    return call(h -> experts.call(e -> x.call(xh -> ids.call(i -> {
+      long g = beginOrZero(gates);
+      try {
+        long[] out = new long[1];
+        Native.sw_tiled_expert_matmul(h, e, xh, i, g, null, out);
+        return new AwaitProjection(out[0]);
+      } finally {
+        endIfNotNull(gates);
+      }
+    }))));
+  }
+
+  /**
+   * {@link #expertMatmul(Tensor, Tensor, Tensor, Tensor)} without gates: the result is
+   * {@code (T, k, N)}, one row per token and choice.
+   *
+   * @param experts the full tensor of this carrier
+   * @param x {@code (T, K)} or {@code (T, k, K)}, of the experts' dtype
+   * @param ids {@code (T, k)} i32 or i64 expert ids
+   * @return the PROJECTION await
+   */
+  public AwaitProjection expertMatmul(Tensor experts, Tensor x, Tensor ids) {
+    return expertMatmul(experts, x, ids, null);
+  }
+
+  /**
    * Writes {@code compact} at the selected tiles of a fresh TiledEvictable with this one's
    * geometry and tier kinds, returned by the await as its full tensor. REPLACE takes compact's
    * values; ADD adds them to the template's. The selected tiles are valid and dirty, the others
