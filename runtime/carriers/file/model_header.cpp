@@ -244,6 +244,8 @@ sw_dtype_t npy_dtype(const std::string& descr, const std::string& source) {
 
 // ---- JSON -------------------------------------------------------------
 
+struct JsonMember;
+
 struct Json {
   enum Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = kNull;
@@ -254,8 +256,15 @@ struct Json {
   bool overflow = false;    // its magnitude exceeds 2^64 - 1
   uint64_t magnitude = 0;
   std::vector<Json> items;  // array
-  std::vector<std::pair<std::string, Json>> members;  // object, in order
+  std::vector<JsonMember> members;  // object, in order
   size_t position = 0;      // header byte where the value starts
+};
+
+// An object's member. Not a std::pair: a pair of an incomplete Json inside
+// Json's own definition is rejected by some standard libraries.
+struct JsonMember {
+  std::string first;
+  Json second;
 };
 
 constexpr int kMaxJsonDepth = 64;
@@ -309,7 +318,7 @@ class JsonParser {
           if (peek() != ':' || at_end()) fail("expected ':'");
           ++p_;
           skip_ws();
-          v.members.emplace_back(std::move(key), value(depth + 1));
+          v.members.push_back(JsonMember{std::move(key), value(depth + 1)});
           skip_ws();
           if (at_end()) fail("unterminated object");
           if (*p_ == ',') {
