@@ -271,7 +271,7 @@ static void create_is_zero_filled(void** state) {
    * unlinked at once: the directory is empty while the carrier lives, and
    * the process holds the file open until the release. */
   assert_int_equal(count_entries(f->dir, NULL, 0), 0);
-  char fd_path[64];
+  char fd_path[320];
   assert_int_equal(open_scratch_files(f->dir, fd_path, sizeof fd_path), 1);
   struct stat st;
   assert_int_equal(stat(fd_path, &st), 0);
@@ -281,22 +281,32 @@ static void create_is_zero_filled(void** state) {
   assert_int_equal(open_scratch_files(f->dir, NULL, 0), 0);
 }
 
-/* A process that dies holding a scratch carrier leaves nothing behind. */
+/* The child of crash_leaves_no_scratch_file (this program run again with
+ * --scratch-child DIR): makes a scratch carrier in DIR, writes to it and
+ * exits without releasing anything. */
+static int scratch_child(const char* dir) {
+  sw_runtime_t* rt = NULL;
+  sw_file_carrier_desc_t d;
+  sw_file_carrier_desc_init(&d);
+  d.directory = dir;
+  sw_carrier_t* c = NULL;
+  if (sw_runtime_create(NULL, &rt) || sw_carrier_create_file(rt, SW_DTYPE_F32, 1 << 20, &d, &c)) _exit(3);
+  const float one = 1.0f;
+  if (sw_carrier_write(c, 5, 1, &one)) _exit(4);
+  _exit(count_entries(dir, NULL, 0) == 0 ? 0 : 5); /* no release, no shutdown */
+}
+
+/* A process that dies holding a scratch carrier leaves nothing behind. The
+ * child is a fresh process (fork and exec: a forked copy of this threaded
+ * process may not start threads under ThreadSanitizer). */
 static void crash_leaves_no_scratch_file(void** state) {
   fixture_t* f = FIXTURE(state);
   fflush(NULL);
   const pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
-    sw_runtime_t* rt = NULL;
-    sw_file_carrier_desc_t d;
-    sw_file_carrier_desc_init(&d);
-    d.directory = f->dir;
-    sw_carrier_t* c = NULL;
-    if (sw_runtime_create(NULL, &rt) || sw_carrier_create_file(rt, SW_DTYPE_F32, 1 << 20, &d, &c)) _exit(3);
-    const float one = 1.0f;
-    if (sw_carrier_write(c, 5, 1, &one)) _exit(4);
-    _exit(count_entries(f->dir, NULL, 0) == 0 ? 0 : 5); /* no release, no shutdown */
+    execl("/proc/self/exe", "test_file_carrier", "--scratch-child", f->dir, (char*)NULL);
+    _exit(6);
   }
   int status = 0;
   assert_int_equal(waitpid(child, &status, 0), child);
@@ -974,7 +984,8 @@ static void move_from_read_only_file(void** state) {
   free(v);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "--scratch-child") == 0) return scratch_child(argv[2]);
 #define T(name) cmocka_unit_test_setup_teardown(name, fixture_setup, fixture_teardown)
   const struct CMUnitTest tests[] = {
       T(desc_init_defaults),
