@@ -230,6 +230,7 @@ class Stats:
         self.bytes_read = 0
         self.wait_ms = 0.0
         self.outputs = None
+        self.step_hit_rate = []  # the running hit rate after each timed step
         self.routes = []
         self.marks = {}
 
@@ -242,6 +243,7 @@ class Stats:
             self.on_reset()
 
     on_reset = None
+    on_step = None  # refreshes the counters after each timed step (policy statistics)
 
     @property
     def seconds(self):
@@ -285,6 +287,8 @@ def decode(o, shared, stream, stats, moe, before_layer=None):
         routes.append([])
         outs.append(step(t))
         stats.step_ms.append((time.perf_counter() - t0) * 1000)
+        if stats.on_step:
+            stats.on_step()
         if not o.quiet and (t + 1) % max(1, o.tokens // 8) == 0:
             hr = "" if stats.required == 0 else f", hit rate {100 * stats.hit_rate:.0f}%"
             print(f"  {stats.name:9s} token {t + 1:3d}/{o.tokens}: {stats.step_ms[-1]:7.2f} ms{hr}", flush=True)
@@ -466,17 +470,25 @@ def run_offloaded(o, shared, stream, path):
 
     before = {}
     st.on_reset = lambda: before.update({(layer, w): dict(p.stats()) for layer, w, p in model.policies})
+
+    def count():
+        st.bytes_read = st.hits = st.required = 0
+        for layer, w, p in model.policies:
+            s, b = p.stats(), before[(layer, w)]
+            st.bytes_read += (s["promoted"] - b["promoted"] + s["transient"] - b["transient"]) * model.tile_bytes[w]
+            if w == "w1":
+                st.hits += s["hits"] - b["hits"]
+                st.required += (s["hits"] - b["hits"]) + (s["misses"] - b["misses"])
+        st.step_hit_rate.append(st.hit_rate)
+
+    st.on_step = count
     with sw.no_grad():
         st.outputs = decode(o, shared, stream, st, model.moe, before_layer)
     for layer in list(model.in_flight):
         model.drain(layer)
     st.wait_ms += model.drain_ms
-    for layer, w, p in model.policies:
-        s, b = p.stats(), before[(layer, w)]
-        st.bytes_read += (s["promoted"] - b["promoted"] + s["transient"] - b["transient"]) * model.tile_bytes[w]
-        if w == "w1":
-            st.hits += s["hits"] - b["hits"]
-            st.required += (s["hits"] - b["hits"]) + (s["misses"] - b["misses"])
+    count()
+    st.step_hit_rate.pop()
     model.release()
     return st
 
@@ -633,7 +645,7 @@ def write_csv(o, runs):
         f.write("run,batch,latency_ms,wait_ms,hit_rate\n")
         for st in runs:
             for i, ms in enumerate(st.step_ms):
-                hr = "" if st.required == 0 else f"{st.hit_rate:.4f}"
+                hr = f"{st.step_hit_rate[i]:.4f}" if i < len(st.step_hit_rate) else ""
                 f.write(f"{st.name},{i},{ms:.4f},0,{hr}\n")
 
 
@@ -651,8 +663,17 @@ def plot(o, runs):
     ax1.set_xlabel("token")
     ax1.set_ylabel("tokens/s")
     ax1.set_yscale("log")
-    ax1.legend()
-    ax1.set_title("decode speed per token")
+    ax1.set_title("decode speed per token; running hit rate (dashed)")
+    hit = ax1.twinx()
+    for st in runs:
+        if st.step_hit_rate:
+            hit.plot(range(1, len(st.step_hit_rate) + 1), [100 * h for h in st.step_hit_rate], "--",
+                     color="tab:green", label=f"{st.name} hit rate")
+    hit.set_ylabel("hit rate (%)")
+    hit.set_ylim(0, 100)
+    lines, labels = ax1.get_legend_handles_labels()
+    more, more_labels = hit.get_legend_handles_labels()
+    ax1.legend(lines + more, labels + more_labels, fontsize="small")
     names = [st.name for st in runs]
     ax2.bar(names, [st.tokens_per_s for st in runs], color="tab:blue")
     for i, st in enumerate(runs):
@@ -743,9 +764,12 @@ def main(argv=None):
         print()
         if nav:
             ratio = off.tokens_per_s / nav.tokens_per_s
-            word = "faster" if ratio >= 1 else "slower"
-            shown = ratio if ratio >= 1 else 1 / ratio
-            print(f"offloaded is {shown:.2f}x {word} than naive on-demand loading")
+            if abs(ratio - 1) < 0.005:
+                print("offloaded is as fast as naive on-demand loading")
+            else:
+                word = "faster" if ratio >= 1 else "slower"
+                shown = ratio if ratio >= 1 else 1 / ratio
+                print(f"offloaded is {shown:.2f}x {word} than naive on-demand loading")
         if summary["bound_ratio"] is not None and bandwidth:
             print(f"offloaded time per token is {summary['bound_ratio']:.2f}x its lower bound "
                   f"max(resident compute {1000 * (res.seconds if res else 0) / o.tokens:.2f} ms, "
