@@ -24,7 +24,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = {
     "moe_offload.py": ["--experts", "6", "--topk", "2", "--dim", "8", "--tokens", "2", "--batches", "3", "--quiet"],
     "train_projection.py": ["--rows", "8", "--width", "4", "--per-step", "2", "--steps", "3"],
+    "moe_layer.py": ["--tokens", "4", "--dim", "4", "--hidden", "8", "--experts", "4", "--steps", "2", "--quiet"],
+    "mixtral_experts.py": ["--experts", "3", "--layer", "0"],
 }
+# mixtral_offload.py imports PyTorch (its peer and reference), which valgrind
+# cannot run in minutes; its StrideWeave calls are those of the examples above
+# plus sw_tiled_expert_matmul, which the ASan+UBSan suites cover.
 OURS = ("libstrideweave", "_native")
 # SWIG's generated runtime, at interpreter teardown, creates its global
 # variable-link object anew from SWIG_Python_DestroyModule and never frees it
