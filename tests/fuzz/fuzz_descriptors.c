@@ -225,7 +225,8 @@ static void policy_and_out_structs(fz_in* in) {
   const int64_t grid[1] = {2}, tile[1] = {4};
   destroy_calls = 0;
   const sw_error_code_t code = FZ_CHECK(sw_tiled_create(cpu, host, grid, tile, 1, &p, &te));
-  ACCEPTED_ONLY_KNOWN(code, p.struct_size, sizeof p, offsetof(sw_residency_policy_t, outcome));
+  ACCEPTED_ONLY_KNOWN(code, p.struct_size, sizeof p, offsetof(sw_residency_policy_t, outcome),
+                      offsetof(sw_residency_policy_t, attach));
   if (code != SW_OK) FZ_REQUIRE(destroy_calls == 0, "destroy ran for a refused policy");
   if (code == SW_OK) {
     sw_tile_state_t st;
@@ -245,7 +246,8 @@ static void policy_and_out_structs(fz_in* in) {
   sw_lru_stats_t s;
   sw_lru_stats_init(&s);
   s.struct_size = fz_struct_size(in, sizeof s);
-  ACCEPTED_ONLY_KNOWN(FZ_CHECK(sw_lru_policy_stats(lru, &s)), s.struct_size, sizeof s);
+  ACCEPTED_ONLY_KNOWN(FZ_CHECK(sw_lru_policy_stats(lru, &s)), s.struct_size, sizeof s,
+                      offsetof(sw_lru_stats_t, transient));
   sw_lru_policy_release(lru);
 }
 
