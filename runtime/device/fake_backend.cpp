@@ -3,6 +3,7 @@
 // it, touching the host bytes at that moment, so that host bytes released
 // before their event says so are caught. Embedders may plug their own
 // storage through sw_fake_device_vtable_t.
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -37,10 +38,14 @@ class FakeBackend final : public DeviceBackend {
     if (vt_.allocate) {
       check(vt_.allocate(vt_.user_data, id, bytes, alignment, &pointer), "device allocation failed");
     } else {
-      auto& v = memory_[id];
-      v.assign(bytes + alignment, std::byte{0});
-      auto addr = reinterpret_cast<uintptr_t>(v.data());
-      pointer = v.data() + ((alignment - addr % alignment) % alignment);
+      // calloc, not a vector: an impossible size is OUT_OF_MEMORY, never an
+      // exception from operator new.
+      std::byte* raw = bytes > UINT64_MAX - alignment ? nullptr : static_cast<std::byte*>(std::calloc(bytes + alignment, 1));
+      if (!raw)
+        throw_error(SW_ERROR_OUT_OF_MEMORY, "device allocation of " + std::to_string(bytes) + " bytes failed (fake)");
+      memory_[id].reset(raw);
+      auto addr = reinterpret_cast<uintptr_t>(raw);
+      pointer = raw + ((alignment - addr % alignment) % alignment);
     }
     pointers_[id] = static_cast<std::byte*>(pointer);
   }
@@ -141,7 +146,10 @@ class FakeBackend final : public DeviceBackend {
   }
 
   sw_fake_device_vtable_t vt_{};
-  std::unordered_map<uint64_t, std::vector<std::byte>> memory_;
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unordered_map<uint64_t, std::unique_ptr<std::byte, Free>> memory_;
   std::unordered_map<uint64_t, std::byte*> pointers_;
   std::map<uint64_t, Pending> pending_;
 };

@@ -20,7 +20,8 @@ class HostBackend final : public DeviceBackend {
   void allocate(uint64_t id, uint64_t bytes, uint64_t alignment, const AllocationOptions& options) override {
     if (options.count_fault) runtime_->check_fault(FaultKind::kAllocation, "device allocation");
     const uint64_t a = alignment < sizeof(void*) ? sizeof(void*) : alignment;
-    void* p = std::aligned_alloc(a, (bytes + a - 1) / a * a);
+    // A size whose rounding up to the alignment wraps is one no memory holds.
+    void* p = bytes > UINT64_MAX - a ? nullptr : std::aligned_alloc(a, (bytes + a - 1) / a * a);
     if (!p) throw_error(SW_ERROR_OUT_OF_MEMORY, "device allocation of " + std::to_string(bytes) + " bytes failed");
     std::memset(p, 0, bytes);
     memory_[id] = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
