@@ -125,7 +125,7 @@ Ref<Tensor> index_add(const Ref<Tensor>& a, int64_t axis_in, const Ref<Tensor>& 
   std::vector<int64_t> expect = a->shape();
   expect[axis] = index->numel();
   if (source->shape() != expect)
-    value_error("index_add: the source has shape " + shape_string(source->shape()) + "; " + shape_string(expect) +
+    value_error("index_add: the source has shape " + shape_text(source->shape()) + "; " + shape_text(expect) +
                 " was expected (the tensor's, with one entry per index along the axis)");
   const sw_dtype_t d = a->dtype(), c = compute_dtype(d);
   auto out = as_dtype(scatter_add_raw(a, axis, spread_index(*index, expect, axis), source, c), d);
@@ -191,8 +191,8 @@ Ref<Tensor> cat(const std::vector<Ref<Tensor>>& ts, int64_t axis_in) {
                   std::to_string(rank));
     for (size_t i = 0; i < rank; ++i)
       if (i != axis && t.shape()[i] != ts[0]->shape()[i])
-        value_error("cat: tensor " + std::to_string(k) + " has shape " + shape_string(t.shape()) +
-                    ", which differs from tensor 0's " + shape_string(ts[0]->shape()) + " off the axis");
+        value_error("cat: tensor " + std::to_string(k) + " has shape " + shape_text(t.shape()) +
+                    ", which differs from tensor 0's " + shape_text(ts[0]->shape()) + " off the axis");
     shape[axis] += t.shape()[axis];
     dtype = promote_types(dtype, t.dtype());
   }
@@ -229,8 +229,8 @@ Ref<Tensor> stack(const std::vector<Ref<Tensor>>& ts, int64_t axis_in) {
   const size_t rank = ts[0]->rank();
   for (size_t k = 0; k < ts.size(); ++k)
     if (ts[k]->shape() != ts[0]->shape())
-      value_error("stack: tensor " + std::to_string(k) + " has shape " + shape_string(ts[k]->shape()) +
-                  ", tensor 0 " + shape_string(ts[0]->shape()) + "; stacked tensors need one shape");
+      value_error("stack: tensor " + std::to_string(k) + " has shape " + shape_text(ts[k]->shape()) +
+                  ", tensor 0 " + shape_text(ts[0]->shape()) + "; stacked tensors need one shape");
   if (rank >= SW_MAX_RANK)
     value_error("stack: the result would exceed the maximum rank of " + std::to_string(SW_MAX_RANK));
   const int64_t axis = static_cast<int64_t>(normalize_axis(axis_in, rank + 1, "stack"));

@@ -322,8 +322,8 @@ void binary_inplace(Binary op, const Ref<Tensor>& a, const Ref<Tensor>& b) {
   const Plan plan = plan_binary(op, a->dtype(), b->dtype());
   const bool records = check_inplace(name, a, b.get(), plan.result);
   if (broadcast_shapes(a->shape(), b->shape(), name.c_str()) != a->shape())
-    value_error(name + ": the operand of shape " + shape_string(b->shape()) +
-                " does not broadcast to the modified tensor's shape " + shape_string(a->shape()));
+    value_error(name + ": the operand of shape " + shape_text(b->shape()) +
+                " does not broadcast to the modified tensor's shape " + shape_text(a->shape()));
   if (records) {
     adopt_result(a, binary(op, current_value(a), b));
   } else if (a->layout().is_dense() && plan.compute == a->dtype() && !compares(op) && disjoint_or_same(*a, *b)) {
@@ -396,8 +396,8 @@ void copy_from(const Ref<Tensor>& dst, const Ref<Tensor>& src) {
   auto pins = check_operands("copy_", {dst.get(), src.get()});
   const bool records = check_inplace("copy_", dst, src.get(), SW_DTYPE_BOOL);
   if (broadcast_shapes(dst->shape(), src->shape(), "copy_") != dst->shape())
-    value_error("copy_: the source of shape " + shape_string(src->shape()) +
-                " does not broadcast to the destination's shape " + shape_string(dst->shape()));
+    value_error("copy_: the source of shape " + shape_text(src->shape()) +
+                " does not broadcast to the destination's shape " + shape_text(dst->shape()));
   // A source overlapping the destination differently is read from a copy.
   Ref<Tensor> from = disjoint_or_same(*dst, *src) ? src : copy_as(*src, src->dtype());
   store_into(dst, from);

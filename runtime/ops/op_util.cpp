@@ -13,12 +13,6 @@ void record(const Ref<Tensor>& out, const char* name, const std::vector<const Te
   attach(out, node);
 }
 
-std::string shape_string(const std::vector<int64_t>& s) {
-  std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
-
 size_t normalize_axis(int64_t axis, size_t rank, const char* op) {
   const int64_t r = static_cast<int64_t>(rank);
   const int64_t n = axis < 0 ? axis + r : axis;

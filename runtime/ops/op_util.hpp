@@ -9,6 +9,7 @@
 
 #include "autograd/node.hpp"
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
 #include "ops/ops.hpp"
@@ -46,7 +47,6 @@ void record(const Ref<Tensor>& out, const char* name, const std::vector<const Te
 inline Ref<Tensor> save_output(const Ref<Tensor>& out) { return out->view(out->offset(), out->layout_ref()); }
 
 inline ComputeBackend& backend_of(const Tensor& t) { return backend_for(t.carrier().compute_side()); }
-std::string shape_string(const std::vector<int64_t>& s);
 // An axis in [-rank, rank) made non-negative; INDEX otherwise.
 size_t normalize_axis(int64_t axis, size_t rank, const char* op);
 

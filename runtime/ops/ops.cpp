@@ -3,17 +3,12 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/dtype.hpp"
 #include "autograd/node.hpp"
 #include "ops/backend.hpp"
 
 namespace sw::ops {
-
-static std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
 
 // The compute carrier kind an operand computes on (a composite's primary kind).
 static const Carrier& compute_side(const Tensor& t) { return t.carrier().compute_side(); }
@@ -46,7 +41,7 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
     const int64_t x = i + a.size() >= r ? a[i + a.size() - r] : 1;
     const int64_t y = i + b.size() >= r ? b[i + b.size() - r] : 1;
     if (x != y && x != 1 && y != 1)
-      value_error(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
+      value_error(std::string(op) + ": shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
     out[i] = x == 1 ? y : x;
   }
   return out;

@@ -31,14 +31,14 @@ std::vector<int64_t> infer_extents(const std::vector<int64_t>& in, int64_t numel
   }
   if (infer != out.size()) {
     if (known == 0 || numel % known != 0)
-      value_error(std::string(op) + ": cannot infer the -1 extent of " + shape_string(in) + " for " +
+      value_error(std::string(op) + ": cannot infer the -1 extent of " + shape_text(in) + " for " +
                   std::to_string(numel) + " elements");
     out[infer] = numel / known;
     known = numel;
   }
   if (known != numel)
     value_error(std::string(op) + ": a tensor of " + std::to_string(numel) + " elements cannot take the shape " +
-                shape_string(in));
+                shape_text(in));
   return out;
 }
 
@@ -200,7 +200,7 @@ Ref<Tensor> reshape(const Ref<Tensor>& a, const std::vector<int64_t>& extents_in
     return out;
   }
   if (view_only)
-    value_error("view: no layout over the tensor's slots has the extents " + shape_string(extents) +
+    value_error("view: no layout over the tensor's slots has the extents " + shape_text(extents) +
                 " (merging or splitting modes whose elements are not evenly spaced); use reshape, which copies, "
                 "or contiguous() first");
   auto pins = check_operands(name, {a.get()});

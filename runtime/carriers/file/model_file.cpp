@@ -11,6 +11,7 @@
 #include <set>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/dtype.hpp"
 #include "core/iteration.hpp"
 
@@ -27,12 +28,6 @@ constexpr int64_t kScatteredChunkElements = int64_t{1} << 20;
 std::string errno_text(int error_number) {
   char text[256];
   return std::string(strerror_r(error_number, text, sizeof text));
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) { if (i) s += ", "; s += std::to_string(shape[i]); }
-  return s + (shape.size() == 1 ? ",)" : ")");
 }
 
 // A file opened for reading its header; closed with the object.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/dtype.hpp"
 
 namespace sw {
@@ -18,12 +19,6 @@ namespace {
 
 [[noreturn]] void unsupported(const std::string& source, const std::string& field, const std::string& what) {
   throw_error(SW_ERROR_UNSUPPORTED, source + ": " + field + ": " + what);
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) { if (i) s += ", "; s += std::to_string(shape[i]); }
-  return s + (shape.size() == 1 ? ",)" : ")");
 }
 
 // Printable text of an untrusted string for a message: at most 64 bytes,

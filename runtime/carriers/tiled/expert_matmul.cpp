@@ -16,6 +16,7 @@
 
 #include "autograd/node.hpp"
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "carriers/tiled/tile_request.hpp"
 #include "carriers/tiled/tiled_carrier.hpp"
 #include "carriers/tiled/tiled_grad.hpp"
@@ -40,12 +41,6 @@ struct Routing {
   int64_t x_rows() const { return per_slot_x ? T * k : T; }
   int64_t x_row(int64_t s) const { return per_slot_x ? s : s % T; }
 };
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
 
 // Rows `pick[r]` of the dense (rows, cols) matrix at src into the dense
 // (pick.size(), cols) matrix at dst, elements of `es` bytes.
