@@ -40,16 +40,28 @@ struct Routing {
   std::vector<std::vector<int64_t>> slots;  // per distinct expert: its slots, in order
   int64_t x_rows() const { return per_slot_x ? T * k : T; }
   int64_t x_row(int64_t s) const { return per_slot_x ? s : s % T; }
+  // The rows of x that expert u's slots multiply.
+  std::vector<int64_t> x_pick(size_t u) const {
+    std::vector<int64_t> pick;
+    pick.reserve(slots[u].size());
+    for (int64_t s : slots[u]) pick.push_back(x_row(s));
+    return pick;
+  }
 };
 
-// Rows `pick[r]` of the dense (rows, cols) matrix at src into the dense
-// (pick.size(), cols) matrix at dst, elements of `es` bytes.
-void gather_rows(const std::byte* src, int64_t rows, int64_t cols, size_t es, const std::vector<int64_t>& pick,
-                 std::byte* dst) {
+// Rows `pick[r]` of `src`, a dense (rows, cols) host tensor, as a new dense
+// (pick.size(), cols) tensor of its dtype.
+Ref<Tensor> gather_rows(ComputeBackend& be, const Ref<Runtime>& rt, const Tensor& src, int64_t rows, int64_t cols,
+                        const std::vector<int64_t>& pick) {
   const int64_t m = static_cast<int64_t>(pick.size());
+  const size_t es = dtype_size(src.dtype());
+  auto out = be.empty(rt, src.dtype(), {m, cols});
+  const std::byte* from = src.host_base();
+  std::byte* to = out->host_base();
   for (int64_t c = 0; c < cols; ++c)
     for (int64_t r = 0; r < m; ++r)
-      std::memcpy(dst + static_cast<size_t>(r + m * c) * es, src + static_cast<size_t>(pick[r] + rows * c) * es, es);
+      std::memcpy(to + static_cast<size_t>(r + m * c) * es, from + static_cast<size_t>(pick[r] + rows * c) * es, es);
+  return out;
 }
 
 // The accumulation dtype of a product of `dt` operands.
@@ -169,17 +181,6 @@ class ExpertMatmulNode final : public Node {
     // The products run on operands of the weights' dtype (a half cotangent
     // rounded once, never a widened copy of the weights).
     Ref<Tensor> dYw = dY->dtype() == dt ? dY : ops::copy_as(*dY, dt);
-    const size_t es = dtype_size(dt);
-    auto rows_of = [&](const Ref<Tensor>& m, int64_t rows, int64_t cols, const std::vector<int64_t>& pick) {
-      auto out = be.empty(rt, dt, {static_cast<int64_t>(pick.size()), cols});
-      gather_rows(m->host_base(), rows, cols, es, pick, out->host_base());
-      return out;
-    };
-    auto x_rows = [&](size_t u) {
-      std::vector<int64_t> pick;
-      for (int64_t s : r.slots[u]) pick.push_back(r.x_row(s));
-      return rows_of(x_, r.x_rows(), r.K, pick);
-    };
 
     Ref<Tensor> dW, dx;
     if (!edges_[0].empty()) {
@@ -188,7 +189,8 @@ class ExpertMatmulNode final : public Node {
       auto compact = be.empty(rt, acc, {r.K, r.N, U});
       for (size_t u = 0; u < r.experts.size(); ++u) {
         auto to = compact->view(static_cast<int64_t>(u) * r.K * r.N, Layout::dense({r.K, r.N}));
-        be.matmul(*transposed(x_rows(u)), *rows_of(dYw, S, r.N, r.slots[u]), *to);
+        be.matmul(*transposed(gather_rows(be, rt, *x_, r.x_rows(), r.K, r.x_pick(u))),
+                  *gather_rows(be, rt, *dYw, S, r.N, r.slots[u]), *to);
       }
       std::vector<std::vector<int64_t>> axes{{0}, {0}, r.experts};
       TileSelection sel(std::move(axes));
@@ -200,12 +202,11 @@ class ExpertMatmulNode final : public Node {
       std::memset(dx->host_base(), 0, static_cast<size_t>(dx->numel()) * dtype_size(acc));
       auto routing = r_;
       Ref<Tensor> dYk = dYw, into = dx;
-      auto each = [routing, dYk, into, &be, rt, dt, acc, es, S](size_t u, const Ref<Tensor>& W) {
+      auto each = [routing, dYk, into, &be, rt, acc, S](size_t u, const Ref<Tensor>& W) {
         const Routing& r = *routing;
         const auto& slots = r.slots[u];
         const int64_t m = static_cast<int64_t>(slots.size());
-        auto dYu = be.empty(rt, dt, {m, r.N});
-        gather_rows(dYk->host_base(), S, r.N, es, slots, dYu->host_base());
+        auto dYu = gather_rows(be, rt, *dYk, S, r.N, slots);
         auto dXu = be.empty(rt, acc, {m, r.K});
         be.matmul(*dYu, *transposed(W), *dXu);
         const int64_t rows = r.x_rows();
@@ -319,15 +320,10 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   ComputeBackend& be = backend_for(*primary_seed_);
   const Ref<Runtime>& rt = runtime_ref();
   Ref<Tensor> Y = be.empty(rt, acc, {r->T, r->k, r->N});  // per-slot products
-  const size_t es = dtype_size(dt);
-  auto each = [r, xd, Y, &be, rt, dt, es, S](size_t u, const Ref<Tensor>& W) {
+  auto each = [r, xd, Y, &be, rt, S](size_t u, const Ref<Tensor>& W) {
     const auto& slots = r->slots[u];
     const int64_t m = static_cast<int64_t>(slots.size());
-    std::vector<int64_t> pick;
-    pick.reserve(slots.size());
-    for (int64_t s : slots) pick.push_back(r->x_row(s));
-    auto Xu = be.empty(rt, dt, {m, r->K});
-    gather_rows(xd->host_base(), r->x_rows(), r->K, es, pick, Xu->host_base());
+    auto Xu = gather_rows(be, rt, *xd, r->x_rows(), r->K, r->x_pick(u));
     auto Yu = be.empty(rt, Y->dtype(), {m, r->N});
     be.matmul(*Xu, *W, *Yu);
     const size_t as = dtype_size(Y->dtype());
