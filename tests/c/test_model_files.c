@@ -771,6 +771,81 @@ static void direct_io_falls_back(void** state) {
   SW_FAILS(sw_testing_inject_fault(f->rt, (sw_fault_kind_t)9, 1), SW_ERROR_VALUE, "unknown fault kind 9");
 }
 
+/* ---- header reads are fault points -------------------------------------- */
+
+static int open_fds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (readdir(d)) ++n;
+  closedir(d);
+  return n;
+}
+
+/* Opens `path` with opener `which` (0 npy, 1 safetensors, 2 stack). */
+static sw_error_t* open_with(const fixture_t* f, int which, const char* path, sw_file_tensor_info_t* info,
+                             sw_carrier_t** out) {
+  static const char* const names[2] = {"b", "a"};
+  if (which == 0) return sw_carrier_open_npy(f->rt, path, NULL, info, out);
+  if (which == 1) return sw_carrier_open_safetensors(f->rt, path, "a", NULL, info, out);
+  return sw_carrier_open_safetensors_stack(f->rt, path, names, 2, NULL, info, out);
+}
+
+/* Each opener reads its header in two requests (the fixed prefix, then the
+ * header), each an SW_FAULT_READ operation: an injected failure of either
+ * fails the open IO, naming the injection and the file, with no carrier
+ * made, the info untouched and no file descriptor left open; the next open
+ * succeeds. */
+static void header_reads_are_fault_points(void** state) {
+  fixture_t* f = FIXTURE(state);
+  char npy[512], st[512];
+  path_in(f, "faults.npy", npy, sizeof npy);
+  path_in(f, "faults.safetensors", st, sizeof st);
+  const float v[4] = {1, 2, 3, 4};
+  write_npy(npy, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", v, sizeof v);
+  write_st(st,
+           "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+           v, sizeof v);
+  for (int which = 0; which < 3; ++which) {
+    const char* path = which == 0 ? npy : st;
+    /* Two reads reached, none failed. */
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, UINT64_MAX));
+    sw_carrier_t* c = NULL;
+    SW_OK_(open_with(f, which, path, NULL, &c));
+    uint64_t reached = 0, injected = 0, injected_before = 0;
+    SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_READ, &reached, &injected_before));
+    assert_int_equal(reached, 2);
+    sw_carrier_release(c);
+    for (uint64_t nth = 1; nth <= 2; ++nth) {
+      sw_file_tensor_info_t info, untouched;
+      sw_file_tensor_info_init(&info);
+      info.rank = 99;
+      untouched = info;
+      c = NULL;
+      const int fds = open_fds();
+      SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, nth));
+      sw_error_t* e = open_with(f, which, path, &info, &c);
+      if (!e) fail_msg("opener %d, read %llu failed: the open succeeded", which, (unsigned long long)nth);
+      assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+      assert_non_null(strstr(sw_error_message(e), "injected read failure"));
+      assert_non_null(strstr(sw_error_message(e), path));
+      sw_error_free(e);
+      assert_null(c);
+      assert_memory_equal(&info, &untouched, sizeof info);
+      assert_int_equal(open_fds(), fds);
+      SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_READ, NULL, &injected));
+      assert_int_equal(injected, injected_before + nth);
+      SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, 0));
+      SW_OK_(open_with(f, which, path, &info, &c));
+      assert_int_equal(info.rank, which == 0 ? 2 : which == 1 ? 1 : 2);
+      sw_carrier_release(c);
+    }
+  }
+  unlink(npy);
+  unlink(st);
+}
+
 /* ---- errors through the openers ---------------------------------------- */
 
 static void opener_errors(void** state) {
@@ -1404,6 +1479,7 @@ int main(void) {
       T(direct_io_bounce_reads),
       T(direct_io_tmpfs),
       T(direct_io_falls_back),
+      T(header_reads_are_fault_points),
       T(opener_errors),
       cmocka_unit_test(npy_header_rules),
       cmocka_unit_test(safetensors_header_rules),

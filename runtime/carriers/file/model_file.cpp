@@ -14,6 +14,7 @@
 #include "base/text.hpp"
 #include "core/dtype.hpp"
 #include "core/iteration.hpp"
+#include "core/runtime.hpp"
 
 namespace sw {
 
@@ -30,10 +31,11 @@ std::string errno_text(int error_number) {
   return std::string(strerror_r(error_number, text, sizeof text));
 }
 
-// A file opened for reading its header; closed with the object.
+// A file opened for reading its header; closed with the object. Each read
+// is one SW_FAULT_READ operation of `runtime` (strideweave_testing.h).
 class HeaderFile {
  public:
-  explicit HeaderFile(const std::string& path) : path_(path) {
+  HeaderFile(Runtime& runtime, const std::string& path) : runtime_(runtime), path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + errno_text(errno));
     // The destructor does not run when the constructor throws: close first.
@@ -55,6 +57,7 @@ class HeaderFile {
   uint64_t size() const { return size_; }
   // The file's first min(n, size) bytes.
   std::vector<std::byte> head(uint64_t n) const {
+    runtime_.check_fault(FaultKind::kRead, ("header read of '" + path_ + "'").c_str());
     std::vector<std::byte> out(static_cast<size_t>(std::min(n, size_)));
     for (size_t done = 0; done < out.size();) {
       const ssize_t r = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(done));
@@ -67,6 +70,7 @@ class HeaderFile {
   }
 
  private:
+  Runtime& runtime_;
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
@@ -99,8 +103,8 @@ OpenedTensor finish(Ref<FileCarrier> carrier, sw_dtype_t dtype, std::vector<int6
 
 }  // namespace
 
-StoredTensor read_npy_header(const std::string& path) {
-  HeaderFile f(path);
+StoredTensor read_npy_header(Runtime& runtime, const std::string& path) {
+  HeaderFile f(runtime, path);
   const std::string source = npy_source(path);
   const std::vector<std::byte> prefix = f.head(kNpyPrefixBytes);
   const uint64_t length = npy_header_length(prefix.data(), prefix.size(), f.size(), source);
@@ -108,8 +112,8 @@ StoredTensor read_npy_header(const std::string& path) {
   return parse_npy_header(header.data(), header.size(), f.size(), source);
 }
 
-SafetensorsHeader read_safetensors_header(const std::string& path) {
-  HeaderFile f(path);
+SafetensorsHeader read_safetensors_header(Runtime& runtime, const std::string& path) {
+  HeaderFile f(runtime, path);
   const std::string source = safetensors_source(path);
   const std::vector<std::byte> prefix = f.head(8);
   const uint64_t length = safetensors_header_length(prefix.data(), prefix.size(), f.size(), source);
@@ -118,7 +122,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
 }
 
 OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, const FileCarrierOptions& options) {
-  const StoredTensor t = read_npy_header(path);
+  const StoredTensor t = read_npy_header(*runtime, path);
   check_tileable(t.shape, "the array of " + npy_source(path));
   const int64_t n = static_cast<int64_t>(t.bytes / dtype_size(t.dtype));
   auto carrier = FileCarrier::open(runtime, t.dtype, path, t.offset, static_cast<size_t>(n), options);
@@ -127,7 +131,7 @@ OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, cons
 
 OpenedTensor open_safetensors(const Ref<Runtime>& runtime, const std::string& path, const std::string& name,
                               const FileCarrierOptions& options) {
-  const SafetensorsHeader h = read_safetensors_header(path);
+  const SafetensorsHeader h = read_safetensors_header(*runtime, path);
   const StoredTensor* t = h.find(name);
   if (!t) value_error(safetensors_source(path) + " holds no tensor named '" + name + "'");
   check_tileable(t->shape, "tensor '" + name + "' of " + safetensors_source(path));
@@ -138,7 +142,7 @@ OpenedTensor open_safetensors(const Ref<Runtime>& runtime, const std::string& pa
 OpenedTensor open_safetensors_stack(const Ref<Runtime>& runtime, const std::string& path,
                                     const std::vector<std::string>& names, const FileCarrierOptions& options) {
   if (names.empty()) value_error("opening tensors of " + safetensors_source(path) + ": no tensor names given");
-  const SafetensorsHeader h = read_safetensors_header(path);
+  const SafetensorsHeader h = read_safetensors_header(*runtime, path);
   std::set<std::string> seen;
   std::vector<const StoredTensor*> parts;
   for (const std::string& name : names) {

@@ -26,9 +26,10 @@ struct OpenedTensor {
 };
 
 // The header of an npy file (IO if unreadable, DATA_CORRUPT / UNSUPPORTED
-// as parse_npy_header).
-StoredTensor read_npy_header(const std::string& path);
-SafetensorsHeader read_safetensors_header(const std::string& path);
+// as parse_npy_header). Each read of the file is an SW_FAULT_READ operation
+// of `runtime`.
+StoredTensor read_npy_header(Runtime& runtime, const std::string& path);
+SafetensorsHeader read_safetensors_header(Runtime& runtime, const std::string& path);
 
 // The tensor of an npy file.
 OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, const FileCarrierOptions& options);

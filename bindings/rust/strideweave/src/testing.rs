@@ -18,7 +18,8 @@ use crate::runtime::Runtime;
 pub enum Fault {
     /// An allocation (carrier creation, a tile buffer, ...): OUT_OF_MEMORY.
     Allocation,
-    /// One read request of a storage carrier: IO.
+    /// One read request of a storage carrier, or one read of a model
+    /// file's header by an opener: IO.
     Read,
     /// One write request of a storage carrier: IO.
     Write,
