@@ -46,17 +46,19 @@ class TileRequest final : public Operation {
                                   // (an explicit evict also its evictions, which wait for pins)
   Ref<ResidencyPlan> plan;        // the policy's plan; its outcome is reported at the end
   // Runs on a worker (the calling thread, see run_inline) with tiles[i]
-  // holding tile reads[i] and outs[j] a fresh
-  // buffer (T slots of the primary kind) for tile writes[j] to fill.
+  // holding tile reads[i] and outs[j] a fresh buffer (T slots of the
+  // primary kind) for tile writes[j] to fill.
   std::function<void(const std::vector<Ref<Carrier>>& tiles, const std::vector<Ref<Carrier>>& outs)> work;
-  // Optional: runs on a worker once per entry of `reads` as soon as that
-  // tile's value is available (at once for a tile primary at the start,
-  // when its fetch lands for the others), so that work on resident tiles
-  // overlaps the transfers of missing ones. Calls may overlap one another;
+  // Optional: runs on a worker (the calling thread, see run_inline) once
+  // per entry of `reads` as soon as that tile's value is available (at once
+  // for a tile primary at the start, when its fetch lands for the others),
+  // so that work on resident tiles overlaps the transfers of missing ones.
+  // Calls may overlap one another;
   // `work` runs after the last has returned. An error fails the request.
   std::function<void(size_t read_index, const Ref<Carrier>& tile)> tile_work;
-  // Runs on the loop thread (or the calling thread, see run_inline) just
-  // before the commit; its object is the await's result. A failure here fails the request with nothing committed.
+  // Runs on the loop thread (the calling thread, see run_inline) just
+  // before the commit; its object is the await's result. A failure here
+  // fails the request with nothing committed.
   std::function<Ref<Object>()> publish;
   // Runs on the loop thread (the calling thread, see run_inline) at the
   // terminal state.
@@ -75,8 +77,8 @@ class TileRequest final : public Operation {
   bool run_inline = false;
 
   // Validates against the tile table (conflicts, invalid tiles), pins and
-  // owns the tiles, then hands the request to the loop. Throws with nothing
-  // changed on a conflict.
+  // owns the tiles, then hands the request to the loop (or runs it here,
+  // see run_inline). Throws with nothing changed on a conflict.
   void submit();
 
   // An explicit eviction (sw_tiled_evict): owns the tiles it evicts and
