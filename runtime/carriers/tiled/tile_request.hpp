@@ -53,8 +53,8 @@ class TileRequest final : public Operation {
   // per entry of `reads` as soon as that tile's value is available (at once
   // for a tile primary at the start, when its fetch lands for the others),
   // so that work on resident tiles overlaps the transfers of missing ones.
-  // Calls may overlap one another;
-  // `work` runs after the last has returned. An error fails the request.
+  // Calls may overlap one another; `work` runs after the last has returned.
+  // An error fails the request.
   std::function<void(size_t read_index, const Ref<Carrier>& tile)> tile_work;
   // Runs on the loop thread (the calling thread, see run_inline) just
   // before the commit; its object is the await's result. A failure here
