@@ -1510,7 +1510,11 @@ SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* tiled, sw_tensor_t* tenso
  * PROJECTION), missing experts are read from the secondary tier while the
  * resident ones are computed, each as soon as its read lands; the experts
  * are pinned until the commit (evictions wait, release is STATE while it is
- * pending, an overlapping residency request is refused). With grad mode on
+ * pending, an overlapping residency request is refused). When every expert
+ * the call uses is resident and the policy's plan moves nothing, the call
+ * computes on the calling thread (its GEMMs on the compute threads) under
+ * the same pins and returns its await already terminal: succeeded, or
+ * failed with the computation's error. With grad mode on
  * and experts, x or gates requiring grad, the result records one node whose
  * backward gives x and the gates their gradients and the experts a
  * tile-sparse TiledEvictable gradient holding the used experts' tiles (it

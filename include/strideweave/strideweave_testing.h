@@ -100,6 +100,16 @@ typedef enum sw_fault_kind_t {
    * a file system without O_DIRECT refuses it (EINVAL), so the carrier falls
    * back to buffered I/O for good and the transfer still succeeds. */
   SW_FAULT_DIRECT_IO = 8,
+  /* One compute job of a TiledEvictable request on its tiles' memory (the
+   * products of sw_tiled_expert_matmul, the copy of a blocking
+   * materialisation), before it starts: on a worker, or on the calling
+   * thread when the call needs no tile moved. An injected fault fails the
+   * request as a failed scratch allocation of its kernels would: its await
+   * fails OUT_OF_MEMORY, "injected tile work failure", nothing committed.
+   * A hold (sw_testing_hold) stops the job there, its tiles pinned, until
+   * sw_testing_release_hold: a call that runs on the calling thread does
+   * not return until then, so hold from another thread. */
+  SW_FAULT_TILE_WORK = 9,
   SW_FAULT_KIND_FORCE32 = 0x7fffffff
 } sw_fault_kind_t;
 
@@ -144,14 +154,17 @@ SW_API sw_error_t* sw_testing_fault_counts(sw_runtime_t* runtime, sw_fault_kind_
  * read or write the library starts on a storage carrier, however many
  * requests it takes): the bytes move, but the work waiting for them sees the
  * transfer in flight until sw_testing_release_hold, so a test can act in
- * that window deterministically. One hold at a time; arming again replaces
- * the count; nth 0 disarms. VALUE for other kinds. Not for production use. */
+ * that window deterministically. SW_FAULT_TILE_WORK holds the `nth` compute
+ * job of tiled work before it starts (see the kind). One hold at a time;
+ * arming again replaces the count; nth 0 disarms. VALUE for other kinds.
+ * Not for production use. */
 SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth);
-/* Blocks until the armed hold has caught its transfer's completion
- * (negative timeout: no limit); TIMEOUT when the time ran out. */
+/* Blocks until the armed hold has caught its transfer's completion (or its
+ * tiled work; negative timeout: no limit); TIMEOUT when the time ran out. */
 SW_API sw_error_t* sw_testing_wait_held(sw_runtime_t* runtime, int64_t timeout_ns);
-/* Lets the held completion run on the loop thread. STATE when none is held.
- * sw_runtime_shutdown releases a held completion itself. */
+/* Lets the held completion run on the loop thread (held tiled work goes on
+ * where it was). STATE when none is held. sw_runtime_shutdown releases a
+ * held completion itself. */
 SW_API sw_error_t* sw_testing_release_hold(sw_runtime_t* runtime);
 /* Flips one stored byte of a zstd carrier's frame `frame` so the next read of
  * it fails DATA_CORRUPT. UNSUPPORTED for other carriers. */

@@ -93,7 +93,7 @@ SW_API sw_error_t* sw_runtime_process_events(sw_runtime_t* runtime, size_t* out_
 SW_API sw_error_t* sw_testing_inject_fault(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth) {
   return guard([&] {
     Runtime* rt = get<Runtime>(runtime, "runtime");
-    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DIRECT_IO)
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_TILE_WORK)
       value_error("sw_testing_inject_fault: unknown fault kind " + std::to_string(static_cast<int>(kind)));
     rt->arm_fault(static_cast<FaultKind>(kind), nth);
   });
@@ -103,7 +103,7 @@ SW_API sw_error_t* sw_testing_fault_counts(sw_runtime_t* runtime, sw_fault_kind_
                                            uint64_t* out_injected) {
   return guard([&] {
     Runtime* rt = get<Runtime>(runtime, "runtime");
-    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_DIRECT_IO)
+    if (kind < SW_FAULT_ALLOCATION || kind > SW_FAULT_TILE_WORK)
       value_error("sw_testing_fault_counts: unknown fault kind " + std::to_string(static_cast<int>(kind)));
     uint64_t reached = 0, injected = 0;
     rt->fault_counts(static_cast<FaultKind>(kind), &reached, &injected);
@@ -115,8 +115,8 @@ SW_API sw_error_t* sw_testing_fault_counts(sw_runtime_t* runtime, sw_fault_kind_
 SW_API sw_error_t* sw_testing_hold(sw_runtime_t* runtime, sw_fault_kind_t kind, uint64_t nth) {
   return guard([&] {
     Runtime* rt = get<Runtime>(runtime, "runtime");
-    if (kind != SW_FAULT_READ && kind != SW_FAULT_WRITE)
-      value_error("sw_testing_hold: only storage reads and writes can be held, not fault kind " +
+    if (kind != SW_FAULT_READ && kind != SW_FAULT_WRITE && kind != SW_FAULT_TILE_WORK)
+      value_error("sw_testing_hold: only storage reads and writes and tiled work can be held, not fault kind " +
                   std::to_string(static_cast<int>(kind)));
     rt->arm_hold(static_cast<FaultKind>(kind), nth);
   });

@@ -216,6 +216,8 @@ void Runtime::check_armed_fault(FaultKind kind, const char* what) {
     case FaultKind::kDeviceCopy: throw_error(SW_ERROR_IO, std::string("injected device copy failure: ") + what);
     case FaultKind::kDeviceLost: throw_error(SW_ERROR_DEVICE_LOST, std::string("injected device loss: ") + what);
     case FaultKind::kDirectIo: return;  // a refusal, handled where it fires
+    case FaultKind::kTileWork:
+      throw_error(SW_ERROR_OUT_OF_MEMORY, std::string("injected tile work failure: ") + what);
   }
 }
 
@@ -237,6 +239,32 @@ std::function<void(Status)> Runtime::hold_point(FaultKind kind, std::function<vo
     self->held_status_ = std::move(st);
     self->hold_cv_.notify_all();
   };
+}
+
+void Runtime::hold_here(FaultKind kind) {
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    uint64_t& c = hold_countdown_[static_cast<int>(kind)];
+    if (c == 0 || --c != 0) return;
+  }
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool open = false;
+  };
+  auto gate = std::make_shared<Gate>();
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    held_done_ = [gate](Status) {
+      std::lock_guard<std::mutex> g(gate->mutex);
+      gate->open = true;
+      gate->cv.notify_all();
+    };
+    held_status_ = Status{};
+    hold_cv_.notify_all();
+  }
+  std::unique_lock<std::mutex> lock(gate->mutex);
+  gate->cv.wait(lock, [&] { return gate->open; });
 }
 
 bool Runtime::wait_held(int64_t timeout_ns) {

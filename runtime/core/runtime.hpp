@@ -31,8 +31,9 @@ enum class FaultKind {
   kDeviceCopy = 6,
   kDeviceLost = 7,
   kDirectIo = 8,
+  kTileWork = 9,  // one compute job of a tiled request on its tiles
 };
-constexpr int kFaultKinds = 9;  // one past the largest FaultKind
+constexpr int kFaultKinds = 10;  // one past the largest FaultKind
 
 // Asynchronous work tracked by the runtime from submission to its terminal
 // state. start() and cancel() run on the loop thread.
@@ -99,6 +100,10 @@ class Runtime final : public CompletionHost {
   void arm_hold(FaultKind kind, uint64_t nth);
   // `done` as is, or wrapped to be held when this transfer is the armed one.
   std::function<void(Status)> hold_point(FaultKind kind, std::function<void(Status)> done);
+  // A hold of work rather than of a completion (kTileWork): when this is
+  // the armed occurrence, blocks the calling thread, as a held transfer
+  // would be, until release_hold(); returns at once otherwise.
+  void hold_here(FaultKind kind);
   // Blocks until a held completion has arrived; false on timeout (ns, negative: none).
   bool wait_held(int64_t timeout_ns);
   // Lets the held completion run on the loop thread; false when none is held.

@@ -215,6 +215,311 @@ static void a_pending_call_pins_its_experts(void** state) {
   tt_free(&f);
 }
 
+/* ---- the resident path: computed on the calling thread ------------------ */
+
+static void evict_ordinals(const tt_fix_t* f, const int64_t* ks, size_t count) {
+  sw_tile_set_t* set = tt_set_ordinals(f, ks, count);
+  SW_OK_(sw_tiled_evict(f->te, set));
+  sw_tile_set_release(set);
+}
+
+/* A call whose experts are all resident and whose plan moves nothing is
+ * computed before it returns: its await is terminal at once. A call with a
+ * missing expert still returns while the read is in flight. */
+static void a_resident_call_is_terminal_on_return(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, NULL);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  double want[TOK * KK * NO];
+  expected(kIds, TOK, false, false, want);
+  sw_tensor_release(run(&f, x, ids, NULL)); /* reads experts 0, 1, 3, 4: they stay primary */
+
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, &a));
+  assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
+  sw_tensor_t* y = tt_wait_result(a);
+  tt_expect_values(y, want, TOK * KK * NO);
+  sw_tensor_release(y);
+  sw_await_release(a);
+
+  const int64_t four = 4;
+  evict_ordinals(&f, &four, 1);
+  SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+  SW_OK_(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, &a));
+  SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+  assert_int_equal(sw_async_status(a), SW_AWAIT_PENDING);
+  SW_OK_(sw_testing_release_hold(rt));
+  y = tt_wait_result(a);
+  tt_expect_values(y, want, TOK * KK * NO);
+  tt_expect_tile(&f, 4, SW_TILE_PRIMARY, false);
+  sw_tensor_release(y);
+  sw_await_release(a);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+}
+
+typedef struct call_t {
+  const tt_fix_t* f;
+  sw_tensor_t *x, *ids;
+  sw_error_t* error;
+  sw_await_t* await;
+  sw_await_status_t on_return;
+} call_t;
+
+static void* call_on_thread(void* p) {
+  call_t* c = (call_t*)p;
+  c->error = sw_tiled_expert_matmul(c->f->te, c->f->full, c->x, c->ids, NULL, NULL, &c->await);
+  if (!c->error) c->on_return = sw_async_status(c->await);
+  return NULL;
+}
+
+/* While a resident call computes on its thread (held there), its experts are
+ * pinned as on the loop's path: the carrier cannot be released, an update of
+ * an expert in use is refused, and an eviction waits for the call; the call
+ * returns its result already terminal once the work goes on. */
+static void a_call_computing_inline_pins_its_experts(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, NULL);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  sw_tensor_release(run(&f, x, ids, NULL));
+  const tt_snap_t before = tt_snapshot(&f);
+
+  SW_OK_(sw_testing_hold(rt, SW_FAULT_TILE_WORK, 1));
+  call_t c = {&f, x, ids, NULL, NULL, SW_AWAIT_PENDING};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, call_on_thread, &c), 0);
+  SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+
+  SW_FAILS(sw_carrier_dispose(f.te), SW_ERROR_STATE, "not terminal");
+  const int64_t zero = 0;
+  const int64_t* axes[3] = {&zero, &zero, &zero};
+  const size_t counts[3] = {1, 1, 1};
+  sw_tile_selection_t* sel = tt_sel(3, axes, counts);
+  const int64_t cshape[3] = {K, NO, 1};
+  double vals[K * NO] = {0};
+  sw_tensor_t* compact = sw_test_tensor(rt, SW_DTYPE_F32, cshape, 3, vals);
+  sw_await_t* up = NULL;
+  SW_FAILS(sw_tiled_update_async(f.te, f.full, compact, sel, SW_SCATTER_REPLACE, &up), SW_ERROR_STATE,
+           "in use by pending tiled work");
+  sw_tile_set_t* set = tt_set_ordinals(&f, &zero, 1);
+  sw_await_t* ev = NULL;
+  SW_OK_(sw_tiled_evict_async(f.te, set, &ev));
+  /* The eviction cannot finish while the call holds the pin, however long it waits. */
+  sw_async_sleep_ms(20);
+  assert_int_equal(sw_async_status(ev), SW_AWAIT_PENDING);
+  tt_expect_snapshot(&f, &before);
+  /* An expert the call does not use is not held. */
+  tt_expect_tile(&f, 2, SW_TILE_SECONDARY, false);
+
+  SW_OK_(sw_testing_release_hold(rt));
+  assert_int_equal(pthread_join(th, NULL), 0);
+  if (c.error) fail_msg("the call failed: %s", sw_error_message(c.error));
+  assert_int_equal(c.on_return, SW_AWAIT_SUCCEEDED);
+  sw_tensor_t* y = tt_wait_result(c.await);
+  double want[TOK * KK * NO];
+  expected(kIds, TOK, false, false, want);
+  tt_expect_values(y, want, TOK * KK * NO);
+  SW_OK_(sw_await_wait(ev, -1));
+  tt_expect_tile(&f, 0, SW_TILE_SECONDARY, false);
+  sw_tensor_release(y);
+  sw_await_release(c.await);
+  sw_await_release(ev);
+  sw_tile_set_release(set);
+  sw_tensor_release(compact);
+  sw_tile_selection_release(sel);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+}
+
+/* The policy is consulted as before on the resident path: an LRU of room
+ * for every expert counts the first call's misses and the second call's
+ * hits, both committed, and evicts nothing. */
+static void the_policy_sees_resident_calls_as_hits(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_lru_policy_t* lru = NULL;
+  SW_OK_(sw_lru_policy_create(E, &lru));
+  sw_residency_policy_t vt;
+  SW_OK_(sw_lru_policy_as_residency_policy(lru, &vt));
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, &vt);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  double want[TOK * KK * NO];
+  expected(kIds, TOK, false, false, want);
+  for (int call = 0; call < 3; ++call) {
+    sw_await_t* a = NULL;
+    SW_OK_(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, &a));
+    if (call > 0) assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
+    sw_tensor_t* y = tt_wait_result(a);
+    tt_expect_values(y, want, TOK * KK * NO);
+    sw_tensor_release(y);
+    sw_await_release(a);
+  }
+  sw_lru_stats_t st;
+  sw_lru_stats_init(&st);
+  SW_OK_(sw_lru_policy_stats(lru, &st));
+  assert_int_equal(st.requests, 3);
+  assert_int_equal(st.misses, 4);
+  assert_int_equal(st.hits, 8);
+  assert_int_equal(st.promoted, 4);
+  assert_int_equal(st.evicted, 0);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+  sw_lru_policy_release(lru);
+}
+
+/* A failing computation is the await's failure on either path, with nothing
+ * committed: the call itself succeeds. */
+static void a_failure_reaches_the_await_on_either_path(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, NULL);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  sw_tensor_release(run(&f, x, ids, NULL));
+  const int64_t four = 4;
+  for (int missing = 0; missing < 2; ++missing) {
+    if (missing) evict_ordinals(&f, &four, 1);
+    const tt_snap_t before = tt_snapshot(&f);
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_TILE_WORK, 1));
+    sw_await_t* a = NULL;
+    SW_OK_(sw_tiled_expert_matmul(f.te, f.full, x, ids, NULL, NULL, &a));
+    if (!missing) assert_int_equal(sw_async_status(a), SW_AWAIT_FAILED);
+    SW_FAILS(sw_await_wait(a, -1), SW_ERROR_OUT_OF_MEMORY, "injected tile work failure");
+    sw_tensor_t* r = NULL;
+    SW_FAILS(sw_await_result(a, &r), SW_ERROR_OUT_OF_MEMORY, "injected tile work failure");
+    sw_await_release(a);
+    tt_expect_snapshot(&f, &before);
+    uint64_t injected = 0;
+    SW_OK_(sw_testing_fault_counts(rt, SW_FAULT_TILE_WORK, NULL, &injected));
+    assert_int_equal(injected, (uint64_t)missing + 1);
+  }
+  /* And the next call computes. */
+  sw_tensor_t* y = run(&f, x, ids, NULL);
+  double want[TOK * KK * NO];
+  expected(kIds, TOK, false, false, want);
+  tt_expect_values(y, want, TOK * KK * NO);
+  sw_tensor_release(y);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+}
+
+/* bf16 experts of irregular values: a call computed on the calling thread
+ * (all resident), one with every expert read, and one with a miss give the
+ * same bits, for one token (products written in place) and several (rows
+ * gathered), gated or not. */
+#define BE 4
+#define BK 200
+#define BN 72
+static uint16_t bf16_of(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return (uint16_t)(u >> 16);
+}
+static float irregular(uint32_t i) { return (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f; }
+
+static void* read_all(const sw_tensor_t* t, size_t* bytes) {
+  int64_t n = 0;
+  SW_OK_(sw_tensor_numel(t, &n));
+  *bytes = (size_t)n * 4;
+  void* buf = malloc(*bytes);
+  SW_OK_(sw_tensor_read(t, buf, *bytes));
+  return buf;
+}
+
+static sw_tensor_t* call_f32(sw_carrier_t* te, sw_tensor_t* full, sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* g) {
+  sw_matmul_desc_t desc;
+  sw_matmul_desc_init(&desc);
+  desc.out_dtype = SW_DTYPE_F32;
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_expert_matmul(te, full, x, ids, g, &desc, &a));
+  sw_tensor_t* r = tt_wait_result(a);
+  sw_await_release(a);
+  return r;
+}
+
+static void resident_and_missing_calls_agree_bit_for_bit(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const size_t n = (size_t)BE * BK * BN;
+  uint16_t* w = (uint16_t*)malloc(n * sizeof *w);
+  for (size_t i = 0; i < n; ++i) w[i] = bf16_of(irregular((uint32_t)i));
+  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_BF16, 0);
+  sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_BF16, n);
+  SW_OK_(sw_carrier_write(s, 0, n, w));
+  free(w);
+  const int64_t grid[3] = {1, 1, BE}, tile[3] = {BK, BN, 1};
+  sw_carrier_t* te = NULL;
+  SW_OK_(sw_tiled_create(p, s, grid, tile, 3, NULL, &te));
+  sw_carrier_release(p);
+  sw_carrier_release(s);
+  sw_tensor_t* full = NULL;
+  SW_OK_(sw_tiled_full_tensor(te, &full));
+  for (int64_t tokens = 1; tokens <= 3; tokens += 2) {
+    uint16_t xs[3 * BK];
+    for (int64_t i = 0; i < tokens * BK; ++i) xs[i] = bf16_of(irregular((uint32_t)(7919 + i)));
+    const int64_t xshape[2] = {tokens, BK};
+    sw_tensor_t* x = NULL;
+    SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_BF16, xshape, 2, xs, &x));
+    const int64_t idv[6] = {1, 3, 0, 2, 1, 3}; /* (tokens, 2): first column, then second */
+    int64_t ids_data[6];
+    for (int64_t t = 0; t < tokens; ++t) {
+      ids_data[t] = idv[t];
+      ids_data[t + tokens] = idv[3 + t];
+    }
+    const int64_t ishape[2] = {tokens, 2};
+    sw_tensor_t* ids = NULL;
+    SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I64, ishape, 2, ids_data, &ids));
+    double gv[6];
+    for (int i = 0; i < 6; ++i) gv[i] = 0.3 + 0.17 * i;
+    sw_tensor_t* gates = sw_test_tensor(rt, SW_DTYPE_F32, ishape, 2, gv);
+    for (int gated = 0; gated < 2; ++gated) {
+      sw_tensor_t* g = gated ? gates : NULL;
+      for (int64_t e = 0; e < BE; ++e) {
+        sw_tile_set_t* set = NULL;
+        const int64_t coord[3] = {0, 0, e};
+        SW_OK_(sw_tile_set_create(coord, 1, 3, &set));
+        SW_OK_(sw_tiled_evict(te, set));
+        sw_tile_set_release(set);
+      }
+      size_t b_read, b_res, b_miss;
+      sw_tensor_t* r = call_f32(te, full, x, ids, g); /* every expert read */
+      void* read = read_all(r, &b_read);
+      sw_tensor_release(r);
+      r = call_f32(te, full, x, ids, g); /* every expert resident: on this thread */
+      void* resident = read_all(r, &b_res);
+      sw_tensor_release(r);
+      sw_tile_set_t* set = NULL;
+      const int64_t three[3] = {0, 0, 3};
+      SW_OK_(sw_tile_set_create(three, 1, 3, &set));
+      SW_OK_(sw_tiled_evict(te, set));
+      sw_tile_set_release(set);
+      r = call_f32(te, full, x, ids, g); /* expert 3 missing */
+      void* miss = read_all(r, &b_miss);
+      sw_tensor_release(r);
+      assert_int_equal(b_read, b_res);
+      assert_int_equal(b_read, b_miss);
+      assert_memory_equal(read, resident, b_read);
+      assert_memory_equal(read, miss, b_read);
+      free(read);
+      free(resident);
+      free(miss);
+    }
+    sw_tensor_release(gates);
+    sw_tensor_release(ids);
+    sw_tensor_release(x);
+  }
+  sw_tensor_release(full);
+  sw_carrier_release(te);
+}
+
 static void bad_arguments_change_nothing(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
   tt_fix_t f;
@@ -285,6 +590,16 @@ int main(void) {
       cmocka_unit_test_setup_teardown(an_lru_budget_holds_across_calls, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(a_pending_call_pins_its_experts, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_resident_call_is_terminal_on_return, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_call_computing_inline_pins_its_experts, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(the_policy_sees_resident_calls_as_hits, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failure_reaches_the_await_on_either_path, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(resident_and_missing_calls_agree_bit_for_bit, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(bad_arguments_change_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
   };

@@ -1324,7 +1324,7 @@ static void test_fault_counts(void** state) {
   SW_OK_(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 4, &c));
   sw_carrier_release(c);
   assert_int_equal(reached(rt, SW_FAULT_ALLOCATION), 2);
-  SW_FAILS(sw_testing_fault_counts(rt, (sw_fault_kind_t)9, NULL, NULL), SW_ERROR_VALUE, "unknown fault kind");
+  SW_FAILS(sw_testing_fault_counts(rt, (sw_fault_kind_t)10, NULL, NULL), SW_ERROR_VALUE, "unknown fault kind");
   SW_FAILS(sw_testing_inject_fault(rt, (sw_fault_kind_t)0, 1), SW_ERROR_VALUE, "unknown fault kind");
   sw_runtime_release(rt);
 }

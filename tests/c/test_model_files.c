@@ -768,7 +768,7 @@ static void direct_io_falls_back(void** state) {
     sw_carrier_release(file);
   }
   free(got);
-  SW_FAILS(sw_testing_inject_fault(f->rt, (sw_fault_kind_t)9, 1), SW_ERROR_VALUE, "unknown fault kind 9");
+  SW_FAILS(sw_testing_inject_fault(f->rt, (sw_fault_kind_t)10, 1), SW_ERROR_VALUE, "unknown fault kind 10");
 }
 
 /* ---- header reads are fault points -------------------------------------- */

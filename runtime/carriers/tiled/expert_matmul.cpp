@@ -9,7 +9,12 @@
 // product back to the tokens' slots; a gated call sums the slots weighted by
 // their gates. One TileRequest carries the call: experts resident at the
 // start are computed at once on a worker while the missing ones are read,
-// each of those as soon as its read lands (TileRequest::tile_work).
+// each of those as soon as its read lands (TileRequest::tile_work). A call
+// whose experts are all resident and whose plan moves nothing runs on the
+// calling thread (TileRequest::run_inline): the GEMMs on the compute pool,
+// no hand-off to the loop or a worker, the await terminal on return. Rows
+// that lie consecutively (one token, or a token's own rows) are multiplied
+// in place: the GEMM reads x's rows and writes the products' slots directly.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -64,6 +69,22 @@ Ref<Tensor> gather_rows(ComputeBackend& be, const Ref<Runtime>& rt, const Tensor
   return out;
 }
 
+bool consecutive(const std::vector<int64_t>& v) {
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] != v[0] + static_cast<int64_t>(i)) return false;
+  return !v.empty();
+}
+
+// Rows `pick[r]` of `src`, a dense (rows, cols) host tensor, as a (pick.size(),
+// cols) operand: a view of `src` when they are consecutive rows, else a
+// gathered copy.
+Ref<Tensor> rows_of(ComputeBackend& be, const Ref<Runtime>& rt, const Ref<Tensor>& src, int64_t rows, int64_t cols,
+                    const std::vector<int64_t>& pick) {
+  if (!consecutive(pick)) return gather_rows(be, rt, *src, rows, cols, pick);
+  const int64_t m = static_cast<int64_t>(pick.size());
+  return src->view(src->offset() + pick[0], Layout::make({Mode::make_leaf(m, 1), Mode::make_leaf(cols, rows)}));
+}
+
 // The accumulation dtype of a product of `dt` operands.
 sw_dtype_t acc_dtype(sw_dtype_t dt) { return dt == SW_DTYPE_F64 ? SW_DTYPE_F64 : SW_DTYPE_F32; }
 
@@ -82,7 +103,8 @@ Ref<Tensor> transposed(const Ref<Tensor>& m) { return m->view(m->offset(), m->la
 // Runs `each(u, W_u)` for every distinct expert u of `r` on its tile memory
 // (through one TileRequest, the policy consulted with the experts for
 // `purpose`) on workers, then `finish()` and `publish` (the await's result)
-// on the loop thread. Calls of `each` are serialised.
+// on the loop thread; all of it on the calling thread when every expert is
+// resident and the plan moves nothing. Calls of `each` are serialised.
 Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>& r, sw_residency_purpose_t purpose,
                        std::function<void(size_t, const Ref<Tensor>&)> each, std::function<void()> finish,
                        std::function<Ref<Object>()> publish) {
@@ -99,6 +121,7 @@ Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>&
   } else {
     req->promotes = req->reads;  // as a projection: the experts stay primary
   }
+  req->run_inline = true;  // all resident and nothing to move: no hand-offs
   auto serial = std::make_shared<std::mutex>();
   req->tile_work = [r, serial, each = std::move(each)](size_t u, const Ref<Carrier>& tile) {
     std::lock_guard<std::mutex> lock(*serial);
@@ -189,8 +212,8 @@ class ExpertMatmulNode final : public Node {
       auto compact = be.empty(rt, acc, {r.K, r.N, U});
       for (size_t u = 0; u < r.experts.size(); ++u) {
         auto to = compact->view(static_cast<int64_t>(u) * r.K * r.N, Layout::dense({r.K, r.N}));
-        be.matmul(*transposed(gather_rows(be, rt, *x_, r.x_rows(), r.K, r.x_pick(u))),
-                  *gather_rows(be, rt, *dYw, S, r.N, r.slots[u]), *to);
+        be.matmul(*transposed(rows_of(be, rt, x_, r.x_rows(), r.K, r.x_pick(u))),
+                  *rows_of(be, rt, dYw, S, r.N, r.slots[u]), *to);
       }
       std::vector<std::vector<int64_t>> axes{{0}, {0}, r.experts};
       TileSelection sel(std::move(axes));
@@ -206,7 +229,7 @@ class ExpertMatmulNode final : public Node {
         const Routing& r = *routing;
         const auto& slots = r.slots[u];
         const int64_t m = static_cast<int64_t>(slots.size());
-        auto dYu = gather_rows(be, rt, *dYk, S, r.N, slots);
+        auto dYu = rows_of(be, rt, dYk, S, r.N, slots);
         auto dXu = be.empty(rt, acc, {m, r.K});
         be.matmul(*dYu, *transposed(W), *dXu);
         const int64_t rows = r.x_rows();
@@ -323,7 +346,11 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   auto each = [r, xd, Y, &be, rt, S](size_t u, const Ref<Tensor>& W) {
     const auto& slots = r->slots[u];
     const int64_t m = static_cast<int64_t>(slots.size());
-    auto Xu = gather_rows(be, rt, *xd, r->x_rows(), r->K, r->x_pick(u));
+    auto Xu = rows_of(be, rt, xd, r->x_rows(), r->K, r->x_pick(u));
+    if (consecutive(slots)) {  // the products' rows in Y itself
+      be.matmul(*Xu, *W, *rows_of(be, rt, Y, S, r->N, slots));
+      return;
+    }
     auto Yu = be.empty(rt, Y->dtype(), {m, r->N});
     be.matmul(*Xu, *W, *Yu);
     const size_t as = dtype_size(Y->dtype());

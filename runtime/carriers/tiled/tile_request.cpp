@@ -50,9 +50,19 @@ void TileRequest::submit() {
       for (int64_t k : evicts) te_->tiles_[static_cast<size_t>(k)].owner = this;
     for (int64_t k : writes) te_->tiles_[static_cast<size_t>(k)].owner = this;
     ++te_->pending_;
+    // Nothing to move: the pinned buffers stay primary until the commit.
+    // (A shut-down runtime refuses the request below, as it refuses any.)
+    if (run_inline && !residency && evicts.empty() && writes.empty() && !te_->runtime().is_shut_down() &&
+        std::all_of(pinned_.begin(), pinned_.end(),
+                    [&](int64_t k) { return static_cast<bool>(te_->tiles_[static_cast<size_t>(k)].primary); })) {
+      here_ = true;
+      values_.reserve(pinned_.size());
+      for (int64_t k : pinned_) values_.push_back(te_->tiles_[static_cast<size_t>(k)].primary);
+    }
   }
   if (explicit_eviction()) remaining_ = evicts;
   submitted_ = true;
+  if (here_) return run_here();
   try {
     te_->runtime().submit(shared_from_this());
   } catch (...) {
@@ -67,6 +77,37 @@ void TileRequest::submit() {
 }
 
 // ---- the request proper -------------------------------------------------------
+
+void TileRequest::work_point() {
+  Runtime& rt = te_->runtime();
+  rt.hold_here(FaultKind::kTileWork);
+  rt.check_fault(FaultKind::kTileWork, "tiled work");
+}
+
+void TileRequest::run_here() {
+  // The request is the calling thread's alone: it is not on the loop, and
+  // no other request refers to it (it owns no tile and marks none).
+  fetched_.assign(pinned_.size(), nullptr);
+  Status st = capture([&] {
+    work_point();
+    if (tile_work)
+      for (size_t r = 0; r < reads.size(); ++r) {
+        const size_t i =
+            static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), reads[r]) - pinned_.begin());
+        tile_work(r, values_[i]);
+      }
+    if (work) {
+      std::vector<Ref<Carrier>> ordered;
+      ordered.reserve(reads.size());
+      for (int64_t k : reads)
+        ordered.push_back(values_[static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), k) -
+                                                      pinned_.begin())]);
+      work(ordered, outs_);
+    }
+  });
+  if (!st.ok()) return fail(st);
+  commit();
+}
 
 bool TileRequest::capturable(int64_t k, bool pinned_by_me) const {
   const Tile& t = te_->tiles_[static_cast<size_t>(k)];
@@ -193,6 +234,7 @@ void TileRequest::run_tile_work(std::vector<size_t> entries) {
   auto me = self();
   te_->runtime().run_on_worker(
       [me, entries, jobs = std::move(jobs)] {
+        me->work_point();
         const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
         for (size_t i : entries) {
           if (me->staged_[i].empty()) continue;  // device memory: upload the host copy first
@@ -231,7 +273,10 @@ void TileRequest::run_work() {
           me->fetched_[i]->write_slots(0, T, me->staged_[i].data());
           me->staged_[i] = {};
         }
-        if (me->work) me->work(*ordered, me->outs_);
+        if (me->work) {
+          me->work_point();
+          me->work(*ordered, me->outs_);
+        }
       },
       [me](Status s) {
         if (!s.ok() && me->error_.ok()) me->error_ = s;
@@ -429,7 +474,7 @@ void TileRequest::finish(Status st) {
     await_->succeed(result_);
   else
     await_->fail(std::move(st));
-  te_->runtime().finished(this);
+  if (!here_) te_->runtime().finished(this);  // a request run inline was never the runtime's
   // Pins, owners and writer marks are gone: explicit evictions waiting on
   // them may go on.
   te_->wake_deferred();

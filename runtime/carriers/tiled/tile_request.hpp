@@ -14,6 +14,12 @@
 // submission to the commit; residency requests and writers also own their
 // tiles, so overlapping requests are refused. Explicit evictions (residency
 // requests) write first and drop each tile once no work needs it.
+//
+// A request that asks for it (run_inline) and finds, at submission, nothing
+// to move (every tile it pins primary, nothing to evict or write, not a
+// residency request) skips the hand-offs: submit() runs steps 2 and 3 on the
+// calling thread, with the same pins, the same commit and the same report,
+// and the await is terminal when it returns.
 #pragma once
 
 #include <functional>
@@ -39,24 +45,40 @@ class TileRequest final : public Operation {
   bool residency = false;         // an explicit promote/evict: owns its tiles
                                   // (an explicit evict also its evictions, which wait for pins)
   Ref<ResidencyPlan> plan;        // the policy's plan; its outcome is reported at the end
-  // Runs on a worker with tiles[i] holding tile reads[i] and outs[j] a fresh
-  // buffer (T slots of the primary kind) for tile writes[j] to fill.
+  // Runs on a worker (the calling thread, see run_inline) with tiles[i]
+  // holding tile reads[i] and outs[j] a fresh buffer (T slots of the
+  // primary kind) for tile writes[j] to fill.
   std::function<void(const std::vector<Ref<Carrier>>& tiles, const std::vector<Ref<Carrier>>& outs)> work;
-  // Optional: runs on a worker once per entry of `reads` as soon as that
-  // tile's value is available (at once for a tile primary at the start,
-  // when its fetch lands for the others), so that work on resident tiles
-  // overlaps the transfers of missing ones. Calls may overlap one another;
-  // `work` runs after the last has returned. An error fails the request.
+  // Optional: runs on a worker (the calling thread, see run_inline) once
+  // per entry of `reads` as soon as that tile's value is available (at once
+  // for a tile primary at the start, when its fetch lands for the others),
+  // so that work on resident tiles overlaps the transfers of missing ones.
+  // Calls may overlap one another; `work` runs after the last has returned.
+  // An error fails the request.
   std::function<void(size_t read_index, const Ref<Carrier>& tile)> tile_work;
-  // Runs on the loop thread just before the commit; its object is the
-  // await's result. A failure here fails the request with nothing committed.
+  // Runs on the loop thread (the calling thread, see run_inline) just
+  // before the commit; its object is the await's result. A failure here
+  // fails the request with nothing committed.
   std::function<Ref<Object>()> publish;
-  // Runs on the loop thread at the terminal state.
+  // Runs on the loop thread (the calling thread, see run_inline) at the
+  // terminal state.
   std::function<void(bool succeeded)> cleanup;
+  // No movement, run inline: when at submission every tile the request pins
+  // is primary and it moves nothing (no fetch, no eviction, no tile it
+  // writes, not a residency request), submit() runs it on the calling
+  // thread: tile_work for each entry of `reads` in order, then `work`
+  // (kernels use the compute pool, the caller included), `publish`, the
+  // commit, `cleanup` and the await's completion, all before it returns.
+  // The pins hold until the commit as on the loop's path (an eviction of
+  // its tiles waits for them, a release or an update is refused), and a
+  // failure fails the await, never submit(). The policy's plan was made
+  // before submission as always; its outcome is reported on the calling
+  // thread. A request that must move tiles goes to the loop as usual.
+  bool run_inline = false;
 
   // Validates against the tile table (conflicts, invalid tiles), pins and
-  // owns the tiles, then hands the request to the loop. Throws with nothing
-  // changed on a conflict.
+  // owns the tiles, then hands the request to the loop (or runs it here,
+  // see run_inline). Throws with nothing changed on a conflict.
   void submit();
 
   // An explicit eviction (sw_tiled_evict): owns the tiles it evicts and
@@ -82,6 +104,11 @@ class TileRequest final : public Operation {
   void capture_locked(int64_t k);
   // Issues the writes of captures_ (downloading device buffers first).
   void write_captures();
+  // The work on the calling thread (run_inline with nothing to move).
+  void run_here();
+  // Where a test's fault or hold of tiled work (FaultKind::kTileWork) catches
+  // one compute job of the request, before it starts.
+  void work_point();
   void fetch_done();
   // Hands tile_work the read entries of pinned_[i]s (a worker job, counted
   // as a fetch so that `work` waits for it).
@@ -114,6 +141,7 @@ class TileRequest final : public Operation {
   Status error_;
   bool submitted_ = false, cancelled_ = false, released_ = false, finished_ = false, reported_ = false;
   bool parked_ = false;                     // an explicit eviction waiting in te_->deferred_
+  bool here_ = false;                       // running on the calling thread, never on the loop
   Ref<Object> result_;
 };
 

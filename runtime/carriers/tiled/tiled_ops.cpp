@@ -95,9 +95,11 @@ Ref<Await> TiledEvictable::evict_async(const Ref<TileSet>& tiles) {
   return await;
 }
 
-// Shared by project() and materialize().
+// Shared by project() and materialize(); `run_inline` for a caller that
+// waits at once (TileRequest::run_inline).
 static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, const Ref<TileSelection>& sel,
-                               Ref<Carrier> destination, sw_residency_purpose_t purpose, bool record) {
+                               Ref<Carrier> destination, sw_residency_purpose_t purpose, bool record,
+                               bool run_inline = false) {
   te.check_live("project");
   te.check_full(*full, "project");
   sel->check_grid(te.geometry().grid, "project");
@@ -120,6 +122,7 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
   auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
   auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(&te), await);
   req->reads = selection_ordinals(g, *sel);
+  req->run_inline = run_inline;
   // The policy may only optimise; its errors surface before any work. The
   // request reports the plan's outcome, refused or not.
   if (te.policy()) {
@@ -188,7 +191,8 @@ Ref<Await> TiledEvictable::project(const Ref<Tensor>& full, const Ref<TileSelect
 }
 
 Ref<Tensor> TiledEvictable::materialize(const Ref<Tensor>& full, sw_residency_purpose_t purpose) {
-  auto await = project_impl(*this, full, full_selection(geo_), nullptr, purpose, false);
+  // Nothing to move: the copy runs here rather than on a worker.
+  auto await = project_impl(*this, full, full_selection(geo_), nullptr, purpose, false, true);
   Status st = await->wait(-1);
   if (!st.ok()) st.raise();
   Ref<Object> r = await->result();

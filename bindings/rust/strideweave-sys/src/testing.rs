@@ -84,6 +84,7 @@ impl sw_fault_kind_t {
     pub const SW_FAULT_DEVICE_COPY: sw_fault_kind_t = sw_fault_kind_t(6);
     pub const SW_FAULT_DEVICE_LOST: sw_fault_kind_t = sw_fault_kind_t(7);
     pub const SW_FAULT_DIRECT_IO: sw_fault_kind_t = sw_fault_kind_t(8);
+    pub const SW_FAULT_TILE_WORK: sw_fault_kind_t = sw_fault_kind_t(9);
     pub const SW_FAULT_KIND_FORCE32: sw_fault_kind_t = sw_fault_kind_t(2147483647);
 }
 unsafe extern "C" {
