@@ -194,9 +194,13 @@ def rms_norm(h, weight, eps=1e-5):
 
 
 def route(n, gate, topk):
-    """Router linear, softmax (f32), top-k, renormalised gates (as Mixtral)."""
+    """Router linear, softmax (f32), top-k, renormalised gates (as Mixtral).
+    Equal probabilities (bf16 logits tie often) go to the lower expert
+    index, as sw_topk and so the C twin break ties: torch.topk leaves the
+    choice among equal values unspecified."""
     probs = torch.softmax(F.linear(n, gate).float(), dim=-1)
-    values, ids = torch.topk(probs, topk, dim=-1)
+    values, ids = torch.sort(probs, dim=-1, descending=True, stable=True)
+    values, ids = values[..., :topk], ids[..., :topk]
     return ids, values / values.sum(-1, keepdim=True)
 
 
