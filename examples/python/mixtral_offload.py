@@ -37,6 +37,13 @@ writes the per-step figures to --csv and their plot beside it (.png).
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--budget 0.25]
         [--tier direct|page-cache|zstd] [--dtype bf16|f32] [--rho 0.8]
         [--prefetch [--lookahead 1]] [--dir DIR] [--csv FILE] [--quiet]
+        [--save-stream FILE.npy] [--trace]
+
+--save-stream writes the token stream as a (tokens, hidden) float32 .npy
+(its values already rounded to --dtype, so exact), and --trace prints the
+offloaded run's routing, final-state checksums and hit rate as TRACE lines:
+the C twin, examples/c/mixtral_offload.c, reads the model file and that
+stream and prints the same lines (docs/moe-offload.md, "The C twin").
 """
 import argparse
 import json
@@ -80,6 +87,8 @@ def parse(argv):
     p.add_argument("--dir", default=os.environ.get("SW_RESULTS", "results"))
     p.add_argument("--csv", default=None)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--save-stream", default=None, help="write the token stream to this .npy (float32)")
+    p.add_argument("--trace", action="store_true", help="print the offloaded run's TRACE lines (the C twin's)")
     o = p.parse_args(argv)
     if not (0 < o.budget <= 1):
         p.error("--budget must be in (0, 1]")
@@ -93,6 +102,8 @@ def parse(argv):
     for r in o.runs:
         if r not in ("pytorch", "resident", "offloaded", "naive", "mmap"):
             p.error(f"unknown run {r!r}")
+    if o.trace and "offloaded" not in o.runs:
+        p.error("--trace prints the offloaded run: --runs must include it")
     o.budget_tiles = max(1, round(o.budget * o.experts))
     o.torch_dtype = torch.bfloat16 if o.dtype == "bf16" else torch.float32
     o.csv = o.csv or os.path.join(o.dir, "mixtral_offload.csv")
@@ -194,9 +205,13 @@ def rms_norm(h, weight, eps=1e-5):
 
 
 def route(n, gate, topk):
-    """Router linear, softmax (f32), top-k, renormalised gates (as Mixtral)."""
+    """Router linear, softmax (f32), top-k, renormalised gates (as Mixtral).
+    Equal probabilities (bf16 logits tie often) go to the lower expert
+    index, as sw_topk and so the C twin break ties: torch.topk leaves the
+    choice among equal values unspecified."""
     probs = torch.softmax(F.linear(n, gate).float(), dim=-1)
-    values, ids = torch.topk(probs, topk, dim=-1)
+    values, ids = torch.sort(probs, dim=-1, descending=True, stable=True)
+    values, ids = values[..., :topk], ids[..., :topk]
     return ids, values / values.sum(-1, keepdim=True)
 
 
@@ -688,6 +703,33 @@ def plot(o, runs):
     return png
 
 
+def print_trace(o, st):
+    """The run's TRACE lines, as examples/c/mixtral_offload.c prints them:
+    per token its experts per layer (top-k order) and the sum and absolute
+    sum of its final hidden state (in double, element by element), then the
+    totals with the FNV-1a hash of the final states' bytes (tokens x hidden,
+    row-major, the dtype's little-endian bytes), then the hit rate."""
+    rows = st.outputs.float().tolist()
+    total = total_abs = 0.0
+    for t, row in enumerate(rows):
+        for layer, ids in enumerate(st.routes[t]):
+            print(f"TRACE route token={t} layer={layer} experts={','.join(str(e) for e in ids)}")
+        s = a = 0.0
+        for v in row:
+            s += v
+            a += abs(v)
+        print(f"TRACE final token={t} sum={s:.17g} abs={a:.17g}")
+        total += s
+        total_abs += a
+    h = 0xcbf29ce484222325
+    for byte in st.outputs.contiguous().view(torch.uint8).numpy().tobytes():
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    print(f"TRACE checksum tokens={len(rows)} hidden={o.hidden} dtype={o.dtype} sum={total:.17g} "
+          f"abs={total_abs:.17g} fnv1a={h:016x}")
+    rate = st.hits / st.required if st.required else 0.0
+    print(f"TRACE hit_rate hits={st.hits} required={st.required} rate={rate:.6f}", flush=True)
+
+
 def main(argv=None):
     o = parse(sys.argv[1:] if argv is None else argv)
     if o.threads:
@@ -706,6 +748,9 @@ def main(argv=None):
     regions = tensor_regions(path)
     shared = Shared(o, path)
     stream = token_stream(o)
+    if o.save_stream:
+        np.save(o.save_stream, stream.float().numpy())
+        print(f"wrote the token stream to {o.save_stream} ({o.tokens} x {o.hidden} float32)", flush=True)
     bandwidth = tier_bandwidth(o, path, regions)
     if bandwidth:
         print(f"{o.tier} tier read bandwidth, measured without StrideWeave: {bandwidth / 1e9:.2f} GB/s", flush=True)
@@ -727,6 +772,8 @@ def main(argv=None):
             st = run_mmap(o, shared, stream, path, regions)
         runs.append(st)
     by = {st.name: st for st in runs}
+    if o.trace:
+        print_trace(o, by["offloaded"])
     lru = lru_hit_rate(o, runs[0].routes)
     print(f"\nthe routing's hit rate under a plain LRU of {o.budget_tiles} experts per layer (no prefetch): "
           f"{100 * lru:.1f}%")

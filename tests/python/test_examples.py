@@ -201,3 +201,86 @@ def test_mixtral_offload_checkpoint_is_a_hugging_face_mixtral_layout(tmp_path):
         assert f.get_slice("model.layers.0.block_sparse_moe.experts.0.w1.weight").get_shape() == [96, 64]
         assert f.get_slice("model.layers.0.block_sparse_moe.gate.weight").get_shape() == [4, 64]
     assert len(keys) == 2 * (4 * 3 + 2)
+
+
+# The C twin (examples/c/mixtral_offload.c) against the Python demo's offloaded
+# run. Seed 1's stream has, in bf16, two experts of exactly equal probability
+# at the top-2 boundary (token 1, layer 0): both programs must break the tie
+# alike (the lower index).
+TWIN = ["--layers", "2", "--experts", "8", "--hidden", "128", "--ffn", "256", "--topk", "2", "--tokens", "8",
+        "--seed", "1"]
+# Bound on |difference| of a token's sum and of its absolute sum, relative to
+# its absolute sum (docs/moe-offload.md, "The C twin"): f32 differs by a few
+# ulps (silu's exp, the router's and softmax's accumulation order); bf16 is
+# bit-identical but where an f32 intermediate lies within those ulps of a
+# bf16 rounding boundary, an element then one bf16 ulp (up to 2^-7 of it)
+# away: with hidden 128 one such element moves a token's sums by up to about
+# 2^-12 of its absolute sum, and 2^-11 admits two.
+TWIN_TOLERANCE = {"f32": 1e-6, "bf16": 2.0**-11}
+
+
+def trace_of(out):
+    routes, finals, other = [], {}, {}
+    for line in out.splitlines():
+        if not line.startswith("TRACE "):
+            continue
+        kind, fields = line.split()[1], dict(f.split("=", 1) for f in line.split()[2:])
+        if kind == "route":
+            routes.append(line)
+        elif kind == "final":
+            finals[int(fields["token"])] = fields
+        else:
+            assert kind not in other, line
+            other[kind] = fields
+    assert set(other) == {"checksum", "hit_rate"}, out
+    return routes, finals, other
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_mixtral_offload_c_twin_agrees_with_python(capsys, tmp_path, dtype):
+    twin = ROOT / "build" / "examples" / "c" / "mixtral_offload"
+    if not twin.exists():
+        pytest.skip("the C example is not built (build/examples/c/mixtral_offload)")
+    demo = load("mixtral_offload")
+    stream = tmp_path / "stream.npy"
+    args = TWIN + ["--dtype", dtype, "--dir", str(tmp_path), "--runs", "offloaded", "--quiet"]
+    assert demo.main(args + ["--save-stream", str(stream), "--trace"]) == 0
+    py_routes, py_finals, py = trace_of(capsys.readouterr().out)
+    saved = np.load(stream)
+    assert saved.dtype == np.float32 and np.array_equal(saved, demo.token_stream(demo.parse(args)).float().numpy())
+
+    model = tmp_path / f"mixtral-2x8-128-256-{dtype}.safetensors"
+    run = subprocess.run([str(twin), "--model", str(model), "--stream", str(stream), "--topk", "2"],
+                         check=True, capture_output=True, text=True)
+    c_routes, c_finals, c = trace_of(run.stdout)
+    assert len(py_routes) == 8 * 2 and c_routes == py_routes
+    assert c["hit_rate"] == py["hit_rate"] and 0 < int(c["hit_rate"]["hits"]) < int(c["hit_rate"]["required"]) == 32
+    assert set(c_finals) == set(py_finals) == set(range(8))
+    tol = TWIN_TOLERANCE[dtype]
+    for t, p in py_finals.items():
+        scale = float(p["abs"])
+        for key in ("sum", "abs"):
+            assert abs(float(c_finals[t][key]) - float(p[key])) <= tol * scale, (t, key, c_finals[t], p)
+    for key in ("sum", "abs"):
+        assert abs(float(c["checksum"][key]) - float(py["checksum"][key])) <= tol * float(py["checksum"]["abs"])
+    assert {k: c["checksum"][k] for k in ("tokens", "hidden", "dtype")} == {"tokens": "8", "hidden": "128",
+                                                                            "dtype": dtype}
+    if dtype == "bf16":
+        # Rounding where PyTorch rounds makes most tokens bit-identical; a
+        # rounding step missed or added would change nearly every token.
+        same = [t for t in range(8) if c_finals[t] == py_finals[t]]
+        assert len(same) >= 4, (same, c_finals, py_finals)
+
+
+def test_mixtral_offload_c_twin_refuses_a_stream_of_another_width(tmp_path):
+    twin = ROOT / "build" / "examples" / "c" / "mixtral_offload"
+    if not twin.exists():
+        pytest.skip("the C example is not built (build/examples/c/mixtral_offload)")
+    demo = load("mixtral_offload")
+    o = demo.parse(TWIN + ["--dir", str(tmp_path)])
+    model = tmp_path / "m.safetensors"
+    demo.make_model(o, str(model))
+    stream = tmp_path / "wide.npy"
+    np.save(stream, np.zeros((3, 129), np.float32))
+    run = subprocess.run([str(twin), "--model", str(model), "--stream", str(stream)], capture_output=True, text=True)
+    assert run.returncode == 2 and f"{stream} is not a C-order (tokens, 128) float32 array" in run.stderr
