@@ -1032,12 +1032,12 @@ def train_main(o, path):
         log(o, f"  {label}: loss {r['loss']:.6f} (PyTorch {r['pytorch_loss']:.6f}), {r['updated']} of {total} "
                f"expert gradients, {r['written']} dirty experts written back, {r['reloaded']} reloaded, hit rate "
                f"{100 * r['hit_rate']:.0f}%, {r['sw_ms']:.0f} ms")
-    v = verify_trained(o, shared, ref, every)
-    updates, coalesced = sum(t.updates for t in every), sum(t.coalesced for t in every)
-    writes = v["dirty_evictions"] + v["final_writes"]
     stats = {k: sum(t.stats()[k] for t in every) for k in ("requests", "hits", "misses", "transient")}
     hit_rate = stats["hits"] / (stats["hits"] + stats["misses"]) if stats["hits"] + stats["misses"] else None
     max_primary = max(t.max_primary for t in every)
+    v = verify_trained(o, shared, ref, every)
+    updates, coalesced = sum(t.updates for t in every), sum(t.coalesced for t in every)
+    writes = v["dirty_evictions"] + v["final_writes"]
 
     print()
     print(f"{'step':>4s} {'loss':>12s} {'PyTorch':>12s} {'routing':>8s} {'expert grads':>12s} {'hit rate':>9s} "
