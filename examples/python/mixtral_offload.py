@@ -44,6 +44,55 @@ writes the per-step figures to --csv and their plot beside it (.png).
 offloaded run's routing, final-state checksums and hit rate as TRACE lines:
 the C twin, examples/c/mixtral_offload.c, reads the model file and that
 stream and prints the same lines (docs/moe-offload.md, "The C twin").
+
+With --train the demo trains the experts instead of decoding (train_main;
+--runs and --csv do not apply):
+
+  tier       the model file is read-only, so each layer's w1, w2 and w3 are
+             copied once into a writable secondary tier: a scratch file in
+             --dir (direct I/O with --tier direct, buffered with page-cache;
+             removed at the end) or zstd-compressed memory (--tier zstd). The
+             primary budget is --budget of each matrix's experts under an LRU
+             policy, as when decoding.
+  dtype      training is f32: a bf16 checkpoint is widened once (exactly) into
+             f32 master weights. bf16 weights would round away every SGD step
+             below half an ulp (2^-9 of the weight), and a comparison with
+             PyTorch could then only be bounded by an ulp per weight, too
+             loose to catch a wrong update; so bf16 updates are not offered.
+  loss       the mean squared error of the stack's output over the token
+             stream (one batch of --tokens tokens) against a fixed target,
+             one N(0, 1) vector per token (seed + 2).
+  graph      RMSNorm, the router linear, softmax, top-k and the renormalised
+             gates are StrideWeave ops, differentiable in the hidden state,
+             their weights frozen (neither the norms nor the routers train);
+             every expert matrix goes through TiledEvictable.expert_matmul,
+             differentiable in the experts, the activations and the gates, so
+             an expert's gradient includes the paths through the later
+             layers' norms, routers and gates.
+  step       backward gives each matrix a tile-sparse gradient (a
+             TiledEvictable holding only the experts some token used); SGD
+             (--lr, --steps) adds -lr * grad into each such expert's tile in
+             place (update_async "add"), one expert at a time, so the LRU
+             evicts dirty experts to the writable tier and the next step reads
+             them back. The gradients of one step are held in CPU memory
+             (the used experts only, not under the budget) until applied.
+  reference  the same model, loss and SGD in plain PyTorch autograd on
+             resident f32 weights. After training every expert is evicted and
+             read back from the tier: each matrix must equal PyTorch's within
+             1e-4 of its largest weight and 1e-3 of the largest change
+             training made to it (a skipped or wrong update cannot hide under
+             the weights' size); every update must have reached the tier
+             (writes = updates - updates onto an expert still dirty); and the
+             loss after the last step must be below the first. Else the exit
+             status is 1.
+  --save     writes the trained model as a Mixtral-layout .safetensors in f32
+             (norms and routers widened, experts as trained, each read tile by
+             tile from its tier) and checks it by reading it back.
+
+Prints a line per step, a table and one line SUMMARY_JSON {...}.
+
+    python3 examples/python/mixtral_offload.py --train [--steps 4] [--lr 1.0]
+        [--save PATH] [the model, --tier, --budget and --tokens options above]
 """
 import argparse
 import json
@@ -89,7 +138,9 @@ def parse(argv):
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--save-stream", default=None, help="write the token stream to this .npy (float32)")
     p.add_argument("--trace", action="store_true", help="print the offloaded run's TRACE lines (the C twin's)")
+    add_train_options(p)
     o = p.parse_args(argv)
+    check_train_options(p, o)
     if not (0 < o.budget <= 1):
         p.error("--budget must be in (0, 1]")
     if not (1 <= o.topk <= o.experts):
@@ -730,12 +781,398 @@ def print_trace(o, st):
     print(f"TRACE hit_rate hits={st.hits} required={st.required} rate={rate:.6f}", flush=True)
 
 
+# ---- --train: SGD into the offloaded experts -------------------------------------------------
+
+def add_train_options(p):
+    g = p.add_argument_group("training (--train; the module docstring describes it)")
+    g.add_argument("--train", action="store_true",
+                   help="train the experts with SGD through the offloaded layers instead of decoding")
+    g.add_argument("--steps", type=int, default=4, help="SGD steps, each over the whole token stream")
+    g.add_argument("--lr", type=float, default=TRAIN_LR, help="SGD learning rate of the mean squared error")
+    g.add_argument("--save", metavar="PATH", help="with --train: write the trained model as a Mixtral-layout "
+                                                  ".safetensors and check it by reading it back")
+
+
+def check_train_options(p, o):
+    if o.steps < 1:
+        p.error("--steps must be at least 1")
+    if not (o.lr > 0 and math.isfinite(o.lr)):
+        p.error("--lr must be a positive finite number")
+    if o.save and not o.train:
+        p.error("--save writes the trained model: it needs --train")
+
+
+TRAIN_LR = 1.0
+TRAIN_BOUND = 1e-4  # the trained experts against PyTorch's, relative to the largest weight (f32)
+UPDATE_BOUND = 1e-3  # the same difference relative to the largest change training made
+
+
+def train_target(o):
+    """The fixed regression target of the stack's output: one N(0, 1) vector
+    per token of the stream (seed + 2), f32."""
+    g = torch.Generator().manual_seed(o.seed + 2)
+    return torch.randn(o.tokens, o.hidden, generator=g)
+
+
+class TrainingTier:
+    """One matrix of one layer, trained: a TiledEvictable of f32 master
+    weights with the model file's geometry (one expert per tile) over a
+    writable secondary tier (a scratch file in --dir, with direct I/O for
+    --tier direct; zstd-compressed memory for --tier zstd), filled once from
+    the read-only model file, under an LRU budget of --budget of the experts.
+    observe() follows every tile that left the dirty set: a dirty expert
+    evicted, i.e. written to the secondary tier."""
+
+    def __init__(self, o, path, layer, w):
+        self.o, self.layer, self.w = o, layer, w
+        names = [expert_name(layer, e, w) for e in range(o.experts)]
+        ft = carriers.File.open_safetensors(path, names, direct_io=(o.tier == "direct"))
+        src = ft.tiled()
+        K, N = ft.tile_shape[0], ft.tile_shape[1]
+        self.K, self.N, self.tile_bytes = K, N, K * N * 4
+        if o.tier == "zstd":
+            secondary = carriers.Zstd(src.size(), dtype=sw.float32, level=1, frame_elements=K * N)
+        else:
+            secondary = carriers.File(src.size(), dtype=sw.float32, directory=o.dir, direct_io=(o.tier == "direct"))
+        self.lru = sw.LRUPolicy(o.budget_tiles)
+        self.te = sw.TiledEvictable(carriers.CPU(0, dtype=sw.float32), secondary, ft.grid_shape, ft.tile_shape,
+                                    residency_policy=self.lru)
+        self.full = self.te.full_tensor()
+        with sw.no_grad():
+            for e in range(o.experts):  # one expert at a time: within any budget
+                one = self.one(e)
+                part = src.project(src.full_tensor(), one).wait()
+                self.te.update_async(self.full, part.astype(sw.float32), one).wait()  # bf16 widens exactly
+                src.evict(one)
+                del part
+        self.te.evict(self.everything())
+        src.release()
+        self.full.requires_grad = True
+        self.dirty, self.primary, self.written_back = set(), set(), set()
+        self.written = self.reloaded = self.updates = self.coalesced = self.max_primary = 0
+        self.base = dict(self.lru.stats())
+
+    def one(self, e):
+        return sw.TileSelection([[0], [0], [e]])
+
+    def everything(self):
+        return sw.TileSelection([[0], [0], list(range(self.o.experts))])
+
+    def observe(self):
+        """Counts what changed since the last call: dirty experts written
+        back, written-back experts read again (reloaded), the primary count."""
+        dirty, primary = set(self.te.dirty_tiles), set(self.te.primary_tiles)
+        cleaned = self.dirty - dirty
+        self.written += len(cleaned)
+        self.reloaded += len((primary - self.primary) & self.written_back)
+        self.written_back |= cleaned
+        self.dirty, self.primary = dirty, primary
+        self.max_primary = max(self.max_primary, len(primary))
+
+    def stats(self):
+        s = self.lru.stats()
+        return {k: s[k] - self.base[k] for k in s}
+
+    def sgd(self, lr):
+        """w -= lr * grad on the experts the gradient holds (a tile-sparse
+        TiledEvictable: the experts no token used are implicit zeros), one
+        expert at a time into the tiles in place (update_async "add").
+        Returns how many experts it updated."""
+        grad = self.full.grad
+        touched = [e for e in range(self.o.experts) if grad.carrier.tile_state((0, 0, e)).location != "implicit"]
+        with sw.no_grad():
+            for e in touched:
+                one = self.one(e)
+                g = grad.carrier.project(grad, one).wait()
+                if self.te.tile_state((0, 0, e)).dirty:
+                    self.coalesced += 1  # its previous update is still primary: one write will carry both
+                self.te.update_async(self.full, g * -lr, one, "add").wait()
+                self.updates += 1
+                self.observe()
+                del g
+        self.full.grad = None
+        del grad
+        return len(touched)
+
+    def expert(self, e):
+        """Expert e as the checkpoint indexes it, (N, K) = nn.Linear's (out, in), read from its tier."""
+        with sw.no_grad():
+            compact = self.te.project(self.full, self.one(e)).wait()  # (K, N, 1)
+        value = torch.from_dlpack(compact)[:, :, 0].T.clone()
+        self.observe()
+        return value
+
+    def file_view(self, e):
+        """Expert e's slots of the TiledEvictable as the checkpoint lays them out: (N, K), row-major."""
+        return sw.Tensor(self.te, e * self.K * self.N, sw.Layout((self.N, self.K), (self.K, 1)))
+
+    def release(self):
+        self.te.release()
+
+
+def sw_rms_norm(h, weight, eps=1e-5):
+    return h * sw.rsqrt((h * h).mean(axis=-1, keepdims=True) + eps) * weight
+
+
+def train_forward_sw(o, tiers, frozen, x):
+    """The stack on the training tiers, recorded by StrideWeave's autograd:
+    RMSNorm, router, softmax, top-k and renormalised gates as StrideWeave ops
+    (differentiable in the hidden state; their weights frozen), the experts
+    through expert_matmul (differentiable in the experts, the activations and
+    the gates). Returns the output (T, H) and each layer's routing."""
+    h, routes = x, []
+    for layer in range(o.layers):
+        t = tiers[layer]
+        norm, router = frozen[layer]
+        n = sw_rms_norm(h, norm)
+        top, ids = sw.topk(sw.softmax(n @ router, axis=-1), o.topk, axis=-1)
+        gates = top / top.sum(axis=-1, keepdims=True)
+        a = t["w1"].te.expert_matmul(t["w1"].full, n, ids).wait()
+        t["w1"].observe()
+        b = t["w3"].te.expert_matmul(t["w3"].full, n, ids).wait()
+        t["w3"].observe()
+        y = t["w2"].te.expert_matmul(t["w2"].full, sw.silu(a) * b, ids, gates).wait()  # (T, H): the gated sum
+        t["w2"].observe()
+        h = h + y
+        routes.append(ids.numpy().copy())
+    return h, routes
+
+
+class TorchTraining:
+    """The correctness reference: the same model, loss and SGD in plain
+    PyTorch autograd on resident f32 weights, one parameter per expert and
+    matrix as in the checkpoint."""
+
+    def __init__(self, o, shared):
+        self.o = o
+        self.norms = [w.float() for w in shared.norms]
+        self.gates = [w.float() for w in shared.gates]
+        self.w = {}
+        for layer in range(o.layers):
+            for m in MATRICES:
+                # Copies (float() of an f32 tensor is the tensor): the checkpoint's values stay as they were.
+                self.w[(layer, m)] = [shared.experts[expert_name(layer, e, m)].to(torch.float32, copy=True)
+                                      .requires_grad_(True) for e in range(o.experts)]
+
+    def forward(self, x):
+        o, h, routes = self.o, x, []
+        for layer in range(o.layers):
+            n = rms_norm(h, self.norms[layer])
+            ids, gates = route(n, self.gates[layer], o.topk)
+            w1, w3, w2 = (self.w[(layer, m)] for m in ("w1", "w3", "w2"))
+            ys = torch.zeros(h.shape[0], o.topk, o.hidden)
+            for e in range(o.experts):
+                t, j = torch.where(ids == e)
+                if len(t):
+                    ne = n[t]
+                    ys = ys.index_put((t, j), F.linear(F.silu(F.linear(ne, w1[e])) * F.linear(ne, w3[e]), w2[e]))
+            h = h + gated_sum(ys, gates)
+            routes.append(ids.numpy().copy())
+        return h, routes
+
+    def sgd(self, lr):
+        with torch.no_grad():
+            for experts in self.w.values():
+                for p in experts:
+                    if p.grad is not None:  # an expert no token used has no gradient
+                        p -= lr * p.grad
+                        p.grad = None
+
+
+def train_step(o, tiers, frozen, xs, ys, ref, x, target, learn):
+    """One step on both sides: the loss of the current experts and, when
+    `learn`, backward and the SGD update. Returns the step's figures."""
+    every = [t for per in tiers for t in per.values()]
+    before = [dict(t.stats(), written=t.written, reloaded=t.reloaded) for t in every]
+    t0 = time.perf_counter()
+    with sw.enable_grad() if learn else sw.no_grad():
+        h, routes = train_forward_sw(o, tiers, frozen, xs)
+        diff = h - ys
+        loss = (diff * diff).mean()
+        value = loss.item()
+        updated = 0
+        if learn:
+            loss.backward()
+            for t in every:
+                t.observe()  # the backward read the experts again (dx = dY W^T)
+            updated = sum(t.sgd(o.lr) for t in every)
+    sw_ms = (time.perf_counter() - t0) * 1000
+    del h, diff, loss
+    t0 = time.perf_counter()
+    with torch.enable_grad() if learn else torch.no_grad():
+        h, torch_routes = ref.forward(x)
+        loss = F.mse_loss(h, target)
+        if learn:
+            loss.backward()
+            ref.sgd(o.lr)
+    torch_ms = (time.perf_counter() - t0) * 1000
+    after = [dict(t.stats(), written=t.written, reloaded=t.reloaded) for t in every]
+    row = {k: sum(a[k] - b[k] for a, b in zip(after, before)) for k in ("hits", "misses", "transient", "written",
+                                                                       "reloaded")}
+    row.update(loss=value, pytorch_loss=loss.item(), sw_ms=sw_ms, pytorch_ms=torch_ms, updated=updated,
+               same_routing=all(np.array_equal(a, b) for a, b in zip(routes, torch_routes)))
+    row["hit_rate"] = row["hits"] / (row["hits"] + row["misses"]) if row["hits"] + row["misses"] else float("nan")
+    return row
+
+
+def verify_trained(o, shared, ref, every):
+    """Evicts every expert (the dirty ones are written to the secondary
+    tier), reads each back from there and compares it with PyTorch's."""
+    written_in_training = sum(t.written for t in every)
+    for t in every:
+        t.te.evict(t.everything())
+        t.observe()
+    v = {"dirty_evictions": written_in_training, "final_writes": sum(t.written for t in every) - written_in_training,
+         "still_dirty": sum(len(t.te.dirty_tiles) for t in every),
+         "still_primary": sum(len(t.te.primary_tiles) for t in every)}
+    errors, update_errors, changes = [], [], []
+    for t in every:
+        pt = torch.stack([p.detach() for p in ref.w[(t.layer, t.w)]])
+        w0 = torch.stack([shared.experts[expert_name(t.layer, e, t.w)].float() for e in range(o.experts)])
+        got = torch.stack([t.expert(e) for e in range(o.experts)])
+        diff, change, largest = (float(d.abs().max()) for d in (got - pt, pt - w0, pt))
+        errors.append(diff / largest)
+        update_errors.append(diff / change if change else math.inf)
+        changes.append(change / largest)
+        del pt, w0, got
+    v.update(max_error=max(errors), max_update_error=max(update_errors), min_change=min(changes))
+    return v
+
+
+def train_main(o, path):
+    """--train: returns 0 when the loss fell, every update reached the
+    secondary tier and every trained expert read back from it equals
+    PyTorch's."""
+    print(f"StrideWeave {sw.__version__}: training the experts of a Mixtral-architecture MoE stack, {o.layers} "
+          f"layers x {o.experts} experts (top-{o.topk}), hidden {o.hidden}, ffn {o.ffn}; checkpoint {o.dtype}, "
+          f"f32 master weights on a writable {'zstd' if o.tier == 'zstd' else 'scratch file'} tier, primary budget "
+          f"{o.budget_tiles} of {o.experts} experts per matrix; {o.steps} SGD steps (lr {o.lr:g}) over {o.tokens} "
+          f"tokens; {torch.get_num_threads()} threads", flush=True)
+    t0 = time.perf_counter()
+    if make_model(o, path):
+        print(f"wrote {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
+    shared = Shared(o, path)
+    x, target = token_stream(o).float(), train_target(o)
+    t0 = time.perf_counter()
+    tiers = [{m: TrainingTier(o, path, layer, m) for m in MATRICES} for layer in range(o.layers)]
+    every = [t for per in tiers for t in per.values()]
+    log(o, f"filled {len(every)} training tiers ({len(every) * o.experts * every[0].tile_bytes / 2**20:.0f} MiB of "
+           f"f32 experts) from the model file in {time.perf_counter() - t0:.1f} s")
+    frozen = [(sw.from_dlpack(shared.norms[layer].float()), sw.from_dlpack(shared.gates[layer].float().t()))
+              for layer in range(o.layers)]
+    xs, ys = sw.from_dlpack(x), sw.from_dlpack(target)
+    ref = TorchTraining(o, shared)
+    total = len(every) * o.experts
+
+    rows = []
+    for step in range(o.steps + 1):  # the last pass only measures the trained experts' loss
+        learn = step < o.steps
+        r = train_step(o, tiers, frozen, xs, ys, ref, x, target, learn)
+        r["step"] = step + 1 if learn else "end"
+        rows.append(r)
+        label = f"step {step + 1}/{o.steps}" if learn else "trained"
+        log(o, f"  {label}: loss {r['loss']:.6f} (PyTorch {r['pytorch_loss']:.6f}), {r['updated']} of {total} "
+               f"expert gradients, {r['written']} dirty experts written back, {r['reloaded']} reloaded, hit rate "
+               f"{100 * r['hit_rate']:.0f}%, {r['sw_ms']:.0f} ms")
+    stats = {k: sum(t.stats()[k] for t in every) for k in ("requests", "hits", "misses", "transient")}
+    hit_rate = stats["hits"] / (stats["hits"] + stats["misses"]) if stats["hits"] + stats["misses"] else None
+    max_primary = max(t.max_primary for t in every)
+    v = verify_trained(o, shared, ref, every)
+    updates, coalesced = sum(t.updates for t in every), sum(t.coalesced for t in every)
+    writes = v["dirty_evictions"] + v["final_writes"]
+
+    print()
+    print(f"{'step':>4s} {'loss':>12s} {'PyTorch':>12s} {'routing':>8s} {'expert grads':>12s} {'hit rate':>9s} "
+          f"{'streamed':>9s} {'written':>8s} {'reloaded':>9s} {'ms':>8s} {'PyTorch ms':>10s}")
+    for r in rows:
+        grads = f"{r['updated']} of {total}" if r["step"] != "end" else "-"
+        print(f"{r['step']:>4} {r['loss']:12.6f} {r['pytorch_loss']:12.6f} "
+              f"{'same' if r['same_routing'] else 'DIFFERS':>8s} {grads:>12s} {100 * r['hit_rate']:8.1f}% "
+              f"{r['transient']:9d} {r['written']:8d} {r['reloaded']:9d} {r['sw_ms']:8.0f} {r['pytorch_ms']:10.0f}")
+    print()
+    first, last = rows[0]["loss"], rows[-1]["loss"]
+    fell = last < first
+    print(f"loss {first:.6f} before training, {last:.6f} after {o.steps} steps"
+          + ("" if fell else ": ERROR: it did not fall"))
+    accounted = writes == updates - coalesced and v["still_dirty"] == 0 and v["still_primary"] == 0
+    print(f"write-back: {updates} expert updates ({coalesced} onto an expert still dirty from its previous update); "
+          f"{v['dirty_evictions']} dirty experts written to the secondary tier by evictions under the budget (at most "
+          f"{max_primary} of {o.budget_tiles} experts primary), {v['final_writes']} by the final eviction; "
+          f"{v['still_dirty']} still dirty" + ("" if accounted else
+                                                ": ERROR: the writes do not account for every update"))
+    close = v["max_error"] <= TRAIN_BOUND and v["max_update_error"] <= UPDATE_BOUND
+    print(f"every trained expert, read back from the tier, vs PyTorch autograd: max error {v['max_error']:.2e} of the "
+          f"largest weight (bound {TRAIN_BOUND:.0e}) and {v['max_update_error']:.2e} of the largest change training "
+          f"made (bound {UPDATE_BOUND:.0e}); training changed every matrix by at least {v['min_change']:.2e} of its "
+          f"largest weight" + ("" if close else ": ERROR: the experts differ from PyTorch's"))
+    ok = fell and accounted and close
+    saved = None
+    if o.save:
+        saved = save_trained(o, path, shared, tiers)
+        ok = ok and saved["identical"]
+    summary = {"mode": "train",
+               "config": config_of(o) | {"tokens": o.tokens, "budget": o.budget, "budget_tiles": o.budget_tiles,
+                                         "tier": o.tier, "steps": o.steps, "lr": o.lr, "train_dtype": "f32"},
+               "loss_first": first, "loss_last": last, "losses": [r["loss"] for r in rows],
+               "pytorch_losses": [r["pytorch_loss"] for r in rows],
+               "same_routing": all(r["same_routing"] for r in rows),
+               "max_error_vs_pytorch": v["max_error"], "max_update_error_vs_pytorch": v["max_update_error"],
+               "error_bound": TRAIN_BOUND, "update_error_bound": UPDATE_BOUND, "min_relative_change": v["min_change"],
+               "updates": updates, "updates_per_step": [r["updated"] for r in rows[:-1]],
+               "coalesced_updates": coalesced, "dirty_evictions": v["dirty_evictions"],
+               "final_writes": v["final_writes"], "dirty_writes": writes, "still_dirty": v["still_dirty"],
+               "reloads": sum(r["reloaded"] for r in rows), "bytes_written": writes * every[0].tile_bytes,
+               "max_primary": max_primary, "hit_rate": hit_rate, "requests": stats["requests"],
+               "transient": stats["transient"], "saved": saved, "ok": ok}
+    print("training verified: the loss fell, every update reached the secondary tier and the experts equal "
+          "PyTorch's" if ok else "TRAINING CHECK FAILED")
+    print("SUMMARY_JSON " + json.dumps(summary, sort_keys=True))
+    for t in every:
+        t.release()
+    return 0 if ok else 1
+
+
+def save_trained(o, path, shared, tiers):
+    """--save: the trained model as a Mixtral-layout .safetensors in f32
+    (norms and routers widened, experts as trained), each expert read tile
+    by tile from its tier; then read back with safetensors and compared with
+    the tiers' values."""
+    from safetensors import safe_open
+
+    tensors = {}
+    for layer in range(o.layers):
+        tensors[norm_name(layer)] = sw.from_dlpack(shared.norms[layer].float())
+        tensors[gate_name(layer)] = sw.from_dlpack(shared.gates[layer].float())
+        for e in range(o.experts):
+            for m in MATRICES:
+                tensors[expert_name(layer, e, m)] = tiers[layer][m].file_view(e)
+    meta = {"format": "pt", "strideweave_trained": json.dumps(
+        {"from": os.path.basename(path), "steps": o.steps, "lr": o.lr, "tokens": o.tokens, "seed": o.seed})}
+    sw.save_safetensors(o.save, tensors, metadata=meta)
+    wrong = 0
+    with safe_open(o.save, "pt") as f:
+        names_ok = set(f.keys()) == set(tensors)
+        for layer in range(o.layers):
+            for m in MATRICES:
+                for e in range(o.experts):
+                    saved = f.get_tensor(expert_name(layer, e, m))
+                    wrong += not (saved.dtype == torch.float32 and torch.equal(saved, tiers[layer][m].expert(e)))
+        meta_ok = (f.metadata() or {}).get("strideweave_trained") == meta["strideweave_trained"]
+    identical = names_ok and meta_ok and wrong == 0
+    print(f"saved {o.save} ({os.path.getsize(o.save) / 2**20:.0f} MiB, {len(tensors)} tensors): read back, "
+          + ("every expert identical to its tier" if identical else f"{wrong} experts DIFFER"
+             + ("" if names_ok else ", tensor names differ") + ("" if meta_ok else ", metadata differs")))
+    return {"path": o.save, "tensors": len(tensors), "identical": identical}
+
+
 def main(argv=None):
     o = parse(sys.argv[1:] if argv is None else argv)
     if o.threads:
         torch.set_num_threads(o.threads)
     os.makedirs(o.dir, exist_ok=True)
     path = os.path.join(o.dir, f"mixtral-{o.layers}x{o.experts}-{o.hidden}-{o.ffn}-{o.dtype}.safetensors")
+    if o.train:
+        return train_main(o, path)
     expert_bytes = o.layers * o.experts * 3 * o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4)
     print(f"StrideWeave {sw.__version__}: Mixtral-architecture MoE decoding, {o.layers} layers x {o.experts} "
           f"experts (top-{o.topk}), hidden {o.hidden}, ffn {o.ffn}, {o.dtype}; expert bytes "

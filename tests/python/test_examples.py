@@ -284,3 +284,137 @@ def test_mixtral_offload_c_twin_refuses_a_stream_of_another_width(tmp_path):
     np.save(stream, np.zeros((3, 129), np.float32))
     run = subprocess.run([str(twin), "--model", str(model), "--stream", str(stream)], capture_output=True, text=True)
     assert run.returncode == 2 and f"{stream} is not a C-order (tokens, 128) float32 array" in run.stderr
+
+
+MIXTRAL_TRAIN = ["--layers", "2", "--experts", "8", "--hidden", "64", "--ffn", "128", "--topk", "2", "--tokens",
+                 "16", "--budget", "0.25", "--steps", "3", "--train", "--quiet"]
+
+
+def pytorch_training(demo, o):
+    """The training in PyTorch alone, from the checkpoint the demo wrote: the
+    trained experts, how many expert matrices each step's routing used (the
+    experts its tile-sparse gradients hold) and how many were ever used."""
+    import torch.nn.functional as F
+
+    path = pathlib.Path(o.dir) / f"mixtral-{o.layers}x{o.experts}-{o.hidden}-{o.ffn}-{o.dtype}.safetensors"
+    shared = demo.Shared(o, str(path))
+    x, target = demo.token_stream(o).float(), demo.train_target(o)
+    ref = demo.TorchTraining(o, shared)
+    used, ever = [], set()
+    for _ in range(o.steps):
+        h, routes = ref.forward(x)
+        used.append(3 * sum(len(np.unique(r)) for r in routes))
+        ever |= {(layer, int(e)) for layer, r in enumerate(routes) for e in np.unique(r)}
+        F.mse_loss(h, target).backward()
+        ref.sgd(o.lr)
+    return ref, used, 3 * len(ever)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_mixtral_offload_train_equals_pytorch(capsys, tmp_path, dtype):
+    demo = load("mixtral_offload")
+    args = MIXTRAL_TRAIN + ["--dtype", dtype, "--dir", str(tmp_path)]
+    assert demo.main(args) == 0
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    assert s["mode"] == "train" and s["ok"] is True and "training verified" in out
+    assert s["config"]["dtype"] == dtype and s["config"]["train_dtype"] == "f32" and s["config"]["budget_tiles"] == 2
+    # The loss falls at every step, on both sides alike.
+    losses = s["losses"]
+    assert len(losses) == 4 and all(b < a for a, b in zip(losses, losses[1:]))
+    assert s["loss_first"] == losses[0] and s["loss_last"] == losses[-1]
+    assert np.allclose(losses, s["pytorch_losses"], rtol=1e-5) and s["same_routing"] is True
+    assert s["max_error_vs_pytorch"] <= 1e-4 and s["max_update_error_vs_pytorch"] <= 1e-3
+    assert s["min_relative_change"] > 100 * 1e-4  # the bound cannot hide a step
+    # One update per expert each step's routing used: the gradients held exactly those.
+    _, used, _ = pytorch_training(demo, demo.parse(args))
+    assert s["updates_per_step"] == used and s["updates"] == sum(used)
+    # Each matrix cycles more experts per step than its budget of 2: every
+    # update is evicted dirty (written to the scratch tier) before the next
+    # one of the same expert, and read back for it.
+    assert s["coalesced_updates"] == 0
+    assert s["dirty_writes"] == s["updates"] == s["dirty_evictions"] + s["final_writes"]
+    assert 0 < s["final_writes"] <= 6 * 2 and s["dirty_evictions"] > 0 and s["still_dirty"] == 0
+    assert s["reloads"] > 0 and s["max_primary"] == 2
+    assert s["bytes_written"] == s["dirty_writes"] * 64 * 128 * 4
+    assert 0 < s["hit_rate"] < 1 and s["transient"] > 0
+    # The table: one row per step, then the trained experts' loss.
+    assert [line.split()[0] for line in out.splitlines() if line[:4].strip() in ("1", "2", "3", "end")] == [
+        "1", "2", "3", "end"]
+
+
+@pytest.mark.parametrize("tier", ["zstd", "page-cache"])
+def test_mixtral_offload_train_with_every_expert_primary(capsys, tmp_path, tier):
+    """Budget 1: nothing is evicted while training, each expert's updates
+    pile up on its dirty tile and the final eviction writes each once."""
+    demo = load("mixtral_offload")
+    args = MIXTRAL_TRAIN + ["--budget", "1", "--tier", tier, "--dtype", "f32", "--dir", str(tmp_path)]
+    assert demo.main(args) == 0
+    s = summary_of(capsys.readouterr().out)
+    assert s["config"]["tier"] == tier and s["config"]["budget_tiles"] == 8
+    _, used, trained = pytorch_training(demo, demo.parse(args))
+    assert s["updates"] == sum(used) and s["dirty_evictions"] == 0 and s["reloads"] == 0
+    assert s["final_writes"] == s["dirty_writes"] == trained
+    assert s["coalesced_updates"] == s["updates"] - trained
+    assert s["max_error_vs_pytorch"] <= 1e-4 and s["loss_last"] < s["loss_first"]
+
+
+@pytest.mark.parametrize("fault", ["a skipped update", "a learning rate 1% off"])
+def test_mixtral_offload_train_catches_a_wrong_update(capsys, tmp_path, monkeypatch, fault):
+    """The comparison with PyTorch fails the run when one matrix's last SGD
+    step is skipped or applied with a slightly wrong learning rate."""
+    demo = load("mixtral_offload")
+    sgd, calls = demo.TrainingTier.sgd, []
+
+    def faulty(self, lr):
+        calls.append((self.layer, self.w))
+        if len(calls) == 3 * 6:  # the last step's update of the last matrix
+            if fault == "a skipped update":
+                self.full.grad = None
+                return 0
+            lr *= 1.01
+        return sgd(self, lr)
+
+    monkeypatch.setattr(demo.TrainingTier, "sgd", faulty)
+    assert demo.main(MIXTRAL_TRAIN + ["--dtype", "f32", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    assert calls[-1] == (1, "w3") and s["ok"] is False and "TRAINING CHECK FAILED" in out
+    assert "ERROR: the experts differ from PyTorch's" in out and s["max_update_error_vs_pytorch"] > 1e-3
+    assert s["dirty_writes"] == s["updates"] - s["coalesced_updates"]  # what was applied still reached the tier
+
+
+def test_mixtral_offload_train_saves_a_mixtral_checkpoint(capsys, tmp_path):
+    from safetensors import safe_open
+
+    demo = load("mixtral_offload")
+    out_path = tmp_path / "trained.safetensors"
+    args = MIXTRAL_TRAIN + ["--dtype", "bf16", "--dir", str(tmp_path), "--save", str(out_path)]
+    assert demo.main(args) == 0
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    assert s["saved"] == {"path": str(out_path), "tensors": 2 * (8 * 3 + 2), "identical": True}
+    assert "every expert identical to its tier" in out
+    ref, _, _ = pytorch_training(demo, demo.parse(args))
+    with safe_open(str(out_path), "pt") as f:
+        assert f.get_slice("model.layers.1.block_sparse_moe.experts.7.w2.weight").get_shape() == [64, 128]
+        assert f.get_slice("model.layers.0.block_sparse_moe.gate.weight").get_shape() == [8, 64]
+        for (layer, m), experts in ref.w.items():
+            for e, p in enumerate(experts):
+                saved = f.get_tensor(demo.expert_name(layer, e, m))
+                assert saved.dtype == p.dtype and saved.shape == p.shape
+                scale = float(p.detach().abs().max())
+                assert float((saved - p.detach()).abs().max()) <= 1e-4 * scale, (layer, m, e)
+        assert set(f.keys()) == {demo.expert_name(layer, e, m) for layer in range(2) for e in range(8)
+                                 for m in demo.MATRICES} | {demo.gate_name(i) for i in range(2)} | {
+                                     demo.norm_name(i) for i in range(2)}
+
+
+@pytest.mark.parametrize("options,message", [(["--save", "x.safetensors"], "--save writes the trained model"),
+                                             (["--train", "--steps", "0"], "--steps must be at least 1"),
+                                             (["--train", "--lr", "-1"], "--lr must be a positive finite number"),
+                                             (["--train", "--lr", "nan"], "--lr must be a positive finite number")])
+def test_mixtral_offload_train_options_are_checked(capsys, options, message):
+    with pytest.raises(SystemExit) as e:
+        load("mixtral_offload").parse(options)
+    assert e.value.code == 2 and message in capsys.readouterr().err
