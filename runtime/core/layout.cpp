@@ -147,23 +147,38 @@ bool Layout::is_injective() const {
   for (const Leaf& l : leaves_)
     if (l.extent > 1) {
       if (l.stride == 0) return false;
+      // A negative stride is a reflection of its coordinate plus a constant:
+      // injectivity holds or fails as for its magnitude.
       ls.push_back({l.extent, l.stride < 0 ? -l.stride : l.stride});
     }
   std::sort(ls.begin(), ls.end(), [](const Leaf& a, const Leaf& b) { return a.stride < b.stride; });
-  // Sufficient: each stride exceeds the span of all smaller ones.
-  int64_t span = 0;
-  bool nested = true;
-  for (const Leaf& l : ls) {
-    if (l.stride <= span) { nested = false; break; }
-    span += l.stride * (l.extent - 1);
+  // Leaves [nested, end) each exceed the span of every smaller one: they
+  // cannot collide, so only the leaves below need an exact check.
+  size_t nested = ls.size();
+  {
+    std::vector<int64_t> below(ls.size() + 1, 0);  // span of leaves [0, i)
+    for (size_t i = 0; i < ls.size(); ++i) below[i + 1] = below[i] + ls[i].stride * (ls[i].extent - 1);
+    while (nested > 0 && ls[nested - 1].stride > below[nested - 1]) --nested;
   }
-  if (nested) return true;
-  // Exact check by enumeration for the remaining (rare) cases.
-  if (size_ > (int64_t{1} << 26)) return false;
-  std::vector<int64_t> idx(static_cast<size_t>(size_));
-  for (int64_t o = 0; o < size_; ++o) idx[o] = index_of_ordinal(o);
-  std::sort(idx.begin(), idx.end());
-  return std::adjacent_find(idx.begin(), idx.end()) == idx.end();
+  if (nested <= 1) return true;
+  // Exact check of leaves [0, nested): their index set built leaf by leaf,
+  // smallest stride first, stopping at the first collision (found early
+  // for the usual non-injective layouts: overlapping small strides).
+  int64_t count = 1;
+  for (size_t i = 0; i < nested; ++i)
+    if (__builtin_mul_overflow(count, ls[i].extent, &count) || count > (int64_t{1} << 26))
+      return false;  // too many offsets to enumerate: not proven injective
+  std::vector<int64_t> set{0}, next;
+  for (size_t i = 0; i < nested; ++i) {
+    next.clear();
+    next.reserve(set.size() * static_cast<size_t>(ls[i].extent));
+    for (int64_t c = 0; c < ls[i].extent; ++c)
+      for (int64_t v : set) next.push_back(v + c * ls[i].stride);
+    std::sort(next.begin(), next.end());
+    if (std::adjacent_find(next.begin(), next.end()) != next.end()) return false;
+    set.swap(next);
+  }
+  return true;
 }
 
 static void check_coord(int64_t c, int64_t extent, size_t axis) {

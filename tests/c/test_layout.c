@@ -581,7 +581,13 @@ static void injectivity(void** state) {
       {"(4,2):(2,4)", false},        /* 0 2 4 6 4 ... */
       {"(2,2):(1,-1)", false},       /* 0 1 -1 0 */
       {"((2,2)):((1,1))", false},    /* overlap inside a nested mode */
-      {"(2,(2,2)):(4,(1,4))", false} /* nested leaf collides with a top-level one */
+      {"(2,(2,2)):(4,(1,4))", false}, /* nested leaf collides with a top-level one */
+      /* 35.6 million coordinates, colliding in their first two leaves (6 = 6):
+       * found without enumerating them all (a fuzzing input that took 50 s) */
+      {"(7,(2542854,2)):(1,(8,6))", false},
+      /* a non-nested pair under a large nested leaf: only the pair is checked */
+      {"((3,2),4000000):((2,3),8)", true},
+      {"((3,2),400):((2,3),7)", false} /* 7 is inside the pair's span: 0+7 = 4+3 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     sw_layout_t* l = parse(cases[i].text);
