@@ -494,8 +494,8 @@ void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b,
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int64_t units = (side + 63) / 64;
   const int64_t parts = flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), units);
-  auto block = [&](int64_t part) {
-    const int64_t lo = units * part / parts * 64, hi = std::min(side, units * (part + 1) / parts * 64);
+  // C's rows or columns [lo, hi) along that side.
+  auto span = [&](int64_t lo, int64_t hi) {
     if (lo >= hi) return;
     if (along_n) {
       const Matrix bj{static_cast<const std::byte*>(b.data) + (b.transposed ? lo : lo * b.ld) * ei, b.transposed, b.ld};
@@ -505,6 +505,9 @@ void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b,
       multiply_block(in, ai, b, hi - lo, n, k, out, static_cast<std::byte*>(c) + lo * es, ldc);
     }
   };
+  auto block = [&](int64_t part) {
+    span(units * part / parts * 64, std::min(side, units * (part + 1) / parts * 64));
+  };
   if (parts == 1) return block(0);
   if (m == 1 || n == 1) {
     // A vector product is a stream of the weights: the threads claim
@@ -512,20 +515,9 @@ void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b,
     // waking up, a core shared with another process) takes fewer of them
     // instead of holding the others up at the end.
     std::atomic<int64_t> next{0};
-    auto unit = [&](int64_t u) {
-      const int64_t lo = u * 64, hi = std::min(side, lo + 64);
-      if (along_n) {
-        const Matrix bj{static_cast<const std::byte*>(b.data) + (b.transposed ? lo : lo * b.ld) * ei, b.transposed,
-                        b.ld};
-        multiply_block(in, a, bj, m, hi - lo, k, out, static_cast<std::byte*>(c) + lo * ldc * es, ldc);
-      } else {
-        const Matrix ai{static_cast<const std::byte*>(a.data) + (a.transposed ? lo * a.ld : lo) * ei, a.transposed,
-                        a.ld};
-        multiply_block(in, ai, b, hi - lo, n, k, out, static_cast<std::byte*>(c) + lo * es, ldc);
-      }
-    };
     pool.parallel_for(parts, 1, [&](int64_t, int64_t) {
-      for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) unit(u);
+      for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
+        span(u * 64, std::min(side, u * 64 + 64));
     });
     return;
   }
