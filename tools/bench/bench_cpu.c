@@ -223,6 +223,21 @@ static sw_tensor_t* matrix_of(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, 
   return t;
 }
 
+/* Runs 1024^3 f32 products on every compute thread for `seconds`. The cores
+ * of these machines come up to their sustained speed over the first ~50 ms
+ * of work (the first products of a cold process take 1.3x as long, PyTorch's
+ * as much as ours), and the first figure would carry that ramp alone. */
+static void warm_up(sw_runtime_t* rt, double seconds) {
+  sw_tensor_t* a = matrix_of(rt, SW_DTYPE_F32, 1024, 1024, 1);
+  const double end = now_seconds() + seconds;
+  while (now_seconds() < end) {
+    sw_tensor_t* out = NULL;
+    CHECK(sw_matmul(a, a, &out));
+    sw_tensor_release(out);
+  }
+  sw_tensor_release(a);
+}
+
 /* Times sw_matmul, or with `blas` the system cblas_sgemm (f32) on the same
  * buffers. The cblas runs come after every StrideWeave figure: OpenBLAS's
  * workers spin for a while after each call, and would take a core from the
@@ -495,6 +510,7 @@ int main(int argc, char** argv) {
   sw_runtime_t* rt = NULL;
   CHECK(sw_runtime_create(&desc, &rt));
 
+  warm_up(rt, 0.3);
   matmul_result_t mm[SHAPES * 2];
   int count = 0;
   for (int d = 0; d < 2; ++d)
