@@ -792,6 +792,15 @@ jlong tiled_residency(JNIEnv* env, jlong tiled, jlong tiles, jboolean evict, jbo
   if (sw_j_failed(env, evict ? sw_tiled_evict_async(t, s, &a) : sw_tiled_promote_async(t, s, &a))) return 0;
   return (jlong)(intptr_t)a;
 }
+
+/* sw_tiled_prefetch_async: an await handle. */
+jlong tiled_prefetch(JNIEnv* env, jlong tiled, jlong tiles) {
+  sw_await_t* a = NULL;
+  if (sw_j_failed(env, sw_tiled_prefetch_async((sw_carrier_t*)(intptr_t)tiled, (const sw_tile_set_t*)(intptr_t)tiles,
+                                               &a)))
+    return 0;
+  return (jlong)(intptr_t)a;
+}
 %}
 
 /* ------------------------------------------------------------------------ */

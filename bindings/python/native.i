@@ -1134,6 +1134,13 @@ PyObject* tiled_residency(sw_carrier_t* tiled, const sw_tile_set_t* t, bool evic
   SW_PY_CHECK_NOGIL(evict ? sw_tiled_evict_async(tiled, t, &await) : sw_tiled_promote_async(tiled, t, &await));
   return sw_py_handle(await, SWIGTYPE_p_sw_await_t);
 }
+
+/* sw_tiled_prefetch_async: an await handle. */
+PyObject* tiled_prefetch(sw_carrier_t* tiled, const sw_tile_set_t* t) {
+  sw_await_t* await = NULL;
+  SW_PY_CHECK_NOGIL(sw_tiled_prefetch_async(tiled, t, &await));
+  return sw_py_handle(await, SWIGTYPE_p_sw_await_t);
+}
 %}
 
 /* ------------------------------------------------------------------------ */

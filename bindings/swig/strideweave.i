@@ -81,6 +81,7 @@
 %ignore sw_tiled_tile_shape;
 %ignore sw_tiled_tile_state;
 %ignore sw_tiled_promote_async;
+%ignore sw_tiled_prefetch_async;
 %ignore sw_tiled_evict_async;
 %ignore sw_tiled_promote;
 %ignore sw_tiled_evict;

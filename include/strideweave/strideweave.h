@@ -1442,6 +1442,15 @@ SW_API sw_error_t* sw_tiled_tiles(const sw_carrier_t* tiled, sw_tile_set_kind_t 
  * leave the prior state of the whole set on failure. No autograd node. */
 SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* tiled, const sw_tile_set_t* tiles, sw_await_t** out_await);
 SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* tiled, const sw_tile_set_t* tiles, sw_await_t** out_await);
+/* Added in 0.3: sw_tiled_promote_async for tiles the caller expects to need
+ * (the next layer's predicted experts), not yet waited for: the same
+ * validation, errors, plan, conflicts and commit, but its reads from a file
+ * tier yield to the reads and writes of other requests, which the caller
+ * waits for. They take a file request slot only while no other request
+ * waits for one, and at most 2 of the runtime's slots (libuv's thread pool
+ * size, UV_THREADPOOL_SIZE, 4 by default) at once; prefetches are served in
+ * the order they were made. Other tiers read as for promote_async. */
+SW_API sw_error_t* sw_tiled_prefetch_async(sw_carrier_t* tiled, const sw_tile_set_t* tiles, sw_await_t** out_await);
 /* promote_async / evict_async followed by wait. */
 SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* tiled, const sw_tile_set_t* tiles);
 SW_API sw_error_t* sw_tiled_evict(sw_carrier_t* tiled, const sw_tile_set_t* tiles);

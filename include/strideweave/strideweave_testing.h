@@ -218,6 +218,23 @@ SW_API void sw_file_io_stats_init(sw_file_io_stats_t* stats);
  * used. TYPE for another carrier kind. Not for production use. */
 SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file_io_stats_t* out_stats);
 
+/* The runtime's file request slots (see sw_tiled_prefetch_async): requests
+ * granted a slot and the most in flight at once, per class, since the
+ * runtime was made. */
+typedef struct sw_io_queue_stats_t {
+  uint32_t struct_size;
+  uint32_t slots;                 /* request slots (libuv's thread pool size) */
+  uint32_t prefetch_slots;        /* at most this many prefetch requests in flight */
+  uint64_t demand_requests;       /* reads and writes of requests something waits for */
+  uint64_t prefetch_requests;     /* reads of sw_tiled_prefetch_async */
+  uint32_t max_demand_in_flight;
+  uint32_t max_prefetch_in_flight;
+  uint32_t max_in_flight;         /* both classes together */
+} sw_io_queue_stats_t;
+
+SW_API void sw_io_queue_stats_init(sw_io_queue_stats_t* stats);
+SW_API sw_error_t* sw_testing_io_queue_stats(sw_runtime_t* runtime, sw_io_queue_stats_t* out_stats);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,8 +1,11 @@
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <future>
 
 #include "api/handle.hpp"
 #include "api/versioned.hpp"
+#include "async/loop.hpp"
 #include "carriers/file/file_carrier.hpp"
 #include "carriers/file/model_file.hpp"
 #include "carriers/file/model_header.hpp"
@@ -310,6 +313,48 @@ SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file
     out.buffered_bytes = s.buffered_bytes;
     out.direct_open = s.direct_open;
     struct_out(out_stats, out, "sw_testing_file_io_stats: out_stats");
+  });
+}
+
+SW_API void sw_io_queue_stats_init(sw_io_queue_stats_t* stats) {
+  if (!stats) return;
+  *stats = sw_io_queue_stats_t{};
+  stats->struct_size = sizeof(sw_io_queue_stats_t);
+}
+
+SW_API sw_error_t* sw_testing_io_queue_stats(sw_runtime_t* runtime, sw_io_queue_stats_t* out_stats) {
+  return guard([&] {
+    Runtime* rt = get<Runtime>(runtime, "runtime");
+    require(out_stats, "out_stats");
+    (void)checked_struct_size<sw_io_queue_stats_t>(out_stats->struct_size, "sw_testing_io_queue_stats: out_stats");
+    // The queue lives on the loop thread.
+    IoQueueStats s;
+    uint32_t slots = 0;
+    auto read = [&] {
+      s = rt->file_io().stats();
+      slots = rt->file_io().slots();
+    };
+    if (rt->on_loop_thread()) {
+      read();
+    } else {
+      std::promise<void> done;
+      if (!rt->loop().post([&] {
+            read();
+            done.set_value();
+          }))
+        state_error("sw_testing_io_queue_stats: the runtime has been shut down");
+      done.get_future().wait();
+    }
+    sw_io_queue_stats_t out;
+    sw_io_queue_stats_init(&out);
+    out.slots = slots;
+    out.prefetch_slots = std::min(IoQueue::kPrefetchSlots, slots);
+    out.demand_requests = s.granted[0];
+    out.prefetch_requests = s.granted[1];
+    out.max_demand_in_flight = s.max_in_flight[0];
+    out.max_prefetch_in_flight = s.max_in_flight[1];
+    out.max_in_flight = s.max_total;
+    struct_out(out_stats, out, "sw_testing_io_queue_stats: out_stats");
   });
 }
 

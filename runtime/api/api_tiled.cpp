@@ -442,6 +442,15 @@ SW_API sw_error_t* sw_tiled_promote_async(sw_carrier_t* handle, const sw_tile_se
   });
 }
 
+SW_API sw_error_t* sw_tiled_prefetch_async(sw_carrier_t* handle, const sw_tile_set_t* tiles, sw_await_t** out_await) {
+  return guard([&] {
+    TiledEvictable* te = tiled(handle, "tiled");
+    auto set = ref<TileSet>(tiles, "tiles");
+    require(out_await, "out_await");
+    *out_await = to_handle<sw_await_t>(te->promote_async(set, true));
+  });
+}
+
 SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* handle, const sw_tile_set_t* tiles, sw_await_t** out_await) {
   return guard([&] {
     TiledEvictable* te = tiled(handle, "tiled");

@@ -125,8 +125,11 @@ class Carrier : public Object {
   // Asynchronous bulk transfer between slots and host memory, without checks
   // or version steps. Called on the loop thread; `done` runs there too. The
   // buffers stay valid until `done`. Each call is one storage transfer for
-  // the runtime's testing holds (Runtime::arm_hold).
-  void read_async(size_t first, size_t count, std::byte* dst, IoDone done);
+  // the runtime's testing holds (Runtime::arm_hold). A kPrefetch read (an
+  // explicit promotion's) yields to kDemand transfers where the carrier
+  // queues its requests (the file carrier: async/io_queue.hpp).
+  void read_async(size_t first, size_t count, std::byte* dst, IoDone done,
+                  IoPriority priority = IoPriority::kDemand);
   void write_async(size_t first, size_t count, const std::byte* src, IoDone done);
 
   // A read-only carrier refuses public writes (STATE) and moves into it.
@@ -153,7 +156,7 @@ class Carrier : public Object {
  protected:
   // The transfers behind read_async / write_async. The default runs
   // read_slots / write_slots on a background worker.
-  virtual void issue_read(size_t first, size_t count, std::byte* dst, IoDone done);
+  virtual void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority);
   virtual void issue_write(size_t first, size_t count, const std::byte* src, IoDone done);
   virtual void dispose_storage() = 0;
   // Refuses dispose (STATE) while work that the carrier does not own is pending.

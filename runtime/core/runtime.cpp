@@ -27,6 +27,7 @@ Runtime::Runtime(const sw_runtime_desc_t& desc) : CompletionHost(ObjectKind::kRu
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) throw_error(SW_ERROR_IO, "cannot create the runtime's event fd");
   workers_ = std::make_unique<WorkerPool>(desc.worker_threads ? desc.worker_threads : 2);
+  file_io_ = std::make_unique<IoQueue>(IoQueue::default_slots());
   loop_ = std::make_unique<Loop>();
 }
 

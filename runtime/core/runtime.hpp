@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "async/completion_host.hpp"
+#include "async/io_queue.hpp"
 #include "base/object.hpp"
 #include "base/status.hpp"
 #include "base/thread_pool.hpp"
@@ -55,6 +56,8 @@ class Runtime final : public CompletionHost {
   const std::shared_ptr<BufferPool>& pool() const { return pool_; }
   WorkerPool& workers() { return *workers_; }
   Loop& loop() { return *loop_; }
+  // The file request slots (loop thread only).
+  IoQueue& file_io() { return *file_io_; }
   void log(sw_log_level_t level, const std::string& message) const;
 
   // Handle references held by the host. When the last one goes, the runtime
@@ -114,6 +117,7 @@ class Runtime final : public CompletionHost {
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<WorkerPool> workers_;
   std::unique_ptr<Loop> loop_;
+  std::unique_ptr<IoQueue> file_io_;
   sw_log_fn log_ = nullptr;
   void* log_user_data_ = nullptr;
   sw_log_level_t log_level_ = SW_LOG_WARNING;

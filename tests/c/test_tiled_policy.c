@@ -708,6 +708,86 @@ static void lru_policy_prefetches_hints(void** state) {
   sw_runtime_release(rt);
 }
 
+/* sw_tiled_prefetch_async: a promotion like sw_tiled_promote_async whose
+ * file reads take at most two of the runtime's request slots, and a new one
+ * only while no demand read waits for a slot. Six tiles are prefetched in
+ * requests of 4 KiB while a projection reads a seventh: every value arrives,
+ * the demand reads are the projection's alone, and the prefetch never held
+ * more than its two slots. */
+static void prefetch_reads_yield_to_demand_reads(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  sw_io_queue_stats_t q0, q1;
+  sw_io_queue_stats_init(&q0);
+  sw_io_queue_stats_init(&q1);
+  tt_fix_t f;
+  memset(&f, 0, sizeof f);
+  f.rt = rt;
+  f.dtype = SW_DTYPE_F32;
+  const int64_t grid[1] = {8}, tile[1] = {16384}; /* 64 KiB tiles: 16 requests each */
+  tt_geometry(&f, 1, grid, tile);
+  sw_file_carrier_desc_t d;
+  sw_file_carrier_desc_init(&d);
+  d.chunk_bytes = 4096;
+  sw_carrier_t* s = NULL;
+  SW_OK_(sw_carrier_create_file(rt, SW_DTYPE_F32, (size_t)f.n, &d, &s));
+  tt_fill_tier(s, SW_DTYPE_F32, f.ntiles, f.T, 0.0); /* synchronous writes: no request slot */
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
+  SW_OK_(sw_tiled_create(p, s, grid, tile, 1, NULL, &f.te));
+  SW_OK_(sw_tiled_full_tensor(f.te, &f.full));
+  sw_carrier_release(p);
+  sw_carrier_release(s);
+  double* canon = tt_canon_seed(&f, 0);
+  SW_OK_(sw_testing_io_queue_stats(rt, &q0));
+
+  const int64_t ahead[6] = {0, 1, 2, 3, 4, 5}, now[1] = {7};
+  sw_tile_set_t* set = tt_set_ordinals(&f, ahead, 6);
+  sw_await_t* pa = NULL;
+  SW_OK_(sw_tiled_prefetch_async(f.te, set, &pa));
+  sw_await_kind_t kind;
+  SW_OK_(sw_await_kind(pa, &kind));
+  assert_int_equal(kind, SW_AWAIT_RESIDENCY);
+  /* Its tiles are owned like a promotion's until it commits. */
+  SW_FAILS(sw_tiled_promote_async(f.te, set, &(sw_await_t*){NULL}), SW_ERROR_STATE, "residency request");
+  sw_tile_selection_t* sel = tt_sel1(now, 1);
+  sw_tensor_t* c = tt_project(&f, f.full, sel, NULL);
+  int64_t n = 0;
+  double* want = tt_compact_expect(&f, canon, sel, &n);
+  tt_expect_values(c, want, n);
+  SW_OK_(sw_await_wait(pa, -1));
+  assert_int_equal(sw_async_status(pa), SW_AWAIT_SUCCEEDED);
+  for (int64_t k = 0; k < 6; ++k) tt_expect_tile(&f, k, SW_TILE_PRIMARY, false);
+  tt_expect_tile(&f, 6, SW_TILE_SECONDARY, false);
+  tt_expect_tile(&f, 7, SW_TILE_PRIMARY, false); /* no policy: a projection promotes what it reads */
+  tt_expect_values(f.full, canon, f.n);
+
+  SW_OK_(sw_testing_io_queue_stats(rt, &q1));
+  assert_true(q1.slots >= 1);
+  assert_int_equal(q1.prefetch_slots, q1.slots < 2 ? q1.slots : 2);
+  assert_int_equal(q1.prefetch_requests - q0.prefetch_requests, 6 * 16);
+  assert_int_equal(q1.demand_requests - q0.demand_requests, 16);
+  assert_int_equal(q1.max_prefetch_in_flight, q1.prefetch_slots);
+  assert_true(q1.max_in_flight <= q1.slots && q1.max_demand_in_flight >= 1);
+
+  /* Validation as promote_async's, with the call named. */
+  SW_FAILS(sw_tiled_prefetch_async(f.te, NULL, &(sw_await_t*){NULL}), SW_ERROR_TYPE, "tiles");
+  sw_tile_set_t* wrong = NULL;
+  const int64_t two[2] = {0, 0};
+  SW_OK_(sw_tile_set_create(two, 1, 2, &wrong));
+  SW_FAILS(sw_tiled_prefetch_async(f.te, wrong, &(sw_await_t*){NULL}), SW_ERROR_VALUE, "prefetch");
+  SW_FAILS(sw_tiled_prefetch_async((sw_carrier_t*)(void*)sel, set, &(sw_await_t*){NULL}), SW_ERROR_TYPE, "tiled");
+  sw_tile_set_release(wrong);
+
+  sw_await_release(pa);
+  free(want);
+  free(canon);
+  sw_tensor_release(c);
+  sw_tile_selection_release(sel);
+  sw_tile_set_release(set);
+  tt_free(&f);
+  sw_runtime_release(rt);
+}
+
 static void lru_policy_rejects_bad_arguments(void** state) {
   (void)state;
   sw_lru_policy_t* lru = NULL;
@@ -741,6 +821,7 @@ int main(void) {
       cmocka_unit_test(lru_policy_keeps_the_budget),
       cmocka_unit_test(lru_policy_prefetches_hints),
       cmocka_unit_test(lru_policy_rejects_bad_arguments),
+      cmocka_unit_test(prefetch_reads_yield_to_demand_reads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -343,13 +343,27 @@ def test_residency_transitions_async_and_blocking():
         facet.promote(carriers.CPU(1), sel)
 
 
+def test_prefetch_async_promotes_from_a_file_tier():
+    # A promotion whose file reads yield to those of waited-for requests:
+    # the same await, the same residency, the same values.
+    te, logical = experts(secondary=carriers.File)
+    sel = sw.TileSelection([[0, 2], [0], [0]])
+    h = te.prefetch_async(sel)
+    assert isinstance(h, sw.AwaitResidency)
+    assert h.wait() is None and te.primary_tiles == sel.tile_set
+    facet = te.require_facet(sw.TiledResidencyFacet)
+    assert facet.prefetch_async(te, sw.TileSet([(3, 0, 0)])).wait() is None
+    assert te.primary_tiles == sw.TileSet([(0, 0, 0), (2, 0, 0), (3, 0, 0)])
+    np.testing.assert_array_equal(te.full_tensor().numpy(), logical)
+
+
 def test_residency_argument_errors_change_nothing():
     te, _ = experts()
     before = states(te)
     for bad, cls in (([(1, 0, 0)], sw.StrideWeaveTypeError), (None, sw.StrideWeaveTypeError),
                      (sw.TileSet([(1, 0)]), sw.StrideWeaveValueError),
                      (sw.TileSet([(E, 0, 0)]), sw.StrideWeaveValueError)):
-        for method in (te.promote_async, te.evict_async, te.promote, te.evict):
+        for method in (te.promote_async, te.prefetch_async, te.evict_async, te.promote, te.evict):
             with pytest.raises(cls.__mro__[2]) as e:
                 method(bad)
             exact(e, cls)

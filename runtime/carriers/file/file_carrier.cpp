@@ -320,6 +320,40 @@ AlignedBuffer aligned_buffer(size_t bytes) {
   return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
+// A bounce buffer of an asynchronous read: from the runtime's buffer pool
+// when it is large enough to come 4096-aligned from there (its pages stay
+// warm from one read to the next: fresh ones cost a page fault each inside
+// the read), else from posix_memalign.
+class Bounce {
+ public:
+  Bounce() = default;
+  Bounce(const std::shared_ptr<BufferPool>& pool, size_t bytes) {
+    if (BufferPool::alignment_for(bytes) % kDirectAlignment == 0) {
+      try {
+        pooled_ = HostBuffer(pool, bytes);
+      } catch (...) {
+        return;  // null: out of memory
+      }
+      data_ = pooled_.data();
+    } else {
+      small_ = aligned_buffer(bytes);
+      data_ = small_.get();
+    }
+  }
+  std::byte* get() const { return data_; }
+  explicit operator bool() const { return data_ != nullptr; }
+  void reset() {
+    pooled_.reset();
+    small_.reset();
+    data_ = nullptr;
+  }
+
+ private:
+  HostBuffer pooled_;
+  AlignedBuffer small_;
+  std::byte* data_ = nullptr;
+};
+
 uint64_t align_down(uint64_t v) { return v / kDirectAlignment * kDirectAlignment; }
 uint64_t align_up(uint64_t v) { return (v + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment; }
 
@@ -413,12 +447,16 @@ void FileCarrier::write_slots(size_t first, size_t count, const void* src) {
 // ---- asynchronous transfers ---------------------------------------------
 
 // One asynchronous transfer: keeps up to requests_in_flight uv_fs requests
-// outstanding and calls `done` once, after the last one returned. Lives on
-// the loop thread only; each request holds a reference to it.
+// outstanding, each holding one of the runtime's file request slots
+// (IoQueue: demand before prefetch), and calls `done` once, after the last
+// one returned. Lives on the loop thread only; each request holds a
+// reference to it.
 class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::Transfer> {
  public:
-  Transfer(Ref<FileCarrier> carrier, bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done)
-      : carrier_(std::move(carrier)), write_(write), extents_(std::move(extents)), buffer_(buffer), done_(std::move(done)) {}
+  Transfer(Ref<FileCarrier> carrier, bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
+           IoPriority priority)
+      : carrier_(std::move(carrier)), write_(write), extents_(std::move(extents)), buffer_(buffer), done_(std::move(done)),
+        priority_(priority) {}
 
   void start();
 
@@ -432,7 +470,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
     size_t done = 0;
     PieceMode mode;
     bool used_direct = false;
-    AlignedBuffer bounce;       // a bounce read in flight: the enclosing blocks
+    Bounce bounce;              // a bounce read in flight: the enclosing blocks
     uint64_t bounce_start = 0;  // file offset of bounce[0]
   };
 
@@ -455,6 +493,8 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   std::vector<Extent> extents_;
   std::byte* buffer_;
   IoDone done_;
+  IoPriority priority_;
+  bool queued_ = false;    // waiting in the IoQueue for a slot
   size_t extent_ = 0;      // the next piece to issue: extent extent_, position_ bytes in
   size_t position_ = 0;
   uint32_t in_flight_ = 0;
@@ -471,7 +511,7 @@ void FileCarrier::Transfer::start() {
     }));
   }
   issue();
-  if (in_flight_ == 0) {
+  if (in_flight_ == 0 && !queued_) {
     // Nothing was issued (an empty transfer or an immediate failure): `done`
     // still runs later on the loop thread, never inside the caller's call.
     finished_ = true;
@@ -487,10 +527,22 @@ Status FileCarrier::Transfer::io_status(uint64_t offset, int uv_error) const {
 
 void FileCarrier::Transfer::issue() noexcept {
   Runtime& rt = carrier_->runtime();
+  IoQueue& slots = rt.file_io();
   while (error_.ok() && in_flight_ < carrier_->requests_in_flight_ && extent_ < extents_.size()) {
     if (rt.is_shut_down()) {
       fail(Status::make(SW_ERROR_CANCELLED, std::string(write_ ? "file write" : "file read") +
                                                 ": the runtime has been shut down"));
+      break;
+    }
+    if (!slots.try_acquire(priority_)) {
+      if (!queued_) {
+        queued_ = true;
+        slots.wait(priority_, [self = shared_from_this()] {
+          self->queued_ = false;
+          self->issue();
+          self->finish_if_idle();
+        });
+      }
       break;
     }
     Request* request = nullptr;
@@ -511,7 +563,10 @@ void FileCarrier::Transfer::issue() noexcept {
         position_ = 0;
       }
     }));
-    if (!request) break;
+    if (!request) {
+      slots.release(priority_);
+      break;
+    }
     ++in_flight_;
     if (!submit(request)) {
       retire(request);
@@ -532,7 +587,7 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
   if (request->mode == PieceMode::kBounce && carrier_->direct_usable()) {
     request->bounce_start = align_down(offset);
     const size_t span = static_cast<size_t>(align_up(offset + length) - request->bounce_start);
-    request->bounce = aligned_buffer(span);
+    request->bounce = Bounce(carrier_->runtime().pool(), span);
     if (!request->bounce) {
       fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
       return false;
@@ -562,6 +617,7 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
 void FileCarrier::Transfer::retire(Request* request) noexcept {
   delete request;
   --in_flight_;
+  carrier_->runtime().file_io().release(priority_);
 }
 
 void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
@@ -605,19 +661,21 @@ void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
 }
 
 void FileCarrier::Transfer::finish_if_idle() noexcept {
-  if (finished_ || in_flight_ > 0) return;
+  // Waiting for a slot with pieces left: the wait's turn issues them.
+  if (finished_ || in_flight_ > 0 || (queued_ && error_.ok())) return;
   finished_ = true;
   IoDone done = std::move(done_);
   done(std::move(error_));
 }
 
-void FileCarrier::transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done) {
+void FileCarrier::transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
+                                 IoPriority priority) {
   Ref<FileCarrier> self(this);
-  std::make_shared<Transfer>(self, write, std::move(extents), buffer, std::move(done))->start();
+  std::make_shared<Transfer>(self, write, std::move(extents), buffer, std::move(done), priority)->start();
 }
 
-void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done) {
-  transfer_async(false, extents_of(first, count), dst, std::move(done));
+void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority) {
+  transfer_async(false, extents_of(first, count), dst, std::move(done), priority);
 }
 
 void FileCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {

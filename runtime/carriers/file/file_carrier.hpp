@@ -83,7 +83,7 @@ class FileCarrier final : public Carrier {
   FileIoStats io_stats() const;
 
  protected:
-  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done) override;
+  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority) override;
   void issue_write(size_t first, size_t count, const std::byte* src, IoDone done) override;
   void dispose_storage() override { close_file(); }
   void allocate_storage(size_t size, bool zero_fill) override;
@@ -130,7 +130,8 @@ class FileCarrier final : public Carrier {
   // (fewer at the end of the file), or -errno.
   ssize_t bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const;
   void transfer_sync(bool write, const std::vector<Extent>& extents, std::byte* buffer) const;
-  void transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done);
+  void transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
+                      IoPriority priority = IoPriority::kDemand);
   [[noreturn]] void io_failure(bool write, uint64_t file_offset, int error_number) const;
 
   FileCarrierOptions options_;

@@ -166,12 +166,16 @@ void TileRequest::start() {
     auto me = self();
     std::byte* into = staged_[n.i].empty() ? fetched_[n.i]->host_data() : staged_[n.i].data();
     const size_t entry = n.i;
-    te_->secondary_->read_async(static_cast<size_t>(pinned_[n.i]) * T, T, into, [me, entry](Status s) {
-      if (!s.ok() && me->error_.ok()) me->error_ = s;
-      if (s.ok() && me->tile_work) me->run_tile_work({entry});
-      me->fetch_done();
-      me->op_done();
-    });
+    // A prefetch's reads yield to those of work that waits for its values.
+    te_->secondary_->read_async(
+        static_cast<size_t>(pinned_[n.i]) * T, T, into,
+        [me, entry](Status s) {
+          if (!s.ok() && me->error_.ok()) me->error_ = s;
+          if (s.ok() && me->tile_work) me->run_tile_work({entry});
+          me->fetch_done();
+          me->op_done();
+        },
+        prefetch ? IoPriority::kPrefetch : IoPriority::kDemand);
   }
   if (tile_work) {
     // Tiles primary at the start, and implicit zeros (filled at creation).

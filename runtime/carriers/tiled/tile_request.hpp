@@ -44,6 +44,7 @@ class TileRequest final : public Operation {
   std::vector<int64_t> writes;    // tiles `work` gives new values, in its order (owned)
   bool residency = false;         // an explicit promote/evict: owns its tiles
                                   // (an explicit evict also its evictions, which wait for pins)
+  bool prefetch = false;          // its reads yield to demand transfers (IoPriority::kPrefetch)
   Ref<ResidencyPlan> plan;        // the policy's plan; its outcome is reported at the end
   // Runs on a worker (the calling thread, see run_inline) with tiles[i]
   // holding tile reads[i] and outs[j] a fresh buffer (T slots of the

@@ -54,7 +54,9 @@ class TiledEvictable final : public Carrier {
   sw_tile_state_t tile_state(const TileCoord& c) const;
   Ref<TileSet> tiles(sw_tile_set_kind_t kind) const;
 
-  Ref<Await> promote_async(const Ref<TileSet>& tiles);
+  // `prefetch`: the same request, its secondary-tier reads queued behind
+  // those of work that waits for its values (sw_tiled_prefetch_async).
+  Ref<Await> promote_async(const Ref<TileSet>& tiles, bool prefetch = false);
   Ref<Await> evict_async(const Ref<TileSet>& tiles);
   Ref<Await> project(const Ref<Tensor>& full, const Ref<TileSelection>& selection, Ref<Carrier> destination);
   Ref<Await> scatter(const Ref<Tensor>& compact, const Ref<Tensor>& full_template, const Ref<TileSelection>& selection,

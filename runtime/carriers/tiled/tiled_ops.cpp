@@ -65,13 +65,15 @@ class ScatterNode final : public Node {
 
 }  // namespace
 
-Ref<Await> TiledEvictable::promote_async(const Ref<TileSet>& tiles) {
-  check_live("promote");
-  auto ks = ordinals(*tiles, "promote");
+Ref<Await> TiledEvictable::promote_async(const Ref<TileSet>& tiles, bool prefetch) {
+  const char* what = prefetch ? "prefetch" : "promote";
+  check_live(what);
+  auto ks = ordinals(*tiles, what);
   auto await = make_ref<Await>(runtime_ref(), SW_AWAIT_RESIDENCY);
   auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(this), await);
   req->promotes = ks;
   req->residency = true;
+  req->prefetch = prefetch;
   // A policy that budgets makes room: its plan's evictions go with the
   // promotion (its errors refuse it before anything changes).
   if (policy_) {

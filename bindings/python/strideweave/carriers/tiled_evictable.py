@@ -192,17 +192,30 @@ class TiledEvictable(Carrier):
         """The TileSet of tiles whose primary copy is newer than the secondary one."""
         return self._tiles(N.SW_TILES_DIRTY)
 
-    def _residency(self, tiles, evict, blocking):
+    @staticmethod
+    def _tile_set(tiles):
         if isinstance(tiles, TileSelection):
-            tiles = tiles.tile_set  # the spec accepts a selection as its tile set
-        elif not isinstance(tiles, TileSet):
+            return tiles.tile_set  # the spec accepts a selection as its tile set
+        if not isinstance(tiles, TileSet):
             raise StrideWeaveTypeError(f"tiles must be a TileSet or TileSelection, not {type(tiles).__name__}")
+        return tiles
+
+    def _residency(self, tiles, evict, blocking):
+        tiles = self._tile_set(tiles)
         result = N.tiled_residency(self._h, tiles._handle(), evict, blocking)
         return None if blocking else AwaitResidency._adopt(result, self._rt)
 
     def promote_async(self, tiles):
         """Starts making every tile valid on primary; returns AwaitResidency."""
         return self._residency(tiles, False, False)
+
+    def prefetch_async(self, tiles):
+        """promote_async for tiles expected to be needed soon (the next
+        layer's predicted experts): the same request, but its reads from a
+        file tier yield to those of requests something waits for
+        (sw_tiled_prefetch_async). Returns AwaitResidency."""
+        tiles = self._tile_set(tiles)
+        return AwaitResidency._adopt(N.tiled_prefetch(self._h, tiles._handle()), self._rt)
 
     def evict_async(self, tiles):
         """Starts moving tiles to secondary (dirty values written first)."""
@@ -312,6 +325,10 @@ class TiledResidencyFacet:
     def promote_async(self, carrier, tiles):
         """Starts promoting `tiles` of `carrier`: an AwaitResidency."""
         return self._carrier(carrier).promote_async(tiles)
+
+    def prefetch_async(self, carrier, tiles):
+        """Starts prefetching `tiles` of `carrier` (TiledEvictable.prefetch_async)."""
+        return self._carrier(carrier).prefetch_async(tiles)
 
     def evict_async(self, carrier, tiles):
         """Starts evicting `tiles` of `carrier`: an AwaitResidency."""

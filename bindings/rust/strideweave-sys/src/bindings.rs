@@ -1551,6 +1551,11 @@ unsafe extern "C" {
         tiles: *const sw_tile_set_t,
         out_await: *mut *mut sw_await_t,
     ) -> *mut sw_error_t;
+    pub fn sw_tiled_prefetch_async(
+        tiled: *mut sw_carrier_t,
+        tiles: *const sw_tile_set_t,
+        out_await: *mut *mut sw_await_t,
+    ) -> *mut sw_error_t;
     pub fn sw_tiled_promote(tiled: *mut sw_carrier_t, tiles: *const sw_tile_set_t) -> *mut sw_error_t;
     pub fn sw_tiled_evict(tiled: *mut sw_carrier_t, tiles: *const sw_tile_set_t) -> *mut sw_error_t;
     pub fn sw_tiled_project(

@@ -32,6 +32,18 @@ pub struct sw_file_io_stats_t {
     pub buffered_bytes: u64,
     pub direct_open: bool,
 }
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct sw_io_queue_stats_t {
+    pub struct_size: u32,
+    pub slots: u32,
+    pub prefetch_slots: u32,
+    pub demand_requests: u64,
+    pub prefetch_requests: u64,
+    pub max_demand_in_flight: u32,
+    pub max_prefetch_in_flight: u32,
+    pub max_in_flight: u32,
+}
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_vulkan_counters_t"][::std::mem::size_of::<sw_vulkan_counters_t>() - 72usize];
@@ -67,6 +79,26 @@ const _: () = {
         [::std::mem::offset_of!(sw_file_io_stats_t, buffered_bytes) - 24usize];
     ["Offset of field: sw_file_io_stats_t::direct_open"]
         [::std::mem::offset_of!(sw_file_io_stats_t, direct_open) - 32usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_io_queue_stats_t"][::std::mem::size_of::<sw_io_queue_stats_t>() - 48usize];
+    ["Alignment of sw_io_queue_stats_t"][::std::mem::align_of::<sw_io_queue_stats_t>() - 8usize];
+    ["Offset of field: sw_io_queue_stats_t::struct_size"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, struct_size) - 0usize];
+    ["Offset of field: sw_io_queue_stats_t::slots"][::std::mem::offset_of!(sw_io_queue_stats_t, slots) - 4usize];
+    ["Offset of field: sw_io_queue_stats_t::prefetch_slots"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, prefetch_slots) - 8usize];
+    ["Offset of field: sw_io_queue_stats_t::demand_requests"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, demand_requests) - 16usize];
+    ["Offset of field: sw_io_queue_stats_t::prefetch_requests"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, prefetch_requests) - 24usize];
+    ["Offset of field: sw_io_queue_stats_t::max_demand_in_flight"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, max_demand_in_flight) - 32usize];
+    ["Offset of field: sw_io_queue_stats_t::max_prefetch_in_flight"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, max_prefetch_in_flight) - 36usize];
+    ["Offset of field: sw_io_queue_stats_t::max_in_flight"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, max_in_flight) - 40usize];
 };
 impl sw_fake_failure_t {
     pub const SW_FAKE_FAIL_ALLOCATION: sw_fake_failure_t = sw_fake_failure_t(1);
@@ -149,5 +181,10 @@ unsafe extern "C" {
     pub fn sw_testing_file_io_stats(
         carrier: *const sw_carrier_t,
         out_stats: *mut sw_file_io_stats_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_io_queue_stats_init(stats: *mut sw_io_queue_stats_t);
+    pub fn sw_testing_io_queue_stats(
+        runtime: *mut sw_runtime_t,
+        out_stats: *mut sw_io_queue_stats_t,
     ) -> *mut sw_error_t;
 }

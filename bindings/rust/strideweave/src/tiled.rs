@@ -321,6 +321,14 @@ impl TiledEvictable {
         self.residency(tiles, sys::sw_tiled_promote_async)
     }
 
+    /// `promote_async` for tiles expected to be needed soon (the next
+    /// layer's predicted experts): the same request and errors, but its
+    /// reads from a file tier yield to those of requests something waits
+    /// for (`sw_tiled_prefetch_async`).
+    pub fn prefetch_async(&self, tiles: &impl Tiles) -> Result<AwaitResidency> {
+        self.residency(tiles, sys::sw_tiled_prefetch_async)
+    }
+
     /// Starts evicting the tiles: dirty values are written to the secondary
     /// tier first, and work that still needs a tile is waited for. Errors
     /// as for promote, and STATE for a dirty tile with a read-only secondary.

@@ -74,6 +74,29 @@ fn refuse_hidden_waiting_on_an_external_transition() {
 }
 
 #[test]
+fn a_pending_prefetch_owns_its_tiles_and_holds_up_no_other_read() {
+    let rt = Runtime::new().unwrap();
+    let te = line(&rt, 8);
+    let full = te.full_tensor().unwrap();
+    let ahead = TileSet::new((0..4).map(|i| [i])).unwrap();
+    let p = rt
+        .with_hold(Fault::Read, |caught| {
+            let p = te.prefetch_async(&ahead).unwrap();
+            caught().unwrap();
+            assert!(!p.is_done().unwrap());
+            expect_code(te.promote_async(&TileSet::new([[2]]).unwrap()), ErrorCode::State);
+            // A projection of another tile reads it while the prefetch is held.
+            let c = te.project(&full, &sel(&[&[6]]), None).unwrap().wait().unwrap();
+            assert_eq!(c.sum().unwrap().item().unwrap(), T as f64);
+            assert!(!p.is_done().unwrap());
+            p
+        })
+        .unwrap();
+    p.wait().unwrap();
+    assert_eq!(te.primary_tiles().unwrap(), TileSet::new([[0], [1], [2], [3], [6]]).unwrap());
+}
+
+#[test]
 fn eviction_races_with_execution() {
     let rt = Runtime::new().unwrap();
     let te = line(&rt, 4);

@@ -256,6 +256,29 @@ public final class TiledEvictable extends Carrier {
   }
 
   /**
+   * {@link #promoteAsync} for tiles expected to be needed soon (the next layer's predicted
+   * experts): the same request, but its reads from a file tier yield to those of requests
+   * something waits for ({@code sw_tiled_prefetch_async}).
+   *
+   * @param tiles the tiles
+   * @return the RESIDENCY await
+   * @throws InvalidStateException as {@link #promoteAsync}
+   */
+  public AwaitResidency prefetchAsync(TileSet tiles) {
+    Objects.requireNonNull(tiles, "tiles");
+    return new AwaitResidency(
+        call(
+            h -> {
+              long s = tiles.newHandle();
+              try {
+                return Native.tiled_prefetch(h, s);
+              } finally {
+                Native.sw_tile_set_release(s);
+              }
+            }));
+  }
+
+  /**
    * Starts evicting {@code tiles}: dirty values are written to the secondary tier before
    * primary storage is dropped, after work that still needs a tile.
    *

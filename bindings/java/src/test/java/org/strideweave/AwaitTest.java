@@ -95,6 +95,18 @@ class AwaitTest extends Fixtures {
   }
 
   @Test
+  void prefetchPromotesFromAFileTier() throws Exception {
+    try (Carrier sec = Carrier.file(rt, DType.F32, 8, null); Carrier cpu = Carrier.cpu(rt, DType.F32, 0);
+         TiledEvictable te = TiledEvictable.create(cpu, sec, l(4), l(2), null);
+         AwaitResidency h = te.prefetchAsync(tiles1(1, 3))) {
+      assertNull(h.get());
+      assertEquals(tiles1(1, 3), te.primaryTiles());
+      exact(InvalidValueException.class, () -> te.prefetchAsync(tiles1(4)));
+      assertEquals(tiles1(1, 3), te.primaryTiles());
+    }
+  }
+
+  @Test
   void failedWorkThrowsTheSameKindEveryWaitAndFailsTheFuture() throws Exception {
     try (Carrier sec = Carrier.file(rt, DType.F32, 8, null); Carrier cpu = Carrier.cpu(rt, DType.F32, 0);
          TiledEvictable te = TiledEvictable.create(cpu, sec, l(4), l(2), null)) {

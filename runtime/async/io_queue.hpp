@@ -1,0 +1,67 @@
+// The runtime's file request slots: every uv_fs read and write of the file
+// carriers takes one while it is in flight, so that reads an operation waits
+// on are never queued behind speculative ones in libuv's thread pool.
+//
+// Two classes. kDemand requests (the reads and writes of an operation, a
+// projection, a scatter, an eviction) take any free slot. kPrefetch requests
+// (the reads of an explicit promotion: a prefetch, whose caller has not asked
+// for the values yet) take a slot only while no demand request waits for one
+// and at most kPrefetchSlots of them are in flight, so a demand request that
+// arrives while prefetches stream finds free slots at once. Within a class,
+// waiters are served first come, first served: a transfer submitted earlier
+// issues its pieces first.
+//
+// The slot count is libuv's thread pool size (UV_THREADPOOL_SIZE, 4 by
+// default): more requests in flight than threads would only queue inside
+// libuv, where no priority holds.
+//
+// Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+
+namespace sw {
+
+enum class IoPriority : uint8_t { kDemand = 0, kPrefetch = 1 };
+
+struct IoQueueStats {
+  uint64_t granted[2] = {0, 0};       // slots taken, per class
+  uint32_t max_in_flight[2] = {0, 0};  // the most in flight at once, per class
+  uint32_t max_total = 0;              // the most in flight at once, both classes
+};
+
+class IoQueue {
+ public:
+  static constexpr uint32_t kPrefetchSlots = 2;
+
+  explicit IoQueue(uint32_t slots);
+  // libuv's thread pool size, as libuv reads it.
+  static uint32_t default_slots();
+
+  // Takes a slot for a request of class `p` if one is free to that class.
+  bool try_acquire(IoPriority p);
+  // Queues `ready` to run once a slot may be free to class `p`; it then
+  // calls try_acquire itself (and may queue again). Runs on the loop thread,
+  // never inside wait().
+  void wait(IoPriority p, std::function<void()> ready);
+  // Returns a slot taken by a request of class `p` and runs waiters that may
+  // now take one, demand first.
+  void release(IoPriority p);
+
+  uint32_t slots() const { return slots_; }
+  const IoQueueStats& stats() const { return stats_; }
+
+ private:
+  bool free_for(IoPriority p) const;
+  void pump();
+
+  uint32_t slots_;
+  uint32_t in_flight_[2] = {0, 0};
+  std::deque<std::function<void()>> waiting_[2];
+  bool pumping_ = false;
+  IoQueueStats stats_;
+};
+
+}  // namespace sw
