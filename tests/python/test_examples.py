@@ -188,6 +188,21 @@ def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
         assert s["config"]["tier"] == extra[1]
 
 
+def test_mixtral_offload_counts_every_byte_it_reads(capsys, tmp_path):
+    # Without prefetch each miss reads the expert's three matrices once: w1
+    # and w3 through the expert matmul's plan, w2 through the promotion the
+    # layer starts beside them (counted by the demo, not by the LRU).
+    demo = load("mixtral_offload")
+    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "offloaded", "--no-prefetch",
+                                      "--budget", "0.5"]) == 0  # 2 of 4 experts: w2 is promoted beside w1, w3
+    s = summary_of(capsys.readouterr().out)
+    off = s["runs"]["offloaded"]
+    required = 8 * 2 * 2  # tokens x layers x top-k
+    misses = round(required * (1 - off["hit_rate"]))
+    assert 0 < misses < required
+    assert off["bytes_read"] == 3 * misses * 64 * 96 * 2
+
+
 def test_mixtral_offload_checkpoint_is_a_hugging_face_mixtral_layout(tmp_path):
     from safetensors import safe_open
 
@@ -243,7 +258,7 @@ def test_mixtral_offload_c_twin_agrees_with_python(capsys, tmp_path, dtype):
         pytest.skip("the C example is not built (build/examples/c/mixtral_offload)")
     demo = load("mixtral_offload")
     stream = tmp_path / "stream.npy"
-    args = TWIN + ["--dtype", dtype, "--dir", str(tmp_path), "--runs", "offloaded", "--quiet"]
+    args = TWIN + ["--dtype", dtype, "--dir", str(tmp_path), "--runs", "offloaded", "--quiet", "--no-prefetch"]
     assert demo.main(args + ["--save-stream", str(stream), "--trace"]) == 0
     py_routes, py_finals, py = trace_of(capsys.readouterr().out)
     saved = np.load(stream)
