@@ -111,6 +111,26 @@ fn shape_of(
     Ok(out)
 }
 
+/// An await handle a C call has written, released unless adopted: a policy
+/// panic re-raised after the call returned (by `call` or by `after`) unwinds
+/// through it, and the reference would otherwise be lost.
+struct PendingAwait(*mut sys::sw_await_t);
+
+impl PendingAwait {
+    fn take(&mut self) -> *mut sys::sw_await_t {
+        std::mem::replace(&mut self.0, ptr::null_mut())
+    }
+}
+
+impl Drop for PendingAwait {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the library gave us this reference and nobody adopted it.
+            unsafe { sys::sw_await_release(self.0) };
+        }
+    }
+}
+
 impl TiledEvictable {
     /// A TiledEvictable over `primary` (an empty or full-extent compute
     /// carrier: CPU or Vulkan) and `secondary` (an empty or full-extent
@@ -306,11 +326,11 @@ impl TiledEvictable {
         ) -> *mut sys::sw_error_t,
     ) -> Result<AwaitResidency> {
         let set = tiles.to_tile_set()?;
-        let mut out = ptr::null_mut();
-        let r = call(|| unsafe { start(self.as_raw(), set.as_raw(), &mut out) });
+        let mut out = PendingAwait(ptr::null_mut());
+        let r = call(|| unsafe { start(self.as_raw(), set.as_raw(), &mut out.0) });
         self.after();
         r?;
-        Ok(self.adopt(out))
+        Ok(self.adopt(out.take()))
     }
 
     /// Starts making every tile valid on primary; no autograd node. VALUE
@@ -369,13 +389,13 @@ impl TiledEvictable {
         destination: Option<&Carrier>,
     ) -> Result<AwaitProjection> {
         let dest = destination.map_or(ptr::null_mut(), |d| d.as_raw());
-        let mut out = ptr::null_mut();
+        let mut out = PendingAwait(ptr::null_mut());
         let r = call(|| unsafe {
-            sys::sw_tiled_project(self.as_raw(), tensor.as_raw(), selection.as_raw(), dest, &mut out)
+            sys::sw_tiled_project(self.as_raw(), tensor.as_raw(), selection.as_raw(), dest, &mut out.0)
         });
         self.after();
         r?;
-        Ok(self.adopt(out))
+        Ok(self.adopt(out.take()))
     }
 
     /// Starts the expert-indexed matmul (`sw_tiled_expert_matmul`), the
@@ -440,7 +460,7 @@ impl TiledEvictable {
             desc.out_dtype = d.to_raw();
         }
         let gates = gates.map_or(ptr::null_mut(), |g| g.as_raw());
-        let mut out = ptr::null_mut();
+        let mut out = PendingAwait(ptr::null_mut());
         let r = call(|| unsafe {
             sys::sw_tiled_expert_matmul(
                 self.as_raw(),
@@ -449,12 +469,12 @@ impl TiledEvictable {
                 ids.as_raw(),
                 gates,
                 &desc,
-                &mut out,
+                &mut out.0,
             )
         });
         self.after();
         r?;
-        Ok(self.adopt(out))
+        Ok(self.adopt(out.take()))
     }
 
     /// Starts writing `compact` (a tensor of the primary tier's kind, the
@@ -471,7 +491,7 @@ impl TiledEvictable {
         selection: &TileSelection,
         reduction: Reduction,
     ) -> Result<AwaitMove> {
-        let mut out = ptr::null_mut();
+        let mut out = PendingAwait(ptr::null_mut());
         let r = call(|| unsafe {
             sys::sw_tiled_scatter(
                 self.as_raw(),
@@ -479,12 +499,12 @@ impl TiledEvictable {
                 template.as_raw(),
                 selection.as_raw(),
                 reduction.to_raw(),
-                &mut out,
+                &mut out.0,
             )
         });
         self.after();
         r?;
-        Ok(self.adopt(out))
+        Ok(self.adopt(out.take()))
     }
 
     /// Starts writing `compact` into the selected tiles of this carrier
@@ -499,7 +519,7 @@ impl TiledEvictable {
         selection: &TileSelection,
         reduction: Reduction,
     ) -> Result<AwaitUpdate> {
-        let mut out = ptr::null_mut();
+        let mut out = PendingAwait(ptr::null_mut());
         let r = call(|| unsafe {
             sys::sw_tiled_update_async(
                 self.as_raw(),
@@ -507,12 +527,12 @@ impl TiledEvictable {
                 compact.as_raw(),
                 selection.as_raw(),
                 reduction.to_raw(),
-                &mut out,
+                &mut out.0,
             )
         });
         self.after();
         r?;
-        Ok(self.adopt(out))
+        Ok(self.adopt(out.take()))
     }
 }
 
