@@ -329,10 +329,11 @@ SW_API sw_error_t* sw_testing_io_queue_stats(sw_runtime_t* runtime, sw_io_queue_
     (void)checked_struct_size<sw_io_queue_stats_t>(out_stats->struct_size, "sw_testing_io_queue_stats: out_stats");
     // The queue lives on the loop thread.
     IoQueueStats s;
-    uint32_t slots = 0;
+    uint32_t slots = 0, prefetch_slots = 0;
     auto read = [&] {
       s = rt->file_io().stats();
       slots = rt->file_io().slots();
+      prefetch_slots = rt->file_io().prefetch_slots();
     };
     if (rt->on_loop_thread()) {
       read();
@@ -348,7 +349,7 @@ SW_API sw_error_t* sw_testing_io_queue_stats(sw_runtime_t* runtime, sw_io_queue_
     sw_io_queue_stats_t out;
     sw_io_queue_stats_init(&out);
     out.slots = slots;
-    out.prefetch_slots = std::min(IoQueue::kPrefetchSlots, slots);
+    out.prefetch_slots = prefetch_slots;
     out.demand_requests = s.granted[0];
     out.prefetch_requests = s.granted[1];
     out.max_demand_in_flight = s.max_in_flight[0];

@@ -18,7 +18,7 @@ uint32_t IoQueue::default_slots() {
 bool IoQueue::free_for(IoPriority p) const {
   if (in_flight_[0] + in_flight_[1] >= slots_) return false;
   if (p == IoPriority::kDemand) return true;
-  return waiting_[0].empty() && in_flight_[1] < std::min(kPrefetchSlots, slots_);
+  return waiting_[0].empty() && in_flight_[1] < prefetch_slots();
 }
 
 bool IoQueue::try_acquire(IoPriority p) {

@@ -3,10 +3,10 @@
 // on are never queued behind speculative ones in libuv's thread pool.
 //
 // Two classes. kDemand requests (the reads and writes of an operation, a
-// projection, a scatter, an eviction) take any free slot. kPrefetch requests
-// (the reads of an explicit promotion: a prefetch, whose caller has not asked
-// for the values yet) take a slot only while no demand request waits for one
-// and at most kPrefetchSlots of them are in flight, so a demand request that
+// projection, a scatter, an eviction, a promote_async) take any free slot.
+// kPrefetch requests (the reads of sw_tiled_prefetch_async, whose caller has
+// not asked for the values yet) take a slot only while no demand request
+// waits for one and at most prefetch_slots() of them are in flight, so a demand request that
 // arrives while prefetches stream finds free slots at once. Within a class,
 // waiters are served first come, first served: a transfer submitted earlier
 // issues its pieces first.
@@ -51,6 +51,7 @@ class IoQueue {
   void release(IoPriority p);
 
   uint32_t slots() const { return slots_; }
+  uint32_t prefetch_slots() const { return kPrefetchSlots < slots_ ? kPrefetchSlots : slots_; }
   const IoQueueStats& stats() const { return stats_; }
 
  private:

@@ -320,7 +320,7 @@ AlignedBuffer aligned_buffer(size_t bytes) {
   return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
-// A bounce buffer of an asynchronous read: from the runtime's buffer pool
+// A bounce buffer of a direct read: from the runtime's buffer pool
 // when it is large enough to come 4096-aligned from there (its pages stay
 // warm from one read to the next: fresh ones cost a page fault each inside
 // the read), else from posix_memalign.
@@ -362,7 +362,7 @@ uint64_t align_up(uint64_t v) { return (v + kDirectAlignment - 1) / kDirectAlign
 ssize_t FileCarrier::bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const {
   const uint64_t start = align_down(file_offset);
   const size_t span = static_cast<size_t>(align_up(file_offset + length) - start);
-  AlignedBuffer bounce = aligned_buffer(span);
+  Bounce bounce(runtime().pool(), span);
   if (!bounce) throw std::bad_alloc();
   const ssize_t n = ::pread(direct_fd_, bounce.get(), span, static_cast<off_t>(start));
   if (n < 0) return -errno;
