@@ -116,16 +116,19 @@ size_t BufferPool::cached_bytes() const {
   return cached_;
 }
 
-HostBuffer::HostBuffer(std::shared_ptr<BufferPool> pool, size_t bytes) : pool_(std::move(pool)), bytes_(bytes) {
+HostBuffer::HostBuffer(std::shared_ptr<BufferPool> pool, size_t bytes, size_t offset)
+    : pool_(std::move(pool)), bytes_(bytes), offset_(offset % 4096) {
+  if (bytes == 0 || BufferPool::alignment_for(bytes + offset_) < 4096) offset_ = 0;
   if (bytes == 0) return;
-  data_ = static_cast<std::byte*>(pool_->acquire(bytes, &class_bytes_));
+  data_ = static_cast<std::byte*>(pool_->acquire(bytes + offset_, &class_bytes_)) + offset_;
 }
 
 HostBuffer::HostBuffer(HostBuffer&& o) noexcept
     : pool_(std::move(o.pool_)),
       data_(std::exchange(o.data_, nullptr)),
       bytes_(std::exchange(o.bytes_, 0)),
-      class_bytes_(std::exchange(o.class_bytes_, 0)) {}
+      class_bytes_(std::exchange(o.class_bytes_, 0)),
+      offset_(std::exchange(o.offset_, 0)) {}
 
 HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
   if (this != &o) {
@@ -134,14 +137,15 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     class_bytes_ = std::exchange(o.class_bytes_, 0);
+    offset_ = std::exchange(o.offset_, 0);
   }
   return *this;
 }
 
 void HostBuffer::reset() noexcept {
-  if (data_) pool_->give_back(data_, class_bytes_);
+  if (data_) pool_->give_back(data_ - offset_, class_bytes_);
   data_ = nullptr;
-  bytes_ = class_bytes_ = 0;
+  bytes_ = class_bytes_ = offset_ = 0;
   pool_.reset();
 }
 

@@ -55,11 +55,15 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   size_t cached_ = 0;
 };
 
-// A buffer from a pool, returned to it on destruction.
+// A buffer from a pool, returned to it on destruction. With `offset` the
+// data starts that many bytes past a 4096-byte boundary: a direct-I/O read
+// lands in place only at an address with its file offset's remainder (see
+// Carrier::read_phase). Only buffers the pool aligns to 4096 bytes (64 KiB
+// and up) take an offset; smaller ones ignore it and start aligned.
 class HostBuffer {
  public:
   HostBuffer() = default;
-  HostBuffer(std::shared_ptr<BufferPool> pool, size_t bytes);
+  HostBuffer(std::shared_ptr<BufferPool> pool, size_t bytes, size_t offset = 0);
   HostBuffer(HostBuffer&& o) noexcept;
   HostBuffer& operator=(HostBuffer&& o) noexcept;
   ~HostBuffer() { reset(); }
@@ -72,6 +76,7 @@ class HostBuffer {
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
   size_t class_bytes_ = 0;
+  size_t offset_ = 0;  // of data_ into the pool's block
 };
 
 }  // namespace sw

@@ -121,6 +121,12 @@ class Carrier : public Object {
   // Slots of the unit a carrier reads at once (a TiledEvictable's tile), for
   // callers that read a large extent chunk by chunk; 0 when any chunk will do.
   virtual size_t read_granule() const { return 0; }
+  // The byte remainder, modulo 4096, of a destination address into which a
+  // read of slots from `first` lands in place; 0 when any aligned address
+  // does as well. A file carrier reading with direct I/O gives its file
+  // offset's remainder: at any other address every block of the read goes
+  // through a bounce buffer and a copy.
+  virtual size_t read_phase(size_t first) const { return (void)first, 0; }
 
   // Asynchronous bulk transfer between slots and host memory, without checks
   // or version steps. Called on the loop thread; `done` runs there too. The

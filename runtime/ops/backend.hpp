@@ -62,6 +62,14 @@ class ComputeBackend {
   // Dense first-mode-fastest tensors on this backend's compute carrier.
   virtual Ref<Tensor> empty(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) = 0;
   virtual Ref<Tensor> zeros(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) = 0;
+  // Uninitialised storage for `size` slots that a read will fill; a backend
+  // over host memory starts it `phase` bytes past a 4096-byte boundary (the
+  // remainder at which a direct-I/O read lands in place, Carrier::read_phase),
+  // others ignore `phase`.
+  virtual Ref<Carrier> read_target(const Ref<Runtime>& rt, sw_dtype_t dtype, size_t size, size_t phase) {
+    (void)phase;
+    return empty(rt, dtype, {static_cast<int64_t>(size)})->carrier_ref();
+  }
   // `out` is dense; `a` and `b` have out's extents (broadcast modes stride
   // 0) and one dtype: f32, f64, i32, i64, u8 or bool. `out` has that dtype,
   // or bool for the comparisons. `out` may be `a` itself (an in-place op on

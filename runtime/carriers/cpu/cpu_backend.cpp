@@ -985,6 +985,9 @@ class CpuBackend final : public ComputeBackend {
   Ref<Tensor> zeros(const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents) override {
     return Tensor::dense_over(CpuCarrier::zeros(rt, dtype, static_cast<size_t>(checked_product(extents))), extents);
   }
+  Ref<Carrier> read_target(const Ref<Runtime>& rt, sw_dtype_t dtype, size_t size, size_t phase) override {
+    return make_ref<CpuCarrier>(rt, dtype, size, phase);
+  }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
     dispatch_compute(a.dtype(), "binary", [&](auto dt) {
       constexpr sw_dtype_t D = decltype(dt)::value;

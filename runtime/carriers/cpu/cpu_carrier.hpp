@@ -9,8 +9,9 @@ namespace sw {
 class CpuCarrier final : public MemoryCarrier {
  public:
   // Uninitialised storage (the ops' outputs); use zeros()/copy_of() publicly.
-  CpuCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size)
-      : MemoryCarrier(std::move(runtime), SW_CARRIER_CPU, dtype, size) {}
+  // `phase`: see MemoryCarrier (a tile buffer a direct read fills in place).
+  CpuCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, size_t phase = 0)
+      : MemoryCarrier(std::move(runtime), SW_CARRIER_CPU, dtype, size, phase) {}
 
   static Ref<CpuCarrier> zeros(const Ref<Runtime>& runtime, sw_dtype_t dtype, size_t size);
   static Ref<CpuCarrier> copy_of(const Ref<Runtime>& runtime, sw_dtype_t dtype, const void* data, size_t size);

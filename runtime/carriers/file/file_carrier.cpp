@@ -246,6 +246,11 @@ void FileCarrier::count_bytes(PieceMode mode, bool used_direct, size_t bytes) co
   counter.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+size_t FileCarrier::read_phase(size_t first) const {
+  if (!direct_usable() || first >= size()) return 0;
+  return static_cast<size_t>(extents_of(first, 1).front().file_offset % kDirectAlignment);
+}
+
 std::vector<FileCarrier::Extent> FileCarrier::extents_of(size_t first, size_t count) const {
   const size_t es = element_size();
   std::vector<Extent> out;

@@ -79,6 +79,7 @@ class FileCarrier final : public Carrier {
 
   bool is_read_only() const override { return read_only_; }
   uint64_t stored_bytes() const override;
+  size_t read_phase(size_t first) const override;
   const std::string& path() const { return path_; }
   FileIoStats io_stats() const;
 

@@ -13,8 +13,9 @@ static size_t checked_bytes(sw_dtype_t dtype, size_t size) {
   return bytes;
 }
 
-MemoryCarrier::MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size)
-    : Carrier(runtime, kind, dtype, size), buffer_(runtime->pool(), checked_bytes(dtype, size)) {}
+MemoryCarrier::MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size,
+                             size_t phase)
+    : Carrier(runtime, kind, dtype, size), buffer_(runtime->pool(), checked_bytes(dtype, size), phase) {}
 
 void MemoryCarrier::read_slots(size_t first, size_t count, void* dst) const {
   const size_t es = element_size();

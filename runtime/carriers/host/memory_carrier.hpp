@@ -9,8 +9,9 @@ namespace sw {
 
 class MemoryCarrier : public Carrier {
  public:
-  // Uninitialised storage of `size` slots.
-  MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size);
+  // Uninitialised storage of `size` slots, starting `phase` bytes past the
+  // pool's alignment (HostBuffer).
+  MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size, size_t phase = 0);
 
   std::byte* host_data() const override { return buffer_.data(); }
   void read_slots(size_t first, size_t count, void* dst) const override;

@@ -149,7 +149,7 @@ void TileRequest::start() {
   }
   Status st = capture([&] {
     for (const Need& n : needs) {
-      fetched_[n.i] = te_->new_tile_buffer(!n.secondary);
+      fetched_[n.i] = n.secondary ? te_->new_tile_buffer(false, pinned_[n.i]) : te_->new_tile_buffer(true);
       values_[n.i] = fetched_[n.i];
       if (n.secondary && !fetched_[n.i]->host_data()) staged_[n.i].resize(T * te_->element_size());
     }

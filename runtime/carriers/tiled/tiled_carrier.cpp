@@ -136,9 +136,15 @@ Ref<TiledEvictable> TiledEvictable::fresh_like(const TiledEvictable& like, bool 
   return te;
 }
 
-Ref<Carrier> TiledEvictable::new_tile_buffer(bool zero) const {
+Ref<Carrier> TiledEvictable::new_tile_buffer(bool zero, int64_t read_from) const {
   runtime().check_fault(FaultKind::kAllocation, "tile buffer");
   ComputeBackend& be = backend_for(*primary_seed_);
+  if (read_from >= 0 && !zero) {
+    const size_t phase = secondary_->read_phase(static_cast<size_t>(read_from * geo_.tile_size));
+    // Only at a remainder that keeps every element aligned to its size.
+    if (phase && phase % element_size() == 0)
+      return be.read_target(runtime_ref(), dtype(), static_cast<size_t>(geo_.tile_size), phase);
+  }
   auto t = zero ? be.zeros(runtime_ref(), dtype(), {geo_.tile_size}) : be.empty(runtime_ref(), dtype(), {geo_.tile_size});
   return t->carrier_ref();
 }
@@ -333,7 +339,7 @@ Ref<Carrier> TiledEvictable::copy_of_tile(int64_t k) const {
     primary = tiles_[static_cast<size_t>(k)].primary;
   }
   if (!primary && tile_is_zero(k)) return new_tile_buffer(true);
-  Ref<Carrier> buf = new_tile_buffer(false);
+  Ref<Carrier> buf = new_tile_buffer(false, primary ? -1 : k);
   auto in_tile = Layout::dense({geo_.tile_size});
   if (primary) {
     backend_for(*buf).unary(UnaryOp::kCopy, *Tensor::create(primary, 0, in_tile), 0.0, *Tensor::create(buf, 0, in_tile));
@@ -439,7 +445,7 @@ void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byt
       } end_reads{this, reading};
       for (int64_t k : off) {
         const bool stored = std::find(reading.begin(), reading.end(), k) != reading.end();
-        Ref<Carrier> buf = new_tile_buffer(!stored);  // an implicit zero otherwise
+        Ref<Carrier> buf = stored ? new_tile_buffer(false, k) : new_tile_buffer(true);  // an implicit zero otherwise
         if (stored) {
           if (buf->host_data()) {
             secondary_->read_slots(static_cast<size_t>(k) * T, T, buf->host_data());

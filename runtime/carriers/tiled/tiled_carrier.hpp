@@ -48,8 +48,11 @@ class TiledEvictable final : public Carrier {
   const Ref<Carrier>& secondary_carrier() const { return secondary_; }
   bool has_policy() const { return static_cast<bool>(policy_); }
   const std::shared_ptr<Policy>& policy() const { return policy_; }
-  // A zero-filled or uninitialised tile buffer on the primary kind.
-  Ref<Carrier> new_tile_buffer(bool zero) const;
+  // A zero-filled or uninitialised tile buffer on the primary kind. Given
+  // `read_from`, the tile whose secondary values it will receive, a host
+  // buffer starts at the secondary's read phase for that tile, so a direct
+  // read lands in place (Carrier::read_phase).
+  Ref<Carrier> new_tile_buffer(bool zero, int64_t read_from = -1) const;
 
   sw_tile_state_t tile_state(const TileCoord& c) const;
   Ref<TileSet> tiles(sw_tile_set_kind_t kind) const;
