@@ -173,6 +173,9 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     assert s["runs"]["naive"]["bytes_read"] == 8 * 2 * 2 * 3 * per_matrix
     assert 0 < s["runs"]["offloaded"]["bytes_read"] < s["runs"]["naive"]["bytes_read"]
     assert s["config"]["tier"] == "direct" and s["config"]["budget"] == 0.25
+    # One pause after the 8th token (--probe-every 8) reads the run's reads again.
+    assert len(s["tier_bandwidths"]) == 1 and s["tier_bandwidth"] == pytest.approx(s["tier_bandwidths"][0])
+    assert s["tier_probe_bytes"] == s["runs"]["offloaded"]["bytes_read"]
     rows = (tmp_path / "mixtral_offload.csv").read_text().splitlines()
     assert rows[0] == "run,batch,latency_ms,wait_ms,hit_rate" and len(rows) == 1 + 5 * 8
     assert (tmp_path / "mixtral_offload.png").stat().st_size > 0
@@ -186,6 +189,41 @@ def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
         s = summary_of(capsys.readouterr().out)
         assert s["runs"]["offloaded"]["max_error_vs_pytorch"] <= s["error_bound"]
         assert s["config"]["tier"] == extra[1]
+
+
+def test_mixtral_offload_probes_the_tier_between_segments(capsys, tmp_path):
+    demo = load("mixtral_offload")
+    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "resident,offloaded", "--probe-every", "3"]) == 0
+    s = summary_of(capsys.readouterr().out)
+    # Pauses before tokens 1, 4 and 7 and after the 8th: each segment's reads
+    # are read again at its end, byte for byte what the run read.
+    assert len(s["tier_bandwidths"]) == 3 and all(b > 0 for b in s["tier_bandwidths"])
+    assert s["tier_probe_bytes"] == s["runs"]["offloaded"]["bytes_read"] > 0
+
+
+def test_mixtral_offload_bound_is_the_sum_over_segments():
+    # Each segment between two pauses is bound by its own max(resident
+    # compute, bytes / the bandwidth probed for it at its end).
+    demo = load("mixtral_offload")
+    o = demo.parse(["--tokens", "4", "--probe-every", "2"])
+    res, off = demo.Stats("resident"), demo.Stats("offloaded")
+    res.step_ms = [10.0, 10.0, 1.0, 1.0]  # compute 20 ms, then 2 ms
+    off.probes = [(0, 0, None), (2, 1.0, 200.0), (4, 4.0, 200.0)]  # 1 byte at 200 B/s, then 3
+    lower, compute, transfer = demo.lower_bound(o, off, res)
+    assert (lower, compute, transfer) == pytest.approx((0.020 + 0.015, 0.022, 0.005 + 0.015))
+    off.probes = [(0, 0, None), (2, 0, None), (4, 4.0, 100.0)]  # a segment that read nothing
+    assert demo.lower_bound(o, off, res) == pytest.approx((0.020 + 0.040, 0.022, 0.040))
+    off.probes = []  # not probed: the compute term alone
+    assert demo.lower_bound(o, off, res) == pytest.approx((0.022, 0.022, 0.0))
+
+
+@pytest.mark.parametrize("options,message", [(["--probe-every", "0"], "--probe-every"),
+                                             (["--probe-mib", "0"], "--probe-mib")])
+def test_mixtral_offload_probe_options_are_checked(capsys, options, message):
+    demo = load("mixtral_offload")
+    with pytest.raises(SystemExit):
+        demo.parse(options)
+    assert message in capsys.readouterr().err
 
 
 def test_mixtral_offload_counts_every_byte_it_reads(capsys, tmp_path):
