@@ -16,13 +16,16 @@ token sequence through it, one token per step, five ways:
   offloaded  StrideWeave, experts in the model file (read with direct I/O by
              default, bypassing the page cache as a model larger than RAM
              would be), an LRU budget of --budget of each layer's experts,
-             sw_tiled_expert_matmul computing on the cached tiles in place,
-             and prefetches (prefetch_async: reads that yield to the ones a
-             layer waits for) of the later layers' experts predicted by
-             applying their routers to the current hidden state (what a
-             decoder knows before those layers run; never the future
-             routing): every predicted expert of the next layer, the
-             likeliest --prefetch-experts of the layers after it
+             sw_tiled_expert_matmul computing on the cached tiles in place;
+             the later layers' experts are predicted by applying their
+             routers to the current hidden state (what a decoder knows
+             before those layers run; never the future routing) and the
+             predictions scored; with --prefetch they are also prefetched
+             (prefetch_async: reads that yield to the ones a layer waits
+             for): every predicted expert of the next layer, the likeliest
+             --prefetch-experts of the layers after it. Prefetch is off by
+             default: on the reference machine its wrong guesses' reads cost
+             more time than its overlap saves (docs/moe-offload.md, 4.)
   naive      on-demand loading: read the chosen experts' bytes from the file
              (direct I/O), compute, drop them
   mmap       the file memory-mapped, the page cache deciding (llama.cpp's CPU
@@ -44,7 +47,7 @@ writes the per-step figures to --csv and their plot beside it (.png).
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--budget 0.25]
         [--tier direct|page-cache|zstd] [--dtype bf16|f32] [--rho 0.8]
-        [--no-prefetch] [--lookahead N] [--prefetch-experts N]
+        [--prefetch] [--lookahead N] [--prefetch-experts N]
         [--probe-every N] [--probe-mib N] [--dir DIR]
         [--csv FILE] [--quiet]
         [--save-stream FILE.npy] [--trace]
@@ -140,8 +143,8 @@ def parse(argv):
     p.add_argument("--rho", type=float, default=0.8, help="correlation of consecutive input hidden states")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--threads", type=int, default=0, help="compute threads (0: the machine's cores)")
-    p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=True,
-                   help="prefetch the predicted experts ahead of their layer (default; with --no-prefetch the "
+    p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=False,
+                   help="prefetch the predicted experts ahead of their layer (default off: without it the "
                         "predictions are only scored)")
     p.add_argument("--lookahead", type=int, default=0,
                    help="layers ahead whose experts are predicted (default 0: every later layer of the stack)")
@@ -579,7 +582,7 @@ def run_offloaded(o, shared, stream, path, probe=None):
         # predicted one for the next layer, whose prediction is redone here
         # with the newer hidden state (experts already prefetched for it stay
         # prefetched). Their reads queue behind this layer's own, nearest
-        # layer first. With --no-prefetch the predictions are only scored.
+        # layer first. Without --prefetch the predictions are only scored.
         for nxt in range(layer + 1, min(o.layers, layer + 1 + o.lookahead)):
             if nxt in pending and nxt != layer + 1:
                 continue

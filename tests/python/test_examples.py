@@ -193,7 +193,8 @@ def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
 
 def test_mixtral_offload_probes_the_tier_between_segments(capsys, tmp_path):
     demo = load("mixtral_offload")
-    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "resident,offloaded", "--probe-every", "3"]) == 0
+    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "resident,offloaded", "--probe-every", "3",
+                                      "--prefetch"]) == 0  # its reads are logged for the probes too
     s = summary_of(capsys.readouterr().out)
     # Pauses before tokens 1, 4 and 7 and after the 8th: each segment's reads
     # are read again at its end, byte for byte what the run read.
