@@ -1290,7 +1290,9 @@ SW_API void sw_residency_policy_init(sw_residency_policy_t* policy);
  *  - sw_tiled_promote evicts least recently used tiles to make room, and a
  *    promotion of more tiles than the budget holds fails VALUE with nothing
  *    changed;
- *  - a tile promoted by hand counts as a use, not a miss.
+ *  - a tile promoted by hand or written by sw_tiled_update_async counts
+ *    as a use, not a miss, whether or not it was primary already: it
+ *    becomes the most recently used.
  * Planned evictions are deferred, never skipped, only while other work reads
  * the tile, so while requests overlap the count may pass the budget until
  * that work commits and the next plan evicts again. A dirty tile whose

@@ -509,8 +509,8 @@ static void lru_budget_holds_after_a_failed_eviction(void** state) {
   tt_fix_t f;
   make_line(&f, rt, 5, SW_CARRIER_FILE, &vt);
   project_tile(&f, 0);
+  update_tile(&f, 0, 6.0);  /* a use: tile 0, dirty, is then the least recent once 1 is used */
   project_tile(&f, 1);
-  update_tile(&f, 0, 6.0);
   assert_int_equal(primary_count(&f), 2);
   SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_WRITE, 1));
   sw_tile_selection_t* s2 = one_tile(2);

@@ -352,6 +352,22 @@ static void promotion_is_a_use_and_makes_room(void** state) {
   tt_expect_tile(&f, 2, SW_TILE_PRIMARY, false);
   tt_expect_tile(&f, 7, SW_TILE_PRIMARY, false);
   assert_int_equal(primary_count(&f), BUDGET);
+  /* Most recent first: 7, 0, 2. Promoting 2, already primary, is a use too:
+   * then 0 is the least recent, and promoting 5 evicts it, not 2. */
+  const int64_t five[1] = {5};
+  set = tt_set_ordinals(&f, two, 1);
+  SW_OK_(sw_tiled_promote(f.te, set));
+  sw_tile_set_release(set);
+  set = tt_set_ordinals(&f, five, 1);
+  SW_OK_(sw_tiled_promote(f.te, set));
+  sw_tile_set_release(set);
+  tt_expect_tile(&f, 0, SW_TILE_SECONDARY, false);
+  tt_expect_tile(&f, 2, SW_TILE_PRIMARY, false);
+  tt_expect_tile(&f, 5, SW_TILE_PRIMARY, false);
+  tt_expect_tile(&f, 7, SW_TILE_PRIMARY, false);
+  st = stats_of(lru);
+  assert_int_equal(st.requests, 3);  /* the projections alone */
+  assert_int_equal(st.misses, 0);
   tt_free(&f);
   sw_lru_policy_release(lru);
   sw_runtime_release(rt);

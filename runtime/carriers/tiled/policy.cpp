@@ -214,6 +214,7 @@ Ref<ResidencyPlan> LruPolicy::plan_promotion(const TileSet& tiles) {
   std::set<TileCoord> after = view_locked();
   Pending p;
   p.manual = true;
+  p.required = tiles.coords();  // each a use once it commits, the primary ones too
   for (const TileCoord& c : tiles.coords())
     if (!after.count(c)) p.promote.push_back(c);  // arriving, for other plans' view
   after.insert(wanted.begin(), wanted.end());
@@ -245,8 +246,8 @@ void LruPolicy::outcome(const ResidencyPlan* plan, bool committed, const TileSet
         stats_.transient += p.transient;
         stats_.promoted += p.promote.size();
         stats_.evicted += evicted.count();
-        used = std::move(p.required);
       }
+      if (committed) used = std::move(p.required);
       pending_.erase(it);
     }
   }
