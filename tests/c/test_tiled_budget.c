@@ -25,6 +25,13 @@ static size_t primary_count(const tt_fix_t* f) {
   return n;
 }
 
+/* Promotes the tiles of these ordinals by hand; fails the test unless it succeeds. */
+static void promote_tiles(const tt_fix_t* f, const int64_t* ks, size_t count) {
+  sw_tile_set_t* set = tt_set_ordinals(f, ks, count);
+  SW_OK_(sw_tiled_promote(f->te, set));
+  sw_tile_set_release(set);
+}
+
 static sw_lru_stats_t stats_of(const sw_lru_policy_t* lru) {
   sw_lru_stats_t st;
   sw_lru_stats_init(&st);
@@ -322,9 +329,7 @@ static void promotion_is_a_use_and_makes_room(void** state) {
   tt_fix_t f;
   make_fix(&f, rt, lru, SW_CARRIER_FILE);
   const int64_t first[3] = {0, 1, 2};
-  sw_tile_set_t* set = tt_set_ordinals(&f, first, 3);
-  SW_OK_(sw_tiled_promote(f.te, set));
-  sw_tile_set_release(set);
+  promote_tiles(&f, first, 3);
   sw_lru_stats_t st = stats_of(lru);
   assert_int_equal(st.requests, 0);
   assert_int_equal(st.misses, 0);
@@ -344,9 +349,7 @@ static void promotion_is_a_use_and_makes_room(void** state) {
   sel = tt_sel_experts(&f, zero, 1);
   sw_tensor_release(tt_project(&f, f.full, sel, NULL));
   sw_tile_selection_release(sel);
-  set = tt_set_ordinals(&f, seven, 1);
-  SW_OK_(sw_tiled_promote(f.te, set));
-  sw_tile_set_release(set);
+  promote_tiles(&f, seven, 1);
   tt_expect_tile(&f, 1, SW_TILE_SECONDARY, false);
   tt_expect_tile(&f, 0, SW_TILE_PRIMARY, false);
   tt_expect_tile(&f, 2, SW_TILE_PRIMARY, false);
@@ -355,12 +358,8 @@ static void promotion_is_a_use_and_makes_room(void** state) {
   /* Most recent first: 7, 0, 2. Promoting 2, already primary, is a use too:
    * then 0 is the least recent, and promoting 5 evicts it, not 2. */
   const int64_t five[1] = {5};
-  set = tt_set_ordinals(&f, two, 1);
-  SW_OK_(sw_tiled_promote(f.te, set));
-  sw_tile_set_release(set);
-  set = tt_set_ordinals(&f, five, 1);
-  SW_OK_(sw_tiled_promote(f.te, set));
-  sw_tile_set_release(set);
+  promote_tiles(&f, two, 1);
+  promote_tiles(&f, five, 1);
   tt_expect_tile(&f, 0, SW_TILE_SECONDARY, false);
   tt_expect_tile(&f, 2, SW_TILE_PRIMARY, false);
   tt_expect_tile(&f, 5, SW_TILE_PRIMARY, false);
@@ -408,9 +407,7 @@ static void public_write_goes_through(void** state) {
   tt_fix_t f;
   make_fix(&f, rt, lru, SW_CARRIER_FILE);
   const int64_t four[1] = {4};
-  sw_tile_set_t* set = tt_set_ordinals(&f, four, 1);
-  SW_OK_(sw_tiled_promote(f.te, set));
-  sw_tile_set_release(set);
+  promote_tiles(&f, four, 1);
   const int64_t off[3] = {6, 2, 1}, on[3] = {4, 0, 1};
   SW_OK_(sw_tensor_set(f.full, off, 3, -3.5));
   SW_OK_(sw_tensor_set(f.full, on, 3, 9.25));
