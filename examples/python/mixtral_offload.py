@@ -537,6 +537,22 @@ class StrideWeaveModel:
                 te.release()
 
 
+class GlueOnOneThread:
+    """PyTorch on one thread for the StrideWeave runs, whose PyTorch ops are
+    only the glue (norms, routers, silu, the gated sum: microseconds each).
+    Their expert matmuls run on StrideWeave's pool, as many threads as the
+    cores; PyTorch's OpenMP threads would also stay awake after each glue op
+    (libgomp spins before it sleeps) and take those cores from the pool: on
+    a two-core machine that halved the resident run's speed."""
+
+    def __enter__(self):
+        self.saved = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.saved)
+
+
 def run_resident(o, shared, stream, path):
     st = Stats("resident")
     model = StrideWeaveModel(o, path, tier="page-cache")
@@ -1354,10 +1370,12 @@ def main(argv=None):
         if name == "pytorch":
             st = run_pytorch(o, shared, stream)
         elif name == "resident":
-            st = run_resident(o, shared, stream, path)
+            with GlueOnOneThread():
+                st = run_resident(o, shared, stream, path)
         elif name == "offloaded":
             probe = TierProbe(o, path, regions)
-            st = run_offloaded(o, shared, stream, path, probe)
+            with GlueOnOneThread():
+                st = run_offloaded(o, shared, stream, path, probe)
             st.probe_bytes = probe.replayed
             probe.close()
         elif name == "naive":
