@@ -150,13 +150,16 @@ if command -v cargo >/dev/null 2>&1; then
   # test processes only (cargo's runner), never into cargo or rustc; its own
   # target directory keeps the release run's artefacts.
   asan_rt=$(ldd build-sanitize/runtime/libstrideweave.so | awk '/libasan/ {print $3}')
+  # The C demo the example test runs on a Vulkan primary keeps the driver
+  # mapped until LeakSanitizer has looked, as under meson (tests/lsan_keep_loaded.c).
+  keep_loaded=$root/build-sanitize/examples/c/liblsan_keep_loaded.so
   if [ -n "$asan_rt" ]; then
     (cd bindings/rust && export STRIDEWEAVE_LIB_DIR="$root/build-sanitize/runtime" \
         CARGO_TARGET_DIR="$root/bindings/rust/target/sanitize" && \
       cargo build -q --locked --all-features --examples && \
       STRIDEWEAVE_C_DEMO="$root/build-sanitize/examples/c/moe_offload" STRIDEWEAVE_REQUIRE_C_DEMO=1 \
       cargo test --locked --all-features --tests \
-        --config "target.'cfg(all())'.runner = ['env', 'LD_PRELOAD=$asan_rt', 'ASAN_OPTIONS=detect_leaks=1:abort_on_error=1', 'UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1']" \
+        --config "target.'cfg(all())'.runner = ['env', 'LD_PRELOAD=$asan_rt $keep_loaded', 'LSAN_OPTIONS=suppressions=$root/tests/lsan.supp', 'ASAN_OPTIONS=detect_leaks=1:abort_on_error=1', 'UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1']" \
         2>&1) | grep -vE '^\s+(Compiling|Downloaded|Downloading) '
     record rust-sanitize "${PIPESTATUS[0]}"
   else
