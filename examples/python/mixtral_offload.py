@@ -557,7 +557,7 @@ def run_resident(o, shared, stream, path):
     st = Stats("resident")
     model = StrideWeaveModel(o, path, tier="page-cache")
     model.promote_all()
-    with sw.no_grad():
+    with GlueOnOneThread(), sw.no_grad():
         st.outputs = decode(o, shared, stream, st, model.moe)
     model.release()
     return st
@@ -666,7 +666,7 @@ def run_offloaded(o, shared, stream, path, probe=None):
         model.read_log = []  # the warm-up's reads are not the run's
 
     st.on_reset = reset_and_log
-    with sw.no_grad():
+    with GlueOnOneThread(), sw.no_grad():
         st.outputs = decode(o, shared, stream, st, model.moe, before_layer, pause if probe else None)
     for layer in list(model.in_flight):
         model.drain(layer)
@@ -1161,7 +1161,7 @@ def train_step(o, tiers, frozen, xs, ys, ref, x, target, learn):
     every = [t for per in tiers for t in per.values()]
     before = [dict(t.stats(), written=t.written, reloaded=t.reloaded) for t in every]
     t0 = time.perf_counter()
-    with sw.enable_grad() if learn else sw.no_grad():
+    with GlueOnOneThread(), sw.enable_grad() if learn else sw.no_grad():
         h, routes = train_forward_sw(o, tiers, frozen, xs)
         diff = h - ys
         loss = (diff * diff).mean()
@@ -1370,12 +1370,10 @@ def main(argv=None):
         if name == "pytorch":
             st = run_pytorch(o, shared, stream)
         elif name == "resident":
-            with GlueOnOneThread():
-                st = run_resident(o, shared, stream, path)
+            st = run_resident(o, shared, stream, path)
         elif name == "offloaded":
             probe = TierProbe(o, path, regions)
-            with GlueOnOneThread():
-                st = run_offloaded(o, shared, stream, path, probe)
+            st = run_offloaded(o, shared, stream, path, probe)
             st.probe_bytes = probe.replayed
             probe.close()
         elif name == "naive":
