@@ -17,6 +17,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash tools/install_deps.sh || exit 1
 
+# Each stage's header says how long the command has run so far.
+start=0  # from the command's start, its installs included
+stage() { printf '== %s  [%dm%02ds]\n' "$1" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+
 passed=0
 failed=0
 skipped=0
@@ -55,25 +59,29 @@ run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
   rm -f "$log"
 }
 
-echo "== build: release"
+stage "build: release"
 bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
-echo "== build: asan+ubsan"
-bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled -Djava=disabled \
+# The sanitizer trees build at -O1 (as the sanitizers' own docs advise): at
+# -O2 the CPU kernels' instantiations (runtime/carriers/cpu/cpu_backend.cpp)
+# took twice as long to compile under ASan+UBSan, and their suites run in
+# seconds either way.
+stage "build: asan+ubsan"
+bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Ddebug=true -Doptimization=1 -Dpython=disabled -Djava=disabled \
   || { echo "tests: 0 passed, 1 failed"; exit 1; }
-echo "== build: tsan"
-bash tools/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython=disabled -Djava=disabled \
+stage "build: tsan"
+bash tools/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Ddebug=true -Doptimization=1 -Dpython=disabled -Djava=disabled \
   || { echo "tests: 0 passed, 1 failed"; exit 1; }
 
-echo "== C suites (release)"
+stage "C suites (release)"
 run_meson c-release build
-echo "== C suites (asan+ubsan)"
+stage "C suites (asan+ubsan)"
 run_meson c-sanitize build-sanitize \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-echo "== async suites (tsan)"
+stage "async suites (tsan)"
 run_meson async-tsan build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp \
   -- --suite async
 
-echo "== fuzzing (libFuzzer, clang, asan+ubsan; ${SW_FUZZ_SECONDS:-90} s over every target)"
+stage "fuzzing (libFuzzer, clang, asan+ubsan; ${SW_FUZZ_SECONDS:-90} s over every target)"
 fuzz_log=$(mktemp)
 bash tools/fuzz/run_fuzzers.sh --seconds "${SW_FUZZ_SECONDS:-90}" 2>&1 | tee "$fuzz_log"
 fuzz_status=${PIPESTATUS[0]}
@@ -87,17 +95,17 @@ if [ "$fuzz_status" -ne 0 ]; then
 fi
 rm -f "$fuzz_log"
 
-echo "== hardening figures (from the asan+ubsan run)"
+stage "hardening figures (from the asan+ubsan run)"
 # What the fault sweep covered and what the soaks ran, from meson's log.
 grep -hE '^(fault sweep: [0-9]+ \(kind, n\) points covered|soak: [0-9]+ threads)' \
   build-sanitize/meson-logs/testlog.txt 2>/dev/null | sed 's/^/  /'
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-  echo "== Python suites"
+  stage "Python suites"
   # conftest.py imports the package from the release build tree (build/bindings/python).
   python3 -m pytest -q tests/python
   record python $?
-  echo "== leaks: Python examples (valgrind memcheck)"
+  stage "leaks: Python examples (valgrind memcheck)"
   python3 tools/leaks/check_python_examples.py
   record leaks-python-examples $?
 fi
@@ -108,7 +116,7 @@ fi
 # packs the jar, from which the example then runs, extracting the libraries.
 java_build=$root/build/bindings/java
 if [ -f "$java_build/native/libstrideweave_jni.so" ] && command -v mvn >/dev/null && command -v java >/dev/null; then
-  echo "== Java suites"
+  stage "Java suites"
   log=$(mktemp)
   mvn -B -ntp -f bindings/java/pom.xml -Dstrideweave.build="$java_build" \
     -Dstrideweave.c.demo="$root/build/examples/c/moe_offload" verify >"$log" 2>&1
@@ -117,17 +125,17 @@ if [ -f "$java_build/native/libstrideweave_jni.so" ] && command -v mvn >/dev/nul
   [ "$status" -ne 0 ] && cat "$log"
   rm -f "$log"
   record java "$status"
-  echo "== Java example (from the jar)"
+  stage "Java example (from the jar)"
   java --enable-native-access=ALL-UNNAMED \
     -cp "bindings/java/target/strideweave-0.3.0.jar:bindings/java/target/test-classes" \
     org.strideweave.examples.MoeOffload --experts 16 --dim 128 --batches 12 --tokens 8 --quiet
   record java-example $?
 else
-  echo "== Java suites: SKIP (no JNI layer in build/bindings/java, or no Maven or java)"
+  stage "Java suites: SKIP (no JNI layer in build/bindings/java, or no Maven or java)"
   skipped=$((skipped + 1))
 fi
 
-echo "== Rust suites"
+stage "Rust suites"
 # bindings/rust against the release build tree's library: linked through its
 # uninstalled pkg-config file, run through the rpath cargo gives the tests
 # (and LD_LIBRARY_PATH for the doctests); the example's test compares the
@@ -142,7 +150,7 @@ if command -v cargo >/dev/null 2>&1; then
   grep -h '^SKIP' /tmp/strideweave-rust-tests.$$ | sed 's/^/[rust] /'
   rm -f /tmp/strideweave-rust-tests.$$
 
-  echo "== Rust suites (asan+ubsan library)"
+  stage "Rust suites (asan+ubsan library)"
   # The same suites (doctests aside) against the sanitizer build's library,
   # leak checking included: a reference the binding forgets to release, or
   # a handle it uses after releasing it, fails here. The Rust code is not
@@ -173,6 +181,7 @@ else
 fi
 
 echo
+stage "end"
 if ((${#failures[@]})); then echo "failed: ${failures[*]}"; fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
