@@ -1,6 +1,8 @@
-// CPU kernels: elementwise (every dtype), copy/convert, reductions, matmul,
-// masked copies, top-k selection, gather and scatter-add, all driven by the
-// one strided iteration engine and parallelised over the runtime's pool.
+// CPU kernels: copy/convert, reductions, matmul, masked copies, top-k
+// selection, gather and scatter-add, and the backend that dispatches them
+// with the elementwise op tables (cpu_elementwise.cpp, cpu_compare.cpp), all
+// driven by the one strided iteration engine (cpu_kernels.hpp) and
+// parallelised over the runtime's pool.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,93 +11,18 @@
 #include <string>
 #include <type_traits>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "base/error.hpp"
 #include "carriers/cpu/cpu_backend.hpp"
 #include "carriers/cpu/cpu_carrier.hpp"
+#include "carriers/cpu/cpu_kernels.hpp"
 #include "carriers/cpu/gemm.hpp"
 #include "core/interleave.hpp"
 #include "core/iteration.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
 
-namespace sw {
+namespace sw::cpu {
 namespace {
-
-constexpr int64_t kGrain = 1 << 15;  // elements per thread below which work runs inline
-
-// Iterates a set of tensors over the same logical shape. If their nested
-// layouts share no refinement, `inputs` are first copied to dense buffers
-// (the output is always dense) and kept alive in `holders`.
-Iteration iterate(std::vector<const Tensor*>& operands, std::vector<Ref<Tensor>>& holders,
-                  void (*materialise)(const Tensor&, std::vector<Ref<Tensor>>&)) {
-  std::vector<const Layout*> layouts;
-  for (const Tensor* t : operands) layouts.push_back(&t->layout());
-  Iteration it;
-  if (build_iteration(layouts, &it)) return it;
-  for (size_t k = 1; k < operands.size(); ++k) {
-    materialise(*operands[k], holders);
-    operands[k] = holders.back().get();
-  }
-  layouts.clear();
-  for (const Tensor* t : operands) layouts.push_back(&t->layout());
-  if (!build_iteration(layouts, &it)) internal_error("dense operands failed to iterate");
-  return it;
-}
-
-// ---- typed element access ------------------------------------------------
-
-template <sw_dtype_t D> struct Elem;
-template <> struct Elem<SW_DTYPE_F32> { using T = float; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
-template <> struct Elem<SW_DTYPE_F64> { using T = double; static double get(T v) { return v; } static T put(double v) { return v; } };
-template <> struct Elem<SW_DTYPE_F16> { using T = uint16_t; static double get(T v) { return f16_to_f32(v); } static T put(double v) { return f32_to_f16(static_cast<float>(v)); } };
-template <> struct Elem<SW_DTYPE_BF16> { using T = uint16_t; static double get(T v) { return bf16_to_f32(v); } static T put(double v) { return f32_to_bf16(static_cast<float>(v)); } };
-template <> struct Elem<SW_DTYPE_I32> { using T = int32_t; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
-template <> struct Elem<SW_DTYPE_I64> { using T = int64_t; static double get(T v) { return static_cast<double>(v); } static T put(double v) { return static_cast<T>(v); } };
-template <> struct Elem<SW_DTYPE_U8> { using T = uint8_t; static double get(T v) { return v; } static T put(double v) { return static_cast<T>(v); } };
-template <> struct Elem<SW_DTYPE_BOOL> { using T = uint8_t; static double get(T v) { return v ? 1.0 : 0.0; } static T put(double v) { return v != 0.0; } };
-
-template <sw_dtype_t D> constexpr bool kIsInteger = D == SW_DTYPE_I32 || D == SW_DTYPE_I64 || D == SW_DTYPE_U8;
-template <sw_dtype_t D> constexpr bool kIsHalf = D == SW_DTYPE_F16 || D == SW_DTYPE_BF16;
-
-template <typename F>
-void dispatch_dtype(sw_dtype_t d, F&& f) {
-  switch (d) {
-    case SW_DTYPE_F32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F32>{}); return;
-    case SW_DTYPE_F64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F64>{}); return;
-    case SW_DTYPE_F16: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F16>{}); return;
-    case SW_DTYPE_BF16: f(std::integral_constant<sw_dtype_t, SW_DTYPE_BF16>{}); return;
-    case SW_DTYPE_I32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I32>{}); return;
-    case SW_DTYPE_I64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I64>{}); return;
-    case SW_DTYPE_U8: f(std::integral_constant<sw_dtype_t, SW_DTYPE_U8>{}); return;
-    case SW_DTYPE_BOOL: f(std::integral_constant<sw_dtype_t, SW_DTYPE_BOOL>{}); return;
-    default: internal_error("kernel: bad dtype");
-  }
-}
-
-// The dtypes kernels compute in (the op definitions widen f16 and bf16).
-template <typename F>
-void dispatch_compute(sw_dtype_t d, const char* op, F&& f) {
-  switch (d) {
-    case SW_DTYPE_F32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F32>{}); return;
-    case SW_DTYPE_F64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_F64>{}); return;
-    case SW_DTYPE_I32: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I32>{}); return;
-    case SW_DTYPE_I64: f(std::integral_constant<sw_dtype_t, SW_DTYPE_I64>{}); return;
-    case SW_DTYPE_U8: f(std::integral_constant<sw_dtype_t, SW_DTYPE_U8>{}); return;
-    case SW_DTYPE_BOOL: f(std::integral_constant<sw_dtype_t, SW_DTYPE_BOOL>{}); return;
-    default: internal_error(std::string(op) + ": CPU kernel has no " + dtype_name(d) + " variant");
-  }
-}
-
-template <typename T>
-T* base_of(const Tensor& t) {
-  std::byte* p = t.host_base();
-  if (!p && t.numel() != 0) internal_error("CPU kernel given a tensor without host storage");
-  return reinterpret_cast<T*>(p);
-}
 
 // A floating value as an integer: truncated toward zero, saturating at the
 // type's range, NaN as 0 (defined for every input, unlike a C cast).
@@ -136,14 +63,6 @@ typename Elem<D>::T convert(typename Elem<S>::T x) {
 
 // ---- copy / convert --------------------------------------------------------
 
-void copy_into(const Tensor& src, const Tensor& dst);
-
-void materialise_dense(const Tensor& t, std::vector<Ref<Tensor>>& holders) {
-  auto d = cpu_backend().empty(t.runtime_ref(), t.dtype(), t.shape());
-  copy_into(t, *d);
-  holders.push_back(d);
-}
-
 void copy_into(const Tensor& src, const Tensor& dst) {
   // Iterate dst first: it is dense, so materialising is never needed here.
   std::vector<const Layout*> layouts{&dst.layout(), &src.layout()};
@@ -182,184 +101,6 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   });
 }
 
-// ---- elementwise ------------------------------------------------------------
-
-// Writes a 4x4 tile transposed: element (r, c) of `t` goes to o[r + c * column_stride].
-template <typename T>
-void store_transposed(const T (&t)[4][4], T* o, int64_t column_stride) {
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<T, float>) {
-    __m128 r0 = _mm_load_ps(t[0]), r1 = _mm_load_ps(t[1]), r2 = _mm_load_ps(t[2]), r3 = _mm_load_ps(t[3]);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    _mm_storeu_ps(o, r0);
-    _mm_storeu_ps(o + column_stride, r1);
-    _mm_storeu_ps(o + 2 * column_stride, r2);
-    _mm_storeu_ps(o + 3 * column_stride, r3);
-    return;
-  } else if constexpr (std::is_same_v<T, double>) {
-    for (int c = 0; c < 4; c += 2)
-      for (int r = 0; r < 4; r += 2) {
-        const __m128d x = _mm_load_pd(&t[r][c]), y = _mm_load_pd(&t[r + 1][c]);
-        _mm_storeu_pd(o + r + c * column_stride, _mm_unpacklo_pd(x, y));
-        _mm_storeu_pd(o + r + (c + 1) * column_stride, _mm_unpackhi_pd(x, y));
-      }
-    return;
-  }
-#endif
-  for (int c = 0; c < 4; ++c)
-    for (int r = 0; r < 4; ++r) o[r + c * column_stride] = t[r][c];
-}
-
-// Elementwise results are dense first mode fastest, so the iteration's
-// dims[0] is the output's contiguous one; with row-major inputs it steps the
-// inputs by a whole row, one element at a time. When every input is
-// contiguous along another dimension j (or broadcast along it, stride 0, as
-// a weak scalar is), elementwise kernels walk 4x4 tiles of (dims[0],
-// dims[j]) instead (transposed_tiles). Returns that j, or 0 when there is
-// none. Elementwise ops may visit elements in any order, so the results are
-// the same as the plain walk's.
-size_t tile_dim(const Iteration& it) {
-  if (it.dims.size() < 2 || it.dims[0].stride[0] != 1 || it.dims[0].extent < 4) return 0;
-  for (size_t d = 1; d < it.dims.size(); ++d) {
-    bool rows = it.dims[d].extent >= 4, contiguous = false;
-    for (int k = 1; k < it.operands; ++k) {
-      rows = rows && (it.dims[d].stride[k] == 1 || it.dims[d].stride[k] == 0);
-      contiguous = contiguous || it.dims[d].stride[k] == 1;
-    }
-    if (rows && contiguous) return d;
-  }
-  return 0;
-}
-
-// Walks 4x4 tiles of (dims[0], dims[j]), j from tile_dim: four input rows
-// read along j, a register transpose, four output columns written
-// contiguously. `value(p, e)` computes the element at column e from the
-// inputs' row pointers p, each at the tile's first column; the caller knows
-// each input's step along j (1, or 0 when broadcast).
-template <typename T, int Inputs, typename Value>
-void transposed_tiles(const Iteration& it, size_t j, T* o0, const T* const (&in0)[Inputs], ThreadPool& pool,
-                      Value value) {
-  const IterDim d0 = it.dims[0], dj = it.dims[j];
-  Iteration rest;  // every other dimension: the tiles' positions
-  rest.operands = it.operands;
-  rest.total = 1;
-  for (size_t d = 1; d < it.dims.size(); ++d)
-    if (d != j) {
-      rest.dims.push_back(it.dims[d]);
-      rest.total *= it.dims[d].extent;
-    }
-  const int64_t row_blocks = (d0.extent + 3) / 4;
-  pool.parallel_for(rest.total * row_blocks, std::max<int64_t>(1, kGrain / (4 * dj.extent)), [&](int64_t lo, int64_t hi) {
-    for (int64_t q = lo; q < hi; ++q) {
-      const int64_t i = (q % row_blocks) * 4, rows = std::min<int64_t>(4, d0.extent - i);
-      walk(rest, q / row_blocks, q / row_blocks + 1, [&](const int64_t* off, int64_t, const int64_t*) {
-        T* o = o0 + off[0] + i;
-        const T* row[4][Inputs];
-        for (int r = 0; r < rows; ++r)
-          for (int k = 0; k < Inputs; ++k) row[r][k] = in0[k] + off[k + 1] + (i + r) * d0.stride[k + 1];
-        int64_t c = 0;
-        if (rows == 4) {
-          for (; c + 4 <= dj.extent; c += 4) {
-            alignas(16) T t[4][4];
-            for (int r = 0; r < 4; ++r) {
-              const T* p[Inputs];
-              for (int k = 0; k < Inputs; ++k) p[k] = row[r][k] + c * dj.stride[k + 1];
-              for (int e = 0; e < 4; ++e) t[r][e] = value(p, e);
-            }
-            store_transposed(t, o + c * dj.stride[0], dj.stride[0]);
-          }
-        }
-        for (; c < dj.extent; ++c)
-          for (int r = 0; r < rows; ++r) {
-            const T* p[Inputs];
-            for (int k = 0; k < Inputs; ++k) p[k] = row[r][k] + c * dj.stride[k + 1];
-            o[r + c * dj.stride[0]] = value(p, 0);
-          }
-      });
-    }
-  });
-}
-
-// Inputs of type T; the output's type O is what `fn` returns (uint8_t for
-// comparisons, whose results are bool).
-template <typename T, typename Fn>
-void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out, Fn fn) {
-  using O = decltype(fn(T(), T()));
-  std::vector<const Tensor*> ops{&out, &a, &b};
-  std::vector<Ref<Tensor>> holders;
-  Iteration it = iterate(ops, holders, materialise_dense);
-  O* o0 = base_of<O>(*ops[0]);
-  const T* a0 = base_of<T>(*ops[1]);
-  const T* b0 = base_of<T>(*ops[2]);
-  if constexpr (std::is_same_v<O, T>) if (const size_t j = tile_dim(it)) {
-    // One instantiation per broadcast pattern along the rows, so the column
-    // loop has constant steps.
-    const T* const inputs[2] = {a0, b0};
-    auto tiles = [&](auto sa, auto sb) {
-      transposed_tiles<T, 2>(it, j, o0, inputs, out.runtime().compute(), [f = fn](const T* const* p, int64_t e) {
-        return f(p[0][e * decltype(sa)::value], p[1][e * decltype(sb)::value]);
-      });
-    };
-    using one = std::integral_constant<int64_t, 1>;
-    using zero = std::integral_constant<int64_t, 0>;
-    if (it.dims[j].stride[1] == 0)
-      tiles(zero{}, one{});
-    else if (it.dims[j].stride[2] == 0)
-      tiles(one{}, zero{});
-    else
-      tiles(one{}, one{});
-    return;
-  }
-  out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
-    walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      // A local copy: what `fn` captures (a scalar) stays in a register
-      // instead of being reloaded after every store, so the loops vectorise.
-      const Fn f = fn;
-      O* __restrict o = o0 + off[0];
-      const T* __restrict x = a0 + off[1];
-      const T* __restrict y = b0 + off[2];
-      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-      } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-        const T yv = *y;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-      } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-        const T xv = *x;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
-      }
-    });
-  });
-}
-
-template <typename T, typename Fn>
-void unary_typed(const Tensor& a, const Tensor& out, Fn fn) {
-  std::vector<const Tensor*> ops{&out, &a};
-  std::vector<Ref<Tensor>> holders;
-  Iteration it = iterate(ops, holders, materialise_dense);
-  T* o0 = base_of<T>(*ops[0]);
-  const T* a0 = base_of<T>(*ops[1]);
-  if (const size_t j = tile_dim(it)) {  // the one input is contiguous along j
-    const T* const inputs[1] = {a0};
-    transposed_tiles<T, 1>(it, j, o0, inputs, out.runtime().compute(),
-                           [f = fn](const T* const* p, int64_t e) { return f(p[0][e]); });
-    return;
-  }
-  out.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t lo, int64_t hi) {
-    walk(it, lo, hi, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      const Fn f = fn;  // in a register, as in binary_typed
-      T* __restrict o = o0 + off[0];
-      const T* __restrict x = a0 + off[1];
-      if (st[0] == 1 && st[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]]);
-      }
-    });
-  });
-}
-
 template <typename F>
 void dispatch_float(sw_dtype_t d, const char* op, F&& f) {
   if (d == SW_DTYPE_F32) return f(float{});
@@ -368,38 +109,6 @@ void dispatch_float(sw_dtype_t d, const char* op, F&& f) {
 }
 
 // ---- reductions ---------------------------------------------------------------
-
-template <typename T>
-bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
-  else return false;
-}
-
-// Integers wrap modulo 2^bits (as two's complement hardware does), without
-// the undefined behaviour of signed overflow.
-template <typename T>
-T wrap_add(T x, T y) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
-  } else {
-    return x + y;
-  }
-}
-template <typename T>
-T wrap_sub(T x, T y) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
-}
-template <typename T>
-T wrap_mul(T x, T y) {
-  using U = std::make_unsigned_t<T>;
-  if constexpr (sizeof(T) < sizeof(unsigned)) {
-    return static_cast<T>(static_cast<unsigned>(x) * static_cast<unsigned>(y));
-  } else {
-    return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
-  }
-}
 
 struct SumOp {
   template <typename T> static T identity() { return T(0); }
@@ -681,136 +390,6 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out_parts) move_interleaved(pool, obase, out_parts->host_base(), batches, M * N, eo, true);
 }
 
-// ---- elementwise op tables ----------------------------------------------------------
-
-template <typename T>
-T sigmoid_of(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-
-template <typename T>
-void float_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  switch (op) {
-    case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return x + y; });
-    case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return x * y; });
-    case BinaryOp::kReluGrad: return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : T(0); });
-    case BinaryOp::kSub: return binary_typed<T>(a, b, out, [](T x, T y) { return x - y; });
-    case BinaryOp::kDiv: return binary_typed<T>(a, b, out, [](T x, T y) { return x / y; });
-    case BinaryOp::kPow: return binary_typed<T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
-    case BinaryOp::kMaximum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return (x > y || is_nan(x)) ? x : y; });
-    case BinaryOp::kMinimum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return (x < y || is_nan(x)) ? x : y; });
-    case BinaryOp::kAbsGrad:
-      return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : x < T(0) ? -g : T(0); });
-    case BinaryOp::kSiluGrad:
-      return binary_typed<T>(a, b, out, [](T g, T x) {
-        const T s = sigmoid_of(x);
-        return g * (s * (T(1) + x * (T(1) - s)));
-      });
-    case BinaryOp::kGeluGrad:
-      return binary_typed<T>(a, b, out, [](T g, T x) {
-        const T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-        const T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1 / sqrt(2 pi)
-        return g * (cdf + x * pdf);
-      });
-    case BinaryOp::kSigmoidGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g * (y * (T(1) - y)); });
-    case BinaryOp::kTanhGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g * (T(1) - y * y); });
-    case BinaryOp::kSqrtGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g / (T(2) * y); });
-    case BinaryOp::kRsqrtGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return T(-0.5) * g * (y * y * y); });
-    default: internal_error("CPU binary: not a floating op");
-  }
-}
-
-// An integer power, exactly (modulo 2^bits); a negative exponent gives
-// 1 / base^-e truncated toward zero (0 unless |base| is 1).
-template <typename T>
-T int_pow(T base, T e) {
-  if constexpr (std::is_signed_v<T>) {
-    if (e < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (e & 1) ? T(-1) : T(1);
-      return 0;
-    }
-  }
-  T result = 1;
-  while (e) {
-    if (e & 1) result = wrap_mul(result, base);
-    base = wrap_mul(base, base);
-    e = static_cast<T>(e >> 1);
-  }
-  return result;
-}
-
-template <typename T>
-void int_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  switch (op) {
-    case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_add(x, y); });
-    case BinaryOp::kSub: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_sub(x, y); });
-    case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_mul(x, y); });
-    case BinaryOp::kPow: return binary_typed<T>(a, b, out, [](T x, T y) { return int_pow(x, y); });
-    case BinaryOp::kMaximum: return binary_typed<T>(a, b, out, [](T x, T y) { return x > y ? x : y; });
-    case BinaryOp::kMinimum: return binary_typed<T>(a, b, out, [](T x, T y) { return x < y ? x : y; });
-    default: internal_error("CPU binary: not an integer op");
-  }
-}
-
-void bool_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  using T = uint8_t;
-  switch (op) {
-    case BinaryOp::kAdd: case BinaryOp::kMaximum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<T>(x | y); });
-    case BinaryOp::kMul: case BinaryOp::kMinimum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<T>(x & y); });
-    default: internal_error("CPU binary: not a bool op");
-  }
-}
-
-template <typename T>
-void compare_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  using B = uint8_t;
-  switch (op) {
-    case BinaryOp::kEq: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x == y); });
-    case BinaryOp::kNe: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(!(x == y)); });
-    case BinaryOp::kLt: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x < y); });
-    case BinaryOp::kLe: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x <= y); });
-    case BinaryOp::kGt: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x > y); });
-    case BinaryOp::kGe: return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<B>(x >= y); });
-    default: internal_error("CPU binary: not a comparison");
-  }
-}
-
-template <typename T>
-void float_unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) {
-  const T s = static_cast<T>(scalar);
-  switch (op) {
-    case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
-    case UnaryOp::kScale: return unary_typed<T>(a, out, [s](T x) { return x * s; });
-    case UnaryOp::kNeg: return unary_typed<T>(a, out, [](T x) { return -x; });
-    case UnaryOp::kAbs: return unary_typed<T>(a, out, [](T x) { return std::abs(x); });
-    case UnaryOp::kExp: return unary_typed<T>(a, out, [](T x) { return std::exp(x); });
-    case UnaryOp::kLog: return unary_typed<T>(a, out, [](T x) { return std::log(x); });
-    case UnaryOp::kSqrt: return unary_typed<T>(a, out, [](T x) { return std::sqrt(x); });
-    case UnaryOp::kRsqrt: return unary_typed<T>(a, out, [](T x) { return T(1) / std::sqrt(x); });
-    case UnaryOp::kSilu: return unary_typed<T>(a, out, [](T x) { return x / (T(1) + std::exp(-x)); });
-    case UnaryOp::kGelu:
-      return unary_typed<T>(a, out, [](T x) { return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2))); });
-    case UnaryOp::kSigmoid: return unary_typed<T>(a, out, [](T x) { return sigmoid_of(x); });
-    case UnaryOp::kTanh: return unary_typed<T>(a, out, [](T x) { return std::tanh(x); });
-    default: internal_error("CPU unary: not a floating op");
-  }
-}
-
-template <typename T>
-void int_unary(UnaryOp op, const Tensor& a, const Tensor& out) {
-  switch (op) {
-    case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
-    case UnaryOp::kNeg: return unary_typed<T>(a, out, [](T x) { return wrap_sub(T(0), x); });
-    case UnaryOp::kAbs: return unary_typed<T>(a, out, [](T x) { return x < T(0) ? wrap_sub(T(0), x) : x; });
-    default: internal_error("CPU unary: not an integer op");
-  }
-}
-
 // ---- masked copy, select_k, gather, scatter_add ----------------------------------------
 
 // Kernels that only move elements take them by size.
@@ -989,30 +568,12 @@ class CpuBackend final : public ComputeBackend {
     return make_ref<CpuCarrier>(rt, dtype, size, phase);
   }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
-    dispatch_compute(a.dtype(), "binary", [&](auto dt) {
-      constexpr sw_dtype_t D = decltype(dt)::value;
-      using T = typename Elem<D>::T;
-      if (is_comparison(op)) return compare_typed<T>(op, a, b, out);
-      if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64)
-        float_binary<T>(op, a, b, out);
-      else if constexpr (D == SW_DTYPE_BOOL)
-        bool_binary(op, a, b, out);
-      else
-        int_binary<T>(op, a, b, out);
-    });
+    if (is_comparison(op)) return compare_kernel(op, a, b, out);
+    binary_kernel(op, a, b, out);
   }
   void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
     if (op == UnaryOp::kCopy) return copy_into(a, out);
-    dispatch_compute(out.dtype(), "unary", [&](auto dt) {
-      constexpr sw_dtype_t D = decltype(dt)::value;
-      using T = typename Elem<D>::T;
-      if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64)
-        float_unary<T>(op, a, scalar, out);
-      else if constexpr (D == SW_DTYPE_BOOL)
-        internal_error("CPU unary: no bool variant");
-      else
-        int_unary<T>(op, a, out);
-    });
+    unary_kernel(op, a, scalar, out);
   }
   void reduce_sum(const Tensor& a, const Tensor& out) override {
     dispatch_float(out.dtype(), "reduce_sum", [&](auto zero) { reduce_typed<decltype(zero), SumOp>(a, out); });
@@ -1059,8 +620,18 @@ class CpuBackend final : public ComputeBackend {
 
 }  // namespace
 
+void materialise_dense(const Tensor& t, std::vector<Ref<Tensor>>& holders) {
+  auto d = cpu_backend().empty(t.runtime_ref(), t.dtype(), t.shape());
+  copy_into(t, *d);
+  holders.push_back(d);
+}
+
+}  // namespace sw::cpu
+
+namespace sw {
+
 ComputeBackend& cpu_backend() {
-  static CpuBackend backend;  // stateless
+  static cpu::CpuBackend backend;  // stateless
   return backend;
 }
 
