@@ -200,6 +200,12 @@ def test_mixtral_offload_probes_the_tier_between_segments(capsys, tmp_path):
     # are read again at its end, byte for byte what the run read.
     assert len(s["tier_bandwidths"]) == 3 and all(b > 0 for b in s["tier_bandwidths"])
     assert s["tier_probe_bytes"] == s["runs"]["offloaded"]["bytes_read"] > 0
+    # Each pause replays the reads twice (preads, the file carrier) and the
+    # bound takes the faster.
+    assert len(s["tier_probe_replays"]) == 3
+    for bandwidth, (preads, carrier) in zip(s["tier_bandwidths"], s["tier_probe_replays"]):
+        assert preads > 0 and carrier > 0 and bandwidth == max(preads, carrier)
+    assert "device_bound_ratio" in s and "device_read_bandwidth" in s
 
 
 def test_mixtral_offload_bound_is_the_sum_over_segments():
@@ -216,6 +222,25 @@ def test_mixtral_offload_bound_is_the_sum_over_segments():
     assert demo.lower_bound(o, off, res) == pytest.approx((0.020 + 0.040, 0.022, 0.040))
     off.probes = []  # not probed: the compute term alone
     assert demo.lower_bound(o, off, res) == pytest.approx((0.022, 0.022, 0.0))
+
+
+def test_mixtral_offload_device_bound_is_the_sum_over_segments():
+    # Per segment max(resident compute, the time the device was busy between
+    # the end of one pause's probe and the start of the next one's); the
+    # probes' own device time is counted apart.
+    demo = load("mixtral_offload")
+    o = demo.parse(["--tokens", "4", "--probe-every", "2"])
+    res, off = demo.Stats("resident"), demo.Stats("offloaded")
+    res.step_ms = [10.0, 10.0, 1.0, 1.0]
+    # (tokens, (bytes, busy s) before the probe, after it)
+    off.device = [(0, (0, 0.0), (0, 0.0)), (2, (100, 0.010), (300, 0.030)), (4, (700, 0.040), (900, 0.050))]
+    lower, compute, busy, dev_bytes, probe_busy, probe_bytes = demo.device_bound(o, off, res)
+    assert (lower, compute, busy) == pytest.approx((0.020 + 0.010, 0.022, 0.010 + 0.010))
+    assert (dev_bytes, probe_bytes) == (100 + 400, 200 + 200) and probe_busy == pytest.approx(0.030)
+    off.device = off.device[:1]  # one pause: no segment
+    assert demo.device_bound(o, off, res) is None
+    # A device the kernel does not count has no snapshot.
+    assert demo.DiskActivity(4095, 1048575).snapshot() is None
 
 
 @pytest.mark.parametrize("options,message", [(["--probe-every", "0"], "--probe-every"),

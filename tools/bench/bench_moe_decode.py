@@ -88,6 +88,7 @@ def main(argv=None):
         s = json.loads(line[len("SUMMARY_JSON "):])
         r = {"tier": tier, "budget": budget, "status": status, "vs_naive": s.get("vs_naive"),
              "vs_resident": s.get("vs_resident"), "bound_ratio": s.get("bound_ratio"),
+             "device_bound_ratio": s.get("device_bound_ratio"),
              "lru_hit_rate": s["lru_hit_rate"], "hit_rate": s["runs"]["offloaded"]["hit_rate"],
              "offloaded_tps": s["runs"]["offloaded"]["tokens_per_s"], "naive_tps": s["runs"]["naive"]["tokens_per_s"],
              "resident_tps": s["runs"]["resident"]["tokens_per_s"], "pytorch_tps": s["runs"]["pytorch"]["tokens_per_s"],
@@ -99,12 +100,13 @@ def main(argv=None):
     print("BENCH_JSON " + json.dumps({"expert_matmul": em}, sort_keys=True))
 
     print(f"\n{'tier':7s} {'budget':>7s} {'tok/s':>7s} {'naive':>7s} {'resident':>9s} {'pytorch':>8s} {'mmap':>7s} "
-          f"{'vs naive':>9s} {'vs res.':>8s} {'bound':>7s} {'hit':>6s} {'LRU hit':>8s} {'max err':>8s}")
+          f"{'vs naive':>9s} {'vs res.':>8s} {'bound':>7s} {'device':>7s} {'hit':>6s} {'LRU hit':>8s} {'max err':>8s}")
     for r in rows:
         bound = "-" if r["bound_ratio"] is None else f"{r['bound_ratio']:.2f}"
+        device = "-" if r["device_bound_ratio"] is None else f"{r['device_bound_ratio']:.2f}"
         print(f"{r['tier']:7s} {100 * r['budget']:6.1f}% {r['offloaded_tps']:7.2f} {r['naive_tps']:7.2f} "
               f"{r['resident_tps']:9.2f} {r['pytorch_tps']:8.2f} {r['mmap_tps']:7.2f} {r['vs_naive']:8.2f}x "
-              f"{r['vs_resident']:7.2f}x {bound:>7s} {100 * r['hit_rate']:5.1f}% {100 * r['lru_hit_rate']:7.1f}% "
+              f"{r['vs_resident']:7.2f}x {bound:>7s} {device:>7s} {100 * r['hit_rate']:5.1f}% {100 * r['lru_hit_rate']:7.1f}% "
               f"{r['max_error_vs_pytorch']:8.1e}")
     print(f"\nexpert matmul, resident, 2 experts of {hidden}x{ffn} bf16 for one token: {em['expert_matmul_us']:.0f} us; "
           f"two plain GEMMs on the same bytes {em['plain_gemm_us']:.0f} us: ratio {em['ratio']:.2f} (target >= 0.9)")
