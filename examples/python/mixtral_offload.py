@@ -123,8 +123,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import strideweave as sw
-from strideweave import carriers
+# Eight file requests in flight instead of libuv's default four (the
+# runtime's file request slots are libuv's thread pool, sized once per
+# process from UV_THREADPOOL_SIZE): on the reference machine's virtual disk
+# the partial end blocks of a tile, read apart in 4 KiB, then no longer hold
+# slots the 4 MiB reads wait for (docs/moe-offload.md, section 6). A value
+# already in the environment wins; set before the runtime starts.
+os.environ.setdefault("UV_THREADPOOL_SIZE", "8")
+
+import strideweave as sw  # noqa: E402
+from strideweave import carriers  # noqa: E402
 
 MATRICES = ("w1", "w2", "w3")
 
