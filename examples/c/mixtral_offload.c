@@ -359,17 +359,28 @@ static sw_tensor_t* step(const options* o, model* m, sw_tensor_t* h, int64_t* id
     CHECK(sw_tensor_read(ids, chosen, sizeof chosen));
     memcpy(ids_out + (size_t)l * (size_t)k, chosen, sizeof(int64_t) * (size_t)k);
 
-    /* As the Python twin: w2's experts start loading beside w1's and w3's
-     * (a promotion the size of the budget at most), then the two products. */
+    /* As the Python twin: the two products first (with misses they return
+     * at once, their reads queued), then a promotion of w2's missing experts
+     * (the size of the budget at most), whose reads queue behind theirs: the
+     * missing experts' w1 and w3 products compute while w2's bytes arrive. */
+    bool w2_missing = false;
+    if (budgeted && k <= m->budget_tiles)
+      for (int64_t j = 0; j < k && !w2_missing; ++j) {
+        const int64_t coord[3] = {0, 0, chosen[j]};
+        sw_tile_state_t state;
+        sw_tile_state_init(&state);
+        CHECK(sw_tiled_tile_state(L->w[W2].tiled, coord, 3, &state));
+        w2_missing = state.location != SW_TILE_PRIMARY;
+      }
+    sw_await_t *a1 = NULL, *a3 = NULL;
+    CHECK(sw_tiled_expert_matmul(L->w[W1].tiled, L->w[W1].full, n, ids, NULL, NULL, &a1));
+    CHECK(sw_tiled_expert_matmul(L->w[W3].tiled, L->w[W3].full, n, ids, NULL, NULL, &a3));
     sw_await_t* w2_ready = NULL;
-    if (budgeted && k <= m->budget_tiles) {
+    if (w2_missing) {
       sw_tile_set_t* set = tile_set_of(chosen, k);
       CHECK(sw_tiled_promote_async(L->w[W2].tiled, set, &w2_ready));
       sw_tile_set_release(set);
     }
-    sw_await_t *a1 = NULL, *a3 = NULL;
-    CHECK(sw_tiled_expert_matmul(L->w[W1].tiled, L->w[W1].full, n, ids, NULL, NULL, &a1));
-    CHECK(sw_tiled_expert_matmul(L->w[W3].tiled, L->w[W3].full, n, ids, NULL, NULL, &a3));
     sw_tensor_t* a = wait_result(a1); /* (1, k, F) */
     sw_tensor_t* b = wait_result(a3);
     sw_tensor_t* sa = NULL;
