@@ -17,9 +17,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash tools/install_deps.sh || exit 1
 
-# Each stage's header says how long the command has run so far.
-start=0  # from the command's start, its installs included
-stage() { printf '== %s  [%dm%02ds]\n' "$1" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+# Each stage's header says how long the command has run so far (SECONDS:
+# since the script started, its installs included).
+stage() { printf '== %s  [%dm%02ds]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 passed=0
 failed=0
@@ -62,8 +62,8 @@ run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
 stage "build: release"
 bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
 # The sanitizer trees build at -O1 (as the sanitizers' own docs advise): at
-# -O2 the CPU kernels' instantiations (runtime/carriers/cpu/cpu_backend.cpp)
-# took twice as long to compile under ASan+UBSan, and their suites run in
+# -O2 the CPU kernels' instantiations (runtime/carriers/cpu/cpu_elementwise.cpp
+# and its neighbours) took twice as long to compile under ASan+UBSan, and their suites run in
 # seconds either way.
 stage "build: asan+ubsan"
 bash tools/build.sh build-sanitize -Db_sanitize=address,undefined -Db_lundef=false -Ddebug=true -Doptimization=1 -Dpython=disabled -Djava=disabled \

@@ -125,10 +125,10 @@ import torch.nn.functional as F
 
 # Eight file requests in flight instead of libuv's default four (the
 # runtime's file request slots are libuv's thread pool, sized once per
-# process from UV_THREADPOOL_SIZE): on the reference machine's virtual disk
-# the partial end blocks of a tile, read apart in 4 KiB, then no longer hold
-# slots the 4 MiB reads wait for (docs/moe-offload.md, section 6). A value
-# already in the environment wins; set before the runtime starts.
+# process from UV_THREADPOOL_SIZE): faster on the reference machine's virtual
+# disk, where a tile's partial end blocks are read apart, in 4 KiB, beside
+# its 4 MiB reads (docs/moe-offload.md, section 6). A value already in the
+# environment wins; set before the runtime starts.
 os.environ.setdefault("UV_THREADPOOL_SIZE", "8")
 
 import strideweave as sw  # noqa: E402
@@ -503,22 +503,20 @@ class StrideWeaveModel:
         w2 = per["w2"][0]
         w2_missing = self.budgeted and len(chosen) <= self.o.budget_tiles and any(
             w2.tile_state((0, 0, e)).location != "primary" for e in chosen)
+        # With misses the expert matmuls of w1 and w3 return at once, their
+        # reads queued: w2's go after them, so the missing experts' w1 and w3
+        # products compute while w2's bytes arrive, and the later layers'
+        # prefetches queue behind all of this layer's reads. Without, the
+        # products compute inside the calls: the prefetches go first, or the
+        # disk would idle through them.
+        w2_ready = None
         if w2_missing:
-            # The expert matmuls of w1 and w3 return at once, their misses
-            # loading: those reads go first, w2's after them, so the missing
-            # experts' w1 and w3 products compute while w2's bytes arrive.
             a1 = self.matmul(layer, "w1", x, idt, chosen)
             a3 = self.matmul(layer, "w3", x, idt, chosen)
             w2_ready = self.submit(layer, lambda: self.promote(layer, "w2", chosen))
-            if self.after_submit:  # the later layers' prefetches queue behind this layer's reads
-                self.after_submit(layer)
-        else:
-            # The later layers' prefetches go before this layer's expert
-            # matmuls: on resident experts those compute inside the call, and
-            # the disk would idle through them.
-            w2_ready = None
-            if self.after_submit:
-                self.after_submit(layer)
+        if self.after_submit:
+            self.after_submit(layer)
+        if not w2_missing:
             a1 = self.matmul(layer, "w1", x, idt, chosen)
             a3 = self.matmul(layer, "w3", x, idt, chosen)
         a, b = torch.from_dlpack(a1.wait()), torch.from_dlpack(a3.wait())
@@ -982,19 +980,27 @@ def lru_hit_rate(o, routing):
 
 # ---- report ---------------------------------------------------------------------------------
 
+def segments_bound(res, segments):
+    """The sum over segments (first token, end token, transfer seconds) of
+    max(the resident run's compute time of the same tokens, the transfer);
+    with the two terms' totals."""
+    lower = compute = transfer = 0.0
+    for t0, t1, x in segments:
+        c = sum(res.step_ms[t0:t1]) / 1000 if res else 0.0
+        lower += max(c, x)
+        compute += c
+        transfer += x
+    return lower, compute, transfer
+
+
 def lower_bound(o, off, res):
     """The offloaded run's lower bound in seconds, the sum over the segments
     between its pauses of max(the resident run's compute time of the same
     tokens, the bytes the segment read / the tier's bandwidth probed for it
     at its end); with the two terms' totals. Without a bandwidth (a segment
     that read nothing, or no zstd probe) its transfer term is 0."""
-    lower = compute = transfer = 0.0
-    for (t0, b0, _), (t1, b1, w1) in zip(off.probes, off.probes[1:]):
-        c = sum(res.step_ms[t0:t1]) / 1000 if res else 0.0
-        x = (b1 - b0) / w1 if w1 else 0.0
-        lower += max(c, x)
-        compute += c
-        transfer += x
+    lower, compute, transfer = segments_bound(res, [(t0, t1, (b1 - b0) / w1 if w1 else 0.0)
+                                                    for (t0, b0, _), (t1, b1, w1) in zip(off.probes, off.probes[1:])])
     if not off.probes:  # not probed: the compute term alone
         compute = lower = res.seconds if res else 0.0
     return lower, compute, transfer
@@ -1008,14 +1014,10 @@ def device_bound(o, off, res):
     it was busy; None without device counts (not --tier direct)."""
     if len(off.device) < 2:
         return None
-    lower = compute = busy = dev_bytes = 0.0
-    for (t0, _, after), (t1, before, _) in zip(off.device, off.device[1:]):
-        c = sum(res.step_ms[t0:t1]) / 1000 if res else 0.0
-        x = before[1] - after[1]
-        lower += max(c, x)
-        compute += c
-        busy += x
-        dev_bytes += before[0] - after[0]
+    pairs = list(zip(off.device, off.device[1:]))
+    lower, compute, busy = segments_bound(res, [(t0, t1, before[1] - after[1])
+                                                for (t0, _, after), (t1, before, _) in pairs])
+    dev_bytes = sum(before[0] - after[0] for (_, _, after), (_, before, _) in pairs)
     # The probes' own reads as the device counted them.
     probe_busy = sum(after[1] - before[1] for _, before, after in off.device[1:])
     probe_bytes = sum(after[0] - before[0] for _, before, after in off.device[1:])
