@@ -48,11 +48,11 @@ static double pat_sixteenth(int64_t s, int seed) {
  * slot s holding pat_sixteenth(s, seed): op_strided for matrices, walking
  * 64 x 64 blocks so that row-major operands of millions of elements build
  * quickly. */
-static operand op_matrix(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
-                         int seed) {
+static operand op_matrix_at(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                            int seed, int64_t offset) {
   const int64_t shape[2] = {rows, cols};
   operand o = operand_alloc(2, shape);
-  const int64_t slots = rows && cols ? (rows - 1) * rs + (cols - 1) * cs + 1 : 1;
+  const int64_t slots = offset + (rows && cols ? (rows - 1) * rs + (cols - 1) * cs + 1 : 1);
   double* slot_values = (double*)malloc(sizeof(double) * (size_t)slots);
   for (int64_t s = 0; s < slots; ++s) slot_values[s] = pat_sixteenth(s, seed);
   void* raw = malloc(8 * (size_t)slots);
@@ -62,16 +62,21 @@ static operand op_matrix(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, int64
   sw_layout_t* layout = NULL;
   const int64_t strides[2] = {rs, cs};
   SW_OK_(sw_layout_create(shape, strides, 2, &layout));
-  SW_OK_(sw_tensor_create(carrier, 0, layout, &o.t));
+  SW_OK_(sw_tensor_create(carrier, offset, layout, &o.t));
   for (int64_t j0 = 0; j0 < cols; j0 += 64)
     for (int64_t i0 = 0; i0 < rows; i0 += 64)
       for (int64_t j = j0; j < cols && j < j0 + 64; ++j)
-        for (int64_t i = i0; i < rows && i < i0 + 64; ++i) o.v[i + rows * j] = slot_values[i * rs + j * cs];
+        for (int64_t i = i0; i < rows && i < i0 + 64; ++i) o.v[i + rows * j] = slot_values[offset + i * rs + j * cs];
   sw_layout_release(layout);
   sw_carrier_release(carrier);
   free(raw);
   free(slot_values);
   return o;
+}
+
+static operand op_matrix(sw_runtime_t* rt, sw_dtype_t dtype, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                         int seed) {
+  return op_matrix_at(rt, dtype, rows, cols, rs, cs, seed, 0);
 }
 
 /* Leaves `count` elements of NaN in the runtime's buffer pool, where the
@@ -249,6 +254,36 @@ static void gemm_vectors(void** state) {
   }
 }
 
+/* One token through bf16 weights that start anywhere (a tile a direct-I/O
+ * read filled in place starts at its file offset's remainder): every even
+ * byte offset into a cache line, the contraction (K) contiguous with a
+ * leading dimension that keeps the columns' alignment equal (a multiple of
+ * 32) or not, K shorter than, equal to and longer than the aligning head. */
+static void gemm_unaligned_weights(void** state) {
+  gemm_fixture* f = (gemm_fixture*)*state;
+  static const int64_t shapes[][2] = {{1024, 1024}, {1000, 1024}, {5, 32}, {32, 64}, {1023, 1023}, {77, 96}};
+  char what[256];
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+    for (int64_t offset = 0; offset < 32; offset += (s == 0 ? 1 : 7)) {
+      const int64_t K = shapes[s][0], ld = shapes[s][1], N = 19;
+      operand a = op_matrix(f->rt[1], SW_DTYPE_BF16, 1, K, K, 1, 1);
+      operand b = op_matrix_at(f->rt[1], SW_DTYPE_BF16, K, N, 1, ld, 2, offset);
+      for (int wide = 0; wide < 2; ++wide) {
+        const sw_dtype_t out = wide ? SW_DTYPE_F32 : SW_DTYPE_BF16;
+        snprintf(what, sizeof what, "bf16 1x%lldx%lld, ld %lld, weights at element %lld -> %s", (long long)K,
+                 (long long)N, (long long)ld, (long long)offset, sw_dtype_name(out));
+        sw_matmul_desc_t desc;
+        sw_matmul_desc_init(&desc);
+        desc.out_dtype = out;
+        sw_tensor_t* r = NULL;
+        SW_OK_(sw_matmul_ex(a.t, b.t, &desc, &r));
+        check_product(what, r, &a, &b, SW_DTYPE_BF16, out);
+      }
+      operand_free(&a);
+      operand_free(&b);
+    }
+}
+
 /* K = 0: zeros, whatever the pool held. */
 static void gemm_empty_contraction(void** state) {
   gemm_fixture* f = (gemm_fixture*)*state;
@@ -358,6 +393,7 @@ int main(void) {
       cmocka_unit_test(gemm_layouts),
       cmocka_unit_test(gemm_odd_shapes),
       cmocka_unit_test(gemm_vectors),
+      cmocka_unit_test(gemm_unaligned_weights),
       cmocka_unit_test(gemm_empty_contraction),
       cmocka_unit_test(gemm_expert_batches),
       cmocka_unit_test(gemm_starts_no_threads),

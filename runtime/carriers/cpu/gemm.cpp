@@ -211,11 +211,24 @@ SW_DPBF16_TARGET SW_INLINE __m512 dpbf16(__m512 acc, __m512i w, __m512i x) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(w), reinterpret_cast<__m512bh>(x));
 }
 
+// The columns' first `head` values go through one masked load, so that the
+// 64-byte loads after it are aligned when the columns share an alignment
+// (ldw a multiple of 32): a tile that a direct-I/O read filled in place
+// starts wherever the file put it (a safetensors header leaves any even
+// remainder), and a load split across two cache lines costs two.
 template <int C>
 SW_DPBF16_TARGET SW_INLINE void dpbf16_columns(const Bf16* w, int64_t ldw, int64_t k, const uint16_t* x, float* y) {
   __m512 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   int64_t p = 0;
+  const uintptr_t phase = reinterpret_cast<uintptr_t>(w) % 64;
+  if (phase && phase % 2 == 0 && ldw % 32 == 0) {
+    const int64_t head = std::min<int64_t>(k, static_cast<int64_t>((64 - phase) / 2));
+    const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << head) - 1);
+    const __m512i xv = _mm512_maskz_loadu_epi16(m, x);
+    for (int c = 0; c < C; ++c) acc[c] = dpbf16(acc[c], _mm512_maskz_loadu_epi16(m, w + c * ldw), xv);
+    p = head;
+  }
   for (; p + 32 <= k; p += 32) {
     const __m512i xv = _mm512_loadu_si512(x + p);
     for (int c = 0; c < C; ++c) acc[c] = dpbf16(acc[c], _mm512_loadu_si512(w + c * ldw + p), xv);
