@@ -12,6 +12,7 @@ Prints a table and one BENCH_JSON line per configuration.
 """
 import argparse
 import contextlib
+import gc
 import importlib.util
 import io
 import json
@@ -37,7 +38,7 @@ def load_demo():
     return module
 
 
-def expert_matmul_vs_gemm(hidden, ffn, repeats=50):
+def expert_matmul_vs_gemm(hidden, ffn, repeats=400):
     """The resident path: one expert_matmul of k = 2 experts for one token
     against two sw.matmul calls on dense copies of the same experts."""
     E = 8
@@ -51,18 +52,23 @@ def expert_matmul_vs_gemm(hidden, ffn, repeats=50):
     ids = sw.from_dlpack(torch.tensor([[1, 5]]))
     dense = [sw.from_dlpack(weights[e].T) for e in (1, 5)]
 
-    def best(f):
-        f()
-        times = []
+    expert = lambda: te.expert_matmul(full, x, ids).wait()  # noqa: E731
+    plain = lambda: [sw.matmul(x, w, out_dtype=sw.float32) for w in dense]  # noqa: E731
+    # The two alternate call by call, so that both see the same clock speed,
+    # cache state and neighbours on the machine; the collector stays out.
+    times = {expert: [], plain: []}
+    expert(), plain()
+    gc.collect()
+    gc.disable()
+    try:
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        return times[len(times) // 2]
-
-    t_expert = best(lambda: te.expert_matmul(full, x, ids).wait())
-    t_plain = best(lambda: [sw.matmul(x, w, out_dtype=sw.float32) for w in dense])
+            for f in (expert, plain):
+                t0 = time.perf_counter()
+                f()
+                times[f].append(time.perf_counter() - t0)
+    finally:
+        gc.enable()
+    t_expert, t_plain = (sorted(times[f])[repeats // 2] for f in (expert, plain))
     te.release()
     return {"hidden": hidden, "ffn": ffn, "expert_matmul_us": t_expert * 1e6, "plain_gemm_us": t_plain * 1e6,
             "ratio": t_plain / t_expert, "bytes_per_call": 2 * hidden * ffn * 2}
