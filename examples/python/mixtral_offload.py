@@ -20,10 +20,11 @@ token sequence through it, one token per step, five ways:
              the later layers' experts are predicted by applying their
              routers to the current hidden state (what a decoder knows
              before those layers run; never the future routing) and the
-             predictions scored; with --prefetch they are also prefetched
-             (prefetch_async: reads that yield to the ones a layer waits
-             for): every predicted expert of the next layer, the likeliest
-             --prefetch-experts of the layers after it. Prefetch is off by
+             predictions scored; with --prefetch they are also promoted
+             ahead: every predicted expert of the next layer (promote_async),
+             the likeliest --prefetch-experts of the layers after it
+             (prefetch_async: reads that yield to the others), each layer
+             waiting matrix by matrix for those it uses. Prefetch is off by
              default: on the reference machine its wrong guesses' reads cost
              more time than its overlap saves (docs/moe-offload.md, 4.)
   naive      on-demand loading: read the chosen experts' bytes from the file
@@ -136,6 +137,7 @@ import strideweave as sw  # noqa: E402
 from strideweave import carriers  # noqa: E402
 
 MATRICES = ("w1", "w2", "w3")
+PRODUCT_ORDER = ("w1", "w3", "w2")  # the order a block multiplies them in
 
 
 def parse(argv):
@@ -461,8 +463,9 @@ class StrideWeaveModel:
         self.o = o
         self.budgeted = policy_for is not None
         self.after_submit = None  # called with the layer once its requests are submitted
-        self.in_flight = {}  # layer -> prefetch awaits not waited for (experts the layer did not use)
-        self.drain_ms = 0.0
+        self.ahead = {}  # (layer, matrix) -> {expert: await}: promotions issued before the layer ran, not waited for
+        self.wait_ms = 0.0  # spent waiting for them
+        self.skipped = 0  # ahead promotions refused (a tile they would evict still loading)
         self.layers = []
         self.policies = []
         for layer in range(o.layers):
@@ -494,10 +497,59 @@ class StrideWeaveModel:
         self.explicit_bytes = 0  # read by explicit promotions (the LRU statistics count only its own plans)
         self.read_log = []  # the tensor names of the tiles read from the tier, in request order
 
+    def settle(self, a):
+        """a.wait(), polling a.done() first: the decoding thread stays on its
+        core while a transfer completes instead of sleeping on it. On the
+        2-core virtual machine of docs/moe-offload.md a thread woken from
+        sleep ran the next layer's glue and products at half speed (cold
+        caches; 3.7 against 1.8 ms for a layer that reads nothing)."""
+        while not a.done():
+            pass
+        return a.wait()
+
+    def wait_ahead(self, layer, w, experts=None):
+        """Waits for the promotions issued ahead of these experts (every one,
+        by default) of one matrix of a layer."""
+        ahead = self.ahead.get((layer, w))
+        if not ahead:
+            return
+        t0 = time.perf_counter()
+        for e in list(ahead) if experts is None else [e for e in experts if e in ahead]:
+            self.settle(ahead.pop(e))
+        self.wait_ms += (time.perf_counter() - t0) * 1000
+
+    def drain(self):
+        for layer, w in list(self.ahead):
+            self.wait_ahead(layer, w)
+
+    def in_place(self, layer, w, e):
+        """Expert e of that matrix is primary or on its way there."""
+        a = self.ahead.get((layer, w), {}).get(e)
+        if a is not None and a.done():
+            self.wait_ahead(layer, w, [e])
+            a = None
+        return a is not None or self.layers[layer][w][0].tile_state((0, 0, e)).location == "primary"
+
+    def promote_ahead(self, layer, w, e, demand):
+        """Promotes expert e of one matrix of a later layer: promote_async
+        when `demand` (the next layer's predictions: reads as urgent as the
+        current layer's), else prefetch_async (farther layers: reads that
+        yield to those). False when refused: a tile the policy would evict
+        for it is still loading (a hint, skipped)."""
+        if self.in_place(layer, w, e):
+            return True
+        try:
+            a = self.promote(layer, w, [e], prefetch=not demand)
+        except sw.StrideWeaveRuntimeError:
+            self.skipped += 1
+            return False
+        self.ahead.setdefault((layer, w), {})[e] = a
+        return True
+
     def promote(self, layer, w, experts, prefetch=False):
         """Promotes these experts of one matrix of a layer: promote_async, or
-        with `prefetch` prefetch_async (its reads queue behind those of the
-        requests being waited for). Counts the bytes it reads from the tier."""
+        with `prefetch` prefetch_async (its reads yield to the other
+        requests'). Counts the bytes it reads from the tier."""
         te = self.layers[layer][w][0]
         missing = [int(e) for e in experts if te.tile_state((0, 0, int(e))).location != "primary"]
         tiles = sw.TileSet([(0, 0, int(e)) for e in experts])
@@ -507,9 +559,11 @@ class StrideWeaveModel:
         return a
 
     def matmul(self, layer, w, x, idt, chosen):
-        """The expert matmul of one matrix of a layer; logs the tiles its
+        """The expert matmul of one matrix of a layer, once the promotions
+        issued ahead for its chosen experts have landed; logs the tiles its
         plan reads (the chosen experts not primary when it starts)."""
         te, full = self.layers[layer][w]
+        self.wait_ahead(layer, w, chosen)
 
         def start():
             missing = [e for e in chosen if te.tile_state((0, 0, e)).location != "primary"] if self.budgeted else []
@@ -517,61 +571,60 @@ class StrideWeaveModel:
             self.read_log += [expert_name(layer, e, w) for e in missing]
             return a
 
-        return self.submit(layer, start)
+        return self.submit(layer, w, start)
 
     def moe(self, layer, n, ids, gates):
         per = self.layers[layer]
         x = sw.from_dlpack(n)
         idt = sw.from_dlpack(ids)
         chosen = sorted(set(ids[0].tolist()))
-        # w2's missing experts are promoted ahead of its expert matmul, which
-        # needs w1's and w3's results first (a larger set than the budget
-        # streams through it inside the call instead).
-        w2 = per["w2"][0]
-        w2_missing = self.budgeted and len(chosen) <= self.o.budget_tiles and any(
-            w2.tile_state((0, 0, e)).location != "primary" for e in chosen)
+        # The layer's misses: chosen experts neither primary nor on their way.
+        # w2's are promoted ahead of its expert matmul, which needs w1's and
+        # w3's results first (a larger set than the budget streams through
+        # it inside the call instead).
+        misses = self.budgeted and not all(self.in_place(layer, "w1", e) for e in chosen)
+        streamed = len(chosen) > self.o.budget_tiles
         # With misses the expert matmuls of w1 and w3 return at once, their
         # reads queued: w2's go after them, so the missing experts' w1 and w3
         # products compute while w2's bytes arrive, and the later layers'
-        # prefetches queue behind all of this layer's reads. Without, the
-        # products compute inside the calls: the prefetches go first, or the
-        # disk would idle through them.
+        # promotions queue behind all of this layer's reads. Without, the
+        # products compute inside the calls: the later layers' go first, or
+        # the disk would idle through them.
         w2_ready = None
-        if w2_missing:
-            a1 = self.matmul(layer, "w1", x, idt, chosen)
-            a3 = self.matmul(layer, "w3", x, idt, chosen)
-            w2_ready = self.submit(layer, lambda: self.promote(layer, "w2", chosen))
-        if self.after_submit:
+        if not misses and self.after_submit:
             self.after_submit(layer)
-        if not w2_missing:
-            a1 = self.matmul(layer, "w1", x, idt, chosen)
-            a3 = self.matmul(layer, "w3", x, idt, chosen)
-        a, b = torch.from_dlpack(a1.wait()), torch.from_dlpack(a3.wait())
+        a1 = self.matmul(layer, "w1", x, idt, chosen)
+        a3 = self.matmul(layer, "w3", x, idt, chosen)
+        if misses and not streamed:
+            # (the resident ones too, so that the policy does not evict them
+            # for the missing; those promoted ahead are waited for instead)
+            if not all(self.in_place(layer, "w2", e) for e in chosen):
+                need = [e for e in chosen if e not in self.ahead.get((layer, "w2"), {})]
+                w2_ready = self.submit(layer, "w2", lambda: self.promote(layer, "w2", need))
+        if misses and self.after_submit:
+            self.after_submit(layer)
+        t0 = time.perf_counter()
+        a, b = torch.from_dlpack(self.settle(a1)), torch.from_dlpack(self.settle(a3))
         act = sw.from_dlpack(F.silu(a) * b)  # (1, k, F): one input row per choice
         if w2_ready is not None:
-            w2_ready.wait()
-        y = torch.from_dlpack(self.matmul(layer, "w2", act, idt, chosen).wait())
+            self.settle(w2_ready)
+        self.wait_ms += (time.perf_counter() - t0) * 1000 if misses else 0
+        y = torch.from_dlpack(self.settle(self.matmul(layer, "w2", act, idt, chosen)))
         # The gated sum as the PyTorch model rounds it (each expert's output
         # rounded to the dtype first), so that the runs compare bit for bit.
         return gated_sum(y, gates)
 
-    def submit(self, layer, start):
-        """start() a request; when a prefetch still in flight owns a tile its
-        plan needs (STATE: an incomplete residency request), wait for this
-        layer's prefetches and start it again."""
+    def submit(self, layer, w, start):
+        """start() a request; when a promotion issued ahead still owns a
+        tile its plan needs (STATE: an incomplete residency request), wait
+        for that matrix's promotions ahead and start it again."""
         try:
             return start()
         except sw.StrideWeaveRuntimeError as e:
-            if "residency request" not in str(e) or not self.in_flight.get(layer):
+            if "residency request" not in str(e) or not self.ahead.get((layer, w)):
                 raise
-            self.drain(layer)
+            self.wait_ahead(layer, w)
             return start()
-
-    def drain(self, layer):
-        t0 = time.perf_counter()
-        for a in self.in_flight.pop(layer, []):
-            a.wait()
-        self.drain_ms += (time.perf_counter() - t0) * 1000
 
     def promote_all(self):
         everything = sw.TileSelection([[0], [0], list(range(self.o.experts))])
@@ -616,23 +669,15 @@ def run_offloaded(o, shared, stream, path, probe=None):
     (tokens decoded, bytes read so far, bandwidth) at each)."""
     st = Stats("offloaded")
     model = StrideWeaveModel(o, path, policy_for=lambda: sw.LRUPolicy(o.budget_tiles), tier=o.tier)
-    pending = {}  # layer -> (predicted experts, [promotion awaits])
+    pending = {}  # layer -> the experts predicted for it, not yet scored
     current = {}
 
     def before_layer(layer, h, ids):
-        # The prefetch of this layer, issued one layer earlier, must land
-        # before the layer's requests (they would overlap its promotions).
+        # Scores the layer's prediction; the promotions issued for it are
+        # waited for matrix by matrix, by the layer's own requests.
         if layer in pending:
-            predicted, awaits = pending.pop(layer)
+            predicted = pending.pop(layer)
             used = set(int(e) for e in ids[0])
-            t0 = time.perf_counter()
-            for e, per_matrix in awaits.items():
-                if e in used:  # the layer needs it: wait for its three matrices
-                    for a in per_matrix:
-                        a.wait()
-                else:  # a wrong guess keeps loading; its layer waits only if a plan needs its tiles
-                    model.in_flight.setdefault(layer, []).extend(per_matrix)
-            st.wait_ms += (time.perf_counter() - t0) * 1000
             st.predicted += len(predicted)
             st.predicted_right += len(used & predicted)
         current["h"] = h
@@ -641,32 +686,25 @@ def run_offloaded(o, shared, stream, path, probe=None):
         # Once this layer's requests are queued, predict the experts of the
         # next --lookahead layers from the current hidden state through their
         # routers (the residual stream changes little from layer to layer,
-        # the premise of Pre-gated MoE and MoE-Infinity) and prefetch the
-        # likeliest: --prefetch-experts of them for a farther layer, every
-        # predicted one for the next layer, whose prediction is redone here
-        # with the newer hidden state (experts already prefetched for it stay
-        # prefetched). Their reads queue behind this layer's own, nearest
-        # layer first. Without --prefetch the predictions are only scored.
+        # the premise of Pre-gated MoE and MoE-Infinity) and promote the
+        # likeliest ahead: every predicted one for the next layer (as urgent
+        # as this layer's own reads, promote_async), whose prediction is
+        # redone here with the newer hidden state, and --prefetch-experts of
+        # them for a farther layer (prefetch_async, yielding to the others).
+        # Matrices in product order, w1 first. Without --prefetch the
+        # predictions are only scored.
         for nxt in range(layer + 1, min(o.layers, layer + 1 + o.lookahead)):
             if nxt in pending and nxt != layer + 1:
                 continue
             guess, _ = route(rms_norm(current["h"], shared.norms[nxt]), shared.gates[nxt], o.topk)
             ranked = [int(e) for e in guess[0]]
             count = o.topk if nxt == layer + 1 else o.prefetch_experts
-            _, awaits = pending.get(nxt, (None, {}))
             if o.prefetch:
-                if nxt not in pending:
-                    model.drain(nxt)  # the last token's wrong guesses for that layer
-                for e in ranked[:min(count, o.budget_tiles)]:  # one request per expert and matrix
-                    if e in awaits:
-                        continue
-                    awaits[e] = []
-                    for w in MATRICES:
-                        try:
-                            awaits[e].append(model.promote(nxt, w, [e], prefetch=True))
-                        except sw.StrideWeaveRuntimeError:
-                            st.prefetch_skipped += 1  # a tile it would evict is still loading: a hint, skipped
-            pending[nxt] = (set(ranked), awaits)
+                for e in ranked[:min(count, o.budget_tiles)]:
+                    for w in PRODUCT_ORDER:
+                        if not model.promote_ahead(nxt, w, e, demand=nxt == layer + 1):
+                            break
+            pending[nxt] = set(ranked)
 
     # Without --prefetch the predictions are only scored, and nothing the
     # run does depends on them: the scoring replays after each token, out of
@@ -683,11 +721,14 @@ def run_offloaded(o, shared, stream, path, probe=None):
     def on_reset():
         before.update({(layer, w): dict(p.stats()) for layer, w, p in model.policies})
         before["explicit"] = model.explicit_bytes
+        before["wait_ms"], before["skipped"] = model.wait_ms, model.skipped
 
     st.on_reset = on_reset
 
     def refresh():
         st.bytes_read = model.explicit_bytes - before["explicit"]
+        st.wait_ms = model.wait_ms - before["wait_ms"]
+        st.prefetch_skipped = model.skipped - before["skipped"]
         st.hits = st.required = 0
         for layer, w, p in model.policies:
             s, b = p.stats(), before[(layer, w)]
@@ -708,8 +749,7 @@ def run_offloaded(o, shared, stream, path, probe=None):
         # guesses still loading are waited for, and that wait is the run's.
         # Then the segment's reads are read again without StrideWeave.
         t0 = time.perf_counter()
-        for layer in list(model.in_flight):
-            model.drain(layer)
+        model.drain()
         waited = (time.perf_counter() - t0) * 1000
         refresh()
         names = model.read_log
@@ -731,9 +771,7 @@ def run_offloaded(o, shared, stream, path, probe=None):
     st.on_reset = reset_and_log
     with GlueOnOneThread(), sw.no_grad():
         st.outputs = decode(o, shared, stream, st, model.moe, layer_hook, pause if probe else None)
-    for layer in list(model.in_flight):
-        model.drain(layer)
-    st.wait_ms += model.drain_ms
+    model.drain()
     refresh()
     model.release()
     return st
