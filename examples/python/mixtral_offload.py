@@ -50,7 +50,7 @@ writes the per-step figures to --csv and their plot beside it (.png).
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--budget 0.25]
         [--tier direct|page-cache|zstd] [--dtype bf16|f32] [--rho 0.8]
-        [--prefetch] [--lookahead N] [--prefetch-experts N]
+        [--prefetch] [--lookahead N] [--prefetch-experts N] [--[no-]poll]
         [--probe-every N] [--probe-mib N] [--dir DIR]
         [--csv FILE] [--quiet]
         [--save-stream FILE.npy] [--trace]
@@ -163,6 +163,9 @@ def parse(argv):
                    help="layers ahead whose experts are predicted (default 0: every later layer of the stack)")
     p.add_argument("--prefetch-experts", type=int, default=1,
                    help="the most likely predicted experts prefetched per layer (default 1)")
+    p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=None,
+                   help="wait for transfers by polling instead of sleeping (default: with --tier direct, whose "
+                        "reads need no CPU; the zstd and page-cache tiers' transfers run on the cores)")
     p.add_argument("--probe-every", type=int, default=8,
                    help="tokens between the offloaded run's pauses to read its reads again, the tier's bandwidth (default 8)")
     p.add_argument("--probe-mib", type=int, default=128, help="MiB each zstd probe decompresses (default 128)")
@@ -188,6 +191,8 @@ def parse(argv):
     if o.probe_every < 1 or o.probe_mib < 1:
         p.error("--probe-every and --probe-mib must be at least 1")
     o.lookahead = o.lookahead or max(1, o.layers - 1)
+    if o.poll is None:
+        o.poll = o.tier == "direct"
     o.runs = [r for r in o.runs.split(",") if r]
     for r in o.runs:
         if r not in ("pytorch", "resident", "offloaded", "naive", "mmap"):
@@ -498,13 +503,15 @@ class StrideWeaveModel:
         self.read_log = []  # the tensor names of the tiles read from the tier, in request order
 
     def settle(self, a):
-        """a.wait(), polling a.done() first: the decoding thread stays on its
-        core while a transfer completes instead of sleeping on it. On the
-        2-core virtual machine of docs/moe-offload.md a thread woken from
-        sleep ran the next layer's glue and products at half speed (cold
-        caches; 3.7 against 1.8 ms for a layer that reads nothing)."""
-        while not a.done():
-            pass
+        """a.wait(), with --poll polling a.done() first: the decoding thread
+        stays on its core while a transfer completes instead of sleeping on
+        it. On the 2-core virtual machine of docs/moe-offload.md a thread
+        woken from sleep ran the next layer's glue and products at half
+        speed (3.7 against 1.8-2.1 ms for a layer that reads nothing). Only
+        for transfers that need no core: a zstd tier's decompress on them."""
+        if self.o.poll:
+            while not a.done():
+                pass
         return a.wait()
 
     def wait_ahead(self, layer, w, experts=None):
