@@ -163,9 +163,9 @@ def parse(argv):
                    help="layers ahead whose experts are predicted (default 0: every later layer of the stack)")
     p.add_argument("--prefetch-experts", type=int, default=1,
                    help="the most likely predicted experts prefetched per layer (default 1)")
-    p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=None,
-                   help="wait for transfers by polling instead of sleeping (default: with --tier direct, whose "
-                        "reads need no CPU; the zstd and page-cache tiers' transfers run on the cores)")
+    p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=True,
+                   help="wait for transfers by polling, yielding the core at each poll, instead of sleeping "
+                        "(default on)")
     p.add_argument("--probe-every", type=int, default=8,
                    help="tokens between the offloaded run's pauses to read its reads again, the tier's bandwidth (default 8)")
     p.add_argument("--probe-mib", type=int, default=128, help="MiB each zstd probe decompresses (default 128)")
@@ -191,8 +191,6 @@ def parse(argv):
     if o.probe_every < 1 or o.probe_mib < 1:
         p.error("--probe-every and --probe-mib must be at least 1")
     o.lookahead = o.lookahead or max(1, o.layers - 1)
-    if o.poll is None:
-        o.poll = o.tier == "direct"
     o.runs = [r for r in o.runs.split(",") if r]
     for r in o.runs:
         if r not in ("pytorch", "resident", "offloaded", "naive", "mmap"):
@@ -504,14 +502,15 @@ class StrideWeaveModel:
 
     def settle(self, a):
         """a.wait(), with --poll polling a.done() first: the decoding thread
-        stays on its core while a transfer completes instead of sleeping on
-        it. On the 2-core virtual machine of docs/moe-offload.md a thread
-        woken from sleep ran the next layer's glue and products at half
-        speed (3.7 against 1.8-2.1 ms for a layer that reads nothing). Only
-        for transfers that need no core: a zstd tier's decompress on them."""
+        stays runnable while a transfer completes instead of sleeping on it.
+        On the 2-core virtual machine of docs/moe-offload.md a thread woken
+        from sleep ran the next layer's glue and products at half speed (3.7
+        against 1.8-2.1 ms for a layer that reads nothing). Each poll yields
+        the core (sched_yield): the workers that decompress a zstd tile or
+        compute a streamed expert run on the same two cores."""
         if self.o.poll:
             while not a.done():
-                pass
+                os.sched_yield()
         return a.wait()
 
     def wait_ahead(self, layer, w, experts=None):
