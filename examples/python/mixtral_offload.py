@@ -580,7 +580,6 @@ class StrideWeaveModel:
         return self.submit(layer, w, start)
 
     def moe(self, layer, n, ids, gates):
-        per = self.layers[layer]
         x = sw.from_dlpack(n)
         idt = sw.from_dlpack(ids)
         chosen = sorted(set(ids[0].tolist()))

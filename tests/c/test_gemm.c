@@ -178,26 +178,34 @@ enum { ONE = 1, TWO = 2, BOTH = 3 };
 
 /* a (M, K) in form fa, b (K, N) in form fb, on the thread counts of
  * `threads`; half operands also with an f32 result. */
+/* a @ b into each result dtype of `dtype` operands (itself, and f32 for
+ * half ones), each from a pool left holding NaNs; `label` names the case. */
+static void check_outputs(sw_runtime_t* rt, const operand* a, const operand* b, sw_dtype_t dtype, const char* label) {
+  char what[320];
+  const bool half = dtype == SW_DTYPE_BF16 || dtype == SW_DTYPE_F16;
+  for (int wide = 0; wide < (half ? 2 : 1); ++wide) {
+    const sw_dtype_t out = wide ? SW_DTYPE_F32 : dtype;
+    snprintf(what, sizeof what, "%s -> %s", label, sw_dtype_name(out));
+    poison_pool(rt, out, a->shape[0] * b->shape[1]);
+    sw_matmul_desc_t desc;
+    sw_matmul_desc_init(&desc);
+    desc.out_dtype = out;
+    sw_tensor_t* r = NULL;
+    SW_OK_(sw_matmul_ex(a->t, b->t, &desc, &r));
+    check_product(what, r, a, b, dtype, out);
+  }
+}
+
 static void check_gemm(gemm_fixture* f, int threads, sw_dtype_t dtype, int64_t M, int64_t K, int64_t N, form_t fa,
                        form_t fb) {
-  char what[256];
-  const bool half = dtype == SW_DTYPE_BF16 || dtype == SW_DTYPE_F16;
+  char label[256];
   for (int t = 0; t < 2; ++t) {
     if (!(threads & (1 << t))) continue;
     operand a = op_form(f->rt[t], dtype, fa, M, K, 1);
     operand b = op_form(f->rt[t], dtype, fb, K, N, 2);
-    for (int wide = 0; wide < (half ? 2 : 1); ++wide) {
-      const sw_dtype_t out = wide ? SW_DTYPE_F32 : dtype;
-      snprintf(what, sizeof what, "%s %lldx%lldx%lld -> %s, a %s, b %s, %d thread(s)", sw_dtype_name(dtype),
-               (long long)M, (long long)K, (long long)N, sw_dtype_name(out), kForms[fa], kForms[fb], t + 1);
-      poison_pool(f->rt[t], out, M * N);
-      sw_matmul_desc_t desc;
-      sw_matmul_desc_init(&desc);
-      desc.out_dtype = out;
-      sw_tensor_t* r = NULL;
-      SW_OK_(sw_matmul_ex(a.t, b.t, &desc, &r));
-      check_product(what, r, &a, &b, dtype, out);
-    }
+    snprintf(label, sizeof label, "%s %lldx%lldx%lld, a %s, b %s, %d thread(s)", sw_dtype_name(dtype), (long long)M,
+             (long long)K, (long long)N, kForms[fa], kForms[fb], t + 1);
+    check_outputs(f->rt[t], &a, &b, dtype, label);
     operand_free(&a);
     operand_free(&b);
   }
@@ -262,23 +270,15 @@ static void gemm_vectors(void** state) {
 static void gemm_unaligned_weights(void** state) {
   gemm_fixture* f = (gemm_fixture*)*state;
   static const int64_t shapes[][2] = {{1024, 1024}, {1000, 1024}, {5, 32}, {32, 64}, {1023, 1023}, {77, 96}};
-  char what[256];
+  char label[256];
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
     for (int64_t offset = 0; offset < 32; offset += (s == 0 ? 1 : 7)) {
       const int64_t K = shapes[s][0], ld = shapes[s][1], N = 19;
       operand a = op_matrix(f->rt[1], SW_DTYPE_BF16, 1, K, K, 1, 1);
       operand b = op_matrix_at(f->rt[1], SW_DTYPE_BF16, K, N, 1, ld, 2, offset);
-      for (int wide = 0; wide < 2; ++wide) {
-        const sw_dtype_t out = wide ? SW_DTYPE_F32 : SW_DTYPE_BF16;
-        snprintf(what, sizeof what, "bf16 1x%lldx%lld, ld %lld, weights at element %lld -> %s", (long long)K,
-                 (long long)N, (long long)ld, (long long)offset, sw_dtype_name(out));
-        sw_matmul_desc_t desc;
-        sw_matmul_desc_init(&desc);
-        desc.out_dtype = out;
-        sw_tensor_t* r = NULL;
-        SW_OK_(sw_matmul_ex(a.t, b.t, &desc, &r));
-        check_product(what, r, &a, &b, SW_DTYPE_BF16, out);
-      }
+      snprintf(label, sizeof label, "bf16 1x%lldx%lld, ld %lld, weights at element %lld", (long long)K, (long long)N,
+               (long long)ld, (long long)offset);
+      check_outputs(f->rt[1], &a, &b, SW_DTYPE_BF16, label);
       operand_free(&a);
       operand_free(&b);
     }

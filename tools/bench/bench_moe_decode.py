@@ -12,7 +12,6 @@ Prints a table and one BENCH_JSON line per configuration.
 """
 import argparse
 import contextlib
-import gc
 import importlib.util
 import io
 import json
@@ -40,7 +39,8 @@ def load_demo():
 
 def expert_matmul_vs_gemm(hidden, ffn, repeats=400):
     """The resident path: one expert_matmul of k = 2 experts for one token
-    against two sw.matmul calls on dense copies of the same experts."""
+    against two sw.matmul calls on dense copies of the same experts. Run it
+    with Python's collector kept out (the demo's QuietCollector)."""
     E = 8
     te = sw.TiledEvictable(sw.carriers.CPU(0, dtype=sw.bfloat16), sw.carriers.Host(E * hidden * ffn, dtype=sw.bfloat16),
                            (1, 1, E), (hidden, ffn, 1))
@@ -55,19 +55,14 @@ def expert_matmul_vs_gemm(hidden, ffn, repeats=400):
     expert = lambda: te.expert_matmul(full, x, ids).wait()  # noqa: E731
     plain = lambda: [sw.matmul(x, w, out_dtype=sw.float32) for w in dense]  # noqa: E731
     # The two alternate call by call, so that both see the same clock speed,
-    # cache state and neighbours on the machine; the collector stays out.
+    # cache state and neighbours on the machine.
     times = {expert: [], plain: []}
     expert(), plain()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for f in (expert, plain):
-                t0 = time.perf_counter()
-                f()
-                times[f].append(time.perf_counter() - t0)
-    finally:
-        gc.enable()
+    for _ in range(repeats):
+        for f in (expert, plain):
+            t0 = time.perf_counter()
+            f()
+            times[f].append(time.perf_counter() - t0)
     t_expert, t_plain = (sorted(times[f])[repeats // 2] for f in (expert, plain))
     te.release()
     return {"hidden": hidden, "ffn": ffn, "expert_matmul_us": t_expert * 1e6, "plain_gemm_us": t_plain * 1e6,
@@ -105,7 +100,8 @@ def main(argv=None):
     # The demo's experts, and Mixtral 8x7B's (4096 x 14336: 117 MB a call,
     # past any L3, where the call's fixed cost no longer shows).
     sizes = [(128, 256)] if o.quick else [(1024, 2816), (4096, 14336)]
-    ems = [expert_matmul_vs_gemm(hidden, ffn, 400 if hidden * ffn < 1 << 24 else 40) for hidden, ffn in sizes]
+    with demo.QuietCollector():
+        ems = [expert_matmul_vs_gemm(hidden, ffn, 400 if hidden * ffn < 1 << 24 else 40) for hidden, ffn in sizes]
     for em in ems:
         print("BENCH_JSON " + json.dumps({"expert_matmul": em}, sort_keys=True))
 
