@@ -21,10 +21,11 @@ bool IoQueue::free_for(IoPriority p) const {
   return waiting_[0].empty() && in_flight_[1] < prefetch_slots();
 }
 
-bool IoQueue::try_acquire(IoPriority p) {
+bool IoQueue::try_acquire(IoPriority p, uint64_t ticket) {
   const auto c = static_cast<size_t>(p);
-  // A waiter of the class goes first: a newcomer does not overtake it.
-  if (!free_for(p) || (!pumping_ && !waiting_[c].empty())) return false;
+  // An earlier transfer waiting in the class goes first: a later one does not
+  // overtake it (the waiter pump() runs has left the queue already).
+  if (!free_for(p) || (!waiting_[c].empty() && waiting_[c].front().ticket < ticket)) return false;
   ++in_flight_[c];
   ++stats_.granted[c];
   stats_.max_in_flight[c] = std::max(stats_.max_in_flight[c], in_flight_[c]);
@@ -32,8 +33,10 @@ bool IoQueue::try_acquire(IoPriority p) {
   return true;
 }
 
-void IoQueue::wait(IoPriority p, std::function<void()> ready) {
-  waiting_[static_cast<size_t>(p)].push_back(std::move(ready));
+void IoQueue::wait(IoPriority p, uint64_t ticket, std::function<void()> ready) {
+  auto& q = waiting_[static_cast<size_t>(p)];
+  auto at = std::upper_bound(q.begin(), q.end(), ticket, [](uint64_t t, const Waiter& w) { return t < w.ticket; });
+  q.insert(at, Waiter{ticket, std::move(ready)});
 }
 
 void IoQueue::release(IoPriority p) {
@@ -51,7 +54,7 @@ void IoQueue::pump() {
     else if (!waiting_[1].empty() && free_for(IoPriority::kPrefetch))
       c = 1;
     if (c == 2) break;
-    std::function<void()> ready = std::move(waiting_[c].front());
+    std::function<void()> ready = std::move(waiting_[c].front().ready);
     waiting_[c].pop_front();
     ready();
   }

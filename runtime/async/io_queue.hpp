@@ -8,8 +8,12 @@
 // not asked for the values yet) take a slot only while no demand request
 // waits for one and at most prefetch_slots() of them are in flight, so a demand request that
 // arrives while prefetches stream finds free slots at once. Within a class,
-// waiters are served first come, first served: a transfer submitted earlier
-// issues its pieces first.
+// transfers are served in the order they were submitted (their ticket): a
+// transfer submitted earlier issues all of its pieces before a later one
+// takes a slot, also when the later one was already waiting while the earlier
+// one's first pieces ran. A read that an operation waits on lands whole, as
+// early as the device allows, instead of every queued transfer's last piece
+// landing together at the end.
 //
 // The slot count is libuv's thread pool size (UV_THREADPOOL_SIZE, 4 by
 // default): more requests in flight than threads would only queue inside
@@ -37,15 +41,19 @@ class IoQueue {
   static constexpr uint32_t kPrefetchSlots = 2;
 
   explicit IoQueue(uint32_t slots);
+  // A new transfer's place in the order, taken once when it is submitted.
+  uint64_t next_ticket() { return next_ticket_++; }
   // libuv's thread pool size, as libuv reads it.
   static uint32_t default_slots();
 
-  // Takes a slot for a request of class `p` if one is free to that class.
-  bool try_acquire(IoPriority p);
-  // Queues `ready` to run once a slot may be free to class `p`; it then
-  // calls try_acquire itself (and may queue again). Runs on the loop thread,
-  // never inside wait().
-  void wait(IoPriority p, std::function<void()> ready);
+  // Takes a slot for a request of class `p` of the transfer holding
+  // `ticket` if one is free to that class and no earlier transfer of the
+  // class waits for one.
+  bool try_acquire(IoPriority p, uint64_t ticket);
+  // Queues `ready` (in ticket order) to run once a slot may be free to class
+  // `p`; it then calls try_acquire itself (and may queue again). Runs on the
+  // loop thread, never inside wait().
+  void wait(IoPriority p, uint64_t ticket, std::function<void()> ready);
   // Returns a slot taken by a request of class `p` and runs waiters that may
   // now take one, demand first.
   void release(IoPriority p);
@@ -55,12 +63,18 @@ class IoQueue {
   const IoQueueStats& stats() const { return stats_; }
 
  private:
+  struct Waiter {
+    uint64_t ticket;
+    std::function<void()> ready;
+  };
+
   bool free_for(IoPriority p) const;
   void pump();
 
   uint32_t slots_;
   uint32_t in_flight_[2] = {0, 0};
-  std::deque<std::function<void()>> waiting_[2];
+  std::deque<Waiter> waiting_[2];  // each in ticket order
+  uint64_t next_ticket_ = 0;
   bool pumping_ = false;
   IoQueueStats stats_;
 };

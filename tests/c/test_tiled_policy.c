@@ -708,6 +708,27 @@ static void lru_policy_prefetches_hints(void** state) {
   sw_runtime_release(rt);
 }
 
+/* A one-mode f32 TiledEvictable over a file tier read in requests of 4 KiB
+ * (each tile's values canonical), without a policy; returns the file
+ * carrier (a new reference). */
+static sw_carrier_t* file_tier_fixture(sw_runtime_t* rt, tt_fix_t* f, const int64_t* grid, const int64_t* tile) {
+  memset(f, 0, sizeof *f);
+  f->rt = rt;
+  f->dtype = SW_DTYPE_F32;
+  tt_geometry(f, 1, grid, tile);
+  sw_file_carrier_desc_t d;
+  sw_file_carrier_desc_init(&d);
+  d.chunk_bytes = 4096;
+  sw_carrier_t* s = NULL;
+  SW_OK_(sw_carrier_create_file(rt, SW_DTYPE_F32, (size_t)f->n, &d, &s));
+  tt_fill_tier(s, SW_DTYPE_F32, f->ntiles, f->T, 0.0); /* synchronous writes: no request slot */
+  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
+  SW_OK_(sw_tiled_create(p, s, grid, tile, 1, NULL, &f->te));
+  SW_OK_(sw_tiled_full_tensor(f->te, &f->full));
+  sw_carrier_release(p);
+  return s;
+}
+
 /* sw_tiled_prefetch_async: a promotion like sw_tiled_promote_async whose
  * file reads take at most two of the runtime's request slots, and a new one
  * only while no demand read waits for a slot. Six tiles are prefetched in
@@ -721,22 +742,8 @@ static void prefetch_reads_yield_to_demand_reads(void** state) {
   sw_io_queue_stats_init(&q0);
   sw_io_queue_stats_init(&q1);
   tt_fix_t f;
-  memset(&f, 0, sizeof f);
-  f.rt = rt;
-  f.dtype = SW_DTYPE_F32;
   const int64_t grid[1] = {8}, tile[1] = {16384}; /* 64 KiB tiles: 16 requests each */
-  tt_geometry(&f, 1, grid, tile);
-  sw_file_carrier_desc_t d;
-  sw_file_carrier_desc_init(&d);
-  d.chunk_bytes = 4096;
-  sw_carrier_t* s = NULL;
-  SW_OK_(sw_carrier_create_file(rt, SW_DTYPE_F32, (size_t)f.n, &d, &s));
-  tt_fill_tier(s, SW_DTYPE_F32, f.ntiles, f.T, 0.0); /* synchronous writes: no request slot */
-  sw_carrier_t* p = tt_carrier(rt, TT_PRIMARY, SW_DTYPE_F32, 0);
-  SW_OK_(sw_tiled_create(p, s, grid, tile, 1, NULL, &f.te));
-  SW_OK_(sw_tiled_full_tensor(f.te, &f.full));
-  sw_carrier_release(p);
-  sw_carrier_release(s);
+  sw_carrier_release(file_tier_fixture(rt, &f, grid, tile));
   double* canon = tt_canon_seed(&f, 0);
   SW_OK_(sw_testing_io_queue_stats(rt, &q0));
 
@@ -788,6 +795,79 @@ static void prefetch_reads_yield_to_demand_reads(void** state) {
   sw_runtime_release(rt);
 }
 
+/* Read requests take the runtime's file request slots in the order their
+ * transfers were submitted: a promotion submitted first reads all of its
+ * pieces before a later one takes a slot, so it lands whole first instead of
+ * both landing together at the end. Two promotions of 128 requests each go
+ * back to back; when the first completes (a loop-thread callback: the loop
+ * counts no later read before it runs) the second has read at most a
+ * quarter of its pieces (those its first requests read as the first's last
+ * ones ran). Taking turns, it would have read all but a few. */
+typedef struct {
+  sw_carrier_t* tier;
+  uint64_t bytes_at_first;
+} order_probe_t;
+
+static uint64_t bytes_read(const sw_carrier_t* tier) {
+  sw_file_io_stats_t st;
+  sw_file_io_stats_init(&st);
+  SW_OK_(sw_testing_file_io_stats(tier, &st));
+  return st.direct_bytes + st.bounce_bytes + st.buffered_bytes;
+}
+
+static void note_bytes(void* user, sw_await_t* a, sw_error_code_t code, const char* message) {
+  (void)a;
+  (void)code;
+  (void)message;
+  order_probe_t* probe = user;
+  probe->bytes_at_first = bytes_read(probe->tier);
+}
+
+static void reads_are_served_in_submission_order(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  tt_fix_t f;
+  const int64_t grid[1] = {2}, tile[1] = {131072}; /* 512 KiB tiles: 128 requests each */
+  sw_carrier_t* s = file_tier_fixture(rt, &f, grid, tile);
+  double* canon = tt_canon_seed(&f, 0);
+  const uint64_t tile_bytes = (uint64_t)tile[0] * sizeof(float);
+  const int64_t first[1] = {0}, second[1] = {1};
+  sw_tile_set_t* s0 = tt_set_ordinals(&f, first, 1);
+  sw_tile_set_t* s1 = tt_set_ordinals(&f, second, 1);
+
+  const uint64_t before = bytes_read(s);
+  order_probe_t probe = {s, 0};
+  sw_await_t *a0 = NULL, *a1 = NULL;
+  SW_OK_(sw_tiled_promote_async(f.te, s0, &a0));
+  SW_OK_(sw_tiled_promote_async(f.te, s1, &a1));
+  sw_await_callback_info_t info;
+  sw_await_callback_info_init(&info);
+  info.mode = SW_CALLBACK_MODE_LOOP_THREAD;
+  info.callback = note_bytes;
+  info.user_data = &probe;
+  /* 128 requests take far longer than these calls: still pending here. */
+  assert_int_equal(sw_async_status(a0), SW_AWAIT_PENDING);
+  SW_OK_(sw_await_set_callback(a0, &info));
+  SW_OK_(sw_await_wait(a1, -1));
+  SW_OK_(sw_await_wait(a0, -1));
+  assert_int_equal(sw_async_status(a0), SW_AWAIT_SUCCEEDED);
+  assert_int_equal(sw_async_status(a1), SW_AWAIT_SUCCEEDED);
+  tt_expect_values(f.full, canon, f.n);
+  assert_int_equal(bytes_read(s) - before, 2 * tile_bytes);
+  const uint64_t at_first = probe.bytes_at_first - before;
+  assert_true(at_first >= tile_bytes);
+  assert_true(at_first - tile_bytes <= tile_bytes / 4);
+
+  sw_await_release(a0);
+  sw_await_release(a1);
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  free(canon);
+  sw_carrier_release(s);
+  tt_free(&f);
+  sw_runtime_release(rt);
+}
+
 static void lru_policy_rejects_bad_arguments(void** state) {
   (void)state;
   sw_lru_policy_t* lru = NULL;
@@ -822,6 +902,7 @@ int main(void) {
       cmocka_unit_test(lru_policy_prefetches_hints),
       cmocka_unit_test(lru_policy_rejects_bad_arguments),
       cmocka_unit_test(prefetch_reads_yield_to_demand_reads),
+      cmocka_unit_test(reads_are_served_in_submission_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

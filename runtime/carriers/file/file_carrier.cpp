@@ -480,6 +480,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   };
 
   void issue() noexcept;
+  void queue_for_slot() noexcept;
   bool submit(Request* request) noexcept;
   void retire(Request* request) noexcept;
   void finish_if_idle() noexcept;
@@ -499,6 +500,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   std::byte* buffer_;
   IoDone done_;
   IoPriority priority_;
+  uint64_t ticket_ = 0;    // its place in the IoQueue's order
   bool queued_ = false;    // waiting in the IoQueue for a slot
   size_t extent_ = 0;      // the next piece to issue: extent extent_, position_ bytes in
   size_t position_ = 0;
@@ -508,6 +510,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
 };
 
 void FileCarrier::Transfer::start() {
+  ticket_ = carrier_->runtime().file_io().next_ticket();
   if (write_) {
     // As in the synchronous path: fault-check every request before writing.
     fail(capture([&] {
@@ -539,15 +542,8 @@ void FileCarrier::Transfer::issue() noexcept {
                                                 ": the runtime has been shut down"));
       break;
     }
-    if (!slots.try_acquire(priority_)) {
-      if (!queued_) {
-        queued_ = true;
-        slots.wait(priority_, [self = shared_from_this()] {
-          self->queued_ = false;
-          self->issue();
-          self->finish_if_idle();
-        });
-      }
+    if (!slots.try_acquire(priority_, ticket_)) {
+      queue_for_slot();
       break;
     }
     Request* request = nullptr;
@@ -578,6 +574,16 @@ void FileCarrier::Transfer::issue() noexcept {
       break;
     }
   }
+}
+
+void FileCarrier::Transfer::queue_for_slot() noexcept {
+  if (queued_) return;
+  queued_ = true;
+  carrier_->runtime().file_io().wait(priority_, ticket_, [self = shared_from_this()] {
+    self->queued_ = false;
+    self->issue();
+    self->finish_if_idle();
+  });
 }
 
 bool FileCarrier::Transfer::submit(Request* request) noexcept {
@@ -622,6 +628,10 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
 void FileCarrier::Transfer::retire(Request* request) noexcept {
   delete request;
   --in_flight_;
+  // With pieces left, the transfer queues in its place before it returns the
+  // slot: the slot goes to the earliest transfer waiting, this one included,
+  // not to whichever waited in line while its pieces ran.
+  if (error_.ok() && extent_ < extents_.size()) queue_for_slot();
   carrier_->runtime().file_io().release(priority_);
 }
 
