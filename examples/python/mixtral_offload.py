@@ -129,7 +129,7 @@ import torch.nn.functional as F
 # runtime's file request slots are libuv's thread pool, sized once per
 # process from UV_THREADPOOL_SIZE): faster on the reference machine's virtual
 # disk, where a tile's partial end blocks are read apart, in 4 KiB, beside
-# its 4 MiB reads (docs/moe-offload.md, section 6). A value already in the
+# its 1 MiB reads (docs/moe-offload.md, section 6). A value already in the
 # environment wins; set before the runtime starts.
 os.environ.setdefault("UV_THREADPOOL_SIZE", "8")
 
@@ -908,8 +908,8 @@ class TierProbe:
 
     For the model file, measure(names) reads again the expert regions the
     segment read, twice, with nothing else running: once without StrideWeave,
-    with preads as the file carrier issues them (4 MiB requests, the blocks
-    enclosing a region's ends included, four in flight, O_DIRECT for --tier
+    with preads as the file carrier issues them (1 MiB requests, the blocks
+    enclosing a region's ends included, eight in flight, O_DIRECT for --tier
     direct, the page cache for page-cache), and once through StrideWeave's
     file carrier, promoting the same tiles of a second, unbudgeted copy of
     the model in batches of BATCH (a tile read twice in the segment is read
@@ -922,7 +922,8 @@ class TierProbe:
     the runtime's workers; without the zstandard module there is no probe
     (measure() returns None)."""
 
-    CHUNK = 4 << 20  # the file carrier's request size (FileCarrierOptions.chunk_bytes)
+    CHUNK = 1 << 20  # the file carrier's request size (FileCarrierOptions.chunk_bytes)
+    IN_FLIGHT = 8  # and its requests in flight (requests_in_flight, the demo's UV_THREADPOOL_SIZE)
     BATCH = 12  # tiles the file-carrier replay promotes at once (two layers' misses)
 
     def __init__(self, o, path, regions):
@@ -944,9 +945,9 @@ class TierProbe:
             self.window = max(len(self.frames), (o.probe_mib << 20) // max(1, regions[names[0]][1]))
             self.pool = ThreadPoolExecutor(2)  # as many as the runtime has workers (2 by default)
         else:
-            self.readers = [DirectReader(path, direct=o.tier == "direct") for _ in range(4)]
+            self.readers = [DirectReader(path, direct=o.tier == "direct") for _ in range(self.IN_FLIGHT)]
             self.lock, self.assigned = threading.Lock(), 0
-            self.pool = ThreadPoolExecutor(4)
+            self.pool = ThreadPoolExecutor(self.IN_FLIGHT)
         # With direct I/O the run's reads reach the device, and the kernel's
         # count of its busy time is a second measure of the tier's bandwidth.
         self.disk = DiskActivity.open(path) if o.tier == "direct" else None
