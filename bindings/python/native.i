@@ -161,6 +161,16 @@ static void sw_py_decref_anywhere(PyObject* object) {
 
 /* The release callback of external memory: drops the owner it was lent by. */
 static void sw_py_release_owner(void* user_data) { sw_py_decref_anywhere((PyObject*)user_data); }
+
+/* A file carrier's options; 0 leaves a default. */
+static sw_file_carrier_desc_t sw_py_file_desc(bool direct_io, size_t chunk_bytes, size_t requests_in_flight) {
+  sw_file_carrier_desc_t desc;
+  sw_file_carrier_desc_init(&desc);
+  desc.direct_io = direct_io;
+  desc.chunk_bytes = chunk_bytes;
+  desc.requests_in_flight = (uint32_t)requests_in_flight; /* checked <= UINT32_MAX by the facade */
+  return desc;
+}
 %}
 
 /* Success returns the out-parameters, or None when there are none. The
@@ -718,15 +728,13 @@ PyObject* carrier_write_from(sw_carrier_t* carrier, size_t first_slot, size_t co
 }
 
 PyObject* carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size, PyObject* directory,
-                              bool direct_io) {
-  sw_file_carrier_desc_t desc;
-  sw_file_carrier_desc_init(&desc);
+                              bool direct_io, size_t chunk_bytes, size_t requests_in_flight) {
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
   PyObject* encoded = NULL;
   if (directory != Py_None) {
     if (!PyUnicode_FSConverter(directory, &encoded)) return NULL;
     desc.directory = PyBytes_AS_STRING(encoded);
   }
-  desc.direct_io = direct_io;
   sw_carrier_t* carrier = NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
@@ -741,12 +749,10 @@ PyObject* carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtype, size_t si
 }
 
 PyObject* carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* path, uint64_t byte_offset,
-                            size_t size, bool direct_io) {
+                            size_t size, bool direct_io, size_t chunk_bytes, size_t requests_in_flight) {
   PyObject* encoded = NULL;
   if (!PyUnicode_FSConverter(path, &encoded)) return NULL;
-  sw_file_carrier_desc_t desc;
-  sw_file_carrier_desc_init(&desc);
-  desc.direct_io = direct_io;
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
   sw_carrier_t* carrier = NULL;
   sw_error_t* e;
   const char* p = PyBytes_AS_STRING(encoded);
@@ -1483,20 +1489,15 @@ fail:
   return -1;
 }
 
-static sw_file_carrier_desc_t sw_py_file_desc(bool direct_io) {
-  sw_file_carrier_desc_t desc;
-  sw_file_carrier_desc_init(&desc);
-  desc.direct_io = direct_io;
-  return desc;
-}
 %}
 
 %inline %{
 /* sw_carrier_open_npy: (carrier, info dict). */
-PyObject* carrier_open_npy(sw_runtime_t* runtime, PyObject* path, bool direct_io) {
+PyObject* carrier_open_npy(sw_runtime_t* runtime, PyObject* path, bool direct_io, size_t chunk_bytes,
+                           size_t requests_in_flight) {
   PyObject* encoded = NULL;
   if (!PyUnicode_FSConverter(path, &encoded)) return NULL;
-  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io);
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
   sw_file_tensor_info_t info;
   sw_file_tensor_info_init(&info);
   sw_carrier_t* carrier = NULL;
@@ -1510,10 +1511,11 @@ PyObject* carrier_open_npy(sw_runtime_t* runtime, PyObject* path, bool direct_io
 }
 
 /* sw_carrier_open_safetensors: (carrier, info dict). */
-PyObject* carrier_open_safetensors(sw_runtime_t* runtime, PyObject* path, const char* name, bool direct_io) {
+PyObject* carrier_open_safetensors(sw_runtime_t* runtime, PyObject* path, const char* name, bool direct_io,
+                                   size_t chunk_bytes, size_t requests_in_flight) {
   PyObject* encoded = NULL;
   if (!PyUnicode_FSConverter(path, &encoded)) return NULL;
-  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io);
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
   sw_file_tensor_info_t info;
   sw_file_tensor_info_init(&info);
   sw_carrier_t* carrier = NULL;
@@ -1527,7 +1529,8 @@ PyObject* carrier_open_safetensors(sw_runtime_t* runtime, PyObject* path, const 
 }
 
 /* sw_carrier_open_safetensors_stack over a sequence of names. */
-PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, PyObject* names, bool direct_io) {
+PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, PyObject* names, bool direct_io,
+                                         size_t chunk_bytes, size_t requests_in_flight) {
   const char** list = NULL;
   size_t count = 0;
   PyObject* keep = NULL;
@@ -1538,7 +1541,7 @@ PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, 
     Py_DECREF(keep);
     return NULL;
   }
-  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io);
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
   sw_file_tensor_info_t info;
   sw_file_tensor_info_init(&info);
   sw_carrier_t* carrier = NULL;
@@ -1555,7 +1558,8 @@ PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, 
 
 /* sw_carrier_open_raw_tensor; `order` is SW_FILE_ORDER_*. */
 PyObject* carrier_open_raw_tensor(sw_runtime_t* runtime, PyObject* path, sw_dtype_t dtype, uint64_t byte_offset,
-                                  PyObject* shape, int order, bool direct_io) {
+                                  PyObject* shape, int order, bool direct_io, size_t chunk_bytes,
+                                  size_t requests_in_flight) {
   int64_t* extents = NULL;
   size_t rank = 0;
   if (sw_py_int64_array(shape, &extents, &rank) < 0) return NULL;
@@ -1564,7 +1568,7 @@ PyObject* carrier_open_raw_tensor(sw_runtime_t* runtime, PyObject* path, sw_dtyp
     free(extents);
     return NULL;
   }
-  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io);
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
   sw_file_tensor_info_t info;
   sw_file_tensor_info_init(&info);
   sw_carrier_t* carrier = NULL;

@@ -132,6 +132,12 @@ import torch.nn.functional as F
 # its 1 MiB reads (docs/moe-offload.md, section 6). A value already in the
 # environment wins; set before the runtime starts.
 os.environ.setdefault("UV_THREADPOOL_SIZE", "8")
+# The model file is read in 1 MiB requests, eight in flight per transfer (the
+# runtime's defaults: 4 MiB, four): one expert tile of 5.5 MiB then takes
+# every request slot, and since the slots serve transfers in the order they
+# were submitted, w1's tile lands whole before w3's and w2's, each at the
+# disk's full rate (docs/moe-offload.md, section 6).
+FILE_CHUNK, FILE_IN_FLIGHT = 1 << 20, 8
 
 import strideweave as sw  # noqa: E402
 from strideweave import carriers  # noqa: E402
@@ -475,7 +481,8 @@ class StrideWeaveModel:
             per = {}
             for w in MATRICES:
                 names = [expert_name(layer, e, w) for e in range(o.experts)]
-                ft = carriers.File.open_safetensors(path, names, direct_io=(tier == "direct"))
+                ft = carriers.File.open_safetensors(path, names, direct_io=(tier == "direct"), chunk_bytes=FILE_CHUNK,
+                                                    requests_in_flight=FILE_IN_FLIGHT)
                 policy = policy_for() if policy_for else None
                 if tier == "zstd":
                     # The same values, held compressed in memory instead of in the file.
@@ -922,8 +929,7 @@ class TierProbe:
     the runtime's workers; without the zstandard module there is no probe
     (measure() returns None)."""
 
-    CHUNK = 1 << 20  # the file carrier's request size (FileCarrierOptions.chunk_bytes)
-    IN_FLIGHT = 8  # and its requests in flight (requests_in_flight, the demo's UV_THREADPOOL_SIZE)
+    CHUNK, IN_FLIGHT = FILE_CHUNK, FILE_IN_FLIGHT  # the run's file requests, as its carriers issue them
     BATCH = 12  # tiles the file-carrier replay promotes at once (two layers' misses)
 
     def __init__(self, o, path, regions):

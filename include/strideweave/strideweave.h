@@ -922,10 +922,9 @@ typedef struct sw_file_carrier_desc_t {
   /* Open with O_DIRECT where the file system allows it (transfers are then
    * aligned to 4096 bytes internally). */
   bool direct_io;
-  /* Bytes per read or write request; 0 = 1 MiB. */
+  /* Bytes per read or write request; 0 = 4 MiB. */
   size_t chunk_bytes;
-  /* Requests in flight per transfer (at most the runtime's file request
-   * slots, libuv's thread pool size, are in flight in all); 0 = 8. */
+  /* Requests in flight per transfer; 0 = 4. */
   uint32_t requests_in_flight;
 } sw_file_carrier_desc_t;
 

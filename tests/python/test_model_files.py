@@ -390,3 +390,73 @@ def test_header_parser_hooks_replay_corpus():
                     parse(f.read_bytes())
             seen += 1
     assert seen >= 40
+
+
+def reads_of(rt, te, tile):
+    """The file read requests promoting `tile` issues: arming an injected
+    read fault at the n-th request fails the promotion for every n up to
+    that count (changing nothing) and not after it."""
+    N = sw._native
+    for n in range(1, 64):
+        N.sw_testing_inject_fault(rt._h, N.SW_FAULT_READ, n)
+        try:
+            te.promote_async(sw.TileSet([tile])).wait()
+        except sw.StrideWeaveOSError:
+            assert te.tile_state(tile).location == "secondary"
+            continue
+        finally:
+            N.sw_testing_inject_fault(rt._h, N.SW_FAULT_READ, 0)
+        te.evict(sw.TileSelection([[c] for c in tile]))
+        return n - 1
+    raise AssertionError("more than 63 requests")
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_request_options_split_a_tile_read(tmp_path, direct_io):
+    path = tmp_path / "model.safetensors"
+    rng = np.random.default_rng(3)
+    tensors = {f"e{e}": rng.standard_normal((40, 33)).astype(np.float32) for e in range(3)}  # 5280 bytes each
+    safetensors_numpy.save_file(tensors, str(path))
+    names = ["e0", "e1", "e2"]
+    rt = sw.Runtime()
+    try:
+        counts, direct = {}, False
+        for chunk, in_flight in ((0, 0), (1024, 2), (4096, 1)):
+            ft = File.open_safetensors(path, names, direct_io=direct_io, chunk_bytes=chunk,
+                                       requests_in_flight=in_flight, runtime=rt)
+            te = ft.tiled()
+            counts[chunk] = reads_of(rt, te, (0, 0, 1))
+            direct = sw._native.testing_file_io_stats(ft.carrier._h)["direct_open"]
+            np.testing.assert_array_equal(ft.view(te.full_tensor()).numpy(), np.stack([tensors[n] for n in names]))
+            te.release()
+        # One request by default (4 MiB); 1024-byte ones split the tile's 5280
+        # bytes into six, 4096-byte ones into two. With O_DIRECT (where the
+        # file system takes it) a whole request is one or more 4 KiB blocks:
+        # 1024 becomes 4096.
+        assert counts == ({0: 1, 1024: 2, 4096: 2} if direct else {0: 1, 1024: 6, 4096: 2})
+    finally:
+        rt.shutdown()
+
+
+def test_request_options_are_checked(tmp_path):
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(12, dtype=np.float32).reshape(3, 4))
+    with pytest.raises(sw.StrideWeaveValueError, match="chunk_bytes must be >= 0"):
+        File.open_npy(path, chunk_bytes=-1)
+    with pytest.raises(sw.StrideWeaveValueError, match="requests_in_flight must be at most 4294967295"):
+        File.open_raw(path, (4, 3), offset=128, requests_in_flight=2**32)
+    with pytest.raises(sw.StrideWeaveTypeError, match="requests_in_flight"):
+        File.open_safetensors(path, "x", requests_in_flight=1.5)
+    with pytest.raises(sw.StrideWeaveTypeError, match="chunk_bytes"):
+        File(16, chunk_bytes="1 MiB")
+    with pytest.raises(sw.StrideWeaveValueError, match="chunk_bytes"):
+        File.open(path, 0, 4, chunk_bytes=-4096)
+    # Accepted: a scratch file and a window written and read in 4-byte requests.
+    f = File(8, chunk_bytes=4, requests_in_flight=3)
+    te = sw.TiledEvictable(CPU(0), f, (4,), (2,))
+    te.update_async(te.full_tensor(), sw.tensor(np.arange(8, dtype=np.float32)), sw.TileSelection([[0, 1, 2, 3]])).wait()
+    te.evict(sw.TileSelection([[0, 1, 2, 3]]))
+    np.testing.assert_array_equal(te.full_tensor().numpy(), np.arange(8, dtype=np.float32))
+    te.release()
+    g = File.open(path, 128, 12, chunk_bytes=8, requests_in_flight=1)
+    assert g.size() == 12

@@ -30,6 +30,18 @@ def nonnegative(value, what):
     return value
 
 
+def file_io(chunk_bytes, requests_in_flight):
+    """A file carrier's request options: bytes per read or write request and
+    requests in flight per transfer, ints >= 0 (0: the runtime's default,
+    4 MiB requests, 4 in flight); TypeError as integer(), ValueError
+    below 0 or for more requests than a uint32 holds."""
+    chunk_bytes = nonnegative(chunk_bytes, "chunk_bytes")
+    requests_in_flight = nonnegative(requests_in_flight, "requests_in_flight")
+    if requests_in_flight > 0xFFFFFFFF:
+        raise StrideWeaveValueError(f"requests_in_flight must be at most {0xFFFFFFFF}, got {requests_in_flight}")
+    return chunk_bytes, requests_in_flight
+
+
 def finite(obj, what):
     """The items of a finite iterable as a tuple; TypeError otherwise."""
     if isinstance(obj, (tuple, list, range)):

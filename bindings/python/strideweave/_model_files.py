@@ -13,7 +13,7 @@ import os
 from . import _dtypes
 from . import _handles
 from . import _runtime
-from ._checks import finite, nonnegative
+from ._checks import file_io, finite, nonnegative
 from ._errors import StrideWeaveTypeError, StrideWeaveValueError
 from ._lib import native as N
 from ._tensor import Tensor
@@ -80,31 +80,36 @@ def _opened(result, cls, rt):
     return FileTensor(obj, info)
 
 
-def open_npy(cls, path, *, direct_io=False, runtime=None):
+def open_npy(cls, path, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
+    io = file_io(chunk_bytes, requests_in_flight)
     rt = _runtime.resolve(runtime)
-    return _opened(N.carrier_open_npy(rt._h, os.fspath(path), bool(direct_io)), cls, rt)
+    return _opened(N.carrier_open_npy(rt._h, os.fspath(path), bool(direct_io), *io), cls, rt)
 
 
-def open_safetensors(cls, path, name, *, direct_io=False, runtime=None):
+def open_safetensors(cls, path, name, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
+    io = file_io(chunk_bytes, requests_in_flight)
     rt = _runtime.resolve(runtime)
     if isinstance(name, str):
-        return _opened(N.carrier_open_safetensors(rt._h, os.fspath(path), name, bool(direct_io)), cls, rt)
+        return _opened(N.carrier_open_safetensors(rt._h, os.fspath(path), name, bool(direct_io), *io), cls, rt)
     if isinstance(name, (bytes, bytearray)):
         raise StrideWeaveTypeError("a tensor name must be str, not bytes")
     names = finite(name, "names")
-    return _opened(N.carrier_open_safetensors_stack(rt._h, os.fspath(path), names, bool(direct_io)), cls, rt)
+    return _opened(N.carrier_open_safetensors_stack(rt._h, os.fspath(path), names, bool(direct_io), *io), cls, rt)
 
 
 _ORDERS = {"C": N.SW_FILE_ORDER_ROW_MAJOR, "F": N.SW_FILE_ORDER_FIRST_MODE_FASTEST}
 
 
-def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, runtime=None):
+def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, chunk_bytes=0,
+             requests_in_flight=0, runtime=None):
+    io = file_io(chunk_bytes, requests_in_flight)
     rt = _runtime.resolve(runtime)
     if order not in _ORDERS:
         raise StrideWeaveValueError(f"order must be 'C' (row-major) or 'F' (first mode fastest), not {order!r}")
     shape = finite(shape, "shape")
     return _opened(N.carrier_open_raw_tensor(rt._h, os.fspath(path), _dtypes.as_dtype(dtype).code,
-                                             nonnegative(offset, "offset"), shape, _ORDERS[order], bool(direct_io)),
+                                             nonnegative(offset, "offset"), shape, _ORDERS[order], bool(direct_io),
+                                             *io),
                    cls, rt)
 
 

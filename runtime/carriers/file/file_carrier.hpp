@@ -10,10 +10,7 @@
 // offset), so several threads may read at once without a shared file offset.
 // Asynchronous transfers are split into chunk_bytes requests with
 // requests_in_flight of them outstanding on the runtime's libuv loop: the page
-// cache only reaches memcpy speed with several reads in flight. The defaults
-// (1 MiB, 8) let one transfer take every file request slot (IoQueue) with a
-// tile of a few MiB: transfers are served in submission order, so the read an
-// operation waits on first lands first, at the device's full rate.
+// cache only reaches memcpy speed with several reads in flight.
 //
 // With direct_io, reads go through an O_DIRECT descriptor where the file
 // system allows it: in place where the file offset and the host address agree
@@ -37,8 +34,8 @@ namespace sw {
 struct FileCarrierOptions {
   std::string directory;  // new files only; empty: $TMPDIR or /tmp
   bool direct_io = false;
-  size_t chunk_bytes = size_t{1} << 20;
-  uint32_t requests_in_flight = 8;
+  size_t chunk_bytes = size_t{4} << 20;
+  uint32_t requests_in_flight = 4;
 };
 
 // `count` slots at byte `offset` of a file.

@@ -10,7 +10,7 @@ from .. import _dtypes
 from .. import _handles
 from .. import _model_files
 from .. import _runtime
-from .._checks import finite, integer, nonnegative
+from .._checks import file_io, finite, integer, nonnegative
 from .._device import Device
 from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError
 from .._lib import native as N
@@ -203,31 +203,41 @@ class Host(Carrier):
 @_handles.carrier_kind(N.SW_CARRIER_FILE)
 class File(Carrier):
     """A secondary tier in a scratch file (removed on release), or with
-    File.open a read-only window on an existing file."""
+    File.open a read-only window on an existing file. Every constructor
+    takes `chunk_bytes` (bytes per read or write request) and
+    `requests_in_flight` (requests outstanding per transfer), 0 for the
+    runtime's defaults (4 MiB, 4): a tier of tiles of a few MiB that a
+    caller waits on one at a time lands each tile sooner with 1 MiB requests
+    and as many in flight as the runtime has file request slots
+    (docs/moe-offload.md, section 6)."""
 
     __slots__ = ()
 
-    def __init__(self, size, *, dtype=_dtypes.float32, directory=None, direct_io=False, runtime=None):
+    def __init__(self, size, *, dtype=_dtypes.float32, directory=None, direct_io=False, chunk_bytes=0,
+                 requests_in_flight=0, runtime=None):
+        io = file_io(chunk_bytes, requests_in_flight)
         rt = _runtime.resolve(runtime)
         if directory is not None:
             directory = os.fspath(directory)
         self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size"), directory,
-                                         bool(direct_io)), rt)
+                                         bool(direct_io), *io), rt)
 
     @classmethod
-    def open(cls, path, offset, size, *, dtype=_dtypes.float32, direct_io=False, runtime=None):
+    def open(cls, path, offset, size, *, dtype=_dtypes.float32, direct_io=False, chunk_bytes=0, requests_in_flight=0,
+             runtime=None):
         """A read-only carrier over `size` elements at byte `offset` of `path`."""
+        io = file_io(chunk_bytes, requests_in_flight)
         rt = _runtime.resolve(runtime)
         offset = nonnegative(offset, "offset")
         obj = object.__new__(cls)
         obj._init(N.carrier_open_file(rt._h, _dtypes.as_dtype(dtype).code, os.fspath(path), offset, nonnegative(size, "size"),
-                                      bool(direct_io)), rt)
+                                      bool(direct_io), *io), rt)
         return obj
 
     # ---- model files (strideweave._model_files, docs/model-files.md) ----
 
     @classmethod
-    def open_npy(cls, path, *, direct_io=False, runtime=None):
+    def open_npy(cls, path, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
         """The array of a .npy file (format 1.0 or 2.0, C or Fortran order)
         as a read-only carrier: a FileTensor with the carrier, the full
         tensor's first-mode-fastest shape, the TiledEvictable geometry that
@@ -236,24 +246,27 @@ class File(Carrier):
         header or a truncated file, NotImplementedError for a dtype
         StrideWeave lacks, OSError for an unreadable file (each naming the
         file and the field)."""
-        return _model_files.open_npy(cls, path, direct_io=direct_io, runtime=runtime)
+        return _model_files.open_npy(cls, path, direct_io=direct_io, chunk_bytes=chunk_bytes,
+                                     requests_in_flight=requests_in_flight, runtime=runtime)
 
     @classmethod
-    def open_safetensors(cls, path, name, *, direct_io=False, runtime=None):
+    def open_safetensors(cls, path, name, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
         """Tensor `name` of a .safetensors file as open_npy does; with a list
         of names, those tensors (one dtype and shape S, e.g. one per expert of
         a Hugging Face checkpoint) as one carrier over their file regions: the
         stack of shape (len(names), *S), tile i being tensor names[i].
         ValueError for a name the file lacks or tensors that differ."""
-        return _model_files.open_safetensors(cls, path, name, direct_io=direct_io, runtime=runtime)
+        return _model_files.open_safetensors(cls, path, name, direct_io=direct_io, chunk_bytes=chunk_bytes,
+                                             requests_in_flight=requests_in_flight, runtime=runtime)
 
     @classmethod
-    def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, runtime=None):
+    def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, chunk_bytes=0,
+                 requests_in_flight=0, runtime=None):
         """A raw tensor of `shape` and `dtype` at byte `offset` of `path`,
         in `order` "C" (row-major) or "F" (first mode fastest), as open_npy
         does."""
         return _model_files.open_raw(cls, path, shape, dtype=dtype, offset=offset, order=order, direct_io=direct_io,
-                                     runtime=runtime)
+                                     chunk_bytes=chunk_bytes, requests_in_flight=requests_in_flight, runtime=runtime)
 
 
 @_handles.carrier_kind(N.SW_CARRIER_ZSTD)

@@ -82,9 +82,9 @@ pub struct FileOptions {
     pub directory: Option<std::path::PathBuf>,
     /// Open with O_DIRECT where the file system allows it.
     pub direct_io: bool,
-    /// Bytes per read or write request; 0 = 1 MiB.
+    /// Bytes per read or write request; 0 = 4 MiB.
     pub chunk_bytes: usize,
-    /// Requests in flight per transfer; 0 = 8.
+    /// Requests in flight per transfer; 0 = 4.
     pub requests_in_flight: u32,
 }
 

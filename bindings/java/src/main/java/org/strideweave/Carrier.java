@@ -140,8 +140,8 @@ public class Carrier extends NativeHandle {
    * @param size slots
    * @param directory where the file is created; null for {@code $TMPDIR} or /tmp
    * @param directIo open with O_DIRECT where the file system allows it
-   * @param chunkBytes bytes per read or write request; 0 for 1 MiB
-   * @param requestsInFlight requests in flight per transfer; 0 for 8
+   * @param chunkBytes bytes per read or write request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier
    */
   public static Carrier file(StrideWeaveRuntime runtime, DType dtype, long size, Path directory, boolean directIo,
