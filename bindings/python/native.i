@@ -1488,7 +1488,6 @@ fail:
   Py_CLEAR(*keep);
   return -1;
 }
-
 %}
 
 %inline %{

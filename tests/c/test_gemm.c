@@ -176,8 +176,6 @@ static void check_product(const char* what, sw_tensor_t* r, const operand* a, co
 /* Which runtimes a case runs on: bit t for t + 1 threads. */
 enum { ONE = 1, TWO = 2, BOTH = 3 };
 
-/* a (M, K) in form fa, b (K, N) in form fb, on the thread counts of
- * `threads`; half operands also with an f32 result. */
 /* a @ b into each result dtype of `dtype` operands (itself, and f32 for
  * half ones), each from a pool left holding NaNs; `label` names the case. */
 static void check_outputs(sw_runtime_t* rt, const operand* a, const operand* b, sw_dtype_t dtype, const char* label) {
@@ -196,6 +194,8 @@ static void check_outputs(sw_runtime_t* rt, const operand* a, const operand* b, 
   }
 }
 
+/* a (M, K) in form fa, b (K, N) in form fb, on the thread counts of
+ * `threads`; half operands also with an f32 result. */
 static void check_gemm(gemm_fixture* f, int threads, sw_dtype_t dtype, int64_t M, int64_t K, int64_t N, form_t fa,
                        form_t fb) {
   char label[256];
