@@ -89,6 +89,17 @@ class ComputeBackend {
   // broadcast to out's extents. Products accumulate in f32 (f64 for f64);
   // half inputs give a half `out` (rounded once) or an f32 one.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // Independent matmuls (their outs disjoint), each as matmul. A backend
+  // may run them as one job: the CPU backend shares its threads across the
+  // vector products among them (one token through several experts).
+  struct MatmulCall {
+    const Tensor* a;
+    const Tensor* b;
+    const Tensor* out;
+  };
+  virtual void matmuls(const std::vector<MatmulCall>& calls) {
+    for (const MatmulCall& c : calls) matmul(*c.a, *c.b, *c.out);
+  }
   // out[i] = a[i] where cond[i]: `out` dense, `cond` bool and `a` of out's
   // dtype, both with out's extents (broadcast modes stride 0).
   virtual void masked_copy(const Tensor& cond, const Tensor& a, const Tensor& out) = 0;

@@ -97,6 +97,40 @@ def test_a_resident_call_is_done_when_it_returns(data):
     assert np.array_equal(a.wait().numpy(), first.numpy())
 
 
+def test_one_tokens_experts_in_one_job_equal_plain_matmuls_bit_for_bit():
+    """One token through three resident experts large enough for the
+    compute threads (the products run as one job, their column units
+    shared across the threads): each expert's row equals sw.matmul of the
+    token by that expert's matrix, bit for bit, and so do the input's
+    gradient, the sum of the backward's products on the same tiles."""
+    g = torch.Generator().manual_seed(11)
+    e, n, kk = 4, 1024, 1536
+    w = torch.randn(e, n, kk, generator=g).to(torch.bfloat16)
+    x = torch.randn(1, kk, generator=g).to(torch.bfloat16)
+    ids = [[2, 0, 3]]
+    te, full = experts_tiled(w)
+    te.promote(sw.TileSelection([[0], [0], list(range(e))]))
+    a = te.expert_matmul(full, as_sw(x), as_sw(torch.tensor(ids)), out_dtype=sw.float32)
+    assert a.done()
+    y = a.wait().numpy()
+    for j, ex in enumerate(ids[0]):
+        plain = sw.matmul(as_sw(x), sw.from_dlpack(w[ex].T), out_dtype=sw.float32).numpy()  # K fastest, as the tile
+        assert np.array_equal(y[0, j], plain[0])
+    # Backward: dx = sum_j dY_j W_j^T, each product on the expert's tile.
+    sx = as_sw(x)
+    sx.requires_grad = True
+    out = te.expert_matmul(full, sx, as_sw(torch.tensor(ids)), out_dtype=sw.float32).wait()
+    cot = torch.randn(1, 3, n, generator=g)
+    out.backward(as_sw(cot))
+    want = np.zeros((1, kk), dtype=np.float32)
+    for j, ex in enumerate(ids[0]):
+        dyj = as_sw(cot[:, j].to(torch.bfloat16))
+        want += sw.matmul(dyj, as_sw(w[ex]), out_dtype=sw.float32).numpy()
+    # x's gradient has x's dtype, bf16: within its one rounding (2^-8 relative).
+    assert sx.grad.dtype is sw.bfloat16
+    np.testing.assert_allclose(sx.grad.numpy().astype(np.float32), want, rtol=2.0 ** -8, atol=0)
+
+
 @pytest.mark.parametrize("per_choice", [False, True])
 def test_resident_and_read_calls_record_the_same_gradients_bit_for_bit(data, per_choice):
     """Forward and backward with every expert read from the secondary tier,

@@ -273,7 +273,7 @@ bool all_broadcast(const Layout& l, size_t count) {
   return true;
 }
 
-void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out);
+void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out, std::vector<gemm::Product>* later = nullptr);
 
 // Batch modes that only `a` walks (b is broadcast over them) fold into M when
 // a's and out's batch and M modes are one affine run: one GEMM of batches*M
@@ -305,7 +305,10 @@ void move_interleaved(ThreadPool& pool, std::byte* packed, const std::byte* part
   });
 }
 
-void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
+// With `later`, a single product whose operands and result are read and
+// written in place is appended there instead of run (matmuls runs them
+// together); any other runs here.
+void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out, std::vector<gemm::Product>* later) {
   const size_t r = out.rank();
   const int64_t M = out.shape()[r - 2], N = out.shape()[r - 1], K = a.shape()[r - 1];
   if (std::max({M, N, K}) > INT32_MAX) value_error("matmul: a dimension exceeds the GEMM limit of 2^31 - 1");
@@ -383,6 +386,10 @@ void matmul_impl(const Tensor& a, const Tensor& b, const Tensor& out) {
     } else {
       if (!tc) tc = cpu_backend().empty(rt, res, {M, N});
       cptr = tc->host_base();
+    }
+    if (later && batches == 1 && !ta && !tb && !tc) {
+      later->push_back(gemm::Product{ma, mb, M, N, K, cptr, ldc});
+      return;
     }
     gemm::multiply(pool, in, ma, mb, M, N, K, res, cptr, ldc);
     if (tc) copy_into(*tc, *out.view(out.offset(), lo));
@@ -593,6 +600,17 @@ class CpuBackend final : public ComputeBackend {
     });
   }
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override { matmul_impl(a, b, out); }
+  void matmuls(const std::vector<MatmulCall>& calls) override {
+    // Products of one operand dtype and one result dtype go together.
+    std::vector<gemm::Product> later;
+    for (const MatmulCall& c : calls) {
+      const bool same = calls[0].a->dtype() == c.a->dtype() && calls[0].out->dtype() == c.out->dtype();
+      matmul_impl(*c.a, *c.b, *c.out, same ? &later : nullptr);
+    }
+    if (later.empty()) return;
+    ThreadPool& pool = calls[0].out->runtime().compute();
+    gemm::multiply_all(pool, calls[0].a->dtype(), calls[0].out->dtype(), later.data(), later.size());
+  }
   void masked_copy(const Tensor& cond, const Tensor& a, const Tensor& out) override {
     masked_copy_impl(cond, a, out);
   }

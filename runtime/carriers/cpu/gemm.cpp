@@ -488,55 +488,103 @@ bool supports(sw_dtype_t in, sw_dtype_t out) {
   }
 }
 
+// A product's C split along its longer side (N when M = 1, M when N = 1)
+// into 64-wide units, so that every block keeps whole kernel tiles.
+struct Split {
+  const Product* p;
+  bool along_n;
+  int64_t side, units;
+  double flops;
+};
+
+Split split(const Product& p) {
+  const bool along_n = p.m == 1 || (p.n != 1 && p.n >= p.m);
+  const int64_t side = along_n ? p.n : p.m;
+  return {&p, along_n, side, (side + 63) / 64,
+          2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k)};
+}
+
+// C's rows or columns [lo, hi) of one product along its split side.
+void span(sw_dtype_t in, sw_dtype_t out, const Split& s, int64_t lo, int64_t hi) {
+  if (lo >= hi) return;
+  const Product& p = *s.p;
+  const size_t es = dtype_size(out), ei = dtype_size(in);
+  if (s.along_n) {
+    const Matrix bj{static_cast<const std::byte*>(p.b.data) + (p.b.transposed ? lo : lo * p.b.ld) * ei, p.b.transposed,
+                    p.b.ld};
+    multiply_block(in, p.a, bj, p.m, hi - lo, p.k, out, static_cast<std::byte*>(p.c) + lo * p.ldc * es, p.ldc);
+  } else {
+    const Matrix ai{static_cast<const std::byte*>(p.a.data) + (p.a.transposed ? lo * p.a.ld : lo) * ei,
+                    p.a.transposed, p.a.ld};
+    multiply_block(in, ai, p.b, hi - lo, p.n, p.k, out, static_cast<std::byte*>(p.c) + lo * es, p.ldc);
+  }
+}
+
+// False when C is empty; zeros C when K = 0 (oneDNN's sgemm would leave it
+// as it was).
+bool has_work(const Product& p, sw_dtype_t out) {
+  if (p.m == 0 || p.n == 0) return false;
+  if (p.k != 0) return true;
+  const size_t es = dtype_size(out);
+  for (int64_t j = 0; j < p.n; ++j) std::memset(static_cast<std::byte*>(p.c) + j * p.ldc * es, 0, p.m * es);
+  return false;
+}
+
 }  // namespace
+
+void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product* products, size_t count) {
+  if (!supports(in, out))
+    internal_error(std::string("gemm: ") + dtype_name(in) + " operands do not give a " + dtype_name(out) + " result");
+  std::vector<Split> vectors;
+  int64_t vector_units = 0;
+  double vector_flops = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Product& p = products[i];
+    if (!has_work(p, out)) continue;
+    const Split s = split(p);
+    if (p.m == 1 || p.n == 1) {
+      vectors.push_back(s);
+      vector_units += s.units;
+      vector_flops += s.flops;
+      continue;
+    }
+    const int64_t parts = s.flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), s.units);
+    auto block = [&](int64_t part) {
+      span(in, out, s, s.units * part / parts * 64, std::min(s.side, s.units * (part + 1) / parts * 64));
+    };
+    if (parts == 1) {
+      block(0);
+      continue;
+    }
+    pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t part = lo; part < hi; ++part) block(part);
+    });
+  }
+  if (vectors.empty()) return;
+  // A vector product is a stream of the weights: the threads claim units
+  // one at a time, across every product, so a thread that starts late (a
+  // worker waking up, a core shared with another process) takes fewer of
+  // them instead of holding the others up at the end.
+  auto unit = [&](int64_t u) {
+    size_t i = 0;
+    while (u >= vectors[i].units) u -= vectors[i++].units;
+    span(in, out, vectors[i], u * 64, std::min(vectors[i].side, u * 64 + 64));
+  };
+  const int64_t parts = vector_flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), vector_units);
+  if (parts == 1) {
+    for (const Split& v : vectors) span(in, out, v, 0, v.side);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(parts, 1, [&](int64_t, int64_t) {
+    for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < vector_units;) unit(u);
+  });
+}
 
 void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k,
               sw_dtype_t out, void* c, int64_t ldc) {
-  if (!supports(in, out))
-    internal_error(std::string("gemm: ") + dtype_name(in) + " operands do not give a " + dtype_name(out) + " result");
-  if (m == 0 || n == 0) return;
-  const size_t es = dtype_size(out), ei = dtype_size(in);
-  if (k == 0) {  // oneDNN's sgemm would leave C as it was
-    for (int64_t j = 0; j < n; ++j) std::memset(static_cast<std::byte*>(c) + j * ldc * es, 0, m * es);
-    return;
-  }
-  // One block per thread along C's longer side (N when M = 1, M when N = 1),
-  // in multiples of 64 so that every block keeps whole kernel tiles.
-  const bool along_n = m == 1 || (n != 1 && n >= m);
-  const int64_t side = along_n ? n : m;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t units = (side + 63) / 64;
-  const int64_t parts = flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), units);
-  // C's rows or columns [lo, hi) along that side.
-  auto span = [&](int64_t lo, int64_t hi) {
-    if (lo >= hi) return;
-    if (along_n) {
-      const Matrix bj{static_cast<const std::byte*>(b.data) + (b.transposed ? lo : lo * b.ld) * ei, b.transposed, b.ld};
-      multiply_block(in, a, bj, m, hi - lo, k, out, static_cast<std::byte*>(c) + lo * ldc * es, ldc);
-    } else {
-      const Matrix ai{static_cast<const std::byte*>(a.data) + (a.transposed ? lo * a.ld : lo) * ei, a.transposed, a.ld};
-      multiply_block(in, ai, b, hi - lo, n, k, out, static_cast<std::byte*>(c) + lo * es, ldc);
-    }
-  };
-  auto block = [&](int64_t part) {
-    span(units * part / parts * 64, std::min(side, units * (part + 1) / parts * 64));
-  };
-  if (parts == 1) return block(0);
-  if (m == 1 || n == 1) {
-    // A vector product is a stream of the weights: the threads claim
-    // 64-wide units one at a time, so a thread that starts late (a worker
-    // waking up, a core shared with another process) takes fewer of them
-    // instead of holding the others up at the end.
-    std::atomic<int64_t> next{0};
-    pool.parallel_for(parts, 1, [&](int64_t, int64_t) {
-      for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
-        span(u * 64, std::min(side, u * 64 + 64));
-    });
-    return;
-  }
-  pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) block(p);
-  });
+  const Product p{a, b, m, n, k, c, ldc};
+  multiply_all(pool, in, out, &p, 1);
 }
 
 }  // namespace sw::gemm

@@ -29,4 +29,19 @@ struct Matrix {
 void multiply(ThreadPool& pool, sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k,
               sw_dtype_t out, void* c, int64_t ldc);
 
+// One product of multiply_all: C (m x n, ldc) = A (m x k) B (k x n).
+struct Product {
+  Matrix a, b;
+  int64_t m, n, k;
+  void* c;
+  int64_t ldc;
+};
+
+// Independent products (their C's disjoint), each as multiply computes it,
+// all of dtype `in` into `out`. The vector products among them (m or n 1:
+// a token's expert products in decoding) share one parallel region, their
+// 64-wide units claimed across all of them, instead of one region each;
+// the others run one after another.
+void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product* products, size_t count);
+
 }  // namespace sw::gemm

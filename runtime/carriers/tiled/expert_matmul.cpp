@@ -100,13 +100,17 @@ Ref<Tensor> expert_matrix(const Ref<Carrier>& tile, const Routing& r) {
 
 Ref<Tensor> transposed(const Ref<Tensor>& m) { return m->view(m->offset(), m->layout().permute({1, 0})); }
 
-// Runs `each(u, W_u)` for every distinct expert u of `r` on its tile memory
+// The experts a call of `each` works on: (u, W_u), the index u into
+// Routing::experts and the (K, N) matrix view of that expert's tile.
+using Experts = std::vector<std::pair<size_t, Ref<Tensor>>>;
+
+// Runs `each` on every distinct expert u of `r` on its tile memory
 // (through one TileRequest, the policy consulted with the experts for
 // `purpose`) on workers, then `finish()` and `publish` (the await's result)
 // on the loop thread; all of it on the calling thread when every expert is
 // resident and the plan moves nothing. Calls of `each` are serialised.
 Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>& r, sw_residency_purpose_t purpose,
-                       std::function<void(size_t, const Ref<Tensor>&)> each, std::function<void()> finish,
+                       std::function<void(const Experts&)> each, std::function<void()> finish,
                        std::function<Ref<Object>()> publish) {
   const TileGeometry& g = te.geometry();
   auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
@@ -123,9 +127,12 @@ Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>&
   }
   req->run_inline = true;  // all resident and nothing to move: no hand-offs
   auto serial = std::make_shared<std::mutex>();
-  req->tile_work = [r, serial, each = std::move(each)](size_t u, const Ref<Carrier>& tile) {
+  req->tile_work = [r, serial, each = std::move(each)](const std::vector<std::pair<size_t, Ref<Carrier>>>& tiles) {
+    Experts experts;
+    experts.reserve(tiles.size());
+    for (const auto& [u, tile] : tiles) experts.emplace_back(u, expert_matrix(tile, *r));
     std::lock_guard<std::mutex> lock(*serial);
-    each(u, expert_matrix(tile, *r));
+    each(experts);
   };
   // `finish` is small (the gated sum and the result's rounding): it runs on
   // the loop thread with the publication rather than costing a worker hop.
@@ -225,22 +232,32 @@ class ExpertMatmulNode final : public Node {
       std::memset(dx->host_base(), 0, static_cast<size_t>(dx->numel()) * dtype_size(acc));
       auto routing = r_;
       Ref<Tensor> dYk = dYw, into = dx;
-      auto each = [routing, dYk, into, &be, rt, acc, S](size_t u, const Ref<Tensor>& W) {
+      auto each = [routing, dYk, into, &be, rt, acc, S](const Experts& experts) {
         const Routing& r = *routing;
-        const auto& slots = r.slots[u];
-        const int64_t m = static_cast<int64_t>(slots.size());
-        auto dYu = rows_of(be, rt, dYk, S, r.N, slots);
-        auto dXu = be.empty(rt, acc, {m, r.K});
-        be.matmul(*dYu, *transposed(W), *dXu);
+        // The experts' products as one job, then each added into its rows.
+        std::vector<Ref<Tensor>> keep;
+        std::vector<ComputeBackend::MatmulCall> calls;
+        for (const auto& [u, W] : experts) {
+          const auto& slots = r.slots[u];
+          keep.push_back(rows_of(be, rt, dYk, S, r.N, slots));
+          keep.push_back(transposed(W));
+          keep.push_back(be.empty(rt, acc, {static_cast<int64_t>(slots.size()), r.K}));
+          calls.push_back({keep[keep.size() - 3].get(), keep[keep.size() - 2].get(), keep.back().get()});
+        }
+        be.matmuls(calls);
         const int64_t rows = r.x_rows();
-        auto add = [&](auto* dst, const auto* src) {
-          for (int64_t c = 0; c < r.K; ++c)
-            for (int64_t i = 0; i < m; ++i) dst[r.x_row(slots[i]) + rows * c] += src[i + m * c];
-        };
-        if (acc == SW_DTYPE_F64)
-          add(data<double>(*into), data<double>(*dXu));
-        else
-          add(data<float>(*into), data<float>(*dXu));
+        for (size_t j = 0; j < experts.size(); ++j) {
+          const auto& slots = r.slots[experts[j].first];
+          const int64_t m = static_cast<int64_t>(slots.size());
+          auto add = [&](auto* dst, const auto* src) {
+            for (int64_t c = 0; c < r.K; ++c)
+              for (int64_t i = 0; i < m; ++i) dst[r.x_row(slots[i]) + rows * c] += src[i + m * c];
+          };
+          if (acc == SW_DTYPE_F64)
+            add(data<double>(*into), data<double>(*keep[3 * j + 2]));
+          else
+            add(data<float>(*into), data<float>(*keep[3 * j + 2]));
+        }
       };
       wait_tensor(run_experts(*te_, r_, SW_PURPOSE_BACKWARD, each, [] {}, [into] { return Ref<Object>(into.get()); }));
       if (saved_tensor(1)->dtype() != acc) dx = ops::copy_as(*dx, saved_tensor(1)->dtype());
@@ -343,21 +360,32 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   ComputeBackend& be = backend_for(*primary_seed_);
   const Ref<Runtime>& rt = runtime_ref();
   Ref<Tensor> Y = be.empty(rt, acc, {r->T, r->k, r->N});  // per-slot products
-  auto each = [r, xd, Y, &be, rt, S](size_t u, const Ref<Tensor>& W) {
-    const auto& slots = r->slots[u];
-    const int64_t m = static_cast<int64_t>(slots.size());
-    auto Xu = rows_of(be, rt, xd, r->x_rows(), r->K, r->x_pick(u));
-    if (consecutive(slots)) {  // the products' rows in Y itself
-      be.matmul(*Xu, *W, *rows_of(be, rt, Y, S, r->N, slots));
-      return;
+  auto each = [r, xd, Y, &be, rt, S](const Experts& experts) {
+    // The experts' products as one job (a token's experts share the
+    // threads in one region), each into its rows of Y: in place when they
+    // are consecutive, else through a block copied there after.
+    std::vector<Ref<Tensor>> keep;
+    std::vector<ComputeBackend::MatmulCall> calls;
+    std::vector<std::pair<size_t, Ref<Tensor>>> scattered;
+    for (const auto& [u, W] : experts) {
+      const auto& slots = r->slots[u];
+      keep.push_back(rows_of(be, rt, xd, r->x_rows(), r->K, r->x_pick(u)));
+      Ref<Tensor> Yu = consecutive(slots) ? rows_of(be, rt, Y, S, r->N, slots)
+                                          : be.empty(rt, Y->dtype(), {static_cast<int64_t>(slots.size()), r->N});
+      if (!consecutive(slots)) scattered.emplace_back(u, Yu);
+      keep.push_back(Yu);
+      calls.push_back({keep[keep.size() - 2].get(), W.get(), Yu.get()});
     }
-    auto Yu = be.empty(rt, Y->dtype(), {m, r->N});
-    be.matmul(*Xu, *W, *Yu);
+    be.matmuls(calls);
     const size_t as = dtype_size(Y->dtype());
-    for (int64_t n = 0; n < r->N; ++n)
-      for (int64_t i = 0; i < m; ++i)
-        std::memcpy(Y->host_base() + static_cast<size_t>(slots[i] + S * n) * as,
-                    Yu->host_base() + static_cast<size_t>(i + m * n) * as, as);
+    for (const auto& [u, Yu] : scattered) {
+      const auto& slots = r->slots[u];
+      const int64_t m = static_cast<int64_t>(slots.size());
+      for (int64_t n = 0; n < r->N; ++n)
+        for (int64_t i = 0; i < m; ++i)
+          std::memcpy(Y->host_base() + static_cast<size_t>(slots[i] + S * n) * as,
+                      Yu->host_base() + static_cast<size_t>(i + m * n) * as, as);
+    }
   };
   auto result = std::make_shared<Ref<Tensor>>();
   auto finish = [r, Y, gd, result, &be, rt, acc, out_dtype] {

@@ -90,12 +90,16 @@ void TileRequest::run_here() {
   fetched_.assign(pinned_.size(), nullptr);
   Status st = capture([&] {
     work_point();
-    if (tile_work)
+    if (tile_work) {
+      std::vector<std::pair<size_t, Ref<Carrier>>> jobs;
+      jobs.reserve(reads.size());
       for (size_t r = 0; r < reads.size(); ++r) {
         const size_t i =
             static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), reads[r]) - pinned_.begin());
-        tile_work(r, values_[i]);
+        jobs.emplace_back(r, values_[i]);
       }
+      tile_work(jobs);
+    }
     if (work) {
       std::vector<Ref<Carrier>> ordered;
       ordered.reserve(reads.size());
@@ -245,7 +249,7 @@ void TileRequest::run_tile_work(std::vector<size_t> entries) {
           me->fetched_[i]->write_slots(0, T, me->staged_[i].data());
           me->staged_[i] = {};
         }
-        for (const auto& [r, tile] : jobs) me->tile_work(r, tile);
+        me->tile_work(jobs);
       },
       [me](Status s) {
         if (!s.ok() && me->error_.ok()) me->error_ = s;

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "async/await.hpp"
@@ -50,13 +51,14 @@ class TileRequest final : public Operation {
   // holding tile reads[i] and outs[j] a fresh buffer (T slots of the
   // primary kind) for tile writes[j] to fill.
   std::function<void(const std::vector<Ref<Carrier>>& tiles, const std::vector<Ref<Carrier>>& outs)> work;
-  // Optional: runs on a worker (the calling thread, see run_inline) once
-  // per entry of `reads` as soon as that tile's value is available (at once
-  // for a tile primary at the start, when its fetch lands for the others),
-  // so that work on resident tiles overlaps the transfers of missing ones.
-  // Calls may overlap one another; `work` runs after the last has returned.
-  // An error fails the request.
-  std::function<void(size_t read_index, const Ref<Carrier>& tile)> tile_work;
+  // Optional: runs on a worker (the calling thread, see run_inline) on
+  // entries of `reads` (read index, tile value) as soon as their values
+  // are available, each entry once: in one call for the tiles primary at
+  // the start, in one call per fetch as the others land, so that work on
+  // resident tiles overlaps the transfers of missing ones and the resident
+  // ones' work can run as one job. Calls may overlap one another; `work`
+  // runs after the last has returned. An error fails the request.
+  std::function<void(const std::vector<std::pair<size_t, Ref<Carrier>>>& entries)> tile_work;
   // Runs on the loop thread (the calling thread, see run_inline) just
   // before the commit; its object is the await's result. A failure here
   // fails the request with nothing committed.
@@ -67,7 +69,7 @@ class TileRequest final : public Operation {
   // No movement, run inline: when at submission every tile the request pins
   // is primary and it moves nothing (no fetch, no eviction, no tile it
   // writes, not a residency request), submit() runs it on the calling
-  // thread: tile_work for each entry of `reads` in order, then `work`
+  // thread: tile_work on every entry of `reads` in order, then `work`
   // (kernels use the compute pool, the caller included), `publish`, the
   // commit, `cleanup` and the await's completion, all before it returns.
   // The pins hold until the commit as on the loop's path (an eviction of
