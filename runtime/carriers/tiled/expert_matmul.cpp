@@ -16,8 +16,10 @@
 // that lie consecutively (one token, or a token's own rows) are multiplied
 // in place: the GEMM reads x's rows and writes the products' slots directly.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "autograd/node.hpp"
 #include "base/error.hpp"
@@ -103,6 +105,23 @@ Ref<Tensor> transposed(const Ref<Tensor>& m) { return m->view(m->offset(), m->la
 // The experts a call of `each` works on: (u, W_u), the index u into
 // Routing::experts and the (K, N) matrix view of that expert's tile.
 using Experts = std::vector<std::pair<size_t, Ref<Tensor>>>;
+
+// The products (a, b, out) of one call of `each`, run as one job
+// (ComputeBackend::matmuls: a token's experts share the compute threads in
+// one region).
+struct Products {
+  std::vector<std::array<Ref<Tensor>, 3>> ops;
+
+  void add(Ref<Tensor> a, Ref<Tensor> b, Ref<Tensor> out) {
+    ops.push_back({std::move(a), std::move(b), std::move(out)});
+  }
+  void run(ComputeBackend& be) const {
+    std::vector<ComputeBackend::MatmulCall> calls;
+    calls.reserve(ops.size());
+    for (const auto& [a, b, out] : ops) calls.push_back({a.get(), b.get(), out.get()});
+    be.matmuls(calls);
+  }
+};
 
 // Runs `each` on every distinct expert u of `r` on its tile memory
 // (through one TileRequest, the policy consulted with the experts for
@@ -235,16 +254,13 @@ class ExpertMatmulNode final : public Node {
       auto each = [routing, dYk, into, &be, rt, acc, S](const Experts& experts) {
         const Routing& r = *routing;
         // The experts' products as one job, then each added into its rows.
-        std::vector<Ref<Tensor>> keep;
-        std::vector<ComputeBackend::MatmulCall> calls;
+        Products dX;
         for (const auto& [u, W] : experts) {
           const auto& slots = r.slots[u];
-          keep.push_back(rows_of(be, rt, dYk, S, r.N, slots));
-          keep.push_back(transposed(W));
-          keep.push_back(be.empty(rt, acc, {static_cast<int64_t>(slots.size()), r.K}));
-          calls.push_back({keep[keep.size() - 3].get(), keep[keep.size() - 2].get(), keep.back().get()});
+          dX.add(rows_of(be, rt, dYk, S, r.N, slots), transposed(W),
+                 be.empty(rt, acc, {static_cast<int64_t>(slots.size()), r.K}));
         }
-        be.matmuls(calls);
+        dX.run(be);
         const int64_t rows = r.x_rows();
         for (size_t j = 0; j < experts.size(); ++j) {
           const auto& slots = r.slots[experts[j].first];
@@ -254,9 +270,9 @@ class ExpertMatmulNode final : public Node {
               for (int64_t i = 0; i < m; ++i) dst[r.x_row(slots[i]) + rows * c] += src[i + m * c];
           };
           if (acc == SW_DTYPE_F64)
-            add(data<double>(*into), data<double>(*keep[3 * j + 2]));
+            add(data<double>(*into), data<double>(*dX.ops[j][2]));
           else
-            add(data<float>(*into), data<float>(*keep[3 * j + 2]));
+            add(data<float>(*into), data<float>(*dX.ops[j][2]));
         }
       };
       wait_tensor(run_experts(*te_, r_, SW_PURPOSE_BACKWARD, each, [] {}, [into] { return Ref<Object>(into.get()); }));
@@ -361,22 +377,22 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   const Ref<Runtime>& rt = runtime_ref();
   Ref<Tensor> Y = be.empty(rt, acc, {r->T, r->k, r->N});  // per-slot products
   auto each = [r, xd, Y, &be, rt, S](const Experts& experts) {
-    // The experts' products as one job (a token's experts share the
-    // threads in one region), each into its rows of Y: in place when they
-    // are consecutive, else through a block copied there after.
-    std::vector<Ref<Tensor>> keep;
-    std::vector<ComputeBackend::MatmulCall> calls;
+    // The experts' products as one job, each into its rows of Y: in place
+    // when they are consecutive, else through a block copied there after.
+    Products products;
     std::vector<std::pair<size_t, Ref<Tensor>>> scattered;
     for (const auto& [u, W] : experts) {
       const auto& slots = r->slots[u];
-      keep.push_back(rows_of(be, rt, xd, r->x_rows(), r->K, r->x_pick(u)));
-      Ref<Tensor> Yu = consecutive(slots) ? rows_of(be, rt, Y, S, r->N, slots)
-                                          : be.empty(rt, Y->dtype(), {static_cast<int64_t>(slots.size()), r->N});
-      if (!consecutive(slots)) scattered.emplace_back(u, Yu);
-      keep.push_back(Yu);
-      calls.push_back({keep[keep.size() - 2].get(), W.get(), Yu.get()});
+      Ref<Tensor> Yu;
+      if (consecutive(slots)) {
+        Yu = rows_of(be, rt, Y, S, r->N, slots);
+      } else {
+        Yu = be.empty(rt, Y->dtype(), {static_cast<int64_t>(slots.size()), r->N});
+        scattered.emplace_back(u, Yu);
+      }
+      products.add(rows_of(be, rt, xd, r->x_rows(), r->K, r->x_pick(u)), W, Yu);
     }
-    be.matmuls(calls);
+    products.run(be);
     const size_t as = dtype_size(Y->dtype());
     for (const auto& [u, Yu] : scattered) {
       const auto& slots = r->slots[u];
