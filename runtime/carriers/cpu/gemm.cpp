@@ -535,7 +535,10 @@ bool has_work(const Product& p, sw_dtype_t out) {
 void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product* products, size_t count) {
   if (!supports(in, out))
     internal_error(std::string("gemm: ") + dtype_name(in) + " operands do not give a " + dtype_name(out) + " result");
-  std::vector<Split> vectors;
+  // A product's units are recomputed where they are needed (split() is a
+  // few multiplies), so the call allocates nothing: it runs for every
+  // matmul, however small.
+  auto live_vector = [](const Product& p) { return (p.m == 1 || p.n == 1) && p.n != 0 && p.m != 0 && p.k != 0; };
   int64_t vector_units = 0;
   double vector_flops = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -543,7 +546,6 @@ void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product
     if (!has_work(p, out)) continue;
     const Split s = split(p);
     if (p.m == 1 || p.n == 1) {
-      vectors.push_back(s);
       vector_units += s.units;
       vector_flops += s.flops;
       continue;
@@ -560,21 +562,28 @@ void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product
       for (int64_t part = lo; part < hi; ++part) block(part);
     });
   }
-  if (vectors.empty()) return;
+  if (vector_units == 0) return;
+  const int64_t parts = vector_flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), vector_units);
+  if (parts == 1) {
+    for (size_t i = 0; i < count; ++i)
+      if (live_vector(products[i])) {
+        const Split s = split(products[i]);
+        span(in, out, s, 0, s.side);
+      }
+    return;
+  }
   // A vector product is a stream of the weights: the threads claim units
   // one at a time, across every product, so a thread that starts late (a
   // worker waking up, a core shared with another process) takes fewer of
   // them instead of holding the others up at the end.
   auto unit = [&](int64_t u) {
-    size_t i = 0;
-    while (u >= vectors[i].units) u -= vectors[i++].units;
-    span(in, out, vectors[i], u * 64, std::min(vectors[i].side, u * 64 + 64));
+    for (size_t i = 0; i < count; ++i) {
+      if (!live_vector(products[i])) continue;
+      const Split s = split(products[i]);
+      if (u < s.units) return span(in, out, s, u * 64, std::min(s.side, u * 64 + 64));
+      u -= s.units;
+    }
   };
-  const int64_t parts = vector_flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), vector_units);
-  if (parts == 1) {
-    for (const Split& v : vectors) span(in, out, v, 0, v.side);
-    return;
-  }
   std::atomic<int64_t> next{0};
   pool.parallel_for(parts, 1, [&](int64_t, int64_t) {
     for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < vector_units;) unit(u);
