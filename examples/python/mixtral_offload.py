@@ -543,20 +543,26 @@ class StrideWeaveModel:
             a = None
         return a is not None or self.layers[layer][w][0].tile_state((0, 0, e)).location == "primary"
 
-    def promote_ahead(self, layer, w, e, demand):
-        """Promotes expert e of one matrix of a later layer: promote_async
-        when `demand` (the next layer's predictions: reads as urgent as the
-        current layer's), else prefetch_async (farther layers: reads that
-        yield to those). False when refused: a tile the policy would evict
-        for it is still loading (a hint, skipped)."""
-        if self.in_place(layer, w, e):
+    def promote_ahead(self, layer, w, experts, demand):
+        """Promotes these experts of one matrix of a later layer together, in
+        one request: promote_async when `demand` (the next layer's
+        predictions: reads as urgent as the current layer's), else
+        prefetch_async (farther layers: reads that yield to those). One
+        request, so that the policy keeps every one of them: promoting a
+        missing one alone could evict another predicted one that is
+        resident. False when refused: a tile the policy would evict for
+        them is still loading (a hint, skipped)."""
+        if all(self.in_place(layer, w, e) for e in experts):
             return True
+        ahead = self.ahead.setdefault((layer, w), {})
+        experts = [e for e in experts if e not in ahead]  # those on their way are not requested again
         try:
-            a = self.promote(layer, w, [e], prefetch=not demand)
+            a = self.promote(layer, w, experts, prefetch=not demand)
         except sw.StrideWeaveRuntimeError:
             self.skipped += 1
             return False
-        self.ahead.setdefault((layer, w), {})[e] = a
+        for e in experts:
+            ahead[e] = a
         return True
 
     def promote(self, layer, w, experts, prefetch=False):
@@ -703,8 +709,9 @@ def run_offloaded(o, shared, stream, path, probe=None):
         # as this layer's own reads, promote_async), whose prediction is
         # redone here with the newer hidden state, and --prefetch-experts of
         # them for a farther layer (prefetch_async, yielding to the others).
-        # Matrices in product order, w1 first. Without --prefetch the
-        # predictions are only scored.
+        # Matrices in product order, w1 first; a layer's predicted experts in
+        # one request per matrix. Without --prefetch the predictions are only
+        # scored.
         for nxt in range(layer + 1, min(o.layers, layer + 1 + o.lookahead)):
             if nxt in pending and nxt != layer + 1:
                 continue
@@ -712,10 +719,9 @@ def run_offloaded(o, shared, stream, path, probe=None):
             ranked = [int(e) for e in guess[0]]
             count = o.topk if nxt == layer + 1 else o.prefetch_experts
             if o.prefetch:
-                for e in ranked[:min(count, o.budget_tiles)]:
-                    for w in PRODUCT_ORDER:
-                        if not model.promote_ahead(nxt, w, e, demand=nxt == layer + 1):
-                            break
+                for w in PRODUCT_ORDER:
+                    if not model.promote_ahead(nxt, w, ranked[:min(count, o.budget_tiles)], demand=nxt == layer + 1):
+                        break
             pending[nxt] = set(ranked)
 
     # Without --prefetch the predictions are only scored, and nothing the

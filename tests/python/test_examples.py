@@ -252,6 +252,30 @@ def test_mixtral_offload_probe_options_are_checked(capsys, options, message):
     assert message in capsys.readouterr().err
 
 
+def test_mixtral_offload_promotes_a_layers_predictions_together(tmp_path):
+    # Predicted {2, 0} with 0 and 1 resident, 0 the least recently used:
+    # promoted in one request the policy keeps 0 and evicts 1 for 2 (alone,
+    # 2 would have evicted 0, the other prediction).
+    demo = load("mixtral_offload")
+    o = demo.parse(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--budget", "0.5"])
+    path = tmp_path / "m.safetensors"
+    demo.make_model(o, str(path))
+    model = demo.StrideWeaveModel(o, str(path), policy_for=lambda: demo.sw.LRUPolicy(o.budget_tiles))
+    try:
+        te = model.layers[1]["w1"][0]
+        for e in (0, 1):
+            model.promote(1, "w1", [e]).wait()
+        assert model.promote_ahead(1, "w1", [2, 0], demand=True)
+        model.drain()
+        assert [te.tile_state((0, 0, e)).location for e in range(4)] == ["primary", "secondary", "primary",
+                                                                          "secondary"]
+        assert model.explicit_bytes == 3 * 64 * 96 * 2  # 0, 1, then 2: the resident 0 is not read again
+        assert model.promote_ahead(1, "w1", [0, 2], demand=False)  # both in place: nothing requested
+        assert model.ahead == {(1, "w1"): {}} and model.explicit_bytes == 3 * 64 * 96 * 2
+    finally:
+        model.release()
+
+
 def test_mixtral_offload_counts_every_byte_it_reads(capsys, tmp_path):
     # Without prefetch each miss reads the expert's three matrices once: w1
     # and w3 through the expert matmul's plan, w2 through the promotion the
