@@ -154,3 +154,23 @@ def test_half_matmul_follows_torch_dtype(tdtype, dtype):
         sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b), out_dtype=sw.float64)
     with pytest.raises(TypeError):
         sw.matmul(sw.from_dlpack(a), sw.from_dlpack(b), out_dtype="float32")
+
+
+def test_torch_views_import_over_the_memory_they_span():
+    # The carrier covers the slots from the view's first element to its
+    # last, no more: (2, 3) of a (4, 5) base at (1, 1) spans 8 slots.
+    base = torch.arange(20.0).reshape(4, 5)
+    t = sw.from_dlpack(base[1:3, 1:4])
+    assert t.carrier.size() == 8 and str(t.layout) == "(2,3):(5,1)"
+    np.testing.assert_array_equal(t.numpy(), [[6, 7, 8], [11, 12, 13]])
+    # A mode of extent 1 steps nowhere: its stride is 0, whatever torch says.
+    col = sw.from_dlpack(base[:, 2:3])
+    assert col.carrier.size() == 16 and str(col.layout) == "(4,1):(5,0)"
+
+
+def test_an_unaligned_producer_is_copied():
+    raw = np.frombuffer(bytearray(range(16)), dtype=np.float32, offset=2, count=3)
+    assert not raw.flags.aligned
+    t = sw.from_dlpack(raw)
+    np.testing.assert_array_equal(t.numpy(), raw)
+    assert not np.shares_memory(t.numpy(), raw)

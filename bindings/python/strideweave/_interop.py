@@ -139,6 +139,29 @@ def _shared_layout(array):
     return address, hi - lo + item, -lo // item, tuple(s // item for s in strides)
 
 
+def _shared_dlpack(address, shape, strides, item):
+    """_shared_layout for a DLPack tensor: (address, bytes, first slot,
+    element strides) of the memory it spans, strides None meaning row-major
+    compact; None when it is empty or its address is not aligned to its
+    elements (from_numpy copies it then)."""
+    if 0 in shape or address % item:
+        return None
+    if strides is None:
+        strides, step = [0] * len(shape), 1
+        for i in range(len(shape) - 1, -1, -1):
+            strides[i], step = step, step * shape[i]
+    # A mode of extent 1 is never stepped along: its stride does not matter.
+    strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
+    lo = hi = 0
+    for n, s in zip(shape, strides):
+        reach = (n - 1) * s
+        if reach < 0:
+            lo += reach
+        else:
+            hi += reach
+    return address + lo * item, (hi - lo + 1) * item, -lo, strides
+
+
 def from_numpy(array, carrier_class=None, *, runtime=None, dtype=None):
     """A tensor over `array`'s memory, or over a copy of it.
 
@@ -249,6 +272,14 @@ def from_dlpack(x, carrier_class=None, *, runtime=None):
     if dtype is None:
         raise StrideWeaveTypeError(f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes) has no "
                                    "StrideWeave counterpart")
+    if carrier_class is None or carrier_class is CPU:
+        shared = _shared_dlpack(address, shape, strides, dtype.itemsize)
+        if shared is not None:  # the common case, without a NumPy array in between
+            if len(shape) > N.SW_MAX_RANK:
+                raise StrideWeaveValueError(f"rank {len(shape)} exceeds the maximum of {N.SW_MAX_RANK}")
+            base, nbytes, first, element_strides = shared
+            carrier = CPU._over(keeper, base, nbytes, dtype, read_only, _runtime.resolve(runtime))
+            return Tensor(carrier, first, Layout._flat(tuple(shape), element_strides))
     raw = dtype.numpy if dtype.numpy is not None else np.dtype(np.uint16)
     if 0 in shape:
         array = np.empty(shape, dtype=raw)

@@ -209,6 +209,16 @@ class Layout:
         object.__setattr__(self, "_h", _make_handle(shape.modes, stride.modes))
 
     @classmethod
+    def _flat(cls, shape, stride):
+        """Layout(shape, stride) for tuples of ints already known to be
+        valid (extents >= 0, one stride each): no checks."""
+        obj = object.__new__(cls)
+        object.__setattr__(obj, "_shape", Shape._of(shape))
+        object.__setattr__(obj, "_stride", Stride._of(stride))
+        object.__setattr__(obj, "_h", N.layout_create(shape, stride))
+        return obj
+
+    @classmethod
     def _adopt(cls, h):
         """A Layout over a new sw_layout_t reference."""
         shape, stride = _parse_tree(N.layout_to_string(h))
@@ -328,8 +338,11 @@ def _make_handle(shape_modes, stride_modes):
 def flat_strides(layout):
     """One element stride per top-level mode, or None when a nested mode is not
     a single arithmetic progression (NumPy and DLPack views need one)."""
+    shapes, strides = layout.shape.modes, layout.stride.modes
+    if all(type(m) is int for m in shapes):
+        return tuple(0 if e == 1 else s for e, s in zip(shapes, strides))
     out = []
-    for shape, stride in zip(layout.shape.modes, layout.stride.modes):
+    for shape, stride in zip(shapes, strides):
         leaves = [(e, s) for e, s in zip(_leaves(shape), _leaves(stride)) if e != 1]
         if not leaves:
             out.append(0)
