@@ -348,7 +348,9 @@ def test_mixtral_offload_c_twin_agrees_with_python(capsys, tmp_path, dtype):
     stream = tmp_path / "stream.npy"
     args = TWIN + ["--dtype", dtype, "--dir", str(tmp_path), "--runs", "offloaded", "--quiet", "--no-prefetch"]
     assert demo.main(args + ["--save-stream", str(stream), "--trace"]) == 0
-    py_routes, py_finals, py = trace_of(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    py_routes, py_finals, py = trace_of(out)
+    py_read = summary_of(out)["runs"]["offloaded"]["bytes_read"]
     saved = np.load(stream)
     assert saved.dtype == np.float32 and np.array_equal(saved, demo.token_stream(demo.parse(args)).float().numpy())
 
@@ -358,6 +360,8 @@ def test_mixtral_offload_c_twin_agrees_with_python(capsys, tmp_path, dtype):
     c_routes, c_finals, c = trace_of(run.stdout)
     assert len(py_routes) == 8 * 2 and c_routes == py_routes
     assert c["hit_rate"] == py["hit_rate"] and 0 < int(c["hit_rate"]["hits"]) < int(c["hit_rate"]["required"]) == 32
+    # Both count every tile they read: the LRU's plans and w2's promotions.
+    assert f"{py_read / 2**20:.1f} MiB read from the model file" in run.stdout and py_read > 0
     assert set(c_finals) == set(py_finals) == set(range(8))
     tol = TWIN_TOLERANCE[dtype]
     for t, p in py_finals.items():
