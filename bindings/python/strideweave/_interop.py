@@ -123,6 +123,16 @@ def _numpy_dtype_of(array):
     return found
 
 
+def _span(shape, strides):
+    """(lowest, highest) offset from the first element that a non-empty
+    strided array reaches, in the strides' units."""
+    lo = hi = 0
+    for n, s in zip(shape, strides):
+        reach = (n - 1) * s
+        lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+    return lo, hi
+
+
 def _shared_layout(array):
     """(address, bytes, first slot, element strides) of the memory `array`
     spans, for a carrier over it; None when it cannot be shared."""
@@ -131,10 +141,7 @@ def _shared_layout(array):
     strides = [0 if n == 1 else s for n, s in zip(array.shape, array.strides)]
     if array.size == 0 or not array.flags.aligned or any(s % item for s in strides):
         return None
-    lo = hi = 0
-    for n, s in zip(array.shape, strides):
-        reach = (n - 1) * s
-        lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+    lo, hi = _span(array.shape, strides)
     address = array.__array_interface__["data"][0] + lo
     return address, hi - lo + item, -lo // item, tuple(s // item for s in strides)
 
@@ -152,13 +159,7 @@ def _shared_dlpack(address, shape, strides, item):
             strides[i], step = step, step * shape[i]
     # A mode of extent 1 is never stepped along: its stride does not matter.
     strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
-    lo = hi = 0
-    for n, s in zip(shape, strides):
-        reach = (n - 1) * s
-        if reach < 0:
-            lo += reach
-        else:
-            hi += reach
+    lo, hi = _span(shape, strides)
     return address + lo * item, (hi - lo + 1) * item, -lo, strides
 
 
