@@ -162,3 +162,22 @@ def test_protocol_arguments():
     with pytest.raises(BufferError, match="without a copy"):
         z.__dlpack__(max_version=(1, 0), copy=False)
     assert t.carrier._exports == 0  # refused exports hold nothing
+
+
+def test_an_unaligned_producer_is_copied():
+    raw = np.frombuffer(bytearray(range(16)), dtype=np.float32, offset=2, count=3)
+    assert not raw.flags.aligned
+    t = sw.from_dlpack(raw)
+    np.testing.assert_array_equal(t.numpy(), raw)
+    assert not np.shares_memory(t.numpy(), raw)
+
+
+def test_a_reversed_producer_is_shared():
+    # NumPy exports negative strides: the carrier starts at the lowest
+    # address the view reaches and the tensor's first slot is its far end.
+    base = np.arange(6, dtype=np.float32)
+    t = sw.from_dlpack(base[::-2])
+    np.testing.assert_array_equal(t.numpy(), [5, 3, 1])
+    assert t.carrier.size() == 5 and str(t.layout) == "(3):(-2)" and np.shares_memory(t.numpy(), base)
+    base[3] = -1
+    assert t[1] == -1

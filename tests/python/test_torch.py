@@ -167,10 +167,3 @@ def test_torch_views_import_over_the_memory_they_span():
     col = sw.from_dlpack(base[:, 2:3])
     assert col.carrier.size() == 16 and str(col.layout) == "(4,1):(5,0)"
 
-
-def test_an_unaligned_producer_is_copied():
-    raw = np.frombuffer(bytearray(range(16)), dtype=np.float32, offset=2, count=3)
-    assert not raw.flags.aligned
-    t = sw.from_dlpack(raw)
-    np.testing.assert_array_equal(t.numpy(), raw)
-    assert not np.shares_memory(t.numpy(), raw)
