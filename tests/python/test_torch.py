@@ -166,4 +166,3 @@ def test_torch_views_import_over_the_memory_they_span():
     # A mode of extent 1 steps nowhere: its stride is 0, whatever torch says.
     col = sw.from_dlpack(base[:, 2:3])
     assert col.carrier.size() == 16 and str(col.layout) == "(4,1):(5,0)"
-
