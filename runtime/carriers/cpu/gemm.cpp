@@ -520,8 +520,13 @@ void span(sw_dtype_t in, sw_dtype_t out, const Split& s, int64_t lo, int64_t hi)
   }
 }
 
-// False when C is empty; zeros C when K = 0 (oneDNN's sgemm would leave it
-// as it was).
+// A product with something to multiply (C not empty, K > 0).
+bool nonempty(const Product& p) { return p.m != 0 && p.n != 0 && p.k != 0; }
+
+// A product of a vector (M or N 1): multiply_all streams these together.
+bool is_vector(const Product& p) { return p.m == 1 || p.n == 1; }
+
+// nonempty(p); zeros C when K = 0 (oneDNN's sgemm would leave it as it was).
 bool has_work(const Product& p, sw_dtype_t out) {
   if (p.m == 0 || p.n == 0) return false;
   if (p.k != 0) return true;
@@ -538,14 +543,14 @@ void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product
   // A product's units are recomputed where they are needed (split() is a
   // few multiplies), so the call allocates nothing: it runs for every
   // matmul, however small.
-  auto live_vector = [](const Product& p) { return (p.m == 1 || p.n == 1) && p.n != 0 && p.m != 0 && p.k != 0; };
+  auto live_vector = [](const Product& p) { return is_vector(p) && nonempty(p); };
   int64_t vector_units = 0;
   double vector_flops = 0;
   for (size_t i = 0; i < count; ++i) {
     const Product& p = products[i];
     if (!has_work(p, out)) continue;
     const Split s = split(p);
-    if (p.m == 1 || p.n == 1) {
+    if (is_vector(p)) {
       vector_units += s.units;
       vector_flops += s.flops;
       continue;
