@@ -70,6 +70,10 @@ class HostBuffer {
   void reset() noexcept;
   std::byte* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // The 4096-byte blocks enclosing [data(), data() + bytes()) lie inside the
+  // pool's block: a 4096-aligned block (64 KiB and up) whose size class, a
+  // multiple of 16 KiB, covers the offset and the bytes rounded up to 4096.
+  bool whole_blocks() const { return data_ && BufferPool::alignment_for(bytes_ + offset_) >= 4096; }
 
  private:
   std::shared_ptr<BufferPool> pool_;

@@ -124,15 +124,16 @@ void Carrier::drop_storage_once(bool rethrow) const {
 
 namespace sw {
 
-void Carrier::read_async(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority) {
-  issue_read(first, count, dst, runtime().hold_point(FaultKind::kRead, std::move(done)), priority);
+void Carrier::read_async(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
+                         bool whole_blocks) {
+  issue_read(first, count, dst, runtime().hold_point(FaultKind::kRead, std::move(done)), priority, whole_blocks);
 }
 
 void Carrier::write_async(size_t first, size_t count, const std::byte* src, IoDone done) {
   issue_write(first, count, src, runtime().hold_point(FaultKind::kWrite, std::move(done)));
 }
 
-void Carrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority) {
+void Carrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority, bool) {
   Ref<Carrier> self(this);
   runtime().run_on_worker([self, first, count, dst] { self->read_slots(first, count, dst); }, std::move(done));
 }

@@ -76,6 +76,10 @@ class Carrier : public Object {
 
   // Host address of slot 0 when the storage is host memory, else nullptr.
   virtual std::byte* host_data() const { return nullptr; }
+  // The 4096-byte blocks enclosing host_data()'s storage belong to this
+  // carrier: bytes of them outside its slots may be overwritten (a read
+  // filling whole blocks, see read_async).
+  virtual bool host_blocks_owned() const { return false; }
   // Whether ops may compute on this carrier (it is a compute carrier).
   virtual bool is_compute() const { return false; }
 
@@ -134,8 +138,13 @@ class Carrier : public Object {
   // the runtime's testing holds (Runtime::arm_hold). A kPrefetch read (an
   // explicit promotion's) yields to kDemand transfers where the carrier
   // queues its requests (the file carrier: async/io_queue.hpp).
+  // `whole_blocks`: the 4096-byte blocks enclosing [dst, dst + count slots)
+  // are the caller's scratch beyond the range, so the read may fill them
+  // whole (host_blocks_owned of the carrier dst belongs to): a direct-I/O
+  // read then reads a range's unaligned ends in place, not through bounce
+  // reads of their blocks.
   void read_async(size_t first, size_t count, std::byte* dst, IoDone done,
-                  IoPriority priority = IoPriority::kDemand);
+                  IoPriority priority = IoPriority::kDemand, bool whole_blocks = false);
   void write_async(size_t first, size_t count, const std::byte* src, IoDone done);
 
   // A read-only carrier refuses public writes (STATE) and moves into it.
@@ -162,7 +171,8 @@ class Carrier : public Object {
  protected:
   // The transfers behind read_async / write_async. The default runs
   // read_slots / write_slots on a background worker.
-  virtual void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority);
+  virtual void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
+                          bool whole_blocks);
   virtual void issue_write(size_t first, size_t count, const std::byte* src, IoDone done);
   virtual void dispose_storage() = 0;
   // Refuses dispose (STATE) while work that the carrier does not own is pending.

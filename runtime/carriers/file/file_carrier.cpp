@@ -273,15 +273,25 @@ std::vector<FileCarrier::Extent> FileCarrier::extents_of(size_t first, size_t co
 }
 
 FileCarrier::Piece FileCarrier::next_piece(bool write, uint64_t file_offset, const std::byte* address,
-                                           size_t remaining) const {
+                                           size_t remaining, Slack slack) const {
   if (!direct_io_) return {std::min(chunk_bytes_, remaining), PieceMode::kBuffered};
   // Reads that cannot go in place read the enclosing blocks into a bounce
   // buffer; writes that cannot are buffered.
   const PieceMode unaligned = write ? PieceMode::kBuffered : PieceMode::kBounce;
+  if (write) slack = {false, false};
   const uintptr_t a = reinterpret_cast<uintptr_t>(address);
   if (file_offset % kDirectAlignment == a % kDirectAlignment) {
-    if (file_offset % kDirectAlignment)
-      return {std::min<size_t>(remaining, kDirectAlignment - file_offset % kDirectAlignment), unaligned};
+    const size_t rem = static_cast<size_t>(file_offset % kDirectAlignment);
+    if (rem) {
+      // The buffer's unaligned start: one chunk from its enclosing block on,
+      // padded, when the piece's other end is aligned or may spill too.
+      const size_t n = std::min(remaining, chunk_bytes_ - rem);
+      if (slack.head && (n < remaining || slack.tail || (rem + n) % kDirectAlignment == 0))
+        return {n, PieceMode::kPadded};
+      return {std::min<size_t>(remaining, kDirectAlignment - rem), unaligned};
+    }
+    // The buffer's unaligned end, within one chunk: one padded piece.
+    if (slack.tail && remaining % kDirectAlignment && remaining <= chunk_bytes_) return {remaining, PieceMode::kPadded};
     const size_t aligned = std::min(chunk_bytes_, remaining) / kDirectAlignment * kDirectAlignment;
     if (aligned) return {aligned, PieceMode::kDirect};
     return {remaining, unaligned};
@@ -459,9 +469,11 @@ void FileCarrier::write_slots(size_t first, size_t count, const void* src) {
 class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::Transfer> {
  public:
   Transfer(Ref<FileCarrier> carrier, bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
-           IoPriority priority)
+           IoPriority priority, bool whole_blocks)
       : carrier_(std::move(carrier)), write_(write), extents_(std::move(extents)), buffer_(buffer), done_(std::move(done)),
-        priority_(priority) {}
+        priority_(priority), whole_blocks_(whole_blocks && !write) {
+    for (const Extent& e : extents_) buffer_end_ = std::max(buffer_end_, e.position + e.length);
+  }
 
   void start();
 
@@ -500,6 +512,8 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   std::byte* buffer_;
   IoDone done_;
   IoPriority priority_;
+  bool whole_blocks_;      // the buffer's enclosing blocks are scratch (read_async)
+  size_t buffer_end_ = 0;  // bytes of the host buffer the extents cover
   uint64_t ticket_ = 0;    // its place in the IoQueue's order
   bool queued_ = false;    // waiting in the IoQueue for a slot
   size_t extent_ = 0;      // the next piece to issue: extent extent_, position_ bytes in
@@ -550,8 +564,9 @@ void FileCarrier::Transfer::issue() noexcept {
     fail(capture([&] {
       if (!write_) rt.check_fault(FaultKind::kRead, "file read");
       const Extent& e = extents_[extent_];
-      const Piece piece = carrier_->next_piece(write_, e.file_offset + position_, buffer_ + e.position + position_,
-                                               e.length - position_);
+      const size_t at = e.position + position_, left = e.length - position_;
+      const Slack slack{whole_blocks_ && at == 0, whole_blocks_ && at + left == buffer_end_};
+      const Piece piece = carrier_->next_piece(write_, e.file_offset + position_, buffer_ + at, left, slack);
       request = new Request{};
       request->transfer = shared_from_this();
       request->file_offset = e.file_offset + position_;
@@ -607,6 +622,12 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
     buf.len = span;
     fd = carrier_->direct_fd_;
     at = request->bounce_start;
+  } else if (request->mode == PieceMode::kPadded && carrier_->direct_usable()) {
+    // The enclosing blocks, read where they lie in the host buffer.
+    at = align_down(offset);
+    buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done - (offset - at));
+    buf.len = static_cast<size_t>(align_up(offset + length) - at);
+    fd = carrier_->direct_fd_;
   } else {
     fd = carrier_->fd_for(request->mode == PieceMode::kDirect);
     buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done);
@@ -658,6 +679,10 @@ void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
       got = got > skip ? std::min(got - skip, request->length - request->done) : 0;
       std::memcpy(self->buffer_ + request->position + request->done, request->bounce.get() + skip, got);
       request->bounce.reset();
+    } else if (request->mode == PieceMode::kPadded && request->used_direct) {
+      // The piece's bytes of the enclosing blocks, already in place.
+      const size_t skip = static_cast<size_t>(offset - align_down(offset));
+      got = got > skip ? std::min(got - skip, request->length - request->done) : 0;
     }
     if (got == 0) {
       self->fail(self->write_ ? self->io_status(offset, UV_EIO) : self->end_of_file(offset));
@@ -684,13 +709,14 @@ void FileCarrier::Transfer::finish_if_idle() noexcept {
 }
 
 void FileCarrier::transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
-                                 IoPriority priority) {
+                                 IoPriority priority, bool whole_blocks) {
   Ref<FileCarrier> self(this);
-  std::make_shared<Transfer>(self, write, std::move(extents), buffer, std::move(done), priority)->start();
+  std::make_shared<Transfer>(self, write, std::move(extents), buffer, std::move(done), priority, whole_blocks)->start();
 }
 
-void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority) {
-  transfer_async(false, extents_of(first, count), dst, std::move(done), priority);
+void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
+                             bool whole_blocks) {
+  transfer_async(false, extents_of(first, count), dst, std::move(done), priority, whole_blocks);
 }
 
 void FileCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {

@@ -84,7 +84,8 @@ class FileCarrier final : public Carrier {
   FileIoStats io_stats() const;
 
  protected:
-  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority) override;
+  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
+                  bool whole_blocks) override;
   void issue_write(size_t first, size_t count, const std::byte* src, IoDone done) override;
   void dispose_storage() override { close_file(); }
   void allocate_storage(size_t size, bool zero_fill) override;
@@ -92,7 +93,15 @@ class FileCarrier final : public Carrier {
  private:
   class Transfer;
 
-  enum class PieceMode { kBuffered, kDirect, kBounce };
+  // kPadded: a direct read of the enclosing aligned blocks straight into the
+  // host buffer, whose blocks around the piece are scratch (read_async's
+  // whole_blocks): an unaligned end of a transfer read in place.
+  enum class PieceMode { kBuffered, kDirect, kBounce, kPadded };
+  // Which ends of a piece may spill into the host buffer's enclosing blocks:
+  // its start is the buffer's start (head) or its end the buffer's end (tail).
+  struct Slack {
+    bool head, tail;
+  };
   // One piece of a transfer: `length` bytes at transfer position `position`.
   struct Piece {
     size_t length;
@@ -114,9 +123,12 @@ class FileCarrier final : public Carrier {
   // The next piece of `remaining` bytes at file offset `file_offset` and
   // host address `address`. Pieces whose offset, length and address are all
   // 4096-aligned may use O_DIRECT in place; other read pieces go through a
-  // bounce buffer. The plan depends only on the addresses, not on whether
-  // O_DIRECT turned out to work, so a transfer's request count is fixed.
-  Piece next_piece(bool write, uint64_t file_offset, const std::byte* address, size_t remaining) const;
+  // bounce buffer, or with `slack` at an unaligned end of the host buffer
+  // are read padded (kPadded). The plan depends only on the addresses, not
+  // on whether O_DIRECT turned out to work, so a transfer's request count is
+  // fixed.
+  Piece next_piece(bool write, uint64_t file_offset, const std::byte* address, size_t remaining,
+                   Slack slack = {false, false}) const;
   size_t piece_count(bool write, const std::vector<Extent>& extents, const std::byte* buffer) const;
   int fd_for(bool direct) const;
   bool direct_usable() const { return direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed); }
@@ -132,7 +144,7 @@ class FileCarrier final : public Carrier {
   ssize_t bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const;
   void transfer_sync(bool write, const std::vector<Extent>& extents, std::byte* buffer) const;
   void transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
-                      IoPriority priority = IoPriority::kDemand);
+                      IoPriority priority = IoPriority::kDemand, bool whole_blocks = false);
   [[noreturn]] void io_failure(bool write, uint64_t file_offset, int error_number) const;
 
   FileCarrierOptions options_;

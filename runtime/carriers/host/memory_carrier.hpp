@@ -14,6 +14,7 @@ class MemoryCarrier : public Carrier {
   MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size, size_t phase = 0);
 
   std::byte* host_data() const override { return buffer_.data(); }
+  bool host_blocks_owned() const override { return buffer_.whole_blocks(); }
   void read_slots(size_t first, size_t count, void* dst) const override;
   void write_slots(size_t first, size_t count, const void* src) override;
 

@@ -168,7 +168,9 @@ void TileRequest::start() {
     ++ops_;
     ++fetches_;
     auto me = self();
-    std::byte* into = staged_[n.i].empty() ? fetched_[n.i]->host_data() : staged_[n.i].data();
+    const bool in_place = staged_[n.i].empty();
+    std::byte* into = in_place ? fetched_[n.i]->host_data() : staged_[n.i].data();
+    const bool whole_blocks = in_place && fetched_[n.i]->host_blocks_owned();
     const size_t entry = n.i;
     // A prefetch's reads yield to those of work that waits for its values.
     te_->secondary_->read_async(
@@ -179,7 +181,7 @@ void TileRequest::start() {
           me->fetch_done();
           me->op_done();
         },
-        prefetch ? IoPriority::kPrefetch : IoPriority::kDemand);
+        prefetch ? IoPriority::kPrefetch : IoPriority::kDemand, whole_blocks);
   }
   if (tile_work) {
     // Tiles primary at the start, and implicit zeros (filled at creation).

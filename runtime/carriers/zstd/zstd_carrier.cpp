@@ -312,7 +312,7 @@ struct TransferJoin {
 
 }  // namespace
 
-void ZstdCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority) {
+void ZstdCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority, bool) {
   auto ranges = split_for_workers(first, count);
   if (ranges.empty()) {
     runtime().run_on_worker([] {}, std::move(done));

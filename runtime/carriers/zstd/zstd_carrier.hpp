@@ -123,7 +123,8 @@ class ZstdCarrier final : public Carrier {
   void replace_frame(size_t frame, const std::byte* bytes, size_t length);
 
  protected:
-  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority) override;
+  void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
+                  bool whole_blocks) override;
   void issue_write(size_t first, size_t count, const std::byte* src, IoDone done) override;
   void dispose_storage() override;
   void allocate_storage(size_t size, bool zero_fill) override;
