@@ -43,6 +43,10 @@ run's reads of the segment are read again, with preads and through
 StrideWeave's file carrier, and the faster is the tier's bandwidth for that
 segment (for zstd, --probe-mib decompressed). With --tier direct the
 device's own count of its busy time (/proc/diskstats) gives a second bound.
+Without --prefetch it also prints how long the offloaded run computed with no
+read of its own in flight (the layers whose experts were all primary, and
+the layers with misses after their last read landed), time the bound does
+not pay for.
 
 Prints a progress line per step, a table, and one line SUMMARY_JSON {...};
 writes the per-step figures to --csv and their plot beside it (.png).
@@ -116,6 +120,7 @@ import json
 import math
 import mmap
 import os
+import statistics
 import sys
 import threading
 import time
@@ -506,6 +511,10 @@ class StrideWeaveModel:
         self.tile_bytes = {w: o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4) for w in MATRICES}
         self.explicit_bytes = 0  # read by explicit promotions (the LRU statistics count only its own plans)
         self.read_log = []  # the tensor names of the tiles read from the tier, in request order
+        # Per layer of a budgeted run: (it had misses, ms in its expert
+        # matmuls and gated sum, ms of those after its last read landed or
+        # None when a call read inside it).
+        self.layer_times = []
 
     def settle(self, a):
         """a.wait(), with --poll polling a.done() first: the decoding thread
@@ -593,6 +602,7 @@ class StrideWeaveModel:
         return self.submit(layer, w, start)
 
     def moe(self, layer, n, ids, gates):
+        t_in = time.perf_counter()
         x = sw.from_dlpack(n)
         idt = sw.from_dlpack(ids)
         chosen = sorted(set(ids[0].tolist()))
@@ -626,11 +636,17 @@ class StrideWeaveModel:
         act = sw.from_dlpack(F.silu(a) * b)  # (1, k, F): one input row per choice
         if w2_ready is not None:
             self.settle(w2_ready)
+        t_landed = time.perf_counter() if misses and not streamed else None
         self.wait_ms += (time.perf_counter() - t0) * 1000 if misses else 0
         y = torch.from_dlpack(self.settle(self.matmul(layer, "w2", act, idt, chosen)))
         # The gated sum as the PyTorch model rounds it (each expert's output
         # rounded to the dtype first), so that the runs compare bit for bit.
-        return gated_sum(y, gates)
+        out = gated_sum(y, gates)
+        if self.budgeted:
+            t_out = time.perf_counter()
+            self.layer_times.append((misses, (t_out - t_in) * 1000,
+                                     None if t_landed is None else (t_out - t_landed) * 1000))
+        return out
 
     def submit(self, layer, w, start):
         """start() a request; when a promotion issued ahead still owns a
@@ -785,14 +801,35 @@ def run_offloaded(o, shared, stream, path, probe=None):
         deferred.clear()  # the warm-up's predictions are not scored (no token starts with one pending)
         on_reset_counters()
         model.read_log = []  # the warm-up's reads are not the run's
+        model.layer_times = []
 
     st.on_reset = reset_and_log
     with GlueOnOneThread(), sw.no_grad():
         st.outputs = decode(o, shared, stream, st, model.moe, layer_hook, pause if probe else None)
     model.drain()
     refresh()
+    st.layer_times = model.layer_times
     model.release()
     return st
+
+
+def idle_disk(o, off):
+    """Where the offloaded run's disk waits on its compute, from the layers'
+    times: the layers whose chosen experts were all primary (nothing of theirs
+    to read, and the next layer's misses unknown until its router runs), and
+    the time the layers with misses computed after their last read landed.
+    None without layer times, and with --prefetch (a layer's experts may then
+    be on their way rather than primary)."""
+    times = getattr(off, "layer_times", None)
+    if not times or o.prefetch:
+        return None
+    primary = [ms for missed, ms, _ in times if not missed]
+    tails = [tail for missed, _, tail in times if missed and tail is not None]
+    return {"all_primary_layers_per_token": len(primary) / o.tokens,
+            "all_primary_layer_ms": statistics.median(primary) if primary else None,
+            "layers_with_misses_per_token": (len(times) - len(primary)) / o.tokens,
+            "after_last_read_ms": statistics.median(tails) if tails else None,
+            "ms_per_token": (sum(primary) + sum(tails)) / o.tokens}
 
 
 class DiskActivity:
@@ -1681,6 +1718,18 @@ def main(argv=None):
             if summary["bound_ratio"] < 1:
                 print("(below 1: the run read faster than the probes after its segments read the same bytes; "
                       "the tier's speed drifts)")
+        idle = summary["offloaded_layers"] = idle_disk(o, off)
+        if idle and idle["ms_per_token"] > 0:
+            parts = []
+            if idle["all_primary_layer_ms"] is not None:
+                parts.append(f"{idle['all_primary_layers_per_token']:.2f} layers per token whose chosen experts were "
+                             f"all primary ({idle['all_primary_layer_ms']:.2f} ms each, median; the next layer's "
+                             f"misses are unknown until its router runs)")
+            if idle["after_last_read_ms"] is not None:
+                parts.append(f"the {idle['layers_with_misses_per_token']:.2f} layers with misses after their last "
+                             f"read landed ({idle['after_last_read_ms']:.2f} ms each: w2's products and the gated sum)")
+            print(f"with no read of its own in flight, the offloaded run computed {idle['ms_per_token']:.2f} ms per "
+                  f"token: " + " and ".join(parts) + "; the glue between layers comes on top")
         dev = device_bound(o, off, res)
         summary["device_bound_ratio"] = summary["device_read_bandwidth"] = None
         if dev and dev[0] > 0:

@@ -176,6 +176,12 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     # One pause after the 8th token (--probe-every 8) reads the run's reads again.
     assert len(s["tier_bandwidths"]) == 1 and s["tier_bandwidth"] == pytest.approx(s["tier_bandwidths"][0])
     assert s["tier_probe_bytes"] == s["runs"]["offloaded"]["bytes_read"]
+    # A budget of 1 of 4 experts per layer under top-2 routing: every layer
+    # misses, and its reads stream through its calls (no time after them).
+    assert s["offloaded_layers"] == {"all_primary_layers_per_token": 0.0, "all_primary_layer_ms": None,
+                                     "layers_with_misses_per_token": 2.0, "after_last_read_ms": None,
+                                     "ms_per_token": 0.0}
+    assert "with no read of its own in flight" not in out
     rows = (tmp_path / "mixtral_offload.csv").read_text().splitlines()
     assert rows[0] == "run,batch,latency_ms,wait_ms,hit_rate" and len(rows) == 1 + 5 * 8
     assert (tmp_path / "mixtral_offload.png").stat().st_size > 0
@@ -189,6 +195,24 @@ def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
         s = summary_of(capsys.readouterr().out)
         assert s["runs"]["offloaded"]["max_error_vs_pytorch"] <= s["error_bound"]
         assert s["config"]["tier"] == extra[1]
+
+
+def test_mixtral_offload_times_the_compute_with_no_read_in_flight(capsys, tmp_path):
+    """With 2 of 4 experts primary per layer, some layers find both chosen
+    experts primary and the others compute w2's products after their last
+    read: each timed layer is counted once, and their times are a part of
+    the run's."""
+    demo = load("mixtral_offload")
+    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "offloaded", "--budget", "0.5",
+                                      "--tokens", "16"]) == 0
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    idle = s["offloaded_layers"]
+    assert idle["all_primary_layers_per_token"] + idle["layers_with_misses_per_token"] == 2
+    assert idle["all_primary_layers_per_token"] > 0 and idle["all_primary_layer_ms"] > 0
+    assert idle["layers_with_misses_per_token"] > 0 and idle["after_last_read_ms"] > 0
+    assert 0 < idle["ms_per_token"] < 1000 / s["runs"]["offloaded"]["tokens_per_s"]
+    assert f"the offloaded run computed {idle['ms_per_token']:.2f} ms per token" in out
 
 
 def test_mixtral_offload_probes_the_tier_between_segments(capsys, tmp_path):
