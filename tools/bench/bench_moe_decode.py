@@ -94,7 +94,8 @@ def main(argv=None):
              "lru_hit_rate": s["lru_hit_rate"], "hit_rate": s["runs"]["offloaded"]["hit_rate"],
              "offloaded_tps": s["runs"]["offloaded"]["tokens_per_s"], "naive_tps": s["runs"]["naive"]["tokens_per_s"],
              "resident_tps": s["runs"]["resident"]["tokens_per_s"], "pytorch_tps": s["runs"]["pytorch"]["tokens_per_s"],
-             "mmap_tps": s["runs"]["mmap"]["tokens_per_s"], "max_error_vs_pytorch": s["max_error_vs_pytorch"]}
+             "mmap_tps": s["runs"]["mmap"]["tokens_per_s"], "max_error_vs_pytorch": s["max_error_vs_pytorch"],
+             "idle_ms_per_token": (s.get("offloaded_layers") or {}).get("ms_per_token")}
         rows.append(r)
         print("BENCH_JSON " + json.dumps({"moe_decode": r}, sort_keys=True))
     # The demo's experts, and Mixtral 8x7B's (4096 x 14336: 117 MB a call,
