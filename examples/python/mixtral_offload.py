@@ -512,7 +512,8 @@ class StrideWeaveModel:
         self.explicit_bytes = 0  # read by explicit promotions (the LRU statistics count only its own plans)
         self.read_log = []  # the tensor names of the tiles read from the tier, in request order
         # Per layer of a budgeted run: (it had misses, ms in its expert
-        # matmuls and gated sum, ms of those after its last read landed or
+        # matmuls and gated sum, ms of those after its last read landed, and
+        # ms from its first read's request to its last read's landing; both
         # None when a call read inside it).
         self.layer_times = []
 
@@ -619,6 +620,7 @@ class StrideWeaveModel:
         # products compute inside the calls: the later layers' go first, or
         # the disk would idle through them.
         w2_ready = None
+        t_submit = time.perf_counter()
         if not misses and self.after_submit:
             self.after_submit(layer)
         a1 = self.matmul(layer, "w1", x, idt, chosen)
@@ -645,7 +647,8 @@ class StrideWeaveModel:
         if self.budgeted:
             t_out = time.perf_counter()
             self.layer_times.append((misses, (t_out - t_in) * 1000,
-                                     None if t_landed is None else (t_out - t_landed) * 1000))
+                                     None if t_landed is None else (t_out - t_landed) * 1000,
+                                     None if t_landed is None else (t_landed - t_submit) * 1000))
         return out
 
     def submit(self, layer, w, start):
@@ -823,13 +826,18 @@ def idle_disk(o, off):
     times = getattr(off, "layer_times", None)
     if not times or o.prefetch:
         return None
-    primary = [ms for missed, ms, _ in times if not missed]
-    tails = [tail for missed, _, tail in times if missed and tail is not None]
+    primary = [ms for missed, ms, _, _ in times if not missed]
+    tails = [tail for missed, _, tail, _ in times if missed and tail is not None]
+    reads = [r for missed, _, _, r in times if missed and r is not None]
+    streamed = len(reads) < len(times) - len(primary)  # some layers read inside their calls
+    token_ms = 1000 * off.seconds / o.tokens
     return {"all_primary_layers_per_token": len(primary) / o.tokens,
             "all_primary_layer_ms": statistics.median(primary) if primary else None,
             "layers_with_misses_per_token": (len(times) - len(primary)) / o.tokens,
             "after_last_read_ms": statistics.median(tails) if tails else None,
-            "ms_per_token": (sum(primary) + sum(tails)) / o.tokens}
+            "ms_per_token": (sum(primary) + sum(tails)) / o.tokens,
+            "reads_in_flight_ms_per_token": None if streamed else sum(reads) / o.tokens,
+            "no_read_in_flight_ms_per_token": None if streamed else token_ms - sum(reads) / o.tokens}
 
 
 class DiskActivity:
@@ -1728,8 +1736,16 @@ def main(argv=None):
             if idle["after_last_read_ms"] is not None:
                 parts.append(f"the {idle['layers_with_misses_per_token']:.2f} layers with misses after their last "
                              f"read landed ({idle['after_last_read_ms']:.2f} ms each: w2's products and the gated sum)")
+            rest = ""
+            if idle["no_read_in_flight_ms_per_token"] is not None:
+                rest = (f". Of its {1000 * off.seconds / o.tokens:.2f} ms per token, "
+                        f"{idle['reads_in_flight_ms_per_token']:.2f} ms lay between a layer's first request and its "
+                        f"last read's landing as the decoding thread saw it, and "
+                        f"{idle['no_read_in_flight_ms_per_token']:.2f} ms outside: the above, and "
+                        f"{idle['no_read_in_flight_ms_per_token'] - idle['ms_per_token']:.2f} ms of norms, routers "
+                        f"and the calls' set-up")
             print(f"with no read of its own in flight, the offloaded run computed {idle['ms_per_token']:.2f} ms per "
-                  f"token: " + " and ".join(parts) + "; the glue between layers comes on top")
+                  f"token: " + " and ".join(parts) + rest)
         dev = device_bound(o, off, res)
         summary["device_bound_ratio"] = summary["device_read_bandwidth"] = None
         if dev and dev[0] > 0:

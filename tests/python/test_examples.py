@@ -180,7 +180,8 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     # misses, and its reads stream through its calls (no time after them).
     assert s["offloaded_layers"] == {"all_primary_layers_per_token": 0.0, "all_primary_layer_ms": None,
                                      "layers_with_misses_per_token": 2.0, "after_last_read_ms": None,
-                                     "ms_per_token": 0.0}
+                                     "ms_per_token": 0.0, "reads_in_flight_ms_per_token": None,
+                                     "no_read_in_flight_ms_per_token": None}
     assert "with no read of its own in flight" not in out
     rows = (tmp_path / "mixtral_offload.csv").read_text().splitlines()
     assert rows[0] == "run,batch,latency_ms,wait_ms,hit_rate" and len(rows) == 1 + 5 * 8
@@ -211,7 +212,10 @@ def test_mixtral_offload_times_the_compute_with_no_read_in_flight(capsys, tmp_pa
     assert idle["all_primary_layers_per_token"] + idle["layers_with_misses_per_token"] == 2
     assert idle["all_primary_layers_per_token"] > 0 and idle["all_primary_layer_ms"] > 0
     assert idle["layers_with_misses_per_token"] > 0 and idle["after_last_read_ms"] > 0
-    assert 0 < idle["ms_per_token"] < 1000 / s["runs"]["offloaded"]["tokens_per_s"]
+    token_ms = 1000 / s["runs"]["offloaded"]["tokens_per_s"]
+    assert 0 < idle["ms_per_token"] < idle["no_read_in_flight_ms_per_token"] < token_ms
+    assert idle["reads_in_flight_ms_per_token"] > 0
+    assert idle["reads_in_flight_ms_per_token"] + idle["no_read_in_flight_ms_per_token"] == pytest.approx(token_ms)
     assert f"the offloaded run computed {idle['ms_per_token']:.2f} ms per token" in out
 
 
