@@ -487,8 +487,8 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
     size_t done = 0;
     PieceMode mode;
     bool used_direct = false;
-    Bounce bounce;              // a bounce read in flight: the enclosing blocks
-    uint64_t bounce_start = 0;  // file offset of bounce[0]
+    bool blocks = false;        // reading the enclosing aligned blocks (a bounce or padded piece)
+    Bounce bounce;              // a bounce read in flight: those blocks, copied out at completion
   };
 
   void issue() noexcept;
@@ -610,23 +610,24 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
   request->bounce.reset();
   if (request->mode != PieceMode::kBuffered && carrier_->direct_usable() && carrier_->direct_refused())
     request->mode = PieceMode::kBuffered;
-  if (request->mode == PieceMode::kBounce && carrier_->direct_usable()) {
-    request->bounce_start = align_down(offset);
-    const size_t span = static_cast<size_t>(align_up(offset + length) - request->bounce_start);
-    request->bounce = Bounce(carrier_->runtime().pool(), span);
-    if (!request->bounce) {
-      fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
-      return false;
-    }
-    buf.base = reinterpret_cast<char*>(request->bounce.get());
-    buf.len = span;
-    fd = carrier_->direct_fd_;
-    at = request->bounce_start;
-  } else if (request->mode == PieceMode::kPadded && carrier_->direct_usable()) {
-    // The enclosing blocks, read where they lie in the host buffer.
+  request->blocks = (request->mode == PieceMode::kBounce || request->mode == PieceMode::kPadded) &&
+                    carrier_->direct_usable();
+  if (request->blocks) {
+    // The enclosing blocks: into a bounce buffer, or (padded) where they lie
+    // in the host buffer.
     at = align_down(offset);
-    buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done - (offset - at));
-    buf.len = static_cast<size_t>(align_up(offset + length) - at);
+    const size_t span = static_cast<size_t>(align_up(offset + length) - at);
+    if (request->mode == PieceMode::kBounce) {
+      request->bounce = Bounce(carrier_->runtime().pool(), span);
+      if (!request->bounce) {
+        fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
+        return false;
+      }
+      buf.base = reinterpret_cast<char*>(request->bounce.get());
+    } else {
+      buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done - (offset - at));
+    }
+    buf.len = span;
     fd = carrier_->direct_fd_;
   } else {
     fd = carrier_->fd_for(request->mode == PieceMode::kDirect);
@@ -673,16 +674,15 @@ void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
     }
   } else {
     size_t got = static_cast<size_t>(result);
-    if (request->bounce) {
-      // The piece's bytes out of the enclosing blocks.
-      const size_t skip = static_cast<size_t>(offset - request->bounce_start);
-      got = got > skip ? std::min(got - skip, request->length - request->done) : 0;
-      std::memcpy(self->buffer_ + request->position + request->done, request->bounce.get() + skip, got);
-      request->bounce.reset();
-    } else if (request->mode == PieceMode::kPadded && request->used_direct) {
-      // The piece's bytes of the enclosing blocks, already in place.
+    if (request->blocks) {
+      // The piece's bytes of the enclosing blocks (copied out of a bounce
+      // buffer; a padded piece's are in place already).
       const size_t skip = static_cast<size_t>(offset - align_down(offset));
       got = got > skip ? std::min(got - skip, request->length - request->done) : 0;
+      if (request->bounce) {
+        std::memcpy(self->buffer_ + request->position + request->done, request->bounce.get() + skip, got);
+        request->bounce.reset();
+      }
     }
     if (got == 0) {
       self->fail(self->write_ ? self->io_status(offset, UV_EIO) : self->end_of_file(offset));
