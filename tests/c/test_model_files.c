@@ -762,6 +762,143 @@ static void direct_io_bounce_reads(void** state) {
   check_direct(f, f->dir, ext4);
 }
 
+/* Direct reads over many geometries: a tensor stack after a head tensor of
+ * any size (so the stack starts at any file offset modulo 4096) and before a
+ * tail tensor of any size (so the last tile ends at the file's end or
+ * short of it), tensors from a few hundred bytes to a few hundred KiB (tile
+ * buffers below and above the 64 KiB from which they own their blocks),
+ * tiles of one or several tensors, and any chunk size. Every promotion,
+ * again after an eviction (pooled buffers come back with stale bytes
+ * around them) and as a synchronous read at random offsets, gives the
+ * file's values; on ext4 no byte goes through the page cache. */
+static uint64_t xorshift(uint64_t* x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static void direct_io_random_geometries(void** state) {
+  fixture_t* f = FIXTURE(state);
+  struct statfs fs;
+  assert_int_equal(statfs(f->dir, &fs), 0);
+  const bool ext4 = fs.f_type == 0xEF53;
+  char path[512];
+  path_in(f, "geometry.safetensors", path, sizeof path);
+  static const size_t kChunks[] = {1000, 4096, 5000, 8192, 12288, 65536, 1 << 20};
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  for (int c = 0; c < 48; ++c) {
+    const int E = 2 + (int)(xorshift(&rng) % 5);
+    const int64_t R = 1 + (int64_t)(xorshift(&rng) % 80);
+    const int64_t C = c % 3 == 0 ? 1 + (int64_t)(xorshift(&rng) % 400) : 200 + (int64_t)(xorshift(&rng) % 600);
+    /* Most files keep the stack 4-byte aligned, as real checkpoints do (the
+     * tile buffers can then start at the file's phase and be read in place);
+     * every third one does not (bounce reads only). */
+    const bool aligned = c % 3 != 2;
+    const size_t head = (size_t)(xorshift(&rng) % 9000) & (aligned ? ~(size_t)3 : ~(size_t)0);
+    const size_t tail = (size_t)(xorshift(&rng) % 9000);
+    const size_t per = (size_t)(R * C) * sizeof(float), stack = per * (size_t)E;
+    const int group = (E % 2 == 0 && xorshift(&rng) % 3 == 0) ? 2 : xorshift(&rng) % 4 == 0 ? E : 1;
+    const size_t chunk = kChunks[xorshift(&rng) % 7];
+    const uint32_t in_flight = 1 + (uint32_t)(xorshift(&rng) % 8);
+    char names[8][8];
+    const char* name_ptrs[8];
+    char json[2048];
+    size_t len = (size_t)snprintf(json, sizeof json, "{\"head\":{\"dtype\":\"U8\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}",
+                                  head, head);
+    for (int e = 0; e < E; ++e) {
+      snprintf(names[e], sizeof names[e], "x%d", e);
+      name_ptrs[e] = names[e];
+      len += (size_t)snprintf(json + len, sizeof json - len,
+                              ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}", names[e],
+                              (long long)R, (long long)C, head + (size_t)e * per, head + (size_t)(e + 1) * per);
+    }
+    len += (size_t)snprintf(json + len, sizeof json - len,
+                            ",\"tail\":{\"dtype\":\"U8\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}}", tail,
+                            head + stack, head + stack + tail);
+    size_t spaces = (size_t)(xorshift(&rng) % 64);
+    if (aligned) spaces += (4 - (len + spaces) % 4) % 4; /* 8 + len: the data's offset, a multiple of 4 */
+    for (size_t i = 0; i < spaces && len + 1 < sizeof json; ++i) json[len++] = ' ';
+    json[len] = '\0';
+    unsigned char* data = (unsigned char*)malloc(head + stack + tail);
+    memset(data, 0xa5, head);
+    memset(data + head + stack, 0x5a, tail);
+    float* values = (float*)malloc(stack);
+    for (size_t i = 0; i < stack / sizeof(float); ++i) values[i] = (float)i + 0.25f;
+    memcpy(data + head, values, stack);
+    write_st(path, json, data, head + stack + tail);
+    free(data);
+
+    sw_file_carrier_desc_t d;
+    sw_file_carrier_desc_init(&d);
+    d.direct_io = true;
+    d.chunk_bytes = chunk;
+    d.requests_in_flight = in_flight;
+    sw_file_tensor_info_t info;
+    sw_file_tensor_info_init(&info);
+    sw_carrier_t* file = NULL;
+    SW_OK_(sw_carrier_open_safetensors_stack(f->rt, path, name_ptrs, (size_t)E, &d, &info, &file));
+    const int64_t grid[3] = {1, 1, E / group}, tile[3] = {C, R, group};
+    sw_carrier_t *cpu = NULL, *tiled = NULL;
+    SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cpu));
+    SW_OK_(sw_tiled_create(cpu, file, grid, tile, 3, NULL, &tiled));
+    sw_carrier_release(cpu);
+    int64_t coords[8 * 3];
+    for (int t = 0; t < E / group; ++t) {
+      coords[3 * t] = 0;
+      coords[3 * t + 1] = 0;
+      coords[3 * t + 2] = t;
+    }
+    sw_tile_set_t* all = NULL;
+    SW_OK_(sw_tile_set_create(coords, (size_t)(E / group), 3, &all));
+    float* got = (float*)malloc(stack + sizeof(float));
+    /* Tiles of one tensor each, 64 KiB and up, in a 4-byte-aligned stack:
+     * each promotion reads every byte in place, its two ends padded. */
+    const bool in_place = ext4 && aligned && group == 1 && per >= 65536;
+    for (int round = 0; round < 2; ++round) {
+      const sw_file_io_stats_t before = io_stats(file);
+      SW_OK_(sw_tiled_promote(tiled, all));
+      const sw_file_io_stats_t after = io_stats(file);
+      assert_int_equal((after.direct_bytes + after.bounce_bytes + after.buffered_bytes) -
+                           (before.direct_bytes + before.bounce_bytes + before.buffered_bytes),
+                       stack);
+      if (in_place) assert_int_equal(after.direct_bytes - before.direct_bytes, stack);
+      sw_tensor_t* full = NULL;
+      SW_OK_(sw_tiled_full_tensor(tiled, &full));
+      memset(got, 0, stack);
+      SW_OK_(sw_tensor_read(full, got, stack));
+      sw_tensor_release(full);
+      if (memcmp(got, values, stack) != 0) {
+        size_t i = 0;
+        while (got[i] == values[i]) ++i;
+        fail_msg("case %d (E %d, %lldx%lld, head %zu, tail %zu, tile of %d, chunk %zu, %u in flight), round %d: "
+                 "element %zu is %g, not %g", c, E, (long long)R, (long long)C, head, tail, group, chunk, in_flight,
+                 round, i, (double)got[i], (double)values[i]);
+      }
+      SW_OK_(sw_tiled_evict(tiled, all));
+    }
+    /* Synchronous reads at random element ranges into unaligned memory. */
+    for (int r = 0; r < 4; ++r) {
+      const size_t n = stack / sizeof(float), at = (size_t)(xorshift(&rng) % n);
+      const size_t count = 1 + (size_t)(xorshift(&rng) % (n - at));
+      float* into = (float*)((unsigned char*)got + sizeof(float) * (r % 2));
+      SW_OK_(sw_carrier_read(file, at, count, into));
+      assert_memory_equal(into, values + at, count * sizeof(float));
+    }
+    const sw_file_io_stats_t s = io_stats(file);
+    if (ext4) {
+      assert_true(s.direct_open);
+      assert_int_equal(s.buffered_bytes, 0);
+    }
+    sw_tile_set_release(all);
+    sw_carrier_release(tiled);
+    sw_carrier_release(file);
+    free(got);
+    free(values);
+    unlink(path);
+  }
+}
+
 /* tmpfs: O_DIRECT opens on recent kernels and falls back to buffered I/O
  * where it is refused; the values are the same either way. */
 static void direct_io_tmpfs(void** state) {
@@ -1520,6 +1657,7 @@ int main(void) {
       T(safetensors_stack_errors),
       T(raw_tensor_and_segments),
       T(direct_io_bounce_reads),
+      T(direct_io_random_geometries),
       T(direct_io_tmpfs),
       T(direct_io_falls_back),
       T(header_reads_are_fault_points),
