@@ -623,6 +623,114 @@ static void direct_io_matches_buffered(void** state) {
   free(aligned);
 }
 
+/* A TiledEvictable over a direct-I/O scratch file under an LRU budget, its
+ * tiles of any size (their file boundaries mostly unaligned: writes split
+ * into buffered ends and a direct middle, reads padded or bounced, pooled
+ * buffers of 64 KiB and up owning their blocks), through a random sequence
+ * of updates, promotions and evictions: every dirty value survives, read
+ * through the tensor as it goes and from the file itself at the end. */
+static uint64_t xorshift(uint64_t* x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static void direct_io_dirty_tiles_survive(void** state) {
+  fixture_t* f = FIXTURE(state);
+  static const size_t kChunks[] = {4096, 12288, 65536, 1 << 20};
+  uint64_t rng = 0x2545f4914f6cdd1dull;
+  for (int c = 0; c < 12; ++c) {
+    const int64_t G = 3 + (int64_t)(xorshift(&rng) % 6);
+    const int64_t T = c % 2 ? 17000 + (int64_t)(xorshift(&rng) % 40000) : 1000 + (int64_t)(xorshift(&rng) % 15000);
+    const size_t budget = 1 + (size_t)(xorshift(&rng) % (uint64_t)(G - 1));
+    sw_file_carrier_desc_t d;
+    sw_file_carrier_desc_init(&d);
+    d.directory = f->dir;
+    d.direct_io = true;
+    d.chunk_bytes = kChunks[xorshift(&rng) % 4];
+    d.requests_in_flight = 1 + (uint32_t)(xorshift(&rng) % 4);
+    const size_t n = (size_t)(G * T);
+    sw_carrier_t* file = create_file(f, SW_DTYPE_F32, n, &d);
+    float* shadow = (float*)calloc(n, sizeof(float));
+    sw_carrier_t* cpu = NULL;
+    SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &cpu));
+    sw_lru_policy_t* lru = NULL;
+    SW_OK_(sw_lru_policy_create(budget, &lru));
+    sw_residency_policy_t policy;
+    SW_OK_(sw_lru_policy_as_residency_policy(lru, &policy));
+    sw_carrier_t* tiled = NULL;
+    SW_OK_(sw_tiled_create(cpu, file, &G, &T, 1, &policy, &tiled));
+    sw_carrier_release(cpu);
+    sw_tensor_t* full = NULL;
+    SW_OK_(sw_tiled_full_tensor(tiled, &full));
+    float* values = (float*)malloc(sizeof(float) * budget * (size_t)T);
+    float* got = (float*)malloc(sizeof(float) * n);
+    for (int step = 0; step < 40; ++step) {
+      const size_t count = 1 + (size_t)(xorshift(&rng) % budget);
+      int64_t picked[16];
+      size_t m = 0;
+      while (m < count) { /* distinct tiles */
+        const int64_t k = (int64_t)(xorshift(&rng) % (uint64_t)G);
+        bool seen = false;
+        for (size_t i = 0; i < m; ++i) seen |= picked[i] == k;
+        if (!seen) picked[m++] = k;
+      }
+      sw_tile_set_t* set = NULL;
+      SW_OK_(sw_tile_set_create(picked, m, 1, &set));
+      const int op = (int)(xorshift(&rng) % 4);
+      if (op <= 1) { /* an update of the picked tiles, in the order picked */
+        for (size_t i = 0; i < m; ++i)
+          for (int64_t w = 0; w < T; ++w) {
+            const float v = (float)(c * 1000000 + step * 1000 + (int)i) + (float)(w % 977) / 1024.0f;
+            values[i * (size_t)T + (size_t)w] = v;
+            shadow[(size_t)(picked[i] * T + w)] = v;
+          }
+        const int64_t* axis = picked;
+        sw_tile_selection_t* sel = NULL;
+        SW_OK_(sw_tile_selection_create(&axis, &m, 1, &sel));
+        const int64_t extent = (int64_t)m * T;
+        sw_tensor_t* compact = NULL;
+        SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_F32, &extent, 1, values, &compact));
+        sw_await_t* a = NULL;
+        SW_OK_(sw_tiled_update_async(tiled, full, compact, sel, SW_SCATTER_REPLACE, &a));
+        SW_OK_(sw_await_wait(a, -1));
+        sw_await_release(a);
+        sw_tensor_release(compact);
+        sw_tile_selection_release(sel);
+      } else if (op == 2) {
+        SW_OK_(sw_tiled_promote(tiled, set));
+      } else {
+        SW_OK_(sw_tiled_evict(tiled, set));
+      }
+      sw_tile_set_release(set);
+      if (step % 8 == 7) {
+        SW_OK_(sw_tensor_read(full, got, n * sizeof(float)));
+        for (size_t i = 0; i < n; ++i)
+          if (got[i] != shadow[i])
+            fail_msg("case %d (%lld tiles of %lld, budget %zu, chunk %zu), step %d: element %zu is %g, not %g", c,
+                     (long long)G, (long long)T, budget, d.chunk_bytes, step, i, (double)got[i], (double)shadow[i]);
+      }
+    }
+    /* Everything evicted: the file itself holds every last value. */
+    int64_t all[16];
+    for (int64_t k = 0; k < G; ++k) all[k] = k;
+    sw_tile_set_t* every = NULL;
+    SW_OK_(sw_tile_set_create(all, (size_t)G, 1, &every));
+    SW_OK_(sw_tiled_evict(tiled, every));
+    sw_tile_set_release(every);
+    SW_OK_(sw_carrier_read(file, 0, n, got));
+    assert_memory_equal(got, shadow, n * sizeof(float));
+    sw_tensor_release(full);
+    sw_carrier_release(tiled);
+    sw_lru_policy_release(lru);
+    sw_carrier_release(file);
+    free(got);
+    free(values);
+    free(shadow);
+  }
+}
+
 /* ---- threads -------------------------------------------------------------- */
 
 typedef struct {
@@ -1003,6 +1111,7 @@ int main(int argc, char** argv) {
       T(open_missing_file_is_io),
       T(injected_faults_fail_sync_access),
       T(direct_io_matches_buffered),
+      T(direct_io_dirty_tiles_survive),
       T(concurrent_readers),
       T(move_through_file_round_trip),
       T(move_with_injected_read_fault),
