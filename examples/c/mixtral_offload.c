@@ -43,7 +43,9 @@
  * Output: one "TRACE ..." line per token and layer with its experts, one
  * per token with the sum and absolute sum of its final hidden state, the
  * totals with the FNV-1a hash of the final states' bytes, and the LRU hit
- * rate of the w1 matrices after --warmup untimed tokens; mixtral_offload.py
+ * rate of the w1 matrices after --warmup untimed tokens; then one line with
+ * the hit rate, the bytes read and the decode's wall time per token (the
+ * timed tokens only, the warm-up and the verification excluded); mixtral_offload.py
  * --trace prints the same lines from its offloaded run (docs/moe-offload.md,
  * "The C twin", gives the format and how tests/python/test_examples.py
  * compares them). --quiet keeps only the totals and the hit rate.
@@ -62,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "strideweave/strideweave.h"
@@ -428,6 +431,7 @@ typedef struct run_result {
   int64_t* routes;         /* tokens x layers x k */
   unsigned char* finals;   /* tokens x H elements of the dtype, row-major */
   uint64_t hits, required; /* w1's, after the warm-up */
+  double seconds;          /* the timed tokens' wall time, the warm-up excluded */
   uint64_t bytes_read;     /* every tile read from the file after the warm-up: the LRU's plans and w2's promotions */
 } run_result;
 
@@ -461,12 +465,16 @@ static run_result decode(sw_runtime_t* rt, const options* o, model* m, sw_carrie
   if (budgeted)
     for (int l = 0; l < m->layers; ++l)
       for (int w = 0; w < kMatrices; ++w) lru_stats(m->layer[l].w[w].lru, &m->layer[l].w[w].before);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int t = 0; t < o->tokens; ++t) {
     int64_t* ids = r.routes + (size_t)t * (size_t)m->layers * k;
     sw_tensor_t* h = step(o, m, token(rt, stream, m, t, row), ids, budgeted);
     CHECK(sw_tensor_read(h, r.finals + (size_t)t * (size_t)m->hidden * es, (size_t)m->hidden * es));
     sw_tensor_release(h);
   }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  r.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   if (budgeted) {
     const uint64_t tile_bytes = (uint64_t)m->hidden * (uint64_t)m->ffn * es;
     r.bytes_read = (m->promoted_w2 - promoted_before) * tile_bytes;
@@ -714,9 +722,11 @@ int main(int argc, char** argv) {
   run_result off = decode(rt, &o, m, stream, 1);
   close_model(m);
   print_trace(&o, m, &off);
-  printf("offloaded: hit rate %.1f%% (%llu of %llu w1 expert uses), %.1f MiB read from the model file\n",
+  printf("offloaded: hit rate %.1f%% (%llu of %llu w1 expert uses), %.1f MiB read from the model file; "
+         "%.3f ms per token (%.2f tokens/s)\n",
          off.required ? 100.0 * (double)off.hits / (double)off.required : 0.0, (unsigned long long)off.hits,
-         (unsigned long long)off.required, (double)off.bytes_read / (1 << 20));
+         (unsigned long long)off.required, (double)off.bytes_read / (1 << 20), 1000.0 * off.seconds / o.tokens,
+         off.seconds > 0 ? o.tokens / off.seconds : 0.0);
 
   int status = 0;
   if (o.verify) {

@@ -1,6 +1,7 @@
 """The Python examples run as tests (small sizes)."""
 import importlib.util
 import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -390,6 +391,11 @@ def test_mixtral_offload_c_twin_agrees_with_python(capsys, tmp_path, dtype):
     assert c["hit_rate"] == py["hit_rate"] and 0 < int(c["hit_rate"]["hits"]) < int(c["hit_rate"]["required"]) == 32
     # Both count every tile they read: the LRU's plans and w2's promotions.
     assert f"{py_read / 2**20:.1f} MiB read from the model file" in run.stdout and py_read > 0
+    # and times its decode: ms per token and tokens/s, one the other's inverse.
+    timed = re.search(r"; ([0-9.]+) ms per token \(([0-9.]+) tokens/s\)$", run.stdout, re.M)
+    assert timed, run.stdout
+    ms, rate = float(timed.group(1)), float(timed.group(2))
+    assert ms > 0 and abs(rate * ms / 1000 - 1) < 0.03, timed.group(0)
     assert set(c_finals) == set(py_finals) == set(range(8))
     tol = TWIN_TOLERANCE[dtype]
     for t, p in py_finals.items():
