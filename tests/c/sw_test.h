@@ -94,6 +94,15 @@ static inline sw_tensor_t* sw_test_tensor(sw_runtime_t* rt, sw_dtype_t dtype, co
   return t;
 }
 
+/* The tests' deterministic pseudo-random numbers: xorshift64 over *state
+ * (never 0), the next value returned. */
+static inline uint64_t sw_test_random(uint64_t* state) {
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
+}
+
 /* Reads every element of a tensor as doubles (first mode fastest). */
 static inline double* sw_test_values(const sw_tensor_t* t, int64_t* out_n) {
   int64_t n = 0;

@@ -629,27 +629,20 @@ static void direct_io_matches_buffered(void** state) {
  * buffers of 64 KiB and up owning their blocks), through a random sequence
  * of updates, promotions and evictions: every dirty value survives, read
  * through the tensor as it goes and from the file itself at the end. */
-static uint64_t xorshift(uint64_t* x) {
-  *x ^= *x << 13;
-  *x ^= *x >> 7;
-  *x ^= *x << 17;
-  return *x;
-}
-
 static void direct_io_dirty_tiles_survive(void** state) {
   fixture_t* f = FIXTURE(state);
   static const size_t kChunks[] = {4096, 12288, 65536, 1 << 20};
   uint64_t rng = 0x2545f4914f6cdd1dull;
   for (int c = 0; c < 12; ++c) {
-    const int64_t G = 3 + (int64_t)(xorshift(&rng) % 6);
-    const int64_t T = c % 2 ? 17000 + (int64_t)(xorshift(&rng) % 40000) : 1000 + (int64_t)(xorshift(&rng) % 15000);
-    const size_t budget = 1 + (size_t)(xorshift(&rng) % (uint64_t)(G - 1));
+    const int64_t G = 3 + (int64_t)(sw_test_random(&rng) % 6);
+    const int64_t T = c % 2 ? 17000 + (int64_t)(sw_test_random(&rng) % 40000) : 1000 + (int64_t)(sw_test_random(&rng) % 15000);
+    const size_t budget = 1 + (size_t)(sw_test_random(&rng) % (uint64_t)(G - 1));
     sw_file_carrier_desc_t d;
     sw_file_carrier_desc_init(&d);
     d.directory = f->dir;
     d.direct_io = true;
-    d.chunk_bytes = kChunks[xorshift(&rng) % 4];
-    d.requests_in_flight = 1 + (uint32_t)(xorshift(&rng) % 4);
+    d.chunk_bytes = kChunks[sw_test_random(&rng) % 4];
+    d.requests_in_flight = 1 + (uint32_t)(sw_test_random(&rng) % 4);
     const size_t n = (size_t)(G * T);
     sw_carrier_t* file = create_file(f, SW_DTYPE_F32, n, &d);
     float* shadow = (float*)calloc(n, sizeof(float));
@@ -667,18 +660,18 @@ static void direct_io_dirty_tiles_survive(void** state) {
     float* values = (float*)malloc(sizeof(float) * budget * (size_t)T);
     float* got = (float*)malloc(sizeof(float) * n);
     for (int step = 0; step < 40; ++step) {
-      const size_t count = 1 + (size_t)(xorshift(&rng) % budget);
+      const size_t count = 1 + (size_t)(sw_test_random(&rng) % budget);
       int64_t picked[16];
       size_t m = 0;
       while (m < count) { /* distinct tiles */
-        const int64_t k = (int64_t)(xorshift(&rng) % (uint64_t)G);
+        const int64_t k = (int64_t)(sw_test_random(&rng) % (uint64_t)G);
         bool seen = false;
         for (size_t i = 0; i < m; ++i) seen |= picked[i] == k;
         if (!seen) picked[m++] = k;
       }
       sw_tile_set_t* set = NULL;
       SW_OK_(sw_tile_set_create(picked, m, 1, &set));
-      const int op = (int)(xorshift(&rng) % 4);
+      const int op = (int)(sw_test_random(&rng) % 4);
       if (op <= 1) { /* an update of the picked tiles, in the order picked */
         for (size_t i = 0; i < m; ++i)
           for (int64_t w = 0; w < T; ++w) {

@@ -771,13 +771,6 @@ static void direct_io_bounce_reads(void** state) {
  * again after an eviction (pooled buffers come back with stale bytes
  * around them) and as a synchronous read at random offsets, gives the
  * file's values; on ext4 no byte goes through the page cache. */
-static uint64_t xorshift(uint64_t* x) {
-  *x ^= *x << 13;
-  *x ^= *x >> 7;
-  *x ^= *x << 17;
-  return *x;
-}
-
 static void direct_io_random_geometries(void** state) {
   fixture_t* f = FIXTURE(state);
   struct statfs fs;
@@ -788,19 +781,19 @@ static void direct_io_random_geometries(void** state) {
   static const size_t kChunks[] = {1000, 4096, 5000, 8192, 12288, 65536, 1 << 20};
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   for (int c = 0; c < 48; ++c) {
-    const int E = 2 + (int)(xorshift(&rng) % 5);
-    const int64_t R = 1 + (int64_t)(xorshift(&rng) % 80);
-    const int64_t C = c % 3 == 0 ? 1 + (int64_t)(xorshift(&rng) % 400) : 200 + (int64_t)(xorshift(&rng) % 600);
+    const int E = 2 + (int)(sw_test_random(&rng) % 5);
+    const int64_t R = 1 + (int64_t)(sw_test_random(&rng) % 80);
+    const int64_t C = c % 3 == 0 ? 1 + (int64_t)(sw_test_random(&rng) % 400) : 200 + (int64_t)(sw_test_random(&rng) % 600);
     /* Most files keep the stack 4-byte aligned, as real checkpoints do (the
      * tile buffers can then start at the file's phase and be read in place);
      * every third one does not (bounce reads only). */
     const bool aligned = c % 3 != 2;
-    const size_t head = (size_t)(xorshift(&rng) % 9000) & (aligned ? ~(size_t)3 : ~(size_t)0);
-    const size_t tail = (size_t)(xorshift(&rng) % 9000);
+    const size_t head = (size_t)(sw_test_random(&rng) % 9000) & (aligned ? ~(size_t)3 : ~(size_t)0);
+    const size_t tail = (size_t)(sw_test_random(&rng) % 9000);
     const size_t per = (size_t)(R * C) * sizeof(float), stack = per * (size_t)E;
-    const int group = (E % 2 == 0 && xorshift(&rng) % 3 == 0) ? 2 : xorshift(&rng) % 4 == 0 ? E : 1;
-    const size_t chunk = kChunks[xorshift(&rng) % 7];
-    const uint32_t in_flight = 1 + (uint32_t)(xorshift(&rng) % 8);
+    const int group = (E % 2 == 0 && sw_test_random(&rng) % 3 == 0) ? 2 : sw_test_random(&rng) % 4 == 0 ? E : 1;
+    const size_t chunk = kChunks[sw_test_random(&rng) % 7];
+    const uint32_t in_flight = 1 + (uint32_t)(sw_test_random(&rng) % 8);
     char names[8][8];
     const char* name_ptrs[8];
     char json[2048];
@@ -816,7 +809,7 @@ static void direct_io_random_geometries(void** state) {
     len += (size_t)snprintf(json + len, sizeof json - len,
                             ",\"tail\":{\"dtype\":\"U8\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}}", tail,
                             head + stack, head + stack + tail);
-    size_t spaces = (size_t)(xorshift(&rng) % 64);
+    size_t spaces = (size_t)(sw_test_random(&rng) % 64);
     if (aligned) spaces += (4 - (len + spaces) % 4) % 4; /* 8 + len: the data's offset, a multiple of 4 */
     for (size_t i = 0; i < spaces && len + 1 < sizeof json; ++i) json[len++] = ' ';
     json[len] = '\0';
@@ -879,8 +872,8 @@ static void direct_io_random_geometries(void** state) {
     }
     /* Synchronous reads at random element ranges into unaligned memory. */
     for (int r = 0; r < 4; ++r) {
-      const size_t n = stack / sizeof(float), at = (size_t)(xorshift(&rng) % n);
-      const size_t count = 1 + (size_t)(xorshift(&rng) % (n - at));
+      const size_t n = stack / sizeof(float), at = (size_t)(sw_test_random(&rng) % n);
+      const size_t count = 1 + (size_t)(sw_test_random(&rng) % (n - at));
       float* into = (float*)((unsigned char*)got + sizeof(float) * (r % 2));
       SW_OK_(sw_carrier_read(file, at, count, into));
       assert_memory_equal(into, values + at, count * sizeof(float));
@@ -1347,16 +1340,10 @@ static void corpus_replay(void** state) {
 
 /* Random byte flips of valid headers never crash and give only content
  * errors (a deterministic sweep; the hardening fuzzers go further). */
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t next_random(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
 
 static void parsers_survive_mutations(void** state) {
   (void)state;
+  uint64_t rng = 0x9e3779b97f4a7c15ULL;
   size_t nn = 0, ns = 0;
   unsigned char* npy = npy_buffer("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24, &nn);
   unsigned char* st = st_buffer("{\"__metadata__\":{\"k\":\"v\\u00e9\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],"
@@ -1368,13 +1355,13 @@ static void parsers_survive_mutations(void** state) {
     const unsigned char* src = is_npy ? npy : st;
     const size_t n = is_npy ? nn : ns;
     memcpy(work, src, n);
-    const int flips = 1 + (int)(next_random() % 4);
+    const int flips = 1 + (int)(sw_test_random(&rng) % 4);
     for (int k = 0; k < flips; ++k) {
-      const size_t at = (size_t)(next_random() % n);
-      const uint64_t r = next_random();
+      const size_t at = (size_t)(sw_test_random(&rng) % n);
+      const uint64_t r = sw_test_random(&rng);
       work[at] = (r & 1) ? (unsigned char)(r >> 8) : (unsigned char)"{}[]\",:0123456789-eE. tfn\\u'()TF"[(r >> 8) % 32];
     }
-    const size_t len = (next_random() % 4 == 0) ? (size_t)(next_random() % (n + 1)) : n;
+    const size_t len = (sw_test_random(&rng) % 4 == 0) ? (size_t)(sw_test_random(&rng) % (n + 1)) : n;
     sw_error_t* e = is_npy ? sw_testing_parse_npy_header(work, len, 0, NULL)
                            : sw_testing_parse_safetensors_header(work, len, 0, "a", NULL, NULL);
     if (e) {

@@ -39,18 +39,11 @@ static sw_lru_stats_t stats_of(const sw_lru_policy_t* lru) {
   return st;
 }
 
-static uint64_t next_random(uint64_t* s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
 /* `count` distinct tile ordinals drawn from [0, GRID). */
 static void draw_tiles(uint64_t* rng, int64_t* out, int count) {
   bool used[GRID] = {false};
   for (int i = 0; i < count; ++i) {
-    int64_t k = (int64_t)(next_random(rng) % GRID);
+    int64_t k = (int64_t)(sw_test_random(rng) % GRID);
     while (used[k]) k = (k + 1) % GRID;
     used[k] = true;
     out[i] = k;
@@ -98,9 +91,9 @@ static void random_requests(sw_lru_policy_t* lru, sw_carrier_kind_t kind, uint64
   int refused = 0, transient_steps = 0;
   for (int step = 0; step < steps; ++step) {
     int64_t ks[GRID];
-    const int op = (int)(next_random(&rng) % 6);
+    const int op = (int)(sw_test_random(&rng) % 6);
     if (op == 0) { /* a projection of one to six experts, often more than the budget */
-      const int count = 1 + (int)(next_random(&rng) % 6);
+      const int count = 1 + (int)(sw_test_random(&rng) % 6);
       draw_tiles(&rng, ks, count);
       sw_tile_selection_t* sel = tt_sel_experts(&f, ks, (size_t)count);
       sw_tensor_t* c = tt_project(&f, f.full, sel, NULL);
@@ -112,7 +105,7 @@ static void random_requests(sw_lru_policy_t* lru, sw_carrier_kind_t kind, uint64
       sw_tile_selection_release(sel);
       if (count > BUDGET) ++transient_steps;
     } else if (op == 1) { /* an explicit promotion, refused beyond the budget */
-      const int count = 1 + (int)(next_random(&rng) % (BUDGET + 2));
+      const int count = 1 + (int)(sw_test_random(&rng) % (BUDGET + 2));
       draw_tiles(&rng, ks, count);
       sw_tile_set_t* set = tt_set_ordinals(&f, ks, (size_t)count);
       if (count > BUDGET) {
@@ -129,7 +122,7 @@ static void random_requests(sw_lru_policy_t* lru, sw_carrier_kind_t kind, uint64
       }
       sw_tile_set_release(set);
     } else if (op == 2) { /* an explicit eviction */
-      const int count = 1 + (int)(next_random(&rng) % 4);
+      const int count = 1 + (int)(sw_test_random(&rng) % 4);
       draw_tiles(&rng, ks, count);
       sw_tile_set_t* set = tt_set_ordinals(&f, ks, (size_t)count);
       SW_OK_(sw_tiled_evict(f.te, set));
@@ -143,7 +136,7 @@ static void random_requests(sw_lru_policy_t* lru, sw_carrier_kind_t kind, uint64
       sw_tensor_release(r);
       ++transient_steps;
     } else if (op == 4) { /* an update (an optimiser step), refused beyond the budget */
-      const int count = 1 + (int)(next_random(&rng) % (BUDGET + 1));
+      const int count = 1 + (int)(sw_test_random(&rng) % (BUDGET + 1));
       draw_tiles(&rng, ks, count);
       sw_tile_selection_t* sel = tt_sel_experts(&f, ks, (size_t)count);
       sw_tensor_t* ones = ones_compact(&f, count);
@@ -166,8 +159,8 @@ static void random_requests(sw_lru_policy_t* lru, sw_carrier_kind_t kind, uint64
       sw_tensor_release(ones);
       sw_tile_selection_release(sel);
     } else { /* a public write of one element */
-      const int64_t e = (int64_t)(next_random(&rng) % GRID);
-      const int64_t coord[3] = {e, (int64_t)(next_random(&rng) % 3), (int64_t)(next_random(&rng) % 2)};
+      const int64_t e = (int64_t)(sw_test_random(&rng) % GRID);
+      const int64_t coord[3] = {e, (int64_t)(sw_test_random(&rng) % 3), (int64_t)(sw_test_random(&rng) % 2)};
       const double v = (double)(step + 1) * 0.5;
       const bool was_primary = tt_state(&f, e).location == SW_TILE_PRIMARY;
       SW_OK_(sw_tensor_set(f.full, coord, 3, v));

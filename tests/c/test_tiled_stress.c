@@ -36,13 +36,6 @@ typedef struct worker_t {
   uint64_t rng;
 } worker_t;
 
-static uint64_t next_random(uint64_t* s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
 static int64_t load(const int64_t* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
 static void store(int64_t* p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 static void bump(int64_t* p) { __atomic_add_fetch(p, 1, __ATOMIC_SEQ_CST); }
@@ -100,9 +93,9 @@ static void do_update(worker_t* w) {
   /* One of this worker's own tiles. */
   const int64_t mine = (GRID + sh->threads - 1 - w->index) / sh->threads;
   if (mine == 0) return;
-  const int64_t k = w->index + sh->threads * (int64_t)(next_random(&w->rng) % (uint64_t)mine);
+  const int64_t k = w->index + sh->threads * (int64_t)(sw_test_random(&w->rng) % (uint64_t)mine);
   const int64_t s = load(&sh->committed[k]) + 1;
-  const bool add = next_random(&w->rng) % 2;
+  const bool add = sw_test_random(&w->rng) % 2;
   sw_tensor_t* c = uniform_tile(sh->f.rt, add ? 1.0 : value_of(k, s));
   sw_tile_selection_t* sel = tt_sel1(&k, 1);
   sw_await_t* a = NULL;
@@ -127,10 +120,10 @@ static void do_update(worker_t* w) {
 
 /* 1 to 3 distinct tiles in random order. */
 static size_t random_tiles(worker_t* w, int64_t* ks) {
-  const size_t n = 1 + next_random(&w->rng) % 3;
+  const size_t n = 1 + sw_test_random(&w->rng) % 3;
   size_t got = 0;
   while (got < n) {
-    const int64_t k = (int64_t)(next_random(&w->rng) % GRID);
+    const int64_t k = (int64_t)(sw_test_random(&w->rng) % GRID);
     bool seen = false;
     for (size_t j = 0; j < got; ++j) seen = seen || ks[j] == k;
     if (!seen) ks[got++] = k;
@@ -247,7 +240,7 @@ static void do_read(worker_t* w) {
 static void* worker_main(void* arg) {
   worker_t* w = (worker_t*)arg;
   for (int i = 0; i < w->sh->ops && !__atomic_load_n(&w->sh->failed, __ATOMIC_SEQ_CST); ++i) {
-    switch (next_random(&w->rng) % 8) {
+    switch (sw_test_random(&w->rng) % 8) {
       case 0:
       case 1: do_update(w); break;
       case 2:

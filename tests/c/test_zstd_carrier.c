@@ -13,20 +13,12 @@ static const sw_dtype_t kDtypes[] = {SW_DTYPE_F32, SW_DTYPE_F64, SW_DTYPE_F16, S
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t* s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 /* `count` elements of `dtype` at `out`: valid bools, random bytes otherwise. */
 static void fill_random(sw_dtype_t dtype, void* out, size_t count, uint64_t seed) {
   uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
   unsigned char* p = (unsigned char*)out;
   const size_t bytes = count * sw_dtype_size(dtype);
-  for (size_t i = 0; i < bytes; ++i) p[i] = (unsigned char)(rng_next(&s) >> 24);
+  for (size_t i = 0; i < bytes; ++i) p[i] = (unsigned char)(sw_test_random(&s) >> 24);
   if (dtype == SW_DTYPE_BOOL)
     for (size_t i = 0; i < count; ++i) p[i] &= 1;
 }
@@ -249,7 +241,7 @@ static void shuffle_modes_hold_identical_values(void** state) {
   float* v = (float*)malloc(n * sizeof(float));
   uint64_t s = 7;
   /* Weight-like values: a narrow spread around zero. */
-  for (size_t i = 0; i < n; ++i) v[i] = ((float)(rng_next(&s) % 20001) - 10000.0f) * 1e-6f;
+  for (size_t i = 0; i < n; ++i) v[i] = ((float)(sw_test_random(&s) % 20001) - 10000.0f) * 1e-6f;
   sw_carrier_t* c[3];
   uint64_t stored[3];
   for (int m = 0; m < 3; ++m) {
@@ -511,8 +503,8 @@ static void* reader_main(void* arg) {
   reader_t* r = (reader_t*)arg;
   float* buf = (float*)malloc(r->n * sizeof(float));
   for (int k = 0; k < 60; ++k) {
-    const size_t first = rng_next(&r->seed) % r->n;
-    const size_t count = rng_next(&r->seed) % (r->n - first) + 1;
+    const size_t first = sw_test_random(&r->seed) % r->n;
+    const size_t count = sw_test_random(&r->seed) % (r->n - first) + 1;
     sw_error_t* e = sw_carrier_read(r->carrier, first, count, buf);
     if (e || memcmp(buf, r->model + first, count * sizeof(float)) != 0) ++r->failures;
     sw_error_free(e);
