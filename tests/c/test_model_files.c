@@ -794,7 +794,7 @@ static void direct_io_random_geometries(void** state) {
     const int group = (E % 2 == 0 && sw_test_random(&rng) % 3 == 0) ? 2 : sw_test_random(&rng) % 4 == 0 ? E : 1;
     const size_t chunk = kChunks[sw_test_random(&rng) % 7];
     const uint32_t in_flight = 1 + (uint32_t)(sw_test_random(&rng) % 8);
-    char names[8][8];
+    char names[8][16];
     const char* name_ptrs[8];
     char json[2048];
     size_t len = (size_t)snprintf(json, sizeof json, "{\"head\":{\"dtype\":\"U8\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}",
