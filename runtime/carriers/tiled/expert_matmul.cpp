@@ -16,7 +16,6 @@
 // that lie consecutively (one token, or a token's own rows) are multiplied
 // in place: the GEMM reads x's rows and writes the products' slots directly.
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -24,7 +23,7 @@
 #include "autograd/node.hpp"
 #include "base/error.hpp"
 #include "base/text.hpp"
-#include "carriers/tiled/tile_request.hpp"
+#include "carriers/tiled/experts.hpp"
 #include "carriers/tiled/tiled_carrier.hpp"
 #include "carriers/tiled/tiled_grad.hpp"
 #include "core/dtype.hpp"
@@ -35,93 +34,9 @@ namespace sw {
 
 namespace {
 
+using namespace experts;
+
 constexpr const char* kOp = "expert_matmul";
-
-// One call's routing. Slot s = t + T * j: token t's j-th choice (first mode
-// fastest over (T, k)).
-struct Routing {
-  int64_t T = 0, k = 0, K = 0, N = 0;
-  bool per_slot_x = false;                  // x is (T, k, K) rather than (T, K)
-  std::vector<int64_t> ids;                 // per slot
-  std::vector<int64_t> experts;             // distinct ids, by first slot
-  std::vector<std::vector<int64_t>> slots;  // per distinct expert: its slots, in order
-  int64_t x_rows() const { return per_slot_x ? T * k : T; }
-  int64_t x_row(int64_t s) const { return per_slot_x ? s : s % T; }
-  // The rows of x that expert u's slots multiply.
-  std::vector<int64_t> x_pick(size_t u) const {
-    std::vector<int64_t> pick;
-    pick.reserve(slots[u].size());
-    for (int64_t s : slots[u]) pick.push_back(x_row(s));
-    return pick;
-  }
-};
-
-// Rows `pick[r]` of `src`, a dense (rows, cols) host tensor, as a new dense
-// (pick.size(), cols) tensor of its dtype.
-Ref<Tensor> gather_rows(ComputeBackend& be, const Ref<Runtime>& rt, const Tensor& src, int64_t rows, int64_t cols,
-                        const std::vector<int64_t>& pick) {
-  const int64_t m = static_cast<int64_t>(pick.size());
-  const size_t es = dtype_size(src.dtype());
-  auto out = be.empty(rt, src.dtype(), {m, cols});
-  const std::byte* from = src.host_base();
-  std::byte* to = out->host_base();
-  for (int64_t c = 0; c < cols; ++c)
-    for (int64_t r = 0; r < m; ++r)
-      std::memcpy(to + static_cast<size_t>(r + m * c) * es, from + static_cast<size_t>(pick[r] + rows * c) * es, es);
-  return out;
-}
-
-bool consecutive(const std::vector<int64_t>& v) {
-  for (size_t i = 1; i < v.size(); ++i)
-    if (v[i] != v[0] + static_cast<int64_t>(i)) return false;
-  return !v.empty();
-}
-
-// Rows `pick[r]` of `src`, a dense (rows, cols) host tensor, as a (pick.size(),
-// cols) operand: a view of `src` when they are consecutive rows, else a
-// gathered copy.
-Ref<Tensor> rows_of(ComputeBackend& be, const Ref<Runtime>& rt, const Ref<Tensor>& src, int64_t rows, int64_t cols,
-                    const std::vector<int64_t>& pick) {
-  if (!consecutive(pick)) return gather_rows(be, rt, *src, rows, cols, pick);
-  const int64_t m = static_cast<int64_t>(pick.size());
-  return src->view(src->offset() + pick[0], Layout::make({Mode::make_leaf(m, 1), Mode::make_leaf(cols, rows)}));
-}
-
-// The accumulation dtype of a product of `dt` operands.
-sw_dtype_t acc_dtype(sw_dtype_t dt) { return dt == SW_DTYPE_F64 ? SW_DTYPE_F64 : SW_DTYPE_F32; }
-
-template <typename A>
-A* data(const Tensor& t) {
-  return reinterpret_cast<A*>(t.host_base());
-}
-
-// The (K, N) matrix view of an expert's tile buffer.
-Ref<Tensor> expert_matrix(const Ref<Carrier>& tile, const Routing& r) {
-  return Tensor::create(tile, 0, Layout::dense({r.K, r.N}));
-}
-
-Ref<Tensor> transposed(const Ref<Tensor>& m) { return m->view(m->offset(), m->layout().permute({1, 0})); }
-
-// The experts a call of `each` works on: (u, W_u), the index u into
-// Routing::experts and the (K, N) matrix view of that expert's tile.
-using Experts = std::vector<std::pair<size_t, Ref<Tensor>>>;
-
-// The products (a, b, out) of one call of `each`, run as one job
-// (ComputeBackend::matmuls: a token's experts share the compute threads in
-// one region).
-struct Products {
-  std::vector<std::array<Ref<Tensor>, 3>> ops;
-
-  void add(Ref<Tensor> a, Ref<Tensor> b, Ref<Tensor> out) {
-    ops.push_back({std::move(a), std::move(b), std::move(out)});
-  }
-  void run(ComputeBackend& be) const {
-    std::vector<ComputeBackend::MatmulCall> calls;
-    calls.reserve(ops.size());
-    for (const auto& [a, b, out] : ops) calls.push_back({a.get(), b.get(), out.get()});
-    be.matmuls(calls);
-  }
-};
 
 // Runs `each` on every distinct expert u of `r` on its tile memory
 // (through one TileRequest, the policy consulted with the experts for
@@ -131,28 +46,8 @@ struct Products {
 Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>& r, sw_residency_purpose_t purpose,
                        std::function<void(const Experts&)> each, std::function<void()> finish,
                        std::function<Ref<Object>()> publish) {
-  const TileGeometry& g = te.geometry();
   auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
-  auto req = std::make_shared<TileRequest>(Ref<TiledEvictable>(&te), await);
-  req->reads = r->experts;  // tile ordinal e is expert e (grid (1, 1, E))
-  if (te.policy()) {
-    std::vector<std::vector<int64_t>> axes{{0}, {0}, r->experts};
-    auto sel = make_ref<TileSelection>(std::move(axes));
-    req->plan = te.policy()->plan(sel->tile_set(), purpose, g.grid);
-    for (const TileCoord& c : req->plan->promote()->coords()) req->promotes.push_back(g.ordinal(c));
-    for (const TileCoord& c : req->plan->evict()->coords()) req->evicts.push_back(g.ordinal(c));
-  } else {
-    req->promotes = req->reads;  // as a projection: the experts stay primary
-  }
-  req->run_inline = true;  // all resident and nothing to move: no hand-offs
-  auto serial = std::make_shared<std::mutex>();
-  req->tile_work = [r, serial, each = std::move(each)](const std::vector<std::pair<size_t, Ref<Carrier>>>& tiles) {
-    Experts experts;
-    experts.reserve(tiles.size());
-    for (const auto& [u, tile] : tiles) experts.emplace_back(u, expert_matrix(tile, *r));
-    std::lock_guard<std::mutex> lock(*serial);
-    each(experts);
-  };
+  auto req = request(te, await, r, purpose, std::make_shared<std::mutex>(), std::move(each));
   // `finish` is small (the gated sum and the result's rounding): it runs on
   // the loop thread with the publication rather than costing a worker hop.
   req->publish = [finish = std::move(finish), publish = std::move(publish)]() -> Ref<Object> {
@@ -161,12 +56,6 @@ Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>&
   };
   req->submit();
   return await;
-}
-
-Ref<Tensor> wait_tensor(const Ref<Await>& a) {
-  Status st = a->wait(-1);
-  if (!st.ok()) st.raise();
-  return Ref<Tensor>(static_cast<Tensor*>(a->result().get()));
 }
 
 // The cotangent of the per-slot products (T, k, N) in the accumulation
@@ -184,18 +73,6 @@ void slot_cotangents(const Routing& r, const A* G, const A* gate, const A* Y, A*
     }
     if (dgate) dgate[s] = dot;
   }
-}
-
-// out[t, n] = sum_j gate[t, j] * Y[t, j, n].
-template <typename A>
-void gated_sum(const Routing& r, const A* Y, const A* gate, A* out) {
-  const int64_t S = r.T * r.k;
-  for (int64_t n = 0; n < r.N; ++n)
-    for (int64_t t = 0; t < r.T; ++t) {
-      A sum = 0;
-      for (int64_t j = 0; j < r.k; ++j) sum += gate[t + r.T * j] * Y[t + r.T * j + S * n];
-      out[t + r.T * n] = sum;
-    }
 }
 
 class ExpertMatmulNode final : public Node {
@@ -291,31 +168,13 @@ class ExpertMatmulNode final : public Node {
   Ref<Tensor> y_;      // the per-slot products (T, k, N), accumulation dtype (gated calls)
 };
 
-void check_host_operand(const Tensor& t, const char* what) {
-  if (t.carrier().kind() != SW_CARRIER_CPU || !t.host_base())
-    type_error(std::string(kOp) + ": " + what + " must be a CPU tensor, not one on a " + t.carrier().kind_name() +
-               " carrier");
-}
-
 }  // namespace
 
 Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tensor>& x, const Ref<Tensor>& ids,
                                          const Ref<Tensor>& gates, sw_dtype_t out_dtype) {
-  check_live(kOp);
-  check_full(*full, kOp);
+  check_experts(*this, *full, kOp, "the experts");
   const TileGeometry& g = geo_;
-  if (g.rank() != 3 || g.grid[0] != 1 || g.grid[1] != 1 || g.tile[2] != 1)
-    value_error(std::string(kOp) + ": the experts must be one per tile, grid (1, 1, E) and tile (K, N, 1); this " +
-                "TiledEvictable has grid " + shape_text(g.grid) + " and tile " + shape_text(g.tile));
-  if (full->offset() != 0 || !full->layout().equals(*Layout::dense(g.logical)))
-    value_error(std::string(kOp) + ": the experts tensor must be the TiledEvictable's full tensor (dense, offset 0; " +
-                "sw_tiled_full_tensor), not a view of it");
-  if (primary_seed_->kind() != SW_CARRIER_CPU)
-    unsupported_error(std::string(kOp) + ": the experts' primary tier is a " + primary_seed_->kind_name() +
-                      " carrier; only a CPU primary is supported (project the experts and call matmul instead)");
   const sw_dtype_t dt = dtype();
-  if (!dtype_is_float(dt))
-    type_error(std::string(kOp) + " supports f32, f64, f16 and bf16 experts, not " + dtype_name(dt));
   const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
   if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
   if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
@@ -323,9 +182,9 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
                (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
   auto pins = gates ? ops::check_operands(kOp, {x.get(), ids.get(), gates.get()})
                     : ops::check_operands(kOp, {x.get(), ids.get()});
-  check_host_operand(*x, "x");
-  check_host_operand(*ids, "ids");
-  if (gates) check_host_operand(*gates, "gates");
+  check_host_operand(*x, kOp, "x");
+  check_host_operand(*ids, kOp, "ids");
+  if (gates) check_host_operand(*gates, kOp, "gates");
   if (x->dtype() != dt)
     type_error(std::string(kOp) + ": x is " + dtype_name(x->dtype()) + ", the experts " + dtype_name(dt));
   if (ids->dtype() != SW_DTYPE_I32 && ids->dtype() != SW_DTYPE_I64)
@@ -351,23 +210,8 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
 
   // Snapshots of the small operands: later writes to them cannot reach the request.
   const sw_dtype_t acc = acc_dtype(dt);
-  auto id64 = ops::copy_as(*ids, SW_DTYPE_I64);
-  const int64_t S = r->T * r->k, E = g.grid[2];
-  r->ids.assign(data<int64_t>(*id64), data<int64_t>(*id64) + S);
-  std::vector<int64_t> index_of(static_cast<size_t>(E), -1);
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t e = r->ids[static_cast<size_t>(s)];
-    if (e < 0 || e >= E)
-      index_error(std::string(kOp) + ": expert id " + std::to_string(e) + " at (token " + std::to_string(s % r->T) +
-                  ", slot " + std::to_string(s / r->T) + ") is outside [0, " + std::to_string(E) + ")");
-    int64_t& u = index_of[static_cast<size_t>(e)];
-    if (u < 0) {
-      u = static_cast<int64_t>(r->experts.size());
-      r->experts.push_back(e);
-      r->slots.emplace_back();
-    }
-    r->slots[static_cast<size_t>(u)].push_back(s);
-  }
+  route(*ids, g.grid[2], kOp, r.get());
+  const int64_t S = r->S();
   Ref<Tensor> xd = ops::copy_as(*x, dt);
   Ref<Tensor> gd = gates ? ops::copy_as(*gates, acc) : nullptr;
   const bool record =
@@ -393,15 +237,7 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
       products.add(rows_of(be, rt, xd, r->x_rows(), r->K, r->x_pick(u)), W, Yu);
     }
     products.run(be);
-    const size_t as = dtype_size(Y->dtype());
-    for (const auto& [u, Yu] : scattered) {
-      const auto& slots = r->slots[u];
-      const int64_t m = static_cast<int64_t>(slots.size());
-      for (int64_t n = 0; n < r->N; ++n)
-        for (int64_t i = 0; i < m; ++i)
-          std::memcpy(Y->host_base() + static_cast<size_t>(slots[i] + S * n) * as,
-                      Yu->host_base() + static_cast<size_t>(i + m * n) * as, as);
-    }
+    for (const auto& [u, Yu] : scattered) scatter_rows(*Yu, *Y, S, r->N, r->slots[u]);
   };
   auto result = std::make_shared<Ref<Tensor>>();
   auto finish = [r, Y, gd, result, &be, rt, acc, out_dtype] {

@@ -52,7 +52,8 @@ void TileRequest::submit() {
     ++te_->pending_;
     // Nothing to move: the pinned buffers stay primary until the commit.
     // (A shut-down runtime refuses the request below, as it refuses any.)
-    if (run_inline && !residency && evicts.empty() && writes.empty() && !te_->runtime().is_shut_down() &&
+    if (run_inline && holds_ == 0 && !residency && evicts.empty() && writes.empty() &&
+        !te_->runtime().is_shut_down() &&
         std::all_of(pinned_.begin(), pinned_.end(),
                     [&](int64_t k) { return static_cast<bool>(te_->tiles_[static_cast<size_t>(k)].primary); })) {
       here_ = true;
@@ -129,7 +130,9 @@ void TileRequest::capture_locked(int64_t k) {
 }
 
 void TileRequest::start() {
+  started_ = true;
   if (cancelled_) return fail(cancelled_status());
+  if (!error_.ok()) return fail(error_);  // a hold released with an error before the start
   if (explicit_eviction()) return start_eviction();
   fetched_.assign(pinned_.size(), nullptr);
   values_.assign(pinned_.size(), nullptr);
@@ -262,7 +265,27 @@ void TileRequest::run_tile_work(std::vector<size_t> entries) {
 
 void TileRequest::fetch_done() {
   if (--fetches_ > 0) return;
+  fetches_settled();
+}
+
+void TileRequest::fetches_settled() {
+  if (work_started_ || waiting_for_holds()) return;
+  work_started_ = true;
   if (error_.ok() && !cancelled_) run_work();
+}
+
+void TileRequest::release_hold(Status st) {
+  auto me = self();
+  te_->runtime().on_loop([me, st = std::move(st)]() mutable { me->hold_released(std::move(st)); });
+}
+
+void TileRequest::hold_released(Status st) {
+  if (finished_) return;
+  --holds_;
+  if (!st.ok() && error_.ok()) error_ = std::move(st);
+  if (!started_) return;  // start() sees the error, or the fetches settle later
+  if (fetches_ == 0) fetches_settled();
+  if (ops_ == 0) ops_settled();
 }
 
 void TileRequest::run_work() {
@@ -296,6 +319,11 @@ void TileRequest::run_work() {
 
 void TileRequest::op_done() {
   if (--ops_ > 0) return;
+  ops_settled();
+}
+
+void TileRequest::ops_settled() {
+  if (finished_ || waiting_for_holds()) return;
   if (!error_.ok()) return fail(error_);
   if (cancelled_) return fail(cancelled_status());
   if (explicit_eviction()) return drop_evictions();
@@ -478,7 +506,7 @@ void TileRequest::finish(Status st) {
   staged_.clear();
   outs_.clear();
   captures_.clear();
-  if (cleanup) capture([&] { cleanup(st.ok()); });
+  if (cleanup) capture([&] { cleanup(st); });
   te_->request_done();
   if (st.ok())
     await_->succeed(result_);

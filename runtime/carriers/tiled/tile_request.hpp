@@ -64,8 +64,8 @@ class TileRequest final : public Operation {
   // fails the request with nothing committed.
   std::function<Ref<Object>()> publish;
   // Runs on the loop thread (the calling thread, see run_inline) at the
-  // terminal state.
-  std::function<void(bool succeeded)> cleanup;
+  // terminal state, with the request's status (ok when it committed).
+  std::function<void(const Status& status)> cleanup;
   // No movement, run inline: when at submission every tile the request pins
   // is primary and it moves nothing (no fetch, no eviction, no tile it
   // writes, not a residency request), submit() runs it on the calling
@@ -78,6 +78,15 @@ class TileRequest final : public Operation {
   // before submission as always; its outcome is reported on the calling
   // thread. A request that must move tiles goes to the loop as usual.
   bool run_inline = false;
+
+  // Holds: work outside this request that its `work` and commit wait for,
+  // such as products of another request that still read this one's tiles.
+  // Each add_hold() before submit() is released once by release_hold(),
+  // from any thread; a held request never runs inline. A failing release
+  // fails the request; a request that failed or was cancelled stops
+  // waiting for its holds, and a release after it is terminal does nothing.
+  void add_hold() { ++holds_; }
+  void release_hold(Status st = {});
 
   // Validates against the tile table (conflicts, invalid tiles), pins and
   // owns the tiles, then hands the request to the loop (or runs it here,
@@ -113,6 +122,13 @@ class TileRequest final : public Operation {
   // one compute job of the request, before it starts.
   void work_point();
   void fetch_done();
+  // fetches_ reached 0: `work` runs once no hold is outstanding (or never,
+  // after a failure).
+  void fetches_settled();
+  // ops_ reached 0: the commit or the failure, once no hold is outstanding.
+  void ops_settled();
+  bool waiting_for_holds() const { return holds_ > 0 && error_.ok() && !cancelled_; }
+  void hold_released(Status st);
   // Hands tile_work the read entries of pinned_[i]s (a worker job, counted
   // as a fetch so that `work` waits for it).
   void run_tile_work(std::vector<size_t> pinned_entries);
@@ -141,6 +157,8 @@ class TileRequest final : public Operation {
   std::vector<int64_t> remaining_;          // explicit evictions not yet dropped
   int ops_ = 0;                             // outstanding reads, writes and worker jobs (+1 while issuing)
   int fetches_ = 0;                         // outstanding reads (+1 while issuing)
+  int holds_ = 0;                           // outstanding holds (add_hold)
+  bool started_ = false, work_started_ = false;
   Status error_;
   bool submitted_ = false, cancelled_ = false, released_ = false, finished_ = false, reported_ = false;
   bool parked_ = false;                     // an explicit eviction waiting in te_->deferred_

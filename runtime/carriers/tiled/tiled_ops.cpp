@@ -171,8 +171,8 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
     }
     return Ref<Object>(result.get());
   };
-  req->cleanup = [dst, allocated](bool ok) {
-    if (ok) return;
+  req->cleanup = [dst, allocated](const Status& st) {
+    if (st.ok()) return;
     if (dst->is_owned()) dst->unclaim();
     if (allocated) dst->deallocate();
   };
