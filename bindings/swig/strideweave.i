@@ -164,6 +164,7 @@ FEATURE sw_backward;
 FEATURE sw_move_async;
 FEATURE sw_tiled_project;
 FEATURE sw_tiled_expert_matmul;
+FEATURE sw_tiled_expert_ffn;
 FEATURE sw_tiled_scatter;
 FEATURE sw_tiled_update_async;
 FEATURE sw_tiled_full_tensor;

@@ -1538,6 +1538,74 @@ SW_API sw_error_t* sw_tiled_expert_matmul(sw_carrier_t* tiled, sw_tensor_t* expe
                                           sw_tensor_t* ids, sw_tensor_t* gates, const sw_matmul_desc_t* desc,
                                           sw_await_t** out_await);
 
+/* Options of sw_tiled_expert_ffn; fill with sw_expert_ffn_desc_init. */
+typedef struct sw_expert_ffn_desc_t {
+  uint32_t struct_size;
+  /* The activation of the gate product: SW_UNARY_SILU (the default: SwiGLU,
+   * as Mixtral, Qwen-MoE and DeepSeek-MoE), SW_UNARY_GELU (GeGLU),
+   * SW_UNARY_RELU, SW_UNARY_SIGMOID or SW_UNARY_TANH. Any other op is
+   * VALUE. */
+  sw_unary_op_t activation;
+  /* The result's dtype: SW_DTYPE_INVALID (the default) the experts'; with
+   * f16 or bf16 experts, SW_DTYPE_F32 keeps each expert's output and the
+   * gated sum unrounded. Anything else is TYPE. */
+  sw_dtype_t out_dtype;
+} sw_expert_ffn_desc_t;
+
+SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc);
+
+/* The gated expert feed-forward, a mixture-of-experts layer's experts in one
+ * call: for token t's j-th choice e = ids[t, j],
+ *   a = x[t] @ Gate_e,  b = x[t] @ Up_e,  h = act(a) * b,  Y[t, j] = h @ Down_e
+ * (Mixtral's w2(silu(w1 x) * w3 x): gate is w1, up w3, down w2). `gate` and
+ * `up` are TiledEvictables of one expert per tile with grid (1, 1, E) and
+ * tile (H, F, 1), `down` one with grid (1, 1, E) and tile (F, H, 1), all of
+ * one float dtype with a CPU primary tier; each comes with its full tensor
+ * (`*_experts`, as for sw_tiled_expert_matmul: a row-major (E, F, H) gate
+ * or up file and (E, H, F) down file are these tensors as they lie). `x` is
+ * (T, H), shared by a token's choices, or (T, k, H); `ids` a CPU (T, k) i32
+ * or i64 tensor; `gates` NULL or a CPU (T, k) float tensor. The result is
+ *   gates == NULL:  Y (T, k, H)
+ *   gates (T, k):   (T, H), the sum over j of gates[t, j] * Y[t, j]
+ * Values are rounded where the unfused layer rounds them (three
+ * sw_tiled_expert_matmul calls, sw_unary and sw_binary MUL): a, b, act(a)
+ * and h to the experts' dtype, each Y[t, j] to the result's dtype
+ * (desc->out_dtype), and the gated sum (in f32, f64 for f64 experts, over
+ * j in order) once; the products accumulate as for sw_tiled_expert_matmul.
+ *
+ * Each expert's three products run on its tiles' memory in place (a
+ * resident expert is never copied) as soon as its inputs are there: the
+ * experts resident in a TiledEvictable at the start are computed at once,
+ * and a missing expert's reads are queued gate, up, then down, so its gate
+ * product runs as the gate tile lands, h as the up tile lands and its down
+ * product as the down tile lands. Each TiledEvictable is one request as for
+ * sw_tiled_expert_matmul: its policy is consulted with the experts the call
+ * uses (purpose PROJECTION) and its experts are pinned until that request
+ * commits (an eviction waits, releasing that TiledEvictable is STATE). The
+ * down request, whose PROJECTION await the call returns, commits last: once
+ * every product ran and the gate and up requests are terminal, so that all
+ * three have committed when the await completes. A failure in any of the
+ * three fails the call with its error (the down request commits nothing).
+ * An expert covered by an incomplete residency request in any of the three
+ * refuses the call (STATE) before anything is submitted. When every expert
+ * the call uses is resident in all three and no plan moves anything, the
+ * call computes on the calling thread and returns its await already
+ * terminal (succeeded, or failed with the computation's error).
+ * With grad mode on and an experts tensor, x or gates requiring grad, the
+ * call computes the unfused layer itself (blocking, its await terminal on
+ * return), which records the nodes of those ops: gradients as for them.
+ *
+ * Errors before any work: TYPE (non-CPU x, ids or gates; dtypes; experts of
+ * different dtypes), VALUE (geometry, naming the TiledEvictable at fault; a
+ * view instead of the full tensor; shapes; the activation), INDEX (an id
+ * outside [0, E), naming token and slot), UNSUPPORTED (a non-CPU primary
+ * tier), STATE (disposed, an expert owned by a residency request, an
+ * invalid expert tile). */
+SW_API sw_error_t* sw_tiled_expert_ffn(sw_carrier_t* gate, sw_tensor_t* gate_experts, sw_carrier_t* up,
+                                       sw_tensor_t* up_experts, sw_carrier_t* down, sw_tensor_t* down_experts,
+                                       sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* gates,
+                                       const sw_expert_ffn_desc_t* desc, sw_await_t** out_await);
+
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
 /* ------------------------------------------------------------------------ */

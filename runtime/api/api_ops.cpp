@@ -105,12 +105,12 @@ SW_API sw_error_t* sw_matmul_ex(sw_tensor_t* a, sw_tensor_t* b, const sw_matmul_
 
 // ---- The tensor surface ---------------------------------------------------
 
-namespace {
-
-ops::Unary unary_of(sw_unary_op_t op) {
+ops::Unary sw::api::unary_of(sw_unary_op_t op) {
   if (op < SW_UNARY_NEG || op > SW_UNARY_RELU) value_error("unknown sw_unary_op_t " + std::to_string(static_cast<int>(op)));
   return static_cast<ops::Unary>(op - SW_UNARY_NEG);
 }
+
+namespace {
 
 ops::Binary binary_of(sw_binary_op_t op) {
   if (op < SW_BINARY_ADD || op > SW_BINARY_GE)

@@ -3,6 +3,7 @@
 #include "api/handle.hpp"
 #include "api/versioned.hpp"
 #include "async/loop.hpp"
+#include "carriers/tiled/expert_ffn.hpp"
 #include "carriers/tiled/policy.hpp"
 #include "carriers/tiled/tiled_carrier.hpp"
 
@@ -509,6 +510,38 @@ SW_API sw_error_t* sw_tiled_expert_matmul(sw_carrier_t* handle, sw_tensor_t* exp
     sw_matmul_desc_init(&d);
     if (desc) d = struct_in(desc, d, "sw_tiled_expert_matmul: desc");
     *out_await = to_handle<sw_await_t>(te->expert_matmul(full, tx, tids, tg, d.out_dtype));
+  });
+}
+
+SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_expert_ffn_desc_t{};
+  desc->struct_size = sizeof(sw_expert_ffn_desc_t);
+  desc->activation = SW_UNARY_SILU;
+  desc->out_dtype = SW_DTYPE_INVALID;
+}
+
+SW_API sw_error_t* sw_tiled_expert_ffn(sw_carrier_t* gate, sw_tensor_t* gate_experts, sw_carrier_t* up,
+                                       sw_tensor_t* up_experts, sw_carrier_t* down, sw_tensor_t* down_experts,
+                                       sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* gates,
+                                       const sw_expert_ffn_desc_t* desc, sw_await_t** out_await) {
+  return guard([&] {
+    ExpertFfnWeights w;
+    w.gate = Ref<TiledEvictable>(tiled(gate, "gate"));
+    w.gate_full = ref<Tensor>(gate_experts, "gate_experts");
+    w.up = Ref<TiledEvictable>(tiled(up, "up"));
+    w.up_full = ref<Tensor>(up_experts, "up_experts");
+    w.down = Ref<TiledEvictable>(tiled(down, "down"));
+    w.down_full = ref<Tensor>(down_experts, "down_experts");
+    auto tx = ref<Tensor>(x, "x");
+    auto tids = ref<Tensor>(ids, "ids");
+    Ref<Tensor> tg;
+    if (gates) tg = ref<Tensor>(gates, "gates");
+    require(out_await, "out_await");
+    sw_expert_ffn_desc_t d;
+    sw_expert_ffn_desc_init(&d);
+    if (desc) d = struct_in(desc, d, "sw_tiled_expert_ffn: desc");
+    *out_await = to_handle<sw_await_t>(expert_ffn(w, tx, tids, tg, d.out_dtype, unary_of(d.activation)));
   });
 }
 

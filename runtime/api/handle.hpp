@@ -15,6 +15,7 @@
 #include "async/await.hpp"
 #include "carriers/tiled/tile_values.hpp"
 #include "device/bridge.hpp"
+#include "ops/ops.hpp"
 
 namespace sw::api {
 
@@ -92,5 +93,8 @@ inline void count_allocation(Runtime& rt, const char* what) { rt.check_fault(Fau
 
 // Copies `count` extents, rejecting NULL with count > 0 and negative extents.
 std::vector<int64_t> extents_arg(const int64_t* extents, size_t count, const char* arg);
+
+// A public unary op code as the ops layer's (VALUE for an unknown one).
+ops::Unary unary_of(sw_unary_op_t op);
 
 }  // namespace sw::api

@@ -38,6 +38,7 @@ SW_STRUCT_SIZES(sw_residency_policy_t, offsetof(sw_residency_policy_t, outcome),
 SW_STRUCT_SIZES(sw_lru_stats_t, offsetof(sw_lru_stats_t, transient), sizeof(sw_lru_stats_t));
 SW_STRUCT_SIZES(sw_lru_policy_desc_t, sizeof(sw_lru_policy_desc_t));
 SW_STRUCT_SIZES(sw_matmul_desc_t, sizeof(sw_matmul_desc_t));
+SW_STRUCT_SIZES(sw_expert_ffn_desc_t, sizeof(sw_expert_ffn_desc_t));
 SW_STRUCT_SIZES(sw_tile_state_t, sizeof(sw_tile_state_t));
 SW_STRUCT_SIZES(sw_copy_event_t, sizeof(sw_copy_event_t));
 SW_STRUCT_SIZES(sw_object_spec_t, sizeof(sw_object_spec_t));

@@ -85,6 +85,8 @@ class TileRequest final : public Operation {
   // from any thread; a held request never runs inline. A failing release
   // fails the request; a request that failed or was cancelled stops
   // waiting for its holds, and a release after it is terminal does nothing.
+  // Called on the loop thread, release_hold may commit the request before
+  // it returns: the caller holds no lock the request's callbacks take.
   void add_hold() { ++holds_; }
   void release_hold(Status st = {});
 

@@ -1,0 +1,399 @@
+// The gated expert feed-forward (sw_tiled_expert_ffn). One call is three
+// TileRequests, one per TiledEvictable, submitted in product order (gate,
+// up, down), so that the file tier's request slots read a missing expert's
+// gate tile first, then its up tile, then its down tile. Their tile work
+// feeds one state machine per call, each expert u going
+//
+//   gate tile:  a_u = x_u gate_u
+//   up tile:    b_u = x_u up_u
+//   both:       h_u = act(a_u) * b_u
+//   down tile:  y_u = h_u down_u   (once h_u is there too)
+//
+// as soon as its inputs are there: the experts resident at the start as one
+// job per product, each missing one as its reads land. A down tile that
+// lands before its expert's h waits, held (its request does not commit, and
+// the call's StoragePin keeps its bytes), until the gate or up work that
+// completes h multiplies it. The down request carries the call's await: it
+// is held until every down product ran and the gate and up requests are
+// terminal, then publishes the gated sum, so that when the await is done
+// all three requests have committed (or the call failed, and a failing
+// gate or up request fails the down request with its error). When every
+// expert is resident in all three and no plan moves anything, the three
+// requests run inline, one after another, and the await is terminal on
+// return.
+//
+// Values are rounded where the unfused layer rounds them (three expert
+// matmuls, sw_unary, sw_binary): a and b to the experts' dtype, act(a)
+// and the product too, y to the result's dtype, and the gated sum (f32,
+// in choice order) once. With grad mode on and an input requiring grad the
+// call runs that composition itself (blocking), which records the nodes.
+#include "carriers/tiled/expert_ffn.hpp"
+
+#include <array>
+#include <mutex>
+
+#include "base/error.hpp"
+#include "base/text.hpp"
+#include "carriers/tiled/experts.hpp"
+#include "core/dtype.hpp"
+#include "ops/op_util.hpp"
+
+namespace sw {
+
+namespace {
+
+using namespace experts;
+
+constexpr const char* kOp = "expert_ffn";
+
+UnaryOp kernel_of(ops::Unary a) {
+  switch (a) {
+    case ops::Unary::kSilu: return UnaryOp::kSilu;
+    case ops::Unary::kGelu: return UnaryOp::kGelu;
+    case ops::Unary::kRelu: return UnaryOp::kRelu;
+    case ops::Unary::kSigmoid: return UnaryOp::kSigmoid;
+    case ops::Unary::kTanh: return UnaryOp::kTanh;
+    default: break;
+  }
+  value_error(std::string(kOp) + ": the activation must be silu, gelu, relu, sigmoid or tanh, not " + ops::op_name(a));
+}
+
+// One call's state. The mutex guards the per-expert progress; the products
+// themselves run under `serial` (one job at a time on the compute threads).
+struct Call {
+  std::shared_ptr<const Routing> r;  // K = H, N = F (the gate's and up's geometry)
+  int64_t H = 0, F = 0;
+  sw_dtype_t dt = SW_DTYPE_INVALID, acc = SW_DTYPE_INVALID, out = SW_DTYPE_INVALID;
+  UnaryOp act = UnaryOp::kSilu;
+  ComputeBackend* be = nullptr;
+  Ref<Runtime> rt;
+  Ref<Tensor> x;  // dense (x_rows, H), the experts' dtype
+  Ref<Tensor> Y;  // (T, k, H) of the accumulation dtype: y per slot, rounded to `out`
+  Ref<Tensor> gates;  // dense (T, k), accumulation dtype, or null
+  std::shared_ptr<std::mutex> serial = std::make_shared<std::mutex>();
+
+  std::mutex m;
+  std::vector<Ref<Tensor>> a, b;  // per expert: (m_u, F) accumulation-dtype products, once done
+  std::vector<Ref<Tensor>> h;     // per expert: (m_u, F) activations of the experts' dtype, once done
+  std::vector<Ref<Tensor>> down;  // per expert: its down tile's (F, H) view, waiting for h
+  std::vector<StoragePin> down_pins;
+  size_t down_left = 0;    // experts whose down product has not run
+  int others_pending = 2;  // gate and up requests not yet terminal
+  Status error;            // the first failure of the gate or up request
+  std::shared_ptr<TileRequest> down_req;
+  bool held = false, released = false;
+
+  int64_t m_of(size_t u) const { return static_cast<int64_t>(r->slots[u].size()); }
+
+  // The held down request goes on once every down product ran and the gate
+  // and up requests are terminal, or at once with their failure. Decided
+  // under m; the release itself runs after m is unlocked (on the loop thread
+  // it commits the down request at once, whose cleanup takes m).
+  struct Release {
+    std::shared_ptr<TileRequest> req;
+    Status st;
+    void operator()() const {
+      if (req) req->release_hold(st);
+    }
+  };
+  Release ready_to_release() {
+    if (!held || released) return {};
+    if (error.ok() && (others_pending > 0 || down_left > 0)) return {};
+    released = true;
+    return {down_req, error};
+  }
+
+  // a or b of some experts, as one job; then h of those whose other half is
+  // there, then y of those whose down tile is waiting.
+  void gate_or_up(const Experts& experts, bool gate) {
+    Products p;
+    for (const auto& [u, W] : experts)
+      p.add(rows_of(*be, rt, x, r->x_rows(), H, r->x_pick(u)), W, be->empty(rt, acc, {m_of(u), F}));
+    p.run(*be);
+    std::vector<std::array<Ref<Tensor>, 2>> halves;
+    std::vector<size_t> ready;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      for (size_t i = 0; i < experts.size(); ++i) {
+        const size_t u = experts[i].first;
+        (gate ? a : b)[u] = p.ops[i][2];
+        if (!a[u] || !b[u]) continue;
+        ready.push_back(u);
+        halves.push_back({a[u], b[u]});
+        a[u] = b[u] = nullptr;
+      }
+    }
+    activate(ready, halves);
+  }
+
+  // h = act(a) * b, rounded as sw_unary and sw_binary round them.
+  void activate(const std::vector<size_t>& us, const std::vector<std::array<Ref<Tensor>, 2>>& halves) {
+    if (us.empty()) return;
+    const sw_dtype_t compute = compute_dtype(dt);
+    std::vector<Ref<Tensor>> hs;
+    for (const auto& [au, bu] : halves) {
+      Ref<Tensor> s = ops::as_dtype(ops::unary_raw(act, ops::as_dtype(au, dt), compute), dt);
+      hs.push_back(ops::as_dtype(ops::binary_raw(BinaryOp::kMul, s, ops::as_dtype(bu, dt), compute), dt));
+    }
+    Downs waiting;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      for (size_t i = 0; i < us.size(); ++i) {
+        const size_t u = us[i];
+        if (down[u])
+          waiting.push_back({u, hs[i], down[u]});
+        else
+          h[u] = hs[i];
+      }
+    }
+    multiply_down(waiting);
+  }
+
+  // Down tiles that landed: y of those whose h is there, the others wait.
+  void down_tiles(const Experts& experts) {
+    Downs ready;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      for (const auto& [u, W] : experts) {
+        if (h[u]) {
+          ready.push_back({u, h[u], W});
+        } else {
+          down[u] = W;
+          down_pins[u] = StoragePin(W->carrier(), kOp);
+        }
+      }
+    }
+    multiply_down(ready);
+  }
+
+  // y_u = h_u down_u, rounded to `out`, into its slots of Y.
+  struct Down {
+    size_t u;
+    Ref<Tensor> h, W;
+  };
+  using Downs = std::vector<Down>;
+  void multiply_down(const Downs& downs) {
+    if (downs.empty()) return;
+    Products p;
+    for (const Down& d : downs) p.add(d.h, d.W, be->empty(rt, acc, {m_of(d.u), H}));
+    p.run(*be);
+    const int64_t S = r->S();
+    for (size_t i = 0; i < downs.size(); ++i) {
+      Ref<Tensor> y = p.ops[i][2];
+      if (out != acc) y = ops::copy_as(*ops::copy_as(*y, out), acc);
+      scatter_rows(*y, *Y, S, H, r->slots[downs[i].u]);
+    }
+    Release release;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      for (const Down& d : downs) {
+        h[d.u] = nullptr;
+        down[d.u] = nullptr;
+        down_pins[d.u].reset();
+        --down_left;
+      }
+      release = ready_to_release();
+    }
+    release();
+  }
+
+  // The result: Y as (T, k, H), or its gated sum (T, H); `out` either way.
+  Ref<Tensor> result() const {
+    if (!gates) return ops::copy_as(*Y, out);
+    auto sum = be->empty(rt, acc, {r->T, H});
+    Routing rn = *r;
+    rn.N = H;
+    if (acc == SW_DTYPE_F64)
+      gated_sum<double>(rn, data<double>(*Y), data<double>(*gates), data<double>(*sum));
+    else
+      gated_sum<float>(rn, data<float>(*Y), data<float>(*gates), data<float>(*sum));
+    return ops::as_dtype(sum, out);
+  }
+};
+
+// The unfused layer: what the call computes, recorded for autograd.
+Ref<Tensor> composed(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<Tensor>& ids,
+                     const Ref<Tensor>& gates, sw_dtype_t out, ops::Unary activation, sw_dtype_t acc) {
+  const sw_dtype_t dt = w.gate->dtype();
+  Ref<Tensor> a = wait_tensor(w.gate->expert_matmul(w.gate_full, x, ids, nullptr, dt));
+  Ref<Tensor> b = wait_tensor(w.up->expert_matmul(w.up_full, x, ids, nullptr, dt));
+  Ref<Tensor> h = ops::binary(ops::Binary::kMul, ops::unary(activation, a), b);
+  Ref<Tensor> y = wait_tensor(w.down->expert_matmul(w.down_full, h, ids, nullptr, out));
+  if (!gates) return y;
+  // sum over j of gates[:, j] * y[:, j, :], in choice order.
+  const int64_t k = ids->shape()[1];
+  Ref<Tensor> yf = ops::to_dtype(y, acc), g = ops::to_dtype(gates, acc), sum;
+  for (int64_t j = 0; j < k; ++j) {
+    Ref<Tensor> term = ops::binary(ops::Binary::kMul, ops::select(yf, 1, j),
+                                   ops::unsqueeze(ops::select(g, 1, j), 1));
+    sum = sum ? ops::binary(ops::Binary::kAdd, sum, term) : term;
+  }
+  return ops::to_dtype(sum, out);
+}
+
+}  // namespace
+
+Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<Tensor>& ids,
+                      const Ref<Tensor>& gates, sw_dtype_t out_dtype, ops::Unary activation) {
+  const UnaryOp act = kernel_of(activation);
+  check_experts(*w.gate, *w.gate_full, kOp, "the gate experts");
+  check_experts(*w.up, *w.up_full, kOp, "the up experts");
+  check_experts(*w.down, *w.down_full, kOp, "the down experts");
+  const TileGeometry &gg = w.gate->geometry(), &ug = w.up->geometry(), &dg = w.down->geometry();
+  const int64_t H = gg.tile[0], F = gg.tile[1], E = gg.grid[2];
+  if (ug.tile != gg.tile || ug.grid != gg.grid)
+    value_error(std::string(kOp) + ": the up experts must have the gate experts' geometry, grid " + shape_text(gg.grid) +
+                " and tile " + shape_text(gg.tile) + "; they have grid " + shape_text(ug.grid) + " and tile " +
+                shape_text(ug.tile));
+  if (dg.grid != gg.grid || dg.tile[0] != F || dg.tile[1] != H)
+    value_error(std::string(kOp) + ": the down experts must be grid " + shape_text(gg.grid) + " and tile " +
+                shape_text({F, H, 1}) + " (the gate's (H, F) transposed); they have grid " + shape_text(dg.grid) +
+                " and tile " + shape_text(dg.tile));
+  const sw_dtype_t dt = w.gate->dtype();
+  if (w.up->dtype() != dt || w.down->dtype() != dt)
+    type_error(std::string(kOp) + ": the experts must share one dtype; gate " + dtype_name(dt) + ", up " +
+               dtype_name(w.up->dtype()) + ", down " + dtype_name(w.down->dtype()));
+  const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
+  if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
+  if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
+    type_error(std::string(kOp) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
+               (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
+  auto pins = gates ? ops::check_operands(kOp, {x.get(), ids.get(), gates.get()})
+                    : ops::check_operands(kOp, {x.get(), ids.get()});
+  check_host_operand(*x, kOp, "x");
+  check_host_operand(*ids, kOp, "ids");
+  if (gates) check_host_operand(*gates, kOp, "gates");
+  if (x->dtype() != dt)
+    type_error(std::string(kOp) + ": x is " + dtype_name(x->dtype()) + ", the experts " + dtype_name(dt));
+  if (gates && !dtype_is_float(gates->dtype()))
+    type_error(std::string(kOp) + ": gates must be a float tensor, not " + dtype_name(gates->dtype()));
+
+  auto r = std::make_shared<Routing>();
+  r->K = H;
+  r->N = F;
+  route(*ids, E, kOp, r.get());
+  const bool shared_x = x->rank() == 2 && x->shape()[0] == r->T && x->shape()[1] == H;
+  const bool slot_x = x->rank() == 3 && x->shape()[0] == r->T && x->shape()[1] == r->k && x->shape()[2] == H;
+  if (!shared_x && !slot_x)
+    value_error(std::string(kOp) + ": x must be (tokens, H) = " + shape_text({r->T, H}) + " or (tokens, k, H) = " +
+                shape_text({r->T, r->k, H}) + ", not " + shape_text(x->shape()));
+  r->per_slot_x = slot_x;
+  if (gates && gates->shape() != ids->shape())
+    value_error(std::string(kOp) + ": gates must be (tokens, k) = " + shape_text(ids->shape()) + ", not " +
+                shape_text(gates->shape()));
+  const sw_dtype_t acc = acc_dtype(dt);
+
+  // A conflict in any of the three refuses the call before it submits anything.
+  for (TiledEvictable* te : {w.gate.get(), w.up.get(), w.down.get()}) te->check_requestable(r->experts, kOp);
+
+  const bool record = grad_enabled() && (w.gate_full->requires_grad() || w.up_full->requires_grad() ||
+                                         w.down_full->requires_grad() || x->requires_grad() ||
+                                         (gates && gates->requires_grad()));
+  if (record) {
+    auto done = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
+    Ref<Tensor> out = composed(w, x, ids, gates, out_dtype, activation, acc);
+    done->succeed(Ref<Object>(out.get()));
+    return done;
+  }
+
+  auto call = std::make_shared<Call>();
+  call->r = r;
+  call->H = H;
+  call->F = F;
+  call->dt = dt;
+  call->acc = acc;
+  call->out = out_dtype;
+  call->act = act;
+  call->be = &backend_for(*w.gate->primary_carrier());
+  call->rt = w.gate->runtime_ref();
+  // Snapshots of the small operands: later writes to them cannot reach the call.
+  call->x = ops::copy_as(*x, dt);
+  call->gates = gates ? ops::copy_as(*gates, acc) : nullptr;
+  call->Y = call->be->empty(call->rt, acc, {r->T, r->k, H});
+  const size_t U = r->experts.size();
+  call->a.resize(U);
+  call->b.resize(U);
+  call->h.resize(U);
+  call->down.resize(U);
+  call->down_pins.resize(U);
+  call->down_left = U;
+
+  // The three requests share the routing; down's products are (F, H).
+  auto rd = std::make_shared<Routing>(*r);
+  rd->K = F;
+  rd->N = H;
+  // Each request's callbacks hold the call; the call holds the down
+  // request until it is terminal (or was never submitted).
+  struct Unlink {
+    std::shared_ptr<Call> call;
+    ~Unlink() {
+      std::lock_guard<std::mutex> lock(call->m);
+      if (!call->held) call->down_req.reset();
+    }
+  };
+  auto side = [&](TiledEvictable& te, bool gate) {
+    auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
+    auto req = request(te, await, r, SW_PURPOSE_PROJECTION, call->serial,
+                       [call, gate](const Experts& e) { call->gate_or_up(e, gate); });
+    req->cleanup = [call](const Status& st) {
+      Call::Release release;
+      {
+        std::lock_guard<std::mutex> lock(call->m);
+        --call->others_pending;
+        if (!st.ok() && call->error.ok()) call->error = st;
+        release = call->ready_to_release();
+      }
+      release();
+    };
+    return req;
+  };
+  auto gate_req = side(*w.gate, true);
+  auto up_req = side(*w.up, false);
+  auto await = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
+  call->down_req = request(*w.down, await, rd, SW_PURPOSE_PROJECTION, call->serial,
+                           [call](const Experts& e) { call->down_tiles(e); });
+  call->down_req->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
+  call->down_req->cleanup = [call](const Status&) {
+    std::lock_guard<std::mutex> lock(call->m);
+    call->held = false;
+    call->down_req.reset();
+  };
+  Unlink unlink{call};
+  // Gate and up first, so that their reads queue first; each may run inline
+  // (a refusal of the second leaves the first to finish on its own).
+  auto failed_inline = [&]() -> bool {
+    std::lock_guard<std::mutex> lock(call->m);
+    if (call->error.ok()) return false;
+    await->fail(call->error);  // as a failing inline request's: terminal on return
+    return true;
+  };
+  gate_req->submit();
+  if (failed_inline()) return await;
+  up_req->submit();
+  if (failed_inline()) return await;
+  std::unique_lock<std::mutex> lock(call->m);
+  const bool ready = call->others_pending == 0 && call->error.ok() && [&] {
+    for (size_t u = 0; u < U; ++u)
+      if (!call->h[u]) return false;
+    return true;
+  }();
+  auto down_req = call->down_req;
+  if (ready) {
+    // Everything the down products need is there: no hold, and inline when
+    // the down experts are resident too.
+    lock.unlock();
+    down_req->submit();
+  } else {
+    // Held: never inline, so its work cannot need the lock here. A gate or
+    // up request that already failed releases it at once with its error.
+    down_req->add_hold();
+    down_req->submit();
+    call->held = true;
+    Call::Release release = call->ready_to_release();
+    lock.unlock();
+    release();
+  }
+  return await;
+}
+
+}  // namespace sw

@@ -1,0 +1,857 @@
+/* sw_tiled_expert_ffn through the C ABI: exact values of the gated expert
+ * feed-forward (relu activation on small integers, so every f32 value is
+ * exact) with experts resident, missing or mixed in each of the three
+ * TiledEvictables, under LRU budgets smaller than the experts a call uses;
+ * silu values equal to the unfused layer (three sw_tiled_expert_matmul
+ * calls, sw_unary, sw_binary) bit for bit in bf16 and f32; the rules it
+ * shares with projection (pins, policies, the await terminal on return when
+ * nothing moves, refusals before anything is submitted); failures in any of
+ * the three requests; grad mode; and every argument error with its code and
+ * nothing changed. */
+#include <pthread.h>
+
+#include "sw_async_test.h"
+#include "sw_tiled_test.h"
+
+#define E 5
+#define H 3
+#define F 4
+#define TOK 3
+#define KK 2
+
+/* (T, k) first mode fastest: ids[t + T*j]. */
+static const int64_t kIds[TOK * KK] = {0, 3, 1, 3, 4, 1};
+static const double kGates[TOK * KK] = {0.5, 0.25, 1.0, -0.5, 0.75, 2.0};
+
+/* Expert e's matrices, first mode fastest within the tile: gate and up
+ * (H, F) at c + H*f, down (F, H) at f + F*n. */
+static double gate_w(int64_t e, int64_t c, int64_t f) { return (double)((e * 7 + c * 3 + f) % 5) - 2.0; }
+static double up_w(int64_t e, int64_t c, int64_t f) { return (double)((e * 5 + c + 2 * f) % 7) - 3.0; }
+static double down_w(int64_t e, int64_t f, int64_t n) { return (double)((e * 3 + f * 2 + n) % 5) - 2.0; }
+static double input(int64_t t, int64_t j, int64_t c) { return (double)((t * 7 + j * 3 + c) % 5) - 2.0; }
+
+typedef enum { GATE, UP, DOWN } which_t;
+
+typedef struct ffn_fix_t {
+  sw_runtime_t* rt;
+  sw_carrier_t* te[3];
+  sw_tensor_t* full[3];
+} ffn_fix_t;
+
+static double weight(which_t w, int64_t e, int64_t i, int64_t j) {
+  return w == GATE ? gate_w(e, i, j) : w == UP ? up_w(e, i, j) : down_w(e, i, j);
+}
+
+/* One of the three: a CPU primary (empty) over a `secondary` tier holding
+ * every expert, tile (H, F, 1) or for down (F, H, 1). */
+static void make_one(ffn_fix_t* f, which_t w, sw_carrier_kind_t secondary, const sw_residency_policy_t* policy) {
+  const int64_t K = w == DOWN ? F : H, N = w == DOWN ? H : F;
+  const size_t n = (size_t)(E * K * N);
+  double v[E * H * F];
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t i = 0; i < K; ++i) v[e * K * N + i + K * j] = weight(w, e, i, j);
+  sw_carrier_t* p = tt_carrier(f->rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
+  sw_carrier_t* s = tt_carrier(f->rt, secondary, SW_DTYPE_F32, n);
+  tt_write_doubles(s, SW_DTYPE_F32, v, n);
+  const int64_t grid[3] = {1, 1, E}, tile[3] = {K, N, 1};
+  SW_OK_(sw_tiled_create(p, s, grid, tile, 3, policy, &f->te[w]));
+  sw_carrier_release(p);
+  sw_carrier_release(s);
+  SW_OK_(sw_tiled_full_tensor(f->te[w], &f->full[w]));
+}
+
+static void make_ffn(ffn_fix_t* f, sw_runtime_t* rt, sw_carrier_kind_t secondary, const sw_residency_policy_t* const* p) {
+  memset(f, 0, sizeof *f);
+  f->rt = rt;
+  for (int w = 0; w < 3; ++w) make_one(f, (which_t)w, secondary, p ? p[w] : NULL);
+}
+
+static void free_ffn(ffn_fix_t* f) {
+  for (int w = 0; w < 3; ++w) {
+    sw_tensor_release(f->full[w]);
+    sw_carrier_release(f->te[w]);
+  }
+}
+
+static sw_tile_location_t location(const ffn_fix_t* f, which_t w, int64_t e) {
+  const int64_t c[3] = {0, 0, e};
+  sw_tile_state_t st;
+  sw_tile_state_init(&st);
+  SW_OK_(sw_tiled_tile_state(f->te[w], c, 3, &st));
+  return st.location;
+}
+
+static void set_residency(const ffn_fix_t* f, which_t w, int64_t e, bool primary) {
+  const int64_t c[3] = {0, 0, e};
+  sw_tile_set_t* set = NULL;
+  SW_OK_(sw_tile_set_create(c, 1, 3, &set));
+  SW_OK_(primary ? sw_tiled_promote(f->te[w], set) : sw_tiled_evict(f->te[w], set));
+  sw_tile_set_release(set);
+}
+
+static sw_tensor_t* x_tensor(sw_runtime_t* rt, bool per_choice) {
+  double v[TOK * KK * H];
+  if (per_choice) {
+    for (int64_t c = 0; c < H; ++c)
+      for (int64_t j = 0; j < KK; ++j)
+        for (int64_t t = 0; t < TOK; ++t) v[t + TOK * (j + KK * c)] = input(t, j, c);
+    const int64_t shape[3] = {TOK, KK, H};
+    return sw_test_tensor(rt, SW_DTYPE_F32, shape, 3, v);
+  }
+  for (int64_t c = 0; c < H; ++c)
+    for (int64_t t = 0; t < TOK; ++t) v[t + TOK * c] = input(t, 0, c);
+  const int64_t shape[2] = {TOK, H};
+  return sw_test_tensor(rt, SW_DTYPE_F32, shape, 2, v);
+}
+
+static sw_tensor_t* ids_tensor(sw_runtime_t* rt, const int64_t* ids) {
+  const int64_t shape[2] = {TOK, KK};
+  sw_tensor_t* t = NULL;
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I64, shape, 2, ids, &t));
+  return t;
+}
+
+static sw_tensor_t* gates_tensor(sw_runtime_t* rt) {
+  const int64_t shape[2] = {TOK, KK};
+  return sw_test_tensor(rt, SW_DTYPE_F32, shape, 2, kGates);
+}
+
+/* The expected result with relu: (T, k, H) ungated, (T, H) gated. */
+static void expected(const int64_t* ids, bool per_choice, bool gated, double* out) {
+  for (int64_t n = 0; n < H; ++n)
+    for (int64_t t = 0; t < TOK; ++t) {
+      double sum = 0;
+      for (int64_t j = 0; j < KK; ++j) {
+        const int64_t e = ids[t + TOK * j];
+        double y = 0;
+        for (int64_t f = 0; f < F; ++f) {
+          double a = 0, b = 0;
+          for (int64_t c = 0; c < H; ++c) {
+            a += input(t, per_choice ? j : 0, c) * gate_w(e, c, f);
+            b += input(t, per_choice ? j : 0, c) * up_w(e, c, f);
+          }
+          y += (a > 0 ? a : 0) * b * down_w(e, f, n);
+        }
+        if (gated)
+          sum += kGates[t + TOK * j] * y;
+        else
+          out[t + TOK * (j + KK * n)] = y;
+      }
+      if (gated) out[t + TOK * n] = sum;
+    }
+}
+
+static sw_error_t* start(const ffn_fix_t* f, sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* gates,
+                         const sw_expert_ffn_desc_t* desc, sw_await_t** out) {
+  return sw_tiled_expert_ffn(f->te[GATE], f->full[GATE], f->te[UP], f->full[UP], f->te[DOWN], f->full[DOWN], x, ids,
+                             gates, desc, out);
+}
+
+static sw_tensor_t* run(const ffn_fix_t* f, sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* gates,
+                        sw_unary_op_t activation) {
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = activation;
+  sw_await_t* a = NULL;
+  SW_OK_(start(f, x, ids, gates, &desc, &a));
+  sw_await_kind_t kind;
+  SW_OK_(sw_await_kind(a, &kind));
+  assert_int_equal(kind, SW_AWAIT_PROJECTION);
+  sw_tensor_t* r = tt_wait_result(a);
+  sw_await_release(a);
+  return r;
+}
+
+static void check_values(const ffn_fix_t* f, const int64_t* ids_v, bool per_choice) {
+  sw_tensor_t* x = x_tensor(f->rt, per_choice);
+  sw_tensor_t* ids = ids_tensor(f->rt, ids_v);
+  sw_tensor_t* gates = gates_tensor(f->rt);
+  double want[TOK * KK * H];
+  sw_tensor_t* y = run(f, x, ids, NULL, SW_UNARY_RELU);
+  const int64_t yshape[3] = {TOK, KK, H};
+  tt_expect_shape(y, yshape, 3);
+  expected(ids_v, per_choice, false, want);
+  tt_expect_values(y, want, TOK * KK * H);
+  sw_tensor_release(y);
+  sw_tensor_t* o = run(f, x, ids, gates, SW_UNARY_RELU);
+  const int64_t oshape[2] = {TOK, H};
+  tt_expect_shape(o, oshape, 2);
+  expected(ids_v, per_choice, true, want);
+  tt_expect_values(o, want, TOK * H);
+  sw_tensor_release(o);
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+}
+
+static void values_from_every_tier(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const sw_carrier_kind_t tiers[3] = {SW_CARRIER_HOST, SW_CARRIER_FILE, SW_CARRIER_ZSTD};
+  for (int i = 0; i < 3; ++i) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, tiers[i], NULL);
+    check_values(&f, kIds, false); /* missing at first, resident after */
+    check_values(&f, kIds, true);
+    /* Without a policy the experts used stay primary in all three, the others untouched. */
+    const bool used[E] = {true, true, false, true, true};
+    for (int w = 0; w < 3; ++w)
+      for (int64_t e = 0; e < E; ++e)
+        assert_int_equal(location(&f, (which_t)w, e), used[e] ? SW_TILE_PRIMARY : SW_TILE_SECONDARY);
+    free_ffn(&f);
+  }
+}
+
+/* Every mix of an expert resident in some of the three and missing in the
+ * others gives the same exact values. */
+static void every_mix_of_resident_and_missing(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  for (int mask = 0; mask < 8; ++mask) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+    /* Expert 3 (used by two tokens) resident where the mask says; expert 1 the other way round. */
+    for (int w = 0; w < 3; ++w) {
+      if (mask & (1 << w)) set_residency(&f, (which_t)w, 3, true);
+      else set_residency(&f, (which_t)w, 1, true);
+    }
+    check_values(&f, kIds, false);
+    free_ffn(&f);
+  }
+}
+
+/* Twenty calls of random routing under an LRU budget of two experts in
+ * each of the three (a call uses up to four): every result is exact, the
+ * budgets hold and each policy saw every call. */
+static void lru_budgets_hold_across_calls(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_lru_policy_t* lru[3];
+  sw_residency_policy_t vt[3];
+  const sw_residency_policy_t* p[3];
+  for (int w = 0; w < 3; ++w) {
+    SW_OK_(sw_lru_policy_create(2, &lru[w]));
+    SW_OK_(sw_lru_policy_as_residency_policy(lru[w], &vt[w]));
+    p[w] = &vt[w];
+  }
+  ffn_fix_t f;
+  make_ffn(&f, rt, SW_CARRIER_FILE, p);
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (int step = 0; step < 20; ++step) {
+    int64_t ids[TOK * KK];
+    for (int i = 0; i < TOK * KK; ++i) ids[i] = (int64_t)(sw_test_random(&seed) % E);
+    sw_tensor_t* x = x_tensor(rt, false);
+    sw_tensor_t* idt = ids_tensor(rt, ids);
+    sw_tensor_t* gates = gates_tensor(rt);
+    sw_tensor_t* o = run(&f, x, idt, gates, SW_UNARY_RELU);
+    double want[TOK * H];
+    expected(ids, false, true, want);
+    tt_expect_values(o, want, TOK * H);
+    sw_tensor_release(o);
+    sw_tensor_release(gates);
+    sw_tensor_release(idt);
+    sw_tensor_release(x);
+    for (int w = 0; w < 3; ++w) {
+      sw_tile_set_t* prim = NULL;
+      size_t count = 0;
+      SW_OK_(sw_tiled_tiles(f.te[w], SW_TILES_PRIMARY, &prim));
+      SW_OK_(sw_tile_set_count(prim, &count));
+      sw_tile_set_release(prim);
+      assert_true(count <= 2);
+    }
+  }
+  for (int w = 0; w < 3; ++w) {
+    sw_lru_stats_t st;
+    sw_lru_stats_init(&st);
+    SW_OK_(sw_lru_policy_stats(lru[w], &st));
+    assert_int_equal(st.requests, 20);
+    assert_true(st.transient > 0);
+    sw_lru_policy_release(lru[w]);
+  }
+  free_ffn(&f);
+}
+
+/* ---- silu against the unfused layer, bit for bit ------------------------- */
+
+#define BE 4
+#define BH 200
+#define BF 72
+
+static uint16_t bf16_of(float v) { /* round to nearest even */
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static float f32_of_bf16(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+static float irregular(uint32_t i) { return (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f; }
+
+static void* read_all(const sw_tensor_t* t, size_t* bytes) {
+  int64_t n = 0;
+  SW_OK_(sw_tensor_numel(t, &n));
+  sw_dtype_t d;
+  SW_OK_(sw_tensor_dtype(t, &d));
+  *bytes = (size_t)n * sw_dtype_size(d);
+  void* buf = malloc(*bytes);
+  SW_OK_(sw_tensor_read(t, buf, *bytes));
+  return buf;
+}
+
+/* Irregular experts of `dt` (bf16 or f32) in a host tier, no policy. */
+static void make_irregular(ffn_fix_t* f, sw_runtime_t* rt, sw_dtype_t dt) {
+  memset(f, 0, sizeof *f);
+  f->rt = rt;
+  for (int w = 0; w < 3; ++w) {
+    const int64_t K = w == DOWN ? BF : BH, N = w == DOWN ? BH : BF;
+    const size_t n = (size_t)(BE * K * N);
+    sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, dt, 0);
+    sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, dt, n);
+    if (dt == SW_DTYPE_BF16) {
+      uint16_t* v = (uint16_t*)malloc(n * sizeof *v);
+      for (size_t i = 0; i < n; ++i) v[i] = bf16_of(irregular((uint32_t)(i + 100003u * (uint32_t)w)) * 0.2f);
+      SW_OK_(sw_carrier_write(s, 0, n, v));
+      free(v);
+    } else {
+      float* v = (float*)malloc(n * sizeof *v);
+      for (size_t i = 0; i < n; ++i) v[i] = irregular((uint32_t)(i + 100003u * (uint32_t)w)) * 0.2f;
+      SW_OK_(sw_carrier_write(s, 0, n, v));
+      free(v);
+    }
+    const int64_t grid[3] = {1, 1, BE}, tile[3] = {K, N, 1};
+    SW_OK_(sw_tiled_create(p, s, grid, tile, 3, NULL, &f->te[w]));
+    sw_carrier_release(p);
+    sw_carrier_release(s);
+    SW_OK_(sw_tiled_full_tensor(f->te[w], &f->full[w]));
+  }
+}
+
+static sw_tensor_t* expert_matmul(const ffn_fix_t* f, which_t w, sw_tensor_t* x, sw_tensor_t* ids, sw_dtype_t out) {
+  sw_matmul_desc_t desc;
+  sw_matmul_desc_init(&desc);
+  desc.out_dtype = out;
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_expert_matmul(f->te[w], f->full[w], x, ids, NULL, &desc, &a));
+  sw_tensor_t* r = tt_wait_result(a);
+  sw_await_release(a);
+  return r;
+}
+
+/* The unfused layer: Y (T, k, H) of `out`, or its gated sum over j in
+ * order, in f32, rounded once to `out`, written as raw bytes into *bytes. */
+static void* unfused(const ffn_fix_t* f, sw_dtype_t dt, sw_tensor_t* x, sw_tensor_t* ids, const float* gates,
+                     int64_t tokens, sw_dtype_t out, size_t* bytes) {
+  sw_tensor_t* a = expert_matmul(f, GATE, x, ids, dt);
+  sw_tensor_t* b = expert_matmul(f, UP, x, ids, dt);
+  sw_tensor_t *s = NULL, *h = NULL;
+  SW_OK_(sw_unary(SW_UNARY_SILU, a, &s));
+  SW_OK_(sw_binary(SW_BINARY_MUL, s, b, &h));
+  sw_tensor_t* y = expert_matmul(f, DOWN, h, ids, out);
+  void* raw = read_all(y, bytes);
+  sw_tensor_release(y);
+  sw_tensor_release(h);
+  sw_tensor_release(s);
+  sw_tensor_release(b);
+  sw_tensor_release(a);
+  if (!gates) return raw;
+  const size_t es = out == SW_DTYPE_BF16 ? 2 : 4;
+  const int64_t S = tokens * 2;
+  void* sum = malloc((size_t)(tokens * BH) * es);
+  for (int64_t n = 0; n < BH; ++n)
+    for (int64_t t = 0; t < tokens; ++t) {
+      float acc = 0;
+      for (int64_t j = 0; j < 2; ++j) {
+        const size_t i = (size_t)(t + tokens * j + S * n);
+        float yv;
+        if (es == 2) yv = f32_of_bf16(((const uint16_t*)raw)[i]);
+        else memcpy(&yv, (const char*)raw + i * 4, 4);
+        const float term = gates[t + tokens * j] * yv;
+        acc = j == 0 ? term : acc + term;
+      }
+      if (es == 2) ((uint16_t*)sum)[t + tokens * n] = bf16_of(acc);
+      else memcpy((char*)sum + (size_t)(t + tokens * n) * 4, &acc, 4);
+    }
+  free(raw);
+  *bytes = (size_t)(tokens * BH) * es;
+  return sum;
+}
+
+static void evict_all(const ffn_fix_t* f) {
+  for (int w = 0; w < 3; ++w)
+    for (int64_t e = 0; e < BE; ++e)
+      if (location(f, (which_t)w, e) == SW_TILE_PRIMARY) set_residency(f, (which_t)w, e, false);
+}
+
+static void silu_equals_the_unfused_layer_bit_for_bit(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const sw_dtype_t dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F32};
+  for (int d = 0; d < 2; ++d) {
+    const sw_dtype_t dt = dts[d];
+    ffn_fix_t f;
+    make_irregular(&f, rt, dt);
+    for (int64_t tokens = 1; tokens <= 3; tokens += 2) {
+      const size_t xes = dt == SW_DTYPE_BF16 ? 2 : 4;
+      void* xs = malloc((size_t)(tokens * BH) * xes);
+      for (int64_t i = 0; i < tokens * BH; ++i) {
+        const float v = irregular((uint32_t)(7919 + i));
+        if (dt == SW_DTYPE_BF16) ((uint16_t*)xs)[i] = bf16_of(v);
+        else ((float*)xs)[i] = v;
+      }
+      const int64_t xshape[2] = {tokens, BH};
+      sw_tensor_t* x = NULL;
+      SW_OK_(sw_tensor_from_data(rt, dt, xshape, 2, xs, &x));
+      free(xs);
+      /* Tokens 0 and 2 share expert 1 (rows of one expert that are not consecutive). */
+      const int64_t idv[6] = {1, 3, 1, 2, 0, 3};
+      int64_t ids_data[6];
+      for (int64_t t = 0; t < tokens; ++t) {
+        ids_data[t] = idv[t];
+        ids_data[t + tokens] = idv[3 + t];
+      }
+      const int64_t ishape[2] = {tokens, 2};
+      sw_tensor_t* ids = NULL;
+      SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I64, ishape, 2, ids_data, &ids));
+      float gv[6];
+      for (int i = 0; i < 6; ++i) gv[i] = 0.3f + 0.17f * (float)i;
+      sw_tensor_t* gates = NULL;
+      SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F32, ishape, 2, gv, &gates));
+      const sw_dtype_t outs[2] = {dt, SW_DTYPE_F32};
+      for (int o = 0; o < (dt == SW_DTYPE_BF16 ? 2 : 1); ++o)
+        for (int gated = 0; gated < 2; ++gated)
+          for (int residency = 0; residency < 3; ++residency) {
+            /* 0: every expert read; 1: every expert resident (inline); 2: expert 3 missing in down only. */
+            if (residency == 0) evict_all(&f);
+            if (residency == 2) set_residency(&f, DOWN, 3, false);
+            sw_expert_ffn_desc_t desc;
+            sw_expert_ffn_desc_init(&desc);
+            desc.out_dtype = o ? SW_DTYPE_F32 : SW_DTYPE_INVALID;
+            sw_await_t* a = NULL;
+            SW_OK_(start(&f, x, ids, gated ? gates : NULL, &desc, &a));
+            if (residency == 1) assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
+            sw_tensor_t* r = tt_wait_result(a);
+            sw_await_release(a);
+            size_t got_bytes = 0, want_bytes = 0;
+            void* got = read_all(r, &got_bytes);
+            sw_tensor_release(r);
+            void* want = unfused(&f, dt, x, ids, gated ? gv : NULL, tokens, outs[o], &want_bytes);
+            assert_int_equal(got_bytes, want_bytes);
+            assert_memory_equal(got, want, got_bytes);
+            free(got);
+            free(want);
+          }
+      sw_tensor_release(gates);
+      sw_tensor_release(ids);
+      sw_tensor_release(x);
+    }
+    free_ffn(&f);
+  }
+}
+
+/* ---- the rules it shares with projection ------------------------------ */
+
+/* A call whose experts are resident in all three and whose plans move
+ * nothing is computed before it returns; one with a tile still to read
+ * returns while the read is in flight, and commits all three before its
+ * await completes. */
+static void a_resident_call_is_terminal_on_return(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  ffn_fix_t f;
+  make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  double want[TOK * KK * H];
+  expected(kIds, false, false, want);
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = SW_UNARY_RELU;
+  sw_tensor_release(run(&f, x, ids, NULL, SW_UNARY_RELU));
+
+  sw_await_t* a = NULL;
+  SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+  assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
+  sw_tensor_t* y = tt_wait_result(a);
+  tt_expect_values(y, want, TOK * KK * H);
+  sw_tensor_release(y);
+  sw_await_release(a);
+
+  for (int w = 0; w < 3; ++w) {
+    set_residency(&f, (which_t)w, 4, false);
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+    SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+    SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+    assert_int_equal(sw_async_status(a), SW_AWAIT_PENDING);
+    SW_OK_(sw_testing_release_hold(rt));
+    y = tt_wait_result(a);
+    tt_expect_values(y, want, TOK * KK * H);
+    /* Committed before the await completed. */
+    for (int v = 0; v < 3; ++v) assert_int_equal(location(&f, (which_t)v, 4), SW_TILE_PRIMARY);
+    sw_tensor_release(y);
+    sw_await_release(a);
+  }
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  free_ffn(&f);
+}
+
+/* While a call waits for a read of any of the three, neither that
+ * TiledEvictable nor the down one (whose request commits last) can be
+ * released, an eviction of an expert the down request uses waits for it,
+ * and the result is exact. */
+static void a_pending_call_pins_its_experts(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  for (int held = 0; held < 3; ++held) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+    for (int w = 0; w < 3; ++w)
+      if (w != held)
+        for (int64_t e = 0; e < E; ++e) set_residency(&f, (which_t)w, e, true);
+    sw_tensor_t* x = x_tensor(rt, false);
+    sw_tensor_t* ids = ids_tensor(rt, kIds);
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+    sw_expert_ffn_desc_t desc;
+    sw_expert_ffn_desc_init(&desc);
+    desc.activation = SW_UNARY_RELU;
+    sw_await_t* a = NULL;
+    SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+    SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+    assert_int_equal(sw_async_status(a), SW_AWAIT_PENDING);
+    SW_FAILS(sw_carrier_dispose(f.te[held]), SW_ERROR_STATE, "not terminal");
+    SW_FAILS(sw_carrier_dispose(f.te[DOWN]), SW_ERROR_STATE, "not terminal");
+    const int64_t zero = 0;
+    sw_tile_set_t* set = NULL;
+    const int64_t c[3] = {0, 0, zero};
+    SW_OK_(sw_tile_set_create(c, 1, 3, &set));
+    sw_await_t* ev = NULL;
+    SW_OK_(sw_tiled_evict_async(f.te[DOWN], set, &ev));
+    sw_async_sleep_ms(20);
+    assert_int_equal(sw_async_status(ev), SW_AWAIT_PENDING);
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 0));
+    SW_OK_(sw_testing_release_hold(rt));
+    sw_tensor_t* y = tt_wait_result(a);
+    SW_OK_(sw_await_wait(ev, -1));
+    double want[TOK * KK * H];
+    expected(kIds, false, false, want);
+    tt_expect_values(y, want, TOK * KK * H);
+    assert_int_equal(location(&f, DOWN, 0), SW_TILE_SECONDARY);
+    sw_tensor_release(y);
+    sw_await_release(ev);
+    sw_await_release(a);
+    sw_tile_set_release(set);
+    sw_tensor_release(ids);
+    sw_tensor_release(x);
+    free_ffn(&f);
+  }
+}
+
+/* Each policy is consulted with the experts the call uses, purpose
+ * PROJECTION; a call that hits everything counts hits in all three. */
+typedef struct seen_t {
+  sw_lru_policy_t* lru;
+  sw_residency_policy_t inner;
+  int calls;
+  size_t last_count;
+  sw_residency_purpose_t last_purpose;
+} seen_t;
+
+static sw_error_t* seen_plan(void* user, const sw_tile_set_t* required, sw_residency_purpose_t purpose,
+                             sw_residency_plan_t** out) {
+  seen_t* s = (seen_t*)user;
+  ++s->calls;
+  s->last_purpose = purpose;
+  SW_OK_(sw_tile_set_count(required, &s->last_count));
+  return s->inner.plan(s->inner.user_data, required, purpose, out);
+}
+static void seen_outcome(void* user, const sw_residency_plan_t* plan, bool committed, const sw_tile_set_t* promoted,
+                         const sw_tile_set_t* evicted) {
+  seen_t* s = (seen_t*)user;
+  s->inner.outcome(s->inner.user_data, plan, committed, promoted, evicted);
+}
+
+static void the_policies_are_consulted_with_the_experts_used(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  seen_t seen[3];
+  sw_residency_policy_t vt[3];
+  const sw_residency_policy_t* p[3];
+  for (int w = 0; w < 3; ++w) {
+    memset(&seen[w], 0, sizeof seen[w]);
+    SW_OK_(sw_lru_policy_create(E, &seen[w].lru));
+    SW_OK_(sw_lru_policy_as_residency_policy(seen[w].lru, &seen[w].inner));
+    sw_residency_policy_init(&vt[w]);
+    vt[w].user_data = &seen[w];
+    vt[w].plan = seen_plan;
+    vt[w].outcome = seen_outcome;
+    p[w] = &vt[w];
+  }
+  ffn_fix_t f;
+  make_ffn(&f, rt, SW_CARRIER_FILE, p);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  for (int call = 0; call < 2; ++call) sw_tensor_release(run(&f, x, ids, NULL, SW_UNARY_RELU));
+  for (int w = 0; w < 3; ++w) {
+    assert_int_equal(seen[w].calls, 2);
+    assert_int_equal(seen[w].last_count, 4); /* experts 0, 1, 3 and 4 */
+    assert_int_equal(seen[w].last_purpose, SW_PURPOSE_PROJECTION);
+    sw_lru_stats_t st;
+    sw_lru_stats_init(&st);
+    SW_OK_(sw_lru_policy_stats(seen[w].lru, &st));
+    assert_int_equal(st.requests, 2);
+    assert_int_equal(st.misses, 4);
+    assert_int_equal(st.hits, 4);
+  }
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  free_ffn(&f);
+  for (int w = 0; w < 3; ++w) {
+    seen[w].inner.destroy(seen[w].inner.user_data);
+    sw_lru_policy_release(seen[w].lru);
+  }
+}
+
+/* An expert covered by an incomplete residency request in any of the three
+ * refuses the call before anything is submitted: no tile of the others
+ * moves. */
+static void a_residency_request_refuses_the_call_with_nothing_changed(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  for (int w = 0; w < 3; ++w) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+    sw_tensor_t* x = x_tensor(rt, false);
+    sw_tensor_t* ids = ids_tensor(rt, kIds);
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+    const int64_t c[3] = {0, 0, 3};
+    sw_tile_set_t* set = NULL;
+    SW_OK_(sw_tile_set_create(c, 1, 3, &set));
+    sw_await_t* pr = NULL;
+    SW_OK_(sw_tiled_promote_async(f.te[w], set, &pr));
+    SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+    sw_await_t* a = NULL;
+    SW_FAILS(start(&f, x, ids, NULL, NULL, &a), SW_ERROR_STATE, "incomplete residency request");
+    SW_OK_(sw_testing_release_hold(rt));
+    SW_OK_(sw_await_wait(pr, -1));
+    for (int v = 0; v < 3; ++v)
+      for (int64_t e = 0; e < E; ++e)
+        assert_int_equal(location(&f, (which_t)v, e), v == w && e == 3 ? SW_TILE_PRIMARY : SW_TILE_SECONDARY);
+    sw_await_release(pr);
+    sw_tile_set_release(set);
+    sw_tensor_release(ids);
+    sw_tensor_release(x);
+    free_ffn(&f);
+  }
+}
+
+/* A read failing in any of the three fails the call with its error, and
+ * nothing of the down request commits; the next call computes. A failing
+ * computation fails it likewise, on either path. */
+static void failures_reach_the_await(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  double want[TOK * KK * H];
+  expected(kIds, false, false, want);
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = SW_UNARY_RELU;
+  /* Four experts are read in each of the three: reads 1, 6 and 12 fall in
+   * the gate's, the up's and the down's. */
+  const uint64_t nth[3] = {1, 6, 12};
+  for (int i = 0; i < 3; ++i) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_READ, nth[i]));
+    sw_await_t* a = NULL;
+    SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+    SW_FAILS(sw_await_wait(a, -1), SW_ERROR_IO, "injected read failure");
+    sw_await_release(a);
+    for (int64_t e = 0; e < E; ++e) assert_int_equal(location(&f, DOWN, e), SW_TILE_SECONDARY);
+    sw_tensor_t* y = run(&f, x, ids, NULL, SW_UNARY_RELU);
+    tt_expect_values(y, want, TOK * KK * H);
+    sw_tensor_release(y);
+    free_ffn(&f);
+  }
+  for (int missing = 0; missing < 2; ++missing) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, SW_CARRIER_HOST, NULL);
+    sw_tensor_release(run(&f, x, ids, NULL, SW_UNARY_RELU));
+    if (missing) set_residency(&f, UP, 4, false);
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_TILE_WORK, 2));
+    sw_await_t* a = NULL;
+    SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+    if (!missing) assert_int_equal(sw_async_status(a), SW_AWAIT_FAILED);
+    SW_FAILS(sw_await_wait(a, -1), SW_ERROR_OUT_OF_MEMORY, "injected tile work failure");
+    sw_await_release(a);
+    sw_tensor_t* y = run(&f, x, ids, NULL, SW_UNARY_RELU);
+    tt_expect_values(y, want, TOK * KK * H);
+    sw_tensor_release(y);
+    free_ffn(&f);
+  }
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+}
+
+/* With grad mode on and x requiring grad the call runs the unfused layer:
+ * the same values, and x's gradient equals the unfused layer's. */
+static void grad_mode_records_the_unfused_layer(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  ffn_fix_t f;
+  make_ffn(&f, rt, SW_CARRIER_HOST, NULL);
+  sw_tensor_t* gates = gates_tensor(rt);
+  double grads[2][TOK * H];
+  for (int fused = 0; fused < 2; ++fused) {
+    sw_tensor_t* x = x_tensor(rt, false);
+    sw_tensor_t* ids = ids_tensor(rt, kIds);
+    SW_OK_(sw_tensor_set_requires_grad(x, true));
+    sw_tensor_t* out = NULL;
+    if (fused) {
+      out = run(&f, x, ids, gates, SW_UNARY_RELU);
+    } else {
+      sw_tensor_t* a = expert_matmul(&f, GATE, x, ids, SW_DTYPE_INVALID);
+      sw_tensor_t* b = expert_matmul(&f, UP, x, ids, SW_DTYPE_INVALID);
+      sw_tensor_t *r = NULL, *h = NULL;
+      SW_OK_(sw_unary(SW_UNARY_RELU, a, &r));
+      SW_OK_(sw_binary(SW_BINARY_MUL, r, b, &h));
+      sw_matmul_desc_t md;
+      sw_matmul_desc_init(&md);
+      sw_await_t* aw = NULL;
+      SW_OK_(sw_tiled_expert_matmul(f.te[DOWN], f.full[DOWN], h, ids, gates, &md, &aw));
+      out = tt_wait_result(aw);
+      sw_await_release(aw);
+      sw_tensor_release(h);
+      sw_tensor_release(r);
+      sw_tensor_release(b);
+      sw_tensor_release(a);
+    }
+    double want[TOK * H];
+    expected(kIds, false, true, want);
+    tt_expect_values(out, want, TOK * H);
+    double ones[TOK * H];
+    for (int i = 0; i < TOK * H; ++i) ones[i] = 1.0 + (i % 3);
+    const int64_t oshape[2] = {TOK, H};
+    sw_tensor_t* cot = sw_test_tensor(rt, SW_DTYPE_F32, oshape, 2, ones);
+    SW_OK_(sw_backward(out, cot, false));
+    sw_tensor_release(cot);
+    sw_tensor_t* g = NULL;
+    SW_OK_(sw_tensor_grad(x, &g));
+    assert_non_null(g);
+    int64_t n = 0;
+    double* v = sw_test_values(g, &n);
+    assert_int_equal(n, TOK * H);
+    memcpy(grads[fused], v, sizeof grads[fused]);
+    free(v);
+    sw_tensor_release(g);
+    sw_tensor_release(out);
+    sw_tensor_release(ids);
+    sw_tensor_release(x);
+  }
+  for (int i = 0; i < TOK * H; ++i) assert_true(grads[0][i] == grads[1][i]);
+  sw_tensor_release(gates);
+  free_ffn(&f);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+static void bad_arguments_change_nothing(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  ffn_fix_t f;
+  make_ffn(&f, rt, SW_CARRIER_HOST, NULL);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  sw_tensor_t* gates = gates_tensor(rt);
+  sw_await_t* a = NULL;
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  assert_int_equal(desc.activation, SW_UNARY_SILU);
+  assert_int_equal(desc.out_dtype, SW_DTYPE_INVALID);
+
+  const int64_t bad_ids[TOK * KK] = {0, 3, 1, 3, 5, 1};
+  sw_tensor_t* out_of_range = ids_tensor(rt, bad_ids);
+  SW_FAILS(start(&f, x, out_of_range, NULL, NULL, &a), SW_ERROR_INDEX,
+           "expert_ffn: expert id 5 at (token 1, slot 1) is outside [0, 5)");
+  sw_tensor_release(out_of_range);
+  const int64_t x64_shape[2] = {TOK, H};
+  double zeros[TOK * KK * H] = {0};
+  sw_tensor_t* x64 = sw_test_tensor(rt, SW_DTYPE_F64, x64_shape, 2, zeros);
+  SW_FAILS(start(&f, x64, ids, NULL, NULL, &a), SW_ERROR_TYPE, "x is f64, the experts f32");
+  sw_tensor_release(x64);
+  SW_FAILS(start(&f, x, gates, NULL, NULL, &a), SW_ERROR_TYPE, "ids must be i32 or i64");
+  SW_FAILS(start(&f, x, ids, ids, NULL, &a), SW_ERROR_TYPE, "gates must be a float tensor");
+  const int64_t short_shape[2] = {TOK, H - 1};
+  sw_tensor_t* short_x = sw_test_tensor(rt, SW_DTYPE_F32, short_shape, 2, zeros);
+  SW_FAILS(start(&f, short_x, ids, NULL, NULL, &a), SW_ERROR_VALUE,
+           "x must be (tokens, H) = (3, 3) or (tokens, k, H) = (3, 2, 3), not (3, 2)");
+  sw_tensor_release(short_x);
+  SW_FAILS(start(&f, x, ids, x, NULL, &a), SW_ERROR_VALUE, "gates must be (tokens, k) = (3, 2), not (3, 3)");
+  desc.activation = SW_UNARY_EXP;
+  SW_FAILS(start(&f, x, ids, NULL, &desc, &a), SW_ERROR_VALUE,
+           "the activation must be silu, gelu, relu, sigmoid or tanh, not exp");
+  desc.activation = (sw_unary_op_t)99;
+  SW_FAILS(start(&f, x, ids, NULL, &desc, &a), SW_ERROR_VALUE, "unknown sw_unary_op_t 99");
+  desc.activation = SW_UNARY_SILU;
+  desc.out_dtype = SW_DTYPE_F16;
+  SW_FAILS(start(&f, x, ids, NULL, &desc, &a), SW_ERROR_TYPE, "the result of f32 experts is f32, not f16");
+  desc.out_dtype = SW_DTYPE_INVALID;
+  desc.struct_size = 3;
+  SW_FAILS(start(&f, x, ids, NULL, &desc, &a), SW_ERROR_VALUE, "struct_size 3");
+  SW_FAILS(start(&f, x, ids, NULL, NULL, NULL), SW_ERROR_VALUE, "out_await");
+  /* The three swapped: up where down belongs is the wrong geometry. */
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[GATE], f.te[UP], f.full[UP], f.te[UP], f.full[UP], x, ids, NULL,
+                               NULL, &a),
+           SW_ERROR_VALUE, "the down experts must be grid (1, 1, 5) and tile (4, 3, 1)");
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[GATE], f.te[DOWN], f.full[DOWN], f.te[DOWN], f.full[DOWN], x, ids,
+                               NULL, NULL, &a),
+           SW_ERROR_VALUE, "the up experts must have the gate experts' geometry");
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[UP], f.te[UP], f.full[UP], f.te[DOWN], f.full[DOWN], x, ids, NULL,
+                               NULL, &a),
+           SW_ERROR_TYPE, NULL);
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[GATE], f.te[UP], f.full[UP], f.te[DOWN], NULL, x, ids, NULL, NULL,
+                               &a),
+           SW_ERROR_TYPE, "down_experts");
+  /* A view of the experts that is not the full tensor itself. */
+  sw_tensor_t* view = tt_tensor_over(f.te[UP], 0, "(3,4,5):(4,1,12)");
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[GATE], f.te[UP], view, f.te[DOWN], f.full[DOWN], x, ids, NULL, NULL,
+                               &a),
+           SW_ERROR_VALUE, "the up experts tensor must be the TiledEvictable's full tensor");
+  sw_tensor_release(view);
+  /* Experts of another dtype. */
+  ffn_fix_t g;
+  make_irregular(&g, rt, SW_DTYPE_BF16);
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[GATE], f.te[UP], f.full[UP], g.te[DOWN], g.full[DOWN], x, ids, NULL,
+                               NULL, &a),
+           SW_ERROR_VALUE, "the down experts must be grid (1, 1, 5)");
+  free_ffn(&g);
+  for (int w = 0; w < 3; ++w)
+    for (int64_t e = 0; e < E; ++e) assert_int_equal(location(&f, (which_t)w, e), SW_TILE_SECONDARY);
+  SW_OK_(sw_carrier_dispose(f.te[DOWN]));
+  SW_FAILS(start(&f, x, ids, NULL, NULL, &a), SW_ERROR_STATE, NULL);
+  for (int w = 0; w < 2; ++w)
+    for (int64_t e = 0; e < E; ++e) assert_int_equal(location(&f, (which_t)w, e), SW_TILE_SECONDARY);
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  free_ffn(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(values_from_every_tier, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(every_mix_of_resident_and_missing, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(lru_budgets_hold_across_calls, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(silu_equals_the_unfused_layer_bit_for_bit, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_resident_call_is_terminal_on_return, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_pending_call_pins_its_experts, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(the_policies_are_consulted_with_the_experts_used, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_residency_request_refuses_the_call_with_nothing_changed,
+                                      sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(failures_reach_the_await, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(grad_mode_records_the_unfused_layer, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(bad_arguments_change_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
+  };
+  return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
+}
