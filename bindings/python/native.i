@@ -520,6 +520,22 @@ PyObject* tiled_expert_matmul(sw_carrier_t* tiled, sw_tensor_t* experts, sw_tens
   return sw_py_handle(result, SWIGTYPE_p_sw_await_t);
 }
 
+/* sw_tiled_expert_ffn with the desc fields Python exposes: the activation
+ * (a sw_unary_op_t code) and the result's dtype code (0: the experts');
+ * gates may be None. */
+PyObject* tiled_expert_ffn(sw_carrier_t* gate, sw_tensor_t* gate_experts, sw_carrier_t* up, sw_tensor_t* up_experts,
+                           sw_carrier_t* down, sw_tensor_t* down_experts, sw_tensor_t* x, sw_tensor_t* ids,
+                           sw_tensor_t* gates, int activation, int out_dtype) {
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = (sw_unary_op_t)activation;
+  desc.out_dtype = (sw_dtype_t)out_dtype;
+  sw_await_t* result = NULL;
+  SW_PY_CHECK_NOGIL(sw_tiled_expert_ffn(gate, gate_experts, up, up_experts, down, down_experts, x, ids, gates, &desc,
+                                        &result));
+  return sw_py_handle(result, SWIGTYPE_p_sw_await_t);
+}
+
 /* sw_tensor_random with the desc fields as arguments: distribution 1
  * uniform in [p0, p1), 2 normal with mean p0 and stddev p1. */
 PyObject* tensor_random(sw_runtime_t* runtime, int distribution, int dtype, unsigned long long seed, double p0,

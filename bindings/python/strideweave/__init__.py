@@ -26,7 +26,7 @@ from ._surface import (  # noqa: A004 - NumPy's names (sw.sum, sw.max, ...)
     argmin, softmax, log_softmax, topk, index_select, gather, index_add, scatter_add, cat, stack)
 from ._tensor import Tensor
 from ._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, TileSet
-from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState
+from .carriers.tiled_evictable import TiledEvictable, TiledResidencyFacet, TileState, expert_ffn
 
 __version__ = _lib.native.sw_version_string()
 
@@ -46,6 +46,6 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "from_numpy", "from_dlpack",
     "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
-    "TiledEvictable", "TiledResidencyFacet", "TileState", "Device", "carriers",
+    "TiledEvictable", "TiledResidencyFacet", "TileState", "expert_ffn", "Device", "carriers",
     "FileTensor", "save_safetensors", "save_npy",
 ]

@@ -13,13 +13,15 @@ from .._tiles import LRUPolicy, ResidencyPlan, ResidencyPolicy, TileSelection, T
 from ._carrier import Carrier
 
 __all__ = [
-    "TiledEvictable", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "AwaitProjection",
+    "TiledEvictable", "expert_ffn", "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "AwaitProjection",
     "AwaitResidency", "AwaitMove", "AwaitResult", "TiledResidencyFacet", "TileState",
 ]
 
 _LOCATIONS = {N.SW_TILE_PRIMARY: "primary", N.SW_TILE_SECONDARY: "secondary", N.SW_TILE_IMPLICIT: "implicit",
               N.SW_TILE_INVALID: "invalid"}
 _REDUCTIONS = {"replace": N.SW_SCATTER_REPLACE, "add": N.SW_SCATTER_ADD}
+_ACTIVATIONS = {"silu": N.SW_UNARY_SILU, "gelu": N.SW_UNARY_GELU, "relu": N.SW_UNARY_RELU,
+                "sigmoid": N.SW_UNARY_SIGMOID, "tanh": N.SW_UNARY_TANH}
 
 
 class TileState:
@@ -344,3 +346,57 @@ class TiledResidencyFacet:
 
 
 _FACET = TiledResidencyFacet()
+
+
+def _experts_of(t, name):
+    t = _tensor(t, name)
+    te = t.carrier
+    if not isinstance(te, TiledEvictable):
+        raise StrideWeaveTypeError(
+            f"expert_ffn: {name} must be the full tensor of a TiledEvictable, not a tensor on a {type(te).__name__}")
+    return te, t
+
+
+def expert_ffn(x, ids, gate, up, down, gates=None, *, activation="silu", out_dtype=None):
+    """Starts the gated expert feed-forward of a mixture-of-experts layer:
+    for token t's j-th choice e = ids[t, j], ``a = x[t] @ Gate[e]``,
+    ``b = x[t] @ Up[e]``, ``h = act(a) * b``, ``Y[t, j] = h @ Down[e]``
+    (Mixtral's ``w2(silu(w1 x) * w3 x)``: gate is w1, up w3, down w2).
+
+    `gate`, `up` and `down` are the full tensors of TiledEvictables of one
+    expert per tile: gate and up grid (1, 1, E), tile (H, F, 1); down grid
+    (1, 1, E), tile (F, H, 1) (a Hugging Face checkpoint's per-expert
+    tensors as they lie, see docs/moe-offload.md). `x` is (T, H), or
+    (T, k, H) one row per choice; `ids` (T, k) int32/int64. Without `gates`
+    the result is Y, (T, k, H); with `gates` (T, k) it is (T, H), the
+    gate-weighted sum over j (in f32, rounded once). a, b, act(a), h and each
+    Y[t, j] are rounded to the experts' dtype as the unfused layer rounds
+    them. `activation`: "silu" (default), "gelu", "relu", "sigmoid" or
+    "tanh". `out_dtype`: float32 keeps each expert's output and the sum of
+    half experts unrounded.
+
+    Each expert's products run on its tiles in place as soon as its inputs
+    are there; a missing expert's gate, up and down tiles are read in that
+    order, each product starting as its tile lands. Each TiledEvictable's
+    policy is consulted with the experts the call uses. Under grad mode with
+    an input requiring grad the unfused layer runs instead (blocking) and
+    records its nodes. Returns an AwaitProjection whose result is the
+    tensor."""
+    x = _tensor(x, "x")
+    ids = _tensor(ids, "ids")
+    gate_te, gate = _experts_of(gate, "gate")
+    up_te, up = _experts_of(up, "up")
+    down_te, down = _experts_of(down, "down")
+    gates_h = None if gates is None else _tensor(gates, "gates")._h
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+        raise StrideWeaveValueError(
+            f"expert_ffn: activation must be one of {', '.join(map(repr, _ACTIVATIONS))}, not {activation!r}")
+    code = 0
+    if out_dtype is not None:
+        if not isinstance(out_dtype, _dtypes.DType):
+            raise StrideWeaveTypeError(
+                f"expert_ffn: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
+        code = out_dtype.code
+    h = N.tiled_expert_ffn(gate_te._h, gate._h, up_te._h, up._h, down_te._h, down._h, x._h, ids._h, gates_h,
+                           _ACTIVATIONS[activation], code)
+    return AwaitProjection._adopt(h, gate_te._rt)
