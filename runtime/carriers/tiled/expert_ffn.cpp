@@ -283,9 +283,6 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
                 shape_text(gates->shape()));
   const sw_dtype_t acc = acc_dtype(dt);
 
-  // A conflict in any of the three refuses the call before it submits anything.
-  for (TiledEvictable* te : {w.gate.get(), w.up.get(), w.down.get()}) te->check_requestable(r->experts, kOp);
-
   const bool record = grad_enabled() && (w.gate_full->requires_grad() || w.up_full->requires_grad() ||
                                          w.down_full->requires_grad() || x->requires_grad() ||
                                          (gates && gates->requires_grad()));
@@ -359,6 +356,10 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
     call->down_req.reset();
   };
   Unlink unlink{call};
+  // A conflict in any of the three (a tile the call reads or its plan
+  // evicts covered by another request) refuses the call before anything is
+  // submitted.
+  for (const auto* req : {gate_req.get(), up_req.get(), call->down_req.get()}) req->check();
   // Gate and up first, so that their reads queue first; each may run inline
   // (a refusal of the second leaves the first to finish on its own).
   auto failed_inline = [&]() -> bool {

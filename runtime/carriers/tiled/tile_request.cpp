@@ -20,29 +20,43 @@ TileRequest::~TileRequest() {
   if (plan && !reported_ && te_->policy()) te_->policy()->outcome(plan.get(), false, TileSet::empty(), TileSet::empty());
 }
 
-void TileRequest::submit() {
+std::vector<int64_t> TileRequest::pinned_tiles() const {
   std::vector<int64_t> all = reads;
   all.insert(all.end(), promotes.begin(), promotes.end());
-  pinned_ = all;
-  std::sort(pinned_.begin(), pinned_.end());
-  pinned_.erase(std::unique(pinned_.begin(), pinned_.end()), pinned_.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
+}
+
+void TileRequest::validate_locked(const std::vector<int64_t>& pinned) const {
+  const char* what = residency ? "residency request" : !writes.empty() ? "update" : "tiled request";
+  for (const auto* list : {&pinned, &evicts, &writes})
+    for (int64_t k : *list) te_->check_no_owner(k, what);
+  for (const auto* list : {&pinned, &writes})
+    for (int64_t k : *list) te_->check_valid(k, what);
+  for (int64_t k : writes)
+    if (te_->tiles_[static_cast<size_t>(k)].pins)
+      state_error(std::string(what) + ": tile " + std::to_string(k) +
+                  " is in use by pending tiled work; wait for it first");
+  if (explicit_eviction())
+    for (int64_t k : evicts) {
+      const Tile& t = te_->tiles_[static_cast<size_t>(k)];
+      if (t.primary && t.dirty && te_->secondary_->is_read_only())
+        state_error("evict: tile " + std::to_string(k) + " is dirty and the secondary tier is read-only");
+    }
+}
+
+void TileRequest::check() const {
+  const std::vector<int64_t> pinned = pinned_tiles();
+  std::lock_guard<std::mutex> lock(te_->mutex_);
+  validate_locked(pinned);
+}
+
+void TileRequest::submit() {
+  pinned_ = pinned_tiles();
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    const char* what = residency ? "residency request" : !writes.empty() ? "update" : "tiled request";
-    for (const auto* list : {&pinned_, &evicts, &writes})
-      for (int64_t k : *list) te_->check_no_owner(k, what);
-    for (const auto* list : {&pinned_, &writes})
-      for (int64_t k : *list) te_->check_valid(k, what);
-    for (int64_t k : writes)
-      if (te_->tiles_[static_cast<size_t>(k)].pins)
-        state_error(std::string(what) + ": tile " + std::to_string(k) +
-                    " is in use by pending tiled work; wait for it first");
-    if (explicit_eviction())
-      for (int64_t k : evicts) {
-        const Tile& t = te_->tiles_[static_cast<size_t>(k)];
-        if (t.primary && t.dirty && te_->secondary_->is_read_only())
-          state_error("evict: tile " + std::to_string(k) + " is dirty and the secondary tier is read-only");
-      }
+    validate_locked(pinned_);
     for (int64_t k : pinned_) ++te_->tiles_[static_cast<size_t>(k)].pins;
     if (residency)
       for (int64_t k : pinned_) te_->tiles_[static_cast<size_t>(k)].owner = this;

@@ -94,6 +94,11 @@ class TileRequest final : public Operation {
   // owns the tiles, then hands the request to the loop (or runs it here,
   // see run_inline). Throws with nothing changed on a conflict.
   void submit();
+  // What submit() refuses (STATE: a tile covered by another incomplete
+  // residency request or update, an invalid tile, ...), checked without
+  // submitting: an operation made of several requests checks each of them
+  // before it submits any, so a refusal leaves nothing started.
+  void check() const;
 
   // An explicit eviction (sw_tiled_evict): owns the tiles it evicts and
   // drops each once no work needs it. The evictions an explicit promotion's
@@ -113,6 +118,10 @@ class TileRequest final : public Operation {
     bool written = false;
   };
 
+  // reads and promotes, sorted and unique.
+  std::vector<int64_t> pinned_tiles() const;
+  // submit()'s refusals (tile lock held).
+  void validate_locked(const std::vector<int64_t>& pinned) const;
   // Capturing dirty tiles for their eviction writes, under the tile lock.
   bool capturable(int64_t k, bool pinned_by_me) const;
   void capture_locked(int64_t k);

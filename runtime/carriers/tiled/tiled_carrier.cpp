@@ -199,12 +199,6 @@ void TiledEvictable::check_valid(int64_t k, const char* what) const {
                 " is invalid: it holds no value until a scatter initialises it");
 }
 
-void TiledEvictable::check_requestable(const std::vector<int64_t>& ks, const char* what) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (int64_t k : ks) check_no_owner(k, what);
-  for (int64_t k : ks) check_valid(k, what);
-}
-
 std::vector<int64_t> TiledEvictable::ordinals(const TileSet& set, const char* what) const {
   set.check_grid(geo_.grid, what);
   std::vector<int64_t> out;

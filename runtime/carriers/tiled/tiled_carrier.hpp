@@ -89,11 +89,6 @@ class TiledEvictable final : public Carrier {
   // Lets explicit evictions waiting for pins, writers or readers retry (on
   // the loop thread). Call with the tile lock not held.
   void wake_deferred() const;
-  // What a request's submission checks of the tiles it reads (STATE for a
-  // tile covered by an incomplete residency request or update, or invalid),
-  // without submitting: an operation made of several requests checks them
-  // all before it submits any.
-  void check_requestable(const std::vector<int64_t>& ks, const char* what) const;
   // The tile set of tile ordinals.
   Ref<TileSet> tile_set_of(const std::vector<int64_t>& ordinals) const;
   // Writes tile values to the secondary tier (loop thread). Carriers require
