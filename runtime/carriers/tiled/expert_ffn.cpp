@@ -220,14 +220,14 @@ Ref<Tensor> composed(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<
   Ref<Tensor> h = ops::binary(ops::Binary::kMul, ops::unary(activation, a), b);
   Ref<Tensor> y = wait_tensor(w.down->expert_matmul(w.down_full, h, ids, nullptr, out));
   if (!gates) return y;
-  // sum over j of gates[:, j] * y[:, j, :], in choice order.
+  // 0 + the sum over j of gates[:, j] * y[:, j, :], in choice order (as
+  // the fused call sums, signs of zeros included).
   const int64_t k = ids->shape()[1];
-  Ref<Tensor> yf = ops::to_dtype(y, acc), g = ops::to_dtype(gates, acc), sum;
-  for (int64_t j = 0; j < k; ++j) {
-    Ref<Tensor> term = ops::binary(ops::Binary::kMul, ops::select(yf, 1, j),
-                                   ops::unsqueeze(ops::select(g, 1, j), 1));
-    sum = sum ? ops::binary(ops::Binary::kAdd, sum, term) : term;
-  }
+  Ref<Tensor> yf = ops::to_dtype(y, acc), g = ops::to_dtype(gates, acc);
+  Ref<Tensor> sum = ops::zeros_like_shape(*yf, acc, {ids->shape()[0], y->shape()[2]});
+  for (int64_t j = 0; j < k; ++j)
+    sum = ops::binary(ops::Binary::kAdd, sum,
+                      ops::binary(ops::Binary::kMul, ops::select(yf, 1, j), ops::unsqueeze(ops::select(g, 1, j), 1)));
   return ops::to_dtype(sum, out);
 }
 
