@@ -355,6 +355,9 @@ SW_IN_ARRAY(size_t)
 %ignore sw_fake_device_log_entry;
 %ignore sw_fake_device_complete;
 %ignore sw_testing_vulkan_counters;
+%ignore sw_expert_ffn_desc_t;
+%ignore sw_expert_ffn_desc_init;
+%ignore sw_tiled_expert_ffn;
 /* The Java helpers below replace these. */
 %ignore sw_carrier_host_pointer;
 %ignore sw_error_code;
@@ -799,6 +802,32 @@ jlong tiled_prefetch(JNIEnv* env, jlong tiled, jlong tiles) {
   if (sw_j_failed(env, sw_tiled_prefetch_async((sw_carrier_t*)(intptr_t)tiled, (const sw_tile_set_t*)(intptr_t)tiles,
                                                &a)))
     return 0;
+  return (jlong)(intptr_t)a;
+}
+
+/* sw_tiled_expert_ffn over the full tensors of the three TiledEvictables
+ * (each one's carrier comes from its tensor, as sw_tensor_carrier gives it),
+ * with the desc fields as arguments: the activation (a sw_unary_op_t) and
+ * the result's dtype (0: the experts'). gates may be 0. An await handle. */
+jlong tiled_expert_ffn(JNIEnv* env, jlong gate_experts, jlong up_experts, jlong down_experts, jlong x, jlong ids,
+                       jlong gates, jint activation, jint out_dtype) {
+  sw_tensor_t* experts[3] = {(sw_tensor_t*)(intptr_t)gate_experts, (sw_tensor_t*)(intptr_t)up_experts,
+                             (sw_tensor_t*)(intptr_t)down_experts};
+  sw_carrier_t* tiled[3] = {NULL, NULL, NULL};
+  sw_error_t* e = NULL;
+  for (int i = 0; i < 3 && !e; ++i) e = sw_tensor_carrier(experts[i], &tiled[i]);
+  sw_await_t* a = NULL;
+  if (!e) {
+    sw_expert_ffn_desc_t desc;
+    sw_expert_ffn_desc_init(&desc);
+    desc.activation = (sw_unary_op_t)activation;
+    desc.out_dtype = (sw_dtype_t)out_dtype;
+    e = sw_tiled_expert_ffn(tiled[0], experts[0], tiled[1], experts[1], tiled[2], experts[2],
+                            (sw_tensor_t*)(intptr_t)x, (sw_tensor_t*)(intptr_t)ids, (sw_tensor_t*)(intptr_t)gates,
+                            &desc, &a);
+  }
+  for (int i = 0; i < 3; ++i) sw_carrier_release(tiled[i]);
+  if (sw_j_failed(env, e)) return 0;
   return (jlong)(intptr_t)a;
 }
 %}

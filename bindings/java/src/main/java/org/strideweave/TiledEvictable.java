@@ -430,6 +430,122 @@ public final class TiledEvictable extends Carrier {
   }
 
   /**
+   * Starts the gated expert feed-forward of a mixture-of-experts layer, its experts in one call
+   * ({@code sw_tiled_expert_ffn}): for token {@code t}'s {@code j}-th choice
+   * {@code e = ids[t, j]},
+   * <pre>{@code
+   * a = x[t] @ Gate_e,  b = x[t] @ Up_e,  h = act(a) * b,  Y[t, j] = h @ Down_e
+   * }</pre>
+   * (Mixtral's {@code w2(silu(w1 x) * w3 x)}: gate is {@code w1}, up {@code w3}, down
+   * {@code w2}). {@code gate}, {@code up} and {@code down} are the full tensors
+   * ({@link #fullTensor()}) of three TiledEvictables of one expert per tile, all of one float
+   * dtype with a CPU primary tier: gate and up with grid {@code (1, 1, E)} and tile
+   * {@code (H, F, 1)}, down with grid {@code (1, 1, E)} and tile {@code (F, H, 1)} (a row-major
+   * {@code (E, F, H)} gate or up file and {@code (E, H, F)} down file are these tensors as they
+   * lie; see {@code docs/moe-offload.md}); each one's TiledEvictable is its tensor's carrier. The
+   * result, a CPU tensor, is
+   * <ul>
+   *   <li>{@code gates == null}: {@code Y}, {@code (T, k, H)};
+   *   <li>{@code gates (T, k)}: {@code (T, H)}, the sum over {@code j} of
+   *       {@code gates[t, j] * Y[t, j]}.
+   * </ul>
+   * Values are rounded where the unfused layer ({@link #expertMatmul} of gate and up,
+   * {@code sw_unary} of the activation, {@code sw_binary} MUL, then {@link #expertMatmul} of
+   * down) rounds them: {@code a}, {@code b}, {@code act(a)} and {@code h} to the experts' dtype,
+   * each {@code Y[t, j]} to the result's dtype, and the gated sum (in f32, f64 for f64 experts,
+   * over {@code j} in order) once; the products accumulate as for {@link #expertMatmul}.
+   *
+   * <p>Each expert's three products run on its tiles' memory in place as soon as its inputs are
+   * there: resident experts are computed at once, and a missing expert's gate, up and down tiles
+   * are read in that order, each product starting as its tile lands. Each TiledEvictable is one
+   * request as for {@link #expertMatmul}: its policy is consulted with the experts the call uses
+   * (purpose PROJECTION), and its experts are pinned while its request is pending (evictions
+   * wait, {@link #dispose()} is refused); the three commit before the returned await completes,
+   * and a failure in any of the three fails the call. When every expert the call uses is
+   * resident in all three and no plan moves anything, the call computes on the calling thread
+   * and returns its await already done. With grad mode on and an experts tensor, x or gates
+   * requiring grad, the call computes the unfused layer itself (blocking, the await done on
+   * return), which records the nodes of those ops. Every error below is raised before any work,
+   * and changes no state.
+   *
+   * @param x a CPU tensor of the experts' dtype: {@code (T, H)}, shared by a token's {@code k}
+   *     choices, or {@code (T, k, H)}, one row per choice
+   * @param ids a CPU {@code (T, k)} {@link DType#I32} or {@link DType#I64} tensor of expert ids,
+   *     token {@code t}'s {@code j}-th choice at {@code (t, j)}
+   * @param gate the full tensor of the gate projections' TiledEvictable, tile {@code (H, F, 1)}
+   * @param up the full tensor of the up projections' TiledEvictable, tile {@code (H, F, 1)}
+   * @param down the full tensor of the down projections' TiledEvictable, tile {@code (F, H, 1)}
+   * @param gates null, or a CPU {@code (T, k)} float tensor of gate weights
+   * @param activation the activation of the gate product: {@link Activation#SILU} (SwiGLU),
+   *     {@link Activation#GELU} (GeGLU), {@link Activation#RELU}, {@link Activation#SIGMOID} or
+   *     {@link Activation#TANH}
+   * @param outDtype the result's dtype, or null for the experts'; {@link DType#F32} with f16 or
+   *     bf16 experts keeps each expert's output and the gated sum unrounded
+   * @return the PROJECTION await, whose result is the tensor
+   * @throws IndexOutOfRangeException for an id outside {@code [0, E)} (naming token and slot)
+   * @throws TypeMismatchException for a non-CPU x, ids or gates, for dtypes (x not of the
+   *     experts' dtype, ids not i32 or i64, gates not float, an {@code outDtype} other than the
+   *     experts' or f32), for experts of different dtypes, or for an experts tensor not on a
+   *     TiledEvictable
+   * @throws InvalidValueException for a geometry other than the above (naming the
+   *     TiledEvictable at fault), a view instead of the full tensor, or the shapes of x, ids or
+   *     gates
+   * @throws UnsupportedFeatureException for a primary tier other than CPU
+   * @throws InvalidStateException when disposed, for an expert owned by a residency request or
+   *     an invalid expert tile
+   */
+  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down, Tensor gates,
+                                          Activation activation, DType outDtype) {
+    Objects.requireNonNull(x, "x");
+    Objects.requireNonNull(ids, "ids");
+    Objects.requireNonNull(gate, "gate");
+    Objects.requireNonNull(up, "up");
+    Objects.requireNonNull(down, "down");
+    Objects.requireNonNull(activation, "activation");
+    int out = outDtype == null ? 0 : outDtype.value();
+    return x.call(xh -> ids.call(i -> gate.call(g -> up.call(u -> down.call(d -> {
+      long gh = beginOrZero(gates);
+      try {
+        return new AwaitProjection(Native.tiled_expert_ffn(g, u, d, xh, i, gh, activation.value(), out));
+      } finally {
+        endIfNotNull(gates);
+      }
+    })))));
+  }
+
+  /**
+   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Activation, DType)} with
+   * the SiLU activation (SwiGLU) and the result in the experts' dtype.
+   *
+   * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
+   * @param ids {@code (T, k)} i32 or i64 expert ids
+   * @param gate the gate projections' full tensor, tile {@code (H, F, 1)}
+   * @param up the up projections' full tensor, tile {@code (H, F, 1)}
+   * @param down the down projections' full tensor, tile {@code (F, H, 1)}
+   * @param gates null for {@code Y (T, k, H)}, or {@code (T, k)} gate weights for the
+   *     {@code (T, H)} gated sum
+   * @return the PROJECTION await
+   */
+  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down, Tensor gates) {
+    return expertFfn(x, ids, gate, up, down, gates, Activation.SILU, null);
+  }
+
+  /**
+   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)} without gates: the result
+   * is {@code Y}, {@code (T, k, H)}, one row per token and choice.
+   *
+   * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
+   * @param ids {@code (T, k)} i32 or i64 expert ids
+   * @param gate the gate projections' full tensor
+   * @param up the up projections' full tensor
+   * @param down the down projections' full tensor
+   * @return the PROJECTION await
+   */
+  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down) {
+    return expertFfn(x, ids, gate, up, down, null);
+  }
+
+  /**
    * Writes {@code compact} at the selected tiles of a fresh TiledEvictable with this one's
    * geometry and tier kinds, returned by the await as its full tensor. REPLACE takes compact's
    * values; ADD adds them to the template's. The selected tiles are valid and dirty, the others
