@@ -292,6 +292,13 @@ pub struct sw_tile_set_kind_t(pub ::std::os::raw::c_uint);
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct sw_scatter_reduction_t(pub ::std::os::raw::c_uint);
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sw_expert_ffn_desc_t {
+    pub struct_size: u32,
+    pub activation: sw_unary_op_t,
+    pub out_dtype: sw_dtype_t,
+}
+#[repr(C)]
 #[derive(Debug)]
 pub struct sw_device_t {
     _unused: [u8; 0],
@@ -590,6 +597,17 @@ const _: () = {
     ["Offset of field: sw_tile_state_t::location"][::std::mem::offset_of!(sw_tile_state_t, location) - 4usize];
     ["Offset of field: sw_tile_state_t::valid"][::std::mem::offset_of!(sw_tile_state_t, valid) - 8usize];
     ["Offset of field: sw_tile_state_t::dirty"][::std::mem::offset_of!(sw_tile_state_t, dirty) - 9usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_expert_ffn_desc_t"][::std::mem::size_of::<sw_expert_ffn_desc_t>() - 12usize];
+    ["Alignment of sw_expert_ffn_desc_t"][::std::mem::align_of::<sw_expert_ffn_desc_t>() - 4usize];
+    ["Offset of field: sw_expert_ffn_desc_t::struct_size"]
+        [::std::mem::offset_of!(sw_expert_ffn_desc_t, struct_size) - 0usize];
+    ["Offset of field: sw_expert_ffn_desc_t::activation"]
+        [::std::mem::offset_of!(sw_expert_ffn_desc_t, activation) - 4usize];
+    ["Offset of field: sw_expert_ffn_desc_t::out_dtype"]
+        [::std::mem::offset_of!(sw_expert_ffn_desc_t, out_dtype) - 8usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -895,6 +913,15 @@ impl sw_scatter_reduction_t {
     pub const SW_SCATTER_REPLACE: sw_scatter_reduction_t = sw_scatter_reduction_t(1);
     pub const SW_SCATTER_ADD: sw_scatter_reduction_t = sw_scatter_reduction_t(2);
     pub const SW_SCATTER_REDUCTION_FORCE32: sw_scatter_reduction_t = sw_scatter_reduction_t(2147483647);
+}
+impl Default for sw_expert_ffn_desc_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
 }
 impl sw_device_kind_t {
     pub const SW_DEVICE_HOST: sw_device_kind_t = sw_device_kind_t(1);
@@ -1588,6 +1615,20 @@ unsafe extern "C" {
         ids: *mut sw_tensor_t,
         gates: *mut sw_tensor_t,
         desc: *const sw_matmul_desc_t,
+        out_await: *mut *mut sw_await_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_expert_ffn_desc_init(desc: *mut sw_expert_ffn_desc_t);
+    pub fn sw_tiled_expert_ffn(
+        gate: *mut sw_carrier_t,
+        gate_experts: *mut sw_tensor_t,
+        up: *mut sw_carrier_t,
+        up_experts: *mut sw_tensor_t,
+        down: *mut sw_carrier_t,
+        down_experts: *mut sw_tensor_t,
+        x: *mut sw_tensor_t,
+        ids: *mut sw_tensor_t,
+        gates: *mut sw_tensor_t,
+        desc: *const sw_expert_ffn_desc_t,
         out_await: *mut *mut sw_await_t,
     ) -> *mut sw_error_t;
     pub fn sw_object_spec_init(spec: *mut sw_object_spec_t);

@@ -99,7 +99,9 @@ unsafe extern "C" fn on_complete(
 pub struct Await<T: AwaitOutput> {
     raw: RawAwait,
     wake: Mutex<Option<Arc<Wake>>>,
-    policy: Option<Arc<PolicyShared>>,
+    /// The Rust policies of the TiledEvictables the work runs on, whose
+    /// panics on the loop thread this await re-raises.
+    policies: Vec<Arc<PolicyShared>>,
     _output: PhantomData<fn() -> T>,
 }
 
@@ -129,8 +131,14 @@ pub enum AwaitKind {
 impl<T: AwaitOutput> Await<T> {
     /// Wraps a new await reference.
     pub(crate) fn adopt(raw: *mut sys::sw_await_t, policy: Option<Arc<PolicyShared>>) -> Await<T> {
+        Await::adopt_policies(raw, policy.into_iter().collect())
+    }
+
+    /// Wraps a new await reference of work on several TiledEvictables,
+    /// re-raising a panic of any of their policies.
+    pub(crate) fn adopt_policies(raw: *mut sys::sw_await_t, policies: Vec<Arc<PolicyShared>>) -> Await<T> {
         // SAFETY: callers pass a reference the library just handed out.
-        Await { raw: unsafe { RawAwait::from_raw(raw) }, wake: Mutex::new(None), policy, _output: PhantomData }
+        Await { raw: unsafe { RawAwait::from_raw(raw) }, wake: Mutex::new(None), policies, _output: PhantomData }
     }
 
     /// The raw handle, borrowed.
@@ -188,7 +196,7 @@ impl<T: AwaitOutput> Await<T> {
     }
 
     fn rethrow_policy_panic(&self) {
-        if let Some(policy) = &self.policy {
+        for policy in &self.policies {
             policy.rethrow();
         }
     }

@@ -45,8 +45,8 @@
 //!
 //! Ops are enum-driven ([`UnaryOp`], [`BinaryOp`], [`ScalarOp`] in
 //! `ops.rs`): a new C op with one of those signatures is one variant and one
-//! `match` arm mapping it to its C function, plus a named method on
-//! [`Tensor`] if wanted.
+//! `match` arm mapping it to its C function (a unary op of `sw_unary` to
+//! its `sw_unary_op_t`), plus a named method on [`Tensor`] if wanted.
 #![warn(missing_docs)]
 
 mod awaits;
@@ -77,7 +77,7 @@ pub use ops::{BinaryOp, ScalarOp, UnaryOp};
 pub use policy::{LruPolicy, LruStats, Outcome, Policy, Purpose, ResidencyPolicy};
 pub use runtime::{version, version_string, Runtime, RuntimeOptions};
 pub use tensor::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard, Tensor};
-pub use tiled::{Reduction, TileLocation, TileSetKind, TileState, TiledEvictable};
+pub use tiled::{ExpertFfnOptions, Reduction, TileLocation, TileSetKind, TileState, TiledEvictable};
 pub use tiles::{ResidencyPlan, TileSelection, TileSet, Tiles};
 
 /// The raw C ABI (the `strideweave-sys` crate), for what this crate does not wrap.

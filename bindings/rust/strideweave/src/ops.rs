@@ -1,11 +1,14 @@
 //! Operations. Each C op is one entry of an enum ([`UnaryOp`], [`BinaryOp`])
-//! mapped to its C function in one `match`: adding a C op with the same
+//! mapped to its C function (or, for a unary op without a function of its
+//! own, its `sw_unary_op_t`) in one `match`: adding a C op with the same
 //! signature is a variant, its arm, and (optionally) a named method.
 //!
 //! Results are fresh dense tensors on the compute carrier kind of the
 //! inputs; elementwise ops broadcast NumPy style; with grad mode on and an
 //! input requiring grad, the result records one autograd node. A tensor of
-//! a TiledEvictable is accepted by every op here as its full logical value.
+//! a TiledEvictable is accepted by every op here as its full logical value,
+//! except the unary ops reached through `sw_unary` (all but relu), which
+//! fail UNSUPPORTED on one: project the tiles first.
 use std::ptr;
 
 use strideweave_sys as sys;
@@ -23,18 +26,60 @@ type BinaryFn = unsafe extern "C" fn(
 ) -> *mut sys::sw_error_t;
 type ScalarFn = unsafe extern "C" fn(*mut sys::sw_tensor_t, f64, *mut *mut sys::sw_tensor_t) -> *mut sys::sw_error_t;
 
-/// Ops of one tensor (`sw_<op>(a, &out)`).
+/// Ops of one tensor: `sw_<op>(a, &out)` where the op has a function of
+/// its own, else `sw_unary(op, a, &out)`. Floating results of integer and
+/// bool inputs are f32; f16 and bf16 are computed in f32 and rounded once.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
-    /// max(a, 0), elementwise.
+    /// max(a, 0), elementwise (`sw_relu`).
     Relu,
+    /// -a (`SW_UNARY_NEG`).
+    Neg,
+    /// |a| (`SW_UNARY_ABS`).
+    Abs,
+    /// e^a (`SW_UNARY_EXP`).
+    Exp,
+    /// The natural logarithm (`SW_UNARY_LOG`).
+    Log,
+    /// The square root (`SW_UNARY_SQRT`).
+    Sqrt,
+    /// 1 / sqrt(a) (`SW_UNARY_RSQRT`).
+    Rsqrt,
+    /// a * sigmoid(a) (`SW_UNARY_SILU`).
+    Silu,
+    /// a * Phi(a), the exact (erf) form: PyTorch's `approximate='none'` (`SW_UNARY_GELU`).
+    Gelu,
+    /// 1 / (1 + e^-a) (`SW_UNARY_SIGMOID`).
+    Sigmoid,
+    /// tanh(a) (`SW_UNARY_TANH`).
+    Tanh,
 }
 
 impl UnaryOp {
-    fn function(self) -> UnaryFn {
+    /// The op's `sw_unary_op_t`.
+    pub(crate) fn to_raw(self) -> sys::sw_unary_op_t {
+        use sys::sw_unary_op_t as U;
         match self {
-            UnaryOp::Relu => sys::sw_relu,
+            UnaryOp::Relu => U::SW_UNARY_RELU,
+            UnaryOp::Neg => U::SW_UNARY_NEG,
+            UnaryOp::Abs => U::SW_UNARY_ABS,
+            UnaryOp::Exp => U::SW_UNARY_EXP,
+            UnaryOp::Log => U::SW_UNARY_LOG,
+            UnaryOp::Sqrt => U::SW_UNARY_SQRT,
+            UnaryOp::Rsqrt => U::SW_UNARY_RSQRT,
+            UnaryOp::Silu => U::SW_UNARY_SILU,
+            UnaryOp::Gelu => U::SW_UNARY_GELU,
+            UnaryOp::Sigmoid => U::SW_UNARY_SIGMOID,
+            UnaryOp::Tanh => U::SW_UNARY_TANH,
+        }
+    }
+
+    /// The op's own C function, if it has one (`sw_unary` otherwise).
+    fn function(self) -> Option<UnaryFn> {
+        match self {
+            UnaryOp::Relu => Some(sys::sw_relu),
+            _ => None,
         }
     }
 }
@@ -90,7 +135,10 @@ fn result(f: impl FnOnce(*mut *mut sys::sw_tensor_t) -> *mut sys::sw_error_t) ->
 impl Tensor {
     /// Applies a one-tensor op.
     pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
-        result(|out| unsafe { (op.function())(self.as_raw(), out) })
+        match op.function() {
+            Some(f) => result(|out| unsafe { f(self.as_raw(), out) }),
+            None => result(|out| unsafe { sys::sw_unary(op.to_raw(), self.as_raw(), out) }),
+        }
     }
 
     /// Applies a two-tensor op.
@@ -131,6 +179,26 @@ impl Tensor {
     /// max(self, 0).
     pub fn relu(&self) -> Result<Tensor> {
         self.unary(UnaryOp::Relu)
+    }
+
+    /// self * sigmoid(self), elementwise.
+    pub fn silu(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Silu)
+    }
+
+    /// self * Phi(self), elementwise: the exact (erf) GELU.
+    pub fn gelu(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Gelu)
+    }
+
+    /// 1 / (1 + e^-self), elementwise.
+    pub fn sigmoid(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Sigmoid)
+    }
+
+    /// tanh(self), elementwise.
+    pub fn tanh(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Tanh)
     }
 
     /// self @ other, NumPy style; the result has the operands' dtype.

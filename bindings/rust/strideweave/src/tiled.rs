@@ -12,6 +12,7 @@ use crate::carrier::{Carrier, CarrierKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ffi::call;
+use crate::ops::UnaryOp;
 use crate::policy::{Policy, PolicyShared, PolicyVtable, ResidencyPolicy};
 use crate::tensor::Tensor;
 use crate::tiles::{TileSelection, TileSet, Tiles};
@@ -74,6 +75,26 @@ impl Reduction {
             Reduction::Replace => sys::sw_scatter_reduction_t::SW_SCATTER_REPLACE,
             Reduction::Add => sys::sw_scatter_reduction_t::SW_SCATTER_ADD,
         }
+    }
+}
+
+/// Options of [`TiledEvictable::expert_ffn`] (`sw_expert_ffn_desc_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExpertFfnOptions {
+    /// The activation of the gate product: [`UnaryOp::Silu`] (the default:
+    /// SwiGLU, as Mixtral, Qwen-MoE and DeepSeek-MoE), [`UnaryOp::Gelu`]
+    /// (GeGLU), [`UnaryOp::Relu`], [`UnaryOp::Sigmoid`] or
+    /// [`UnaryOp::Tanh`]; any other op is VALUE.
+    pub activation: UnaryOp,
+    /// The result's dtype: `None` for the experts'; `Some(DType::F32)` with
+    /// f16 or bf16 experts keeps each expert's output and the gated sum
+    /// unrounded. Anything else is TYPE.
+    pub out_dtype: Option<DType>,
+}
+
+impl Default for ExpertFfnOptions {
+    fn default() -> ExpertFfnOptions {
+        ExpertFfnOptions { activation: UnaryOp::Silu, out_dtype: None }
     }
 }
 
@@ -475,6 +496,130 @@ impl TiledEvictable {
         self.after();
         r?;
         Ok(self.adopt(out.take()))
+    }
+
+    /// Starts the gated expert feed-forward (`sw_tiled_expert_ffn`), a
+    /// mixture-of-experts layer's experts in one call: for token t's j-th
+    /// choice e = ids[t, j],
+    /// `a = x[t] @ Gate_e`, `b = x[t] @ Up_e`, `h = act(a) * b`, `Y[t, j] = h @ Down_e`
+    /// (Mixtral's `w2(silu(w1 x) * w3 x)`: gate is w1, up w3, down w2).
+    /// `gate`, `up` and `down` are each a TiledEvictable of one expert per
+    /// tile with its [`full_tensor`](Self::full_tensor): gate and up grid
+    /// (1, 1, E) and tile (H, F, 1), down grid (1, 1, E) and tile (F, H, 1)
+    /// (a row-major (E, F, H) gate or up file and (E, H, F) down file as
+    /// they lie), all of one float dtype with a CPU primary tier. `x` is a
+    /// CPU tensor of the experts' dtype, (T, H) shared by a token's choices
+    /// or (T, k, H) one row per choice; `ids` a CPU (T, k) i32 or i64
+    /// tensor. The await's result is a CPU tensor: without `gates`, Y
+    /// (T, k, H); with `gates` (a CPU float (T, k) tensor), (T, H), the sum
+    /// over j of `gates[t, j] * Y[t, j]`. Values are rounded where the
+    /// unfused layer rounds them (three [`expert_matmul`](Self::expert_matmul)
+    /// calls, the activation's [`UnaryOp`] and `sw_binary` MUL): a, b,
+    /// act(a) and h to the experts' dtype, each Y[t, j] to the result's
+    /// dtype, and the gated sum (in f32, f64 for f64 experts, over j in
+    /// order) once. `options`: the activation ([`UnaryOp::Silu`] by
+    /// default) and the result's dtype, see [`ExpertFfnOptions`].
+    ///
+    /// It is a projection on each of the three, as
+    /// [`expert_matmul`](Self::expert_matmul) is on one: each policy is
+    /// consulted with the experts used (purpose PROJECTION), each one's used
+    /// experts stay pinned until its request commits (evictions wait,
+    /// disposing it is STATE) and the down request, whose await this is,
+    /// commits last, once every product ran and the other two are done; and
+    /// each expert's products run on its tile memory in
+    /// place as soon as its inputs are there (a missing expert's gate, up
+    /// and down tiles are read in that order, each product starting as its
+    /// tile lands). When every expert used is resident in all three and no
+    /// plan moves anything, the call computes on the calling thread and its
+    /// await is already done on return. With grad mode on and an experts
+    /// tensor, `x` or `gates` requiring grad, the call computes the unfused
+    /// layer itself (blocking) and records its nodes. Errors before any
+    /// work, with no state changed: TYPE (non-CPU or wrong-dtype x, ids,
+    /// gates or `out_dtype`; experts of different dtypes; an experts tensor
+    /// not of its TiledEvictable), VALUE (geometry, naming the
+    /// TiledEvictable at fault; a view instead of the full tensor; shapes;
+    /// an activation outside the five), INDEX (an id outside [0, E), naming
+    /// token and slot), UNSUPPORTED (a non-CPU primary tier), STATE
+    /// (disposed, an expert owned by a residency request, an invalid
+    /// expert tile).
+    ///
+    /// ```
+    /// use strideweave::{Carrier, DType, ExpertFfnOptions, Policy, Runtime, Tensor, TiledEvictable, UnaryOp};
+    ///
+    /// # fn main() -> strideweave::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// // Two experts, H = 2, F = 1: tile e of gate and up is expert e's (2, 1)
+    /// // matrix, tile e of down its (1, 2) matrix.
+    /// let tiled = |values: &[f32], tile: &[i64]| -> strideweave::Result<(TiledEvictable, Tensor)> {
+    ///     let file = Carrier::host(&rt, DType::F32, values.len())?;
+    ///     file.write(0, values)?;
+    ///     let cpu = Carrier::cpu(&rt, DType::F32, 0)?;
+    ///     let te = TiledEvictable::new(&cpu, &file, &[1, 1, 2], tile, Policy::None)?;
+    ///     let full = te.full_tensor()?;
+    ///     Ok((te, full))
+    /// };
+    /// let (gate, gate_w) = tiled(&[1., 2., -1., 1.], &[2, 1, 1])?;
+    /// let (up, up_w) = tiled(&[1., 1., 2., 0.], &[2, 1, 1])?;
+    /// let (down, down_w) = tiled(&[1., -1., 2., 3.], &[1, 2, 1])?;
+    /// let x = Tensor::from_slice(&rt, &[1, 2], &[1f32, 10.])?; // one token
+    /// let ids = Tensor::from_slice(&rt, &[1, 2], &[1i32, 0])?; // routed to experts 1 and 0
+    /// let relu = ExpertFfnOptions { activation: UnaryOp::Relu, ..Default::default() };
+    /// let (g, u, d) = ((&gate, &gate_w), (&up, &up_w), (&down, &down_w));
+    /// let each = TiledEvictable::expert_ffn(g, u, d, &x, &ids, None, &relu)?.wait()?;
+    /// // Expert 1: a = 9, b = 2, h = 18, Y = [36, 54]; expert 0: a = 21, b = 11, h = 231, Y = [231, -231].
+    /// assert_eq!(each.shape()?, vec![1, 2, 2]); // (T, k, H)
+    /// assert_eq!(each.to_vec::<f32>()?, vec![36., 231., 54., -231.]);
+    /// let gates = Tensor::from_slice(&rt, &[1, 2], &[0.5f32, 0.25])?;
+    /// let mixed = TiledEvictable::expert_ffn(g, u, d, &x, &ids, Some(&gates), &relu)?.wait()?;
+    /// assert_eq!(mixed.to_vec::<f32>()?, vec![75.75, -30.75]); // (T, H)
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn expert_ffn(
+        gate: (&TiledEvictable, &Tensor),
+        up: (&TiledEvictable, &Tensor),
+        down: (&TiledEvictable, &Tensor),
+        x: &Tensor,
+        ids: &Tensor,
+        gates: Option<&Tensor>,
+        options: &ExpertFfnOptions,
+    ) -> Result<AwaitProjection> {
+        let mut desc = sys::sw_expert_ffn_desc_t::default();
+        unsafe { sys::sw_expert_ffn_desc_init(&mut desc) };
+        desc.activation = options.activation.to_raw();
+        if let Some(d) = options.out_dtype {
+            desc.out_dtype = d.to_raw();
+        }
+        let g = gates.map_or(ptr::null_mut(), |g| g.as_raw());
+        let mut out = PendingAwait(ptr::null_mut());
+        let r = call(|| unsafe {
+            sys::sw_tiled_expert_ffn(
+                gate.0.as_raw(),
+                gate.1.as_raw(),
+                up.0.as_raw(),
+                up.1.as_raw(),
+                down.0.as_raw(),
+                down.1.as_raw(),
+                x.as_raw(),
+                ids.as_raw(),
+                g,
+                &desc,
+                &mut out.0,
+            )
+        });
+        let carriers = [gate.0, up.0, down.0];
+        for te in carriers {
+            te.after();
+        }
+        r?;
+        // The await re-raises a panic of any of the three policies.
+        let mut policies: Vec<Arc<PolicyShared>> = Vec::new();
+        for s in carriers.iter().filter_map(|te| te.shared.as_ref()) {
+            if !policies.iter().any(|p| Arc::ptr_eq(p, s)) {
+                policies.push(s.clone());
+            }
+        }
+        Ok(Await::adopt_policies(out.take(), policies))
     }
 
     /// Starts writing `compact` (a tensor of the primary tier's kind, the
