@@ -16,7 +16,9 @@ token sequence through it, one token per step, five ways:
   offloaded  StrideWeave, experts in the model file (read with direct I/O by
              default, bypassing the page cache as a model larger than RAM
              would be), an LRU budget of --budget of each layer's experts,
-             sw_tiled_expert_matmul computing on the cached tiles in place;
+             one sw.expert_ffn call per layer computing every chosen
+             expert's w2(silu(w1 x) * w3 x) on the cached tiles in place,
+             a missing expert's products as its tiles land;
              the later layers' experts are predicted by applying their
              routers to the current hidden state (what a decoder knows
              before those layers run; never the future routing) and the
@@ -174,9 +176,9 @@ def parse(argv):
                    help="layers ahead whose experts are predicted (default 0: every later layer of the stack)")
     p.add_argument("--prefetch-experts", type=int, default=1,
                    help="the most likely predicted experts prefetched per layer (default 1)")
-    p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=True,
-                   help="wait for transfers by polling, yielding the core at each poll, instead of sleeping "
-                        "(default on)")
+    p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=False,
+                   help="wait for a layer's call by polling, yielding the core at each poll, instead of sleeping "
+                        "(default off: the runtime's workers compute while the call waits)")
     p.add_argument("--probe-every", type=int, default=8,
                    help="tokens between the offloaded run's pauses to read its reads again, the tier's bandwidth (default 8)")
     p.add_argument("--probe-mib", type=int, default=128, help="MiB each zstd probe decompresses (default 128)")
@@ -511,20 +513,20 @@ class StrideWeaveModel:
         self.tile_bytes = {w: o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4) for w in MATRICES}
         self.explicit_bytes = 0  # read by explicit promotions (the LRU statistics count only its own plans)
         self.read_log = []  # the tensor names of the tiles read from the tier, in request order
-        # Per layer of a budgeted run: (it had misses, ms in its expert
-        # matmuls and gated sum, ms of those after its last read landed, and
-        # ms from its first read's request to its last read's landing; both
-        # None when a call read inside it).
+        # Per layer of a budgeted run: (the most experts any of its three
+        # matrices had to read, ms in its expert_ffn call, ms of glue since
+        # the previous call returned: norms, routers, the predictions' and
+        # the calls' set-up).
         self.layer_times = []
+        self.last_return = None
 
     def settle(self, a):
         """a.wait(), with --poll polling a.done() first: the decoding thread
         stays runnable while a transfer completes instead of sleeping on it.
-        On the 2-core virtual machine of docs/moe-offload.md a thread woken
-        from sleep ran the next layer's glue and products at half speed (3.7
-        against 1.8-2.1 ms for a layer that reads nothing). Each poll yields
-        the core (sched_yield): the workers that decompress a zstd tile or
-        compute a streamed expert run on the same two cores."""
+        Each poll yields the core (sched_yield), but on two cores the polling
+        thread still takes time from the runtime's workers, which compute a
+        layer's products as its tiles land (docs/moe-offload.md, 6.): off by
+        default."""
         if self.o.poll:
             while not a.done():
                 os.sched_yield()
@@ -587,80 +589,63 @@ class StrideWeaveModel:
         self.read_log += [expert_name(layer, e, w) for e in missing]
         return a
 
-    def matmul(self, layer, w, x, idt, chosen):
-        """The expert matmul of one matrix of a layer, once the promotions
-        issued ahead for its chosen experts have landed; logs the tiles its
-        plan reads (the chosen experts not primary when it starts)."""
-        te, full = self.layers[layer][w]
-        self.wait_ahead(layer, w, chosen)
-
-        def start():
-            missing = [e for e in chosen if te.tile_state((0, 0, e)).location != "primary"] if self.budgeted else []
-            a = te.expert_matmul(full, x, idt)
-            self.read_log += [expert_name(layer, e, w) for e in missing]
-            return a
-
-        return self.submit(layer, w, start)
-
     def moe(self, layer, n, ids, gates):
+        """The layer's experts in one sw.expert_ffn call: every token's
+        w2(silu(w1 x) * w3 x), gated and summed, each expert's products run
+        on its tiles as they are there (a missing expert's w1, w3 and w2
+        tiles are read in that order, each product starting as its tile
+        lands). Logs the tiles the call reads (the chosen experts not
+        primary in each matrix when it starts); the promotions issued ahead
+        of the chosen experts are waited for first."""
         t_in = time.perf_counter()
         x = sw.from_dlpack(n)
         idt = sw.from_dlpack(ids)
+        g = sw.from_dlpack(gates)
         chosen = sorted(set(ids[0].tolist()))
-        # The layer's misses: chosen experts neither primary nor on their way.
-        # w2's are promoted ahead of its expert matmul, which needs w1's and
-        # w3's results first (a larger set than the budget streams through
-        # it inside the call instead).
-        misses = self.budgeted and not all(self.in_place(layer, "w1", e) for e in chosen)
-        streamed = len(chosen) > self.o.budget_tiles
-        # With misses the expert matmuls of w1 and w3 return at once, their
-        # reads queued: w2's go after them, so the missing experts' w1 and w3
-        # products compute while w2's bytes arrive, and the later layers'
-        # promotions queue behind all of this layer's reads. Without, the
-        # products compute inside the calls: the later layers' go first, or
-        # the disk would idle through them.
-        w2_ready = None
-        t_submit = time.perf_counter()
-        if not misses and self.after_submit:
-            self.after_submit(layer)
-        a1 = self.matmul(layer, "w1", x, idt, chosen)
-        a3 = self.matmul(layer, "w3", x, idt, chosen)
-        if misses and not streamed:
-            # (the resident ones too, so that the policy does not evict them
-            # for the missing; those promoted ahead are waited for instead)
-            if not all(self.in_place(layer, "w2", e) for e in chosen):
-                need = [e for e in chosen if e not in self.ahead.get((layer, "w2"), {})]
-                w2_ready = self.submit(layer, "w2", lambda: self.promote(layer, "w2", need))
-        if misses and self.after_submit:
-            self.after_submit(layer)
+        per = self.layers[layer]
         t0 = time.perf_counter()
-        a, b = torch.from_dlpack(self.settle(a1)), torch.from_dlpack(self.settle(a3))
-        act = sw.from_dlpack(F.silu(a) * b)  # (1, k, F): one input row per choice
-        if w2_ready is not None:
-            self.settle(w2_ready)
-        t_landed = time.perf_counter() if misses and not streamed else None
-        self.wait_ms += (time.perf_counter() - t0) * 1000 if misses else 0
-        y = torch.from_dlpack(self.settle(self.matmul(layer, "w2", act, idt, chosen)))
-        # The gated sum as the PyTorch model rounds it (each expert's output
-        # rounded to the dtype first), so that the runs compare bit for bit.
-        out = gated_sum(y, gates)
+        for w in PRODUCT_ORDER:
+            self.wait_ahead(layer, w, chosen)
+        missing = 0
+        reads = []
         if self.budgeted:
-            t_out = time.perf_counter()
-            self.layer_times.append((misses, (t_out - t_in) * 1000,
-                                     None if t_landed is None else (t_out - t_landed) * 1000,
-                                     None if t_landed is None else (t_landed - t_submit) * 1000))
-        return out
+            for w in PRODUCT_ORDER:
+                miss = [e for e in chosen if per[w][0].tile_state((0, 0, e)).location != "primary"]
+                missing = max(missing, len(miss))
+                reads += [expert_name(layer, e, w) for e in miss]
+        if self.after_submit and not missing:
+            # Nothing to read: the call computes before it returns, and the
+            # later layers' promotions go first or the disk would idle through it.
+            self.after_submit(layer)
 
-    def submit(self, layer, w, start):
-        """start() a request; when a promotion issued ahead still owns a
-        tile its plan needs (STATE: an incomplete residency request), wait
-        for that matrix's promotions ahead and start it again."""
+        def start():
+            return sw.expert_ffn(x, idt, per["w1"][1], per["w3"][1], per["w2"][1], g)
+
+        a = self.submit(layer, start)
+        self.read_log += reads
+        if self.after_submit and missing:
+            self.after_submit(layer)
+        y = torch.from_dlpack(self.settle(a))
+        t_out = time.perf_counter()
+        if missing:
+            self.wait_ms += (t_out - t0) * 1000
+        if self.budgeted:
+            glue = None if self.last_return is None else (t_in - self.last_return) * 1000
+            self.layer_times.append((missing, (t_out - t_in) * 1000, glue))
+        self.last_return = t_out
+        return y
+
+    def submit(self, layer, start):
+        """start() the layer's call; when a promotion issued ahead still owns
+        a tile its plan needs (STATE: an incomplete residency request), wait
+        for the layer's promotions ahead and start it again."""
         try:
             return start()
         except sw.StrideWeaveRuntimeError as e:
-            if "residency request" not in str(e) or not self.ahead.get((layer, w)):
+            if "residency request" not in str(e) or not any(self.ahead.get((layer, w)) for w in MATRICES):
                 raise
-            self.wait_ahead(layer, w)
+            for w in PRODUCT_ORDER:
+                self.wait_ahead(layer, w)
             return start()
 
     def promote_all(self):
@@ -677,8 +662,8 @@ class StrideWeaveModel:
 
 class GlueOnOneThread:
     """PyTorch on one thread for the StrideWeave runs, whose PyTorch ops are
-    only the glue (norms, routers, silu, the gated sum: microseconds each).
-    Their expert matmuls run on StrideWeave's pool, as many threads as the
+    only the glue (norms, routers, the residual add: microseconds each).
+    Their experts' products run on StrideWeave's pool, as many threads as the
     cores; PyTorch's OpenMP threads would also stay awake after each glue op
     (libgomp spins before it sleeps) and take those cores from the pool: on
     a two-core machine that halved the resident run's speed."""
@@ -817,27 +802,28 @@ def run_offloaded(o, shared, stream, path, probe=None):
 
 
 def idle_disk(o, off):
-    """Where the offloaded run's disk waits on its compute, from the layers'
-    times: the layers whose chosen experts were all primary (nothing of theirs
-    to read, and the next layer's misses unknown until its router runs), and
-    the time the layers with misses computed after their last read landed.
-    None without layer times, and with --prefetch (a layer's experts may then
-    be on their way rather than primary)."""
+    """Where the offloaded run's time goes, from its layers' expert_ffn
+    calls: the layers whose chosen experts were all primary (the call
+    computes with nothing to read, and the next layer's misses are unknown
+    until its router runs: the disk idles through it), the layers with
+    misses (their reads, the products computed as the tiles land), and the
+    rest of each token outside the calls (norms, routers, the calls'
+    set-up), during which no read of the run is in flight either. None
+    without layer times, and with --prefetch (a layer's experts may then be
+    on their way rather than primary)."""
     times = getattr(off, "layer_times", None)
     if not times or o.prefetch:
         return None
-    primary = [ms for missed, ms, _, _ in times if not missed]
-    tails = [tail for missed, _, tail, _ in times if missed and tail is not None]
-    reads = [r for missed, _, _, r in times if missed and r is not None]
-    streamed = len(reads) < len(times) - len(primary)  # some layers read inside their calls
+    primary = [ms for missing, ms, _ in times if not missing]
+    misses = [ms for missing, ms, _ in times if missing]
     token_ms = 1000 * off.seconds / o.tokens
     return {"all_primary_layers_per_token": len(primary) / o.tokens,
             "all_primary_layer_ms": statistics.median(primary) if primary else None,
-            "layers_with_misses_per_token": (len(times) - len(primary)) / o.tokens,
-            "after_last_read_ms": statistics.median(tails) if tails else None,
-            "ms_per_token": (sum(primary) + sum(tails)) / o.tokens,
-            "reads_in_flight_ms_per_token": None if streamed else sum(reads) / o.tokens,
-            "no_read_in_flight_ms_per_token": None if streamed else token_ms - sum(reads) / o.tokens}
+            "layers_with_misses_per_token": len(misses) / o.tokens,
+            "miss_layer_ms": statistics.median(misses) if misses else None,
+            "ms_per_token": sum(primary) / o.tokens,
+            "miss_layers_ms_per_token": sum(misses) / o.tokens,
+            "outside_calls_ms_per_token": token_ms - (sum(primary) + sum(misses)) / o.tokens}
 
 
 class DiskActivity:
@@ -1727,25 +1713,20 @@ def main(argv=None):
                 print("(below 1: the run read faster than the probes after its segments read the same bytes; "
                       "the tier's speed drifts)")
         idle = summary["offloaded_layers"] = idle_disk(o, off)
-        if idle and idle["ms_per_token"] > 0:
+        if idle:
             parts = []
             if idle["all_primary_layer_ms"] is not None:
-                parts.append(f"{idle['all_primary_layers_per_token']:.2f} layers per token whose chosen experts were "
-                             f"all primary ({idle['all_primary_layer_ms']:.2f} ms each, median; the next layer's "
-                             f"misses are unknown until its router runs)")
-            if idle["after_last_read_ms"] is not None:
-                parts.append(f"the {idle['layers_with_misses_per_token']:.2f} layers with misses after their last "
-                             f"read landed ({idle['after_last_read_ms']:.2f} ms each: w2's products and the gated sum)")
-            rest = ""
-            if idle["no_read_in_flight_ms_per_token"] is not None:
-                rest = (f". Of its {1000 * off.seconds / o.tokens:.2f} ms per token, "
-                        f"{idle['reads_in_flight_ms_per_token']:.2f} ms lay between a layer's first request and its "
-                        f"last read's landing as the decoding thread saw it, and "
-                        f"{idle['no_read_in_flight_ms_per_token']:.2f} ms outside: the above, and "
-                        f"{idle['no_read_in_flight_ms_per_token'] - idle['ms_per_token']:.2f} ms of norms, routers "
-                        f"and the calls' set-up")
-            print(f"with no read of its own in flight, the offloaded run computed {idle['ms_per_token']:.2f} ms per "
-                  f"token: " + " and ".join(parts) + rest)
+                parts.append(f"{idle['ms_per_token']:.2f} ms in the {idle['all_primary_layers_per_token']:.2f} layers "
+                             f"per token whose chosen experts were all primary ({idle['all_primary_layer_ms']:.2f} ms "
+                             f"each, median: computed with nothing to read, the next layer's misses unknown until its "
+                             f"router runs)")
+            if idle["miss_layer_ms"] is not None:
+                parts.append(f"{idle['miss_layers_ms_per_token']:.2f} ms in the "
+                             f"{idle['layers_with_misses_per_token']:.2f} layers with misses ({idle['miss_layer_ms']:.2f}"
+                             f" ms each: their reads, each product computed as its tile lands)")
+            parts.append(f"{idle['outside_calls_ms_per_token']:.2f} ms outside the calls (norms, routers, the calls' "
+                         f"set-up), with no read in flight")
+            print(f"of the offloaded run's {1000 * off.seconds / o.tokens:.2f} ms per token: " + "; ".join(parts))
         dev = device_bound(o, off, res)
         summary["device_bound_ratio"] = summary["device_read_bandwidth"] = None
         if dev and dev[0] > 0:

@@ -3,8 +3,10 @@
 (examples/python/mixtral_offload.py) at primary budgets of 12.5, 25 and 50 %
 of the experts with the model file read with direct I/O, and at 25 % from
 the zstd tier, each run beside its same-run peers (all resident, naive
-on-demand loading, mmap, PyTorch); and the expert matmul's resident path
-against plain GEMMs on the same bytes (sw.matmul of each chosen expert).
+on-demand loading, mmap, PyTorch); the expert matmul's resident path
+against plain GEMMs on the same bytes (sw.matmul of each chosen expert); and
+the expert feed-forward's (sw.expert_ffn) against the same layer unfused on
+the same bytes and against PyTorch's.
 
     PYTHONPATH=build/bindings/python python3 tools/bench/bench_moe_decode.py [--tokens 32] [--quick]
 
@@ -69,6 +71,74 @@ def expert_matmul_vs_gemm(hidden, ffn, repeats=400):
             "ratio": t_plain / t_expert, "bytes_per_call": 2 * hidden * ffn * 2}
 
 
+def expert_ffn_vs_unfused(hidden, ffn, repeats=400):
+    """The resident path of a whole layer's experts: one sw.expert_ffn of
+    k = 2 resident bf16 experts for one token, against the same layer
+    unfused on dense copies of the same experts (per expert sw.matmul of x by
+    w1 and by w3, sw.silu, sw.mul, sw.matmul by w2, then the gated sum), and
+    against PyTorch's F.linear layer on the same weights (its threads as the
+    runtime's compute threads). Alternating call by call."""
+    E = 8
+    cpu = lambda: sw.carriers.CPU(0, dtype=sw.bfloat16)  # noqa: E731
+    g = torch.Generator().manual_seed(5)
+    ws = {"w1": torch.randn(E, ffn, hidden, generator=g).to(torch.bfloat16),
+          "w3": torch.randn(E, ffn, hidden, generator=g).to(torch.bfloat16),
+          "w2": torch.randn(E, hidden, ffn, generator=g).to(torch.bfloat16)}
+    tiles = {}
+    for name, w in ws.items():
+        te = sw.TiledEvictable(cpu(), sw.carriers.Host(w.numel(), dtype=sw.bfloat16), (1, 1, E),
+                               (w.shape[2], w.shape[1], 1))
+        full = te.full_tensor()
+        for e in range(E):
+            te.update_async(full, sw.from_dlpack(w[e:e + 1].permute(2, 1, 0)), sw.TileSelection([[0], [0], [e]])).wait()
+        tiles[name] = (te, full)
+    xt = torch.randn(1, hidden).to(torch.bfloat16)
+    x = sw.from_dlpack(xt)
+    ids = sw.from_dlpack(torch.tensor([[1, 5]]))
+    gt = torch.tensor([[0.6, 0.4]])
+    gates = sw.from_dlpack(gt)
+    dense = {name: [sw.from_dlpack(w[e].T) for e in (1, 5)] for name, w in ws.items()}
+
+    fused = lambda: sw.expert_ffn(x, ids, tiles["w1"][1], tiles["w3"][1], tiles["w2"][1], gates).wait()  # noqa: E731
+
+    def unfused():
+        out = None
+        for j in range(2):
+            h = sw.silu(sw.matmul(x, dense["w1"][j])) * sw.matmul(x, dense["w3"][j])
+            y = sw.astype(sw.matmul(h, dense["w2"][j]), sw.float32) * float(gt[0, j])
+            out = y if out is None else out + y
+        return sw.astype(out, sw.bfloat16)
+
+    def pytorch():
+        ys = [torch.nn.functional.linear(torch.nn.functional.silu(torch.nn.functional.linear(xt, ws["w1"][e])) *
+                                         torch.nn.functional.linear(xt, ws["w3"][e]), ws["w2"][e]) for e in (1, 5)]
+        return (gt[:, :, None] * torch.stack(ys, 1).float()).sum(1).to(torch.bfloat16)
+
+    def timed(fs, n):
+        times = {f: [] for f in fs}
+        for f in fs:
+            f()
+        for _ in range(n):
+            for f in fs:
+                t0 = time.perf_counter()
+                f()
+                times[f].append(time.perf_counter() - t0)
+        return [sorted(times[f])[n // 2] for f in fs]
+
+    t_fused, t_unfused = timed((fused, unfused), repeats)
+    # PyTorch apart: its OpenMP threads spin after each call and would take
+    # the cores from the runtime's threads in an alternating loop.
+    saved = torch.get_num_threads()
+    torch.set_num_threads(sw.default_runtime().compute_threads)
+    (t_torch,) = timed((pytorch,), repeats)
+    torch.set_num_threads(saved)
+    for te, _ in tiles.values():
+        te.release()
+    return {"hidden": hidden, "ffn": ffn, "expert_ffn_us": t_fused * 1e6, "unfused_us": t_unfused * 1e6,
+            "pytorch_us": t_torch * 1e6, "ratio": t_unfused / t_fused, "ratio_pytorch": t_torch / t_fused,
+            "bytes_per_call": 2 * 3 * hidden * ffn * 2}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokens", type=int, default=32)
@@ -103,8 +173,11 @@ def main(argv=None):
     sizes = [(128, 256)] if o.quick else [(1024, 2816), (4096, 14336)]
     with demo.QuietCollector():
         ems = [expert_matmul_vs_gemm(hidden, ffn, 400 if hidden * ffn < 1 << 24 else 40) for hidden, ffn in sizes]
+        ffns = [expert_ffn_vs_unfused(hidden, ffn, 400 if hidden * ffn < 1 << 24 else 30) for hidden, ffn in sizes]
     for em in ems:
         print("BENCH_JSON " + json.dumps({"expert_matmul": em}, sort_keys=True))
+    for ef in ffns:
+        print("BENCH_JSON " + json.dumps({"expert_ffn": ef}, sort_keys=True))
 
     print(f"\n{'tier':7s} {'budget':>7s} {'tok/s':>7s} {'naive':>7s} {'resident':>9s} {'pytorch':>8s} {'mmap':>7s} "
           f"{'vs naive':>9s} {'vs res.':>8s} {'bound':>7s} {'device':>7s} {'hit':>6s} {'LRU hit':>8s} {'max err':>8s}")
@@ -120,6 +193,11 @@ def main(argv=None):
         print(f"expert matmul, resident, 2 experts of {em['hidden']}x{em['ffn']} bf16 for one token: "
               f"{em['expert_matmul_us']:.0f} us; two plain GEMMs on the same bytes {em['plain_gemm_us']:.0f} us: "
               f"ratio {em['ratio']:.2f} (target >= 0.9)")
+    for ef in ffns:
+        print(f"expert feed-forward, resident, 2 experts of {ef['hidden']}x{ef['ffn']} bf16 (w1, w3, w2) for one "
+              f"token: {ef['expert_ffn_us']:.0f} us; the unfused layer on the same bytes {ef['unfused_us']:.0f} us "
+              f"(ratio {ef['ratio']:.2f}, target >= 0.9), PyTorch's F.linear layer {ef['pytorch_us']:.0f} us "
+              f"(ratio {ef['ratio_pytorch']:.2f})")
     return 0 if all(r["status"] == 0 for r in rows) else 1
 
 

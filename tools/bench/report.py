@@ -197,6 +197,14 @@ def rows_moe_decode(parsed):
             out.append(row(f"expert matmul on resident tiles, 2 experts {e['hidden']}x{e['ffn']} bf16, 1 token",
                            e["expert_matmul_us"], e["plain_gemm_us"], "us (lower is better)", e["ratio"],
                            "sw.matmul on the same bytes (ratio: plain / expert)", target=(">=", 0.9)))
+        elif "expert_ffn" in j:
+            e = j["expert_ffn"]
+            what = f"expert feed-forward on resident tiles, 2 experts {e['hidden']}x{e['ffn']} bf16, 1 token"
+            out.append(row(what, e["expert_ffn_us"], e["unfused_us"], "us (lower is better)", e["ratio"],
+                           "the layer unfused (sw.matmul, silu, mul) on the same bytes (ratio: unfused / fused)",
+                           target=(">=", 0.9)))
+            out.append(row(what, e["expert_ffn_us"], e["pytorch_us"], "us (lower is better)", e["ratio_pytorch"],
+                           "PyTorch F.linear layer (ratio: PyTorch / fused)"))
     return out
 
 
@@ -223,7 +231,8 @@ BENCHMARKS = [
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
               ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
     Benchmark("bench_moe_decode", "offloaded Mixtral-architecture decoding vs resident, naive, mmap and PyTorch at "
-              "budgets 12.5/25/50 % and from zstd; the expert matmul vs plain GEMMs",
+              "budgets 12.5/25/50 % and from zstd; the expert matmul vs plain GEMMs; the expert feed-forward vs "
+              "the unfused layer and PyTorch's",
               [sys.executable, "tools/bench/bench_moe_decode.py", "--tokens", "32"], rows_moe_decode,
               env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
     Benchmark("bench_python_overhead", "Python op call overhead vs PyTorch and NumPy",
