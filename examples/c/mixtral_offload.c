@@ -27,8 +27,10 @@
  *            TiledEvictable of one expert per tile over the file's regions
  *            (sw_carrier_open_safetensors_stack), an LRU budget of --budget
  *            of each layer's experts (sw_lru_policy), the products computed
- *            on the cached tiles (sw_tiled_expert_matmul)
- *   h      = h + dtype(sum_j gates[j] * f32(y[j]))  (f32 sum, rounded once)
+ *            on the cached tiles, gated and summed in one call
+ *            (sw_tiled_expert_ffn: each y[j] rounded to the dtype, their
+ *            gated sum in f32, rounded once)
+ *   h      = h + that sum
  * where PyTorch rounds (the dtype after the norm, the router's and the
  * experts' products, silu and the product, the gated sum, the residual add)
  * this program rounds too, so the two agree on the routing exactly; equal
@@ -180,7 +182,6 @@ typedef struct model {
   int layers, experts, hidden, ffn, budget_tiles;
   sw_dtype_t dtype;
   layer layer[kMaxLayers];
-  uint64_t promoted_w2; /* w2 tiles read by the promotions beside w1 and w3 (the LRU counts only its plans) */
 } model;
 
 /* Layers, E, H, F and the dtype, from the file's tensors. */
@@ -323,22 +324,9 @@ static sw_tensor_t* rms_norm(sw_tensor_t* h, sw_tensor_t* weight, sw_dtype_t dty
   return take(rounded, binary(SW_BINARY_MUL, rounded, weight));
 }
 
-/* The experts' TileSet {(0, 0, e)} of the distinct ids. */
-static sw_tile_set_t* tile_set_of(const int64_t* ids, int k) {
-  int64_t coords[3 * kMaxExperts];
-  for (int j = 0; j < k; ++j) {
-    coords[3 * j] = 0;
-    coords[3 * j + 1] = 0;
-    coords[3 * j + 2] = ids[j];
-  }
-  sw_tile_set_t* set = NULL;
-  CHECK(sw_tile_set_create(coords, (size_t)k, 3, &set));
-  return set;
-}
-
 /* One token (h: (1, H), taken) through every layer; writes its routing to
  * ids_out[layer * k + j]. Returns the final hidden state (1, H). */
-static sw_tensor_t* step(const options* o, model* m, sw_tensor_t* h, int64_t* ids_out, int budgeted) {
+static sw_tensor_t* step(const options* o, model* m, sw_tensor_t* h, int64_t* ids_out) {
   const int k = o->topk;
   for (int l = 0; l < m->layers; ++l) {
     layer* L = &m->layer[l];
@@ -363,59 +351,16 @@ static sw_tensor_t* step(const options* o, model* m, sw_tensor_t* h, int64_t* id
     CHECK(sw_tensor_read(ids, chosen, sizeof chosen));
     memcpy(ids_out + (size_t)l * (size_t)k, chosen, sizeof(int64_t) * (size_t)k);
 
-    /* As the Python twin: the two products first (with misses they return
-     * at once, their reads queued), then a promotion of w2's missing experts
-     * (the size of the budget at most), whose reads queue behind theirs: the
-     * missing experts' w1 and w3 products compute while w2's bytes arrive. */
-    int w2_missing = 0;
-    if (budgeted && k <= m->budget_tiles)
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t coord[3] = {0, 0, chosen[j]};
-        sw_tile_state_t state;
-        sw_tile_state_init(&state);
-        CHECK(sw_tiled_tile_state(L->w[W2].tiled, coord, 3, &state));
-        w2_missing += state.location != SW_TILE_PRIMARY;
-      }
-    m->promoted_w2 += (uint64_t)w2_missing;
-    sw_await_t *a1 = NULL, *a3 = NULL;
-    CHECK(sw_tiled_expert_matmul(L->w[W1].tiled, L->w[W1].full, n, ids, NULL, NULL, &a1));
-    CHECK(sw_tiled_expert_matmul(L->w[W3].tiled, L->w[W3].full, n, ids, NULL, NULL, &a3));
-    sw_await_t* w2_ready = NULL;
-    if (w2_missing) {
-      sw_tile_set_t* set = tile_set_of(chosen, k);
-      CHECK(sw_tiled_promote_async(L->w[W2].tiled, set, &w2_ready));
-      sw_tile_set_release(set);
-    }
-    sw_tensor_t* a = wait_result(a1); /* (1, k, F) */
-    sw_tensor_t* b = wait_result(a3);
-    sw_tensor_t* sa = NULL;
-    CHECK(sw_unary(SW_UNARY_SILU, a, &sa));
-    sw_tensor_t* act = binary(SW_BINARY_MUL, sa, b); /* one row per choice */
-    sw_tensor_release(sa);
-    sw_tensor_release(a);
-    sw_tensor_release(b);
-    if (w2_ready) {
-      CHECK(sw_await_wait(w2_ready, -1));
-      sw_await_release(w2_ready);
-    }
-    sw_await_t* a2 = NULL;
-    CHECK(sw_tiled_expert_matmul(L->w[W2].tiled, L->w[W2].full, act, ids, NULL, NULL, &a2));
-    sw_tensor_t* y = wait_result(a2); /* (1, k, H), each expert's output rounded to the dtype */
-    sw_tensor_release(act);
-    sw_tensor_release(ids);
-    /* The gated sum in f32, rounded once; then the residual add. */
-    sw_tensor_t* y32 = take(y, to_dtype(y, SW_DTYPE_F32));
-    sw_tensor_t* g3 = NULL;
-    CHECK(sw_tensor_unsqueeze(gates, -1, &g3)); /* (1, k, 1) */
-    sw_tensor_t* weighted = binary(SW_BINARY_MUL, g3, y32);
-    sw_tensor_release(g3);
+    /* As the Python twin: the layer's experts in one call, each expert's
+     * products computed on its tiles as they are there (a missing expert's
+     * w1, w3 and w2 tiles read in that order), each expert's output rounded
+     * to the dtype and their gated sum taken in f32, rounded once. */
+    sw_await_t* call = NULL;
+    CHECK(sw_tiled_expert_ffn(L->w[W1].tiled, L->w[W1].full, L->w[W3].tiled, L->w[W3].full, L->w[W2].tiled,
+                              L->w[W2].full, n, ids, gates, NULL, &call));
+    sw_tensor_t* moe = wait_result(call); /* (1, H) */
     sw_tensor_release(gates);
-    sw_tensor_release(y32);
-    const int64_t axis1 = 1;
-    sw_tensor_t* sum = NULL;
-    CHECK(sw_reduce(SW_REDUCE_SUM, weighted, &axis1, 1, false, &sum)); /* (1, H) */
-    sw_tensor_release(weighted);
-    sw_tensor_t* moe = take(sum, to_dtype(sum, m->dtype));
+    sw_tensor_release(ids);
     sw_tensor_t* next = binary(SW_BINARY_ADD, h, moe);
     sw_tensor_release(moe);
     sw_tensor_release(n);
@@ -432,7 +377,7 @@ typedef struct run_result {
   unsigned char* finals;   /* tokens x H elements of the dtype, row-major */
   uint64_t hits, required; /* w1's, after the warm-up */
   double seconds;          /* the timed tokens' wall time, the warm-up excluded */
-  uint64_t bytes_read;     /* every tile read from the file after the warm-up: the LRU's plans and w2's promotions */
+  uint64_t bytes_read;     /* every tile read from the file after the warm-up (the three LRUs' plans) */
 } run_result;
 
 static void lru_stats(const sw_lru_policy_t* lru, sw_lru_stats_t* s) {
@@ -460,8 +405,7 @@ static run_result decode(sw_runtime_t* rt, const options* o, model* m, sw_carrie
   /* The warm-up (first-use costs, the LRU's first fills), as the Python demo
    * runs it; then the counters restart and the stream is decoded from its start. */
   for (int t = 0; t < o->warmup && t < o->tokens; ++t)
-    sw_tensor_release(step(o, m, token(rt, stream, m, t, row), scratch, budgeted));
-  const uint64_t promoted_before = m->promoted_w2;
+    sw_tensor_release(step(o, m, token(rt, stream, m, t, row), scratch));
   if (budgeted)
     for (int l = 0; l < m->layers; ++l)
       for (int w = 0; w < kMatrices; ++w) lru_stats(m->layer[l].w[w].lru, &m->layer[l].w[w].before);
@@ -469,7 +413,7 @@ static run_result decode(sw_runtime_t* rt, const options* o, model* m, sw_carrie
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int t = 0; t < o->tokens; ++t) {
     int64_t* ids = r.routes + (size_t)t * (size_t)m->layers * k;
-    sw_tensor_t* h = step(o, m, token(rt, stream, m, t, row), ids, budgeted);
+    sw_tensor_t* h = step(o, m, token(rt, stream, m, t, row), ids);
     CHECK(sw_tensor_read(h, r.finals + (size_t)t * (size_t)m->hidden * es, (size_t)m->hidden * es));
     sw_tensor_release(h);
   }
@@ -477,7 +421,6 @@ static run_result decode(sw_runtime_t* rt, const options* o, model* m, sw_carrie
   r.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   if (budgeted) {
     const uint64_t tile_bytes = (uint64_t)m->hidden * (uint64_t)m->ffn * es;
-    r.bytes_read = (m->promoted_w2 - promoted_before) * tile_bytes;
     for (int l = 0; l < m->layers; ++l)
       for (int w = 0; w < kMatrices; ++w) {
         sw_lru_stats_t s;
