@@ -561,3 +561,30 @@ def test_mixtral_offload_train_options_are_checked(capsys, options, message):
     with pytest.raises(SystemExit) as e:
         load("mixtral_offload").parse(options)
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_moe_floor_models_the_demos_own_cache(capsys, tmp_path):
+    """tools/moe_floor.py replays the demo's routing through the demo's LRU
+    cache: its plain-LRU policy hits and reads exactly what the offloaded
+    run did, the oracle reads the same bytes earlier (never slower), and
+    each ratio is its time over max(compute, transfer)."""
+    demo = load("mixtral_offload")
+    opts = ["--layers", "3", "--experts", "8", "--hidden", "64", "--ffn", "96", "--tokens", "16", "--quiet"]
+    assert demo.main(opts + ["--dir", str(tmp_path), "--runs", "offloaded"]) == 0
+    s = summary_of(capsys.readouterr().out)
+    spec = importlib.util.spec_from_file_location("moe_floor", ROOT / "tools" / "moe_floor.py")
+    floor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor)
+    assert floor.main(opts + ["--dir", str(tmp_path), "--product-ms", "0.1", "--glue-ms", "0.2",
+                              "--bandwidth-gbs", "1.0"]) == 0
+    f = summary_of(capsys.readouterr().out)["policies"]
+    run = s["runs"]["offloaded"]
+    assert f["lru"]["hit_rate"] == run["hit_rate"]
+    assert f["lru"]["mib_per_token"] * 2**20 * 16 == run["bytes_read"]
+    assert f["oracle"]["mib_per_token"] == f["lru"]["mib_per_token"]
+    assert f["oracle"]["hit_rate"] >= f["lru"]["hit_rate"] and f["oracle"]["ms_per_token"] <= f["lru"]["ms_per_token"]
+    for p in f.values():
+        compute = 3 * (0.2 + 2 * 3 * 0.1)
+        transfer = p["mib_per_token"] * 2**20 / 1e6
+        assert p["bound_ms"] == pytest.approx(max(compute, transfer))
+        assert p["ratio"] == pytest.approx(p["ms_per_token"] / p["bound_ms"]) and p["ratio"] >= 1
