@@ -253,20 +253,8 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   if (w.up->dtype() != dt || w.down->dtype() != dt)
     type_error(std::string(kOp) + ": the experts must share one dtype; gate " + dtype_name(dt) + ", up " +
                dtype_name(w.up->dtype()) + ", down " + dtype_name(w.down->dtype()));
-  const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
-  if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
-  if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
-    type_error(std::string(kOp) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
-               (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
-  auto pins = gates ? ops::check_operands(kOp, {x.get(), ids.get(), gates.get()})
-                    : ops::check_operands(kOp, {x.get(), ids.get()});
-  check_host_operand(*x, kOp, "x");
-  check_host_operand(*ids, kOp, "ids");
-  if (gates) check_host_operand(*gates, kOp, "gates");
-  if (x->dtype() != dt)
-    type_error(std::string(kOp) + ": x is " + dtype_name(x->dtype()) + ", the experts " + dtype_name(dt));
-  if (gates && !dtype_is_float(gates->dtype()))
-    type_error(std::string(kOp) + ": gates must be a float tensor, not " + dtype_name(gates->dtype()));
+  std::vector<StoragePin> pins;
+  out_dtype = check_call(kOp, dt, out_dtype, *x, *ids, gates.get(), &pins);
 
   auto r = std::make_shared<Routing>();
   r->K = H;

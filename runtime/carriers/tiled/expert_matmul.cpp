@@ -175,22 +175,8 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   check_experts(*this, *full, kOp, "the experts");
   const TileGeometry& g = geo_;
   const sw_dtype_t dt = dtype();
-  const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
-  if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
-  if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
-    type_error(std::string(kOp) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
-               (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
-  auto pins = gates ? ops::check_operands(kOp, {x.get(), ids.get(), gates.get()})
-                    : ops::check_operands(kOp, {x.get(), ids.get()});
-  check_host_operand(*x, kOp, "x");
-  check_host_operand(*ids, kOp, "ids");
-  if (gates) check_host_operand(*gates, kOp, "gates");
-  if (x->dtype() != dt)
-    type_error(std::string(kOp) + ": x is " + dtype_name(x->dtype()) + ", the experts " + dtype_name(dt));
-  if (ids->dtype() != SW_DTYPE_I32 && ids->dtype() != SW_DTYPE_I64)
-    type_error(std::string(kOp) + ": ids must be i32 or i64, not " + dtype_name(ids->dtype()));
-  if (gates && !dtype_is_float(gates->dtype()))
-    type_error(std::string(kOp) + ": gates must be a float tensor, not " + dtype_name(gates->dtype()));
+  std::vector<StoragePin> pins;
+  out_dtype = check_call(kOp, dt, out_dtype, *x, *ids, gates.get(), &pins);
 
   auto r = std::make_shared<Routing>();
   r->K = g.tile[0];

@@ -68,6 +68,25 @@ void check_host_operand(const Tensor& t, const char* op, const char* what) {
                " carrier");
 }
 
+sw_dtype_t check_call(const char* op, sw_dtype_t dt, sw_dtype_t out_dtype, const Tensor& x, const Tensor& ids,
+                      const Tensor* gates, std::vector<StoragePin>* pins) {
+  const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
+  if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
+  if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
+    type_error(std::string(op) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
+               (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
+  *pins = gates ? ops::check_operands(op, {&x, &ids, gates}) : ops::check_operands(op, {&x, &ids});
+  check_host_operand(x, op, "x");
+  check_host_operand(ids, op, "ids");
+  if (gates) check_host_operand(*gates, op, "gates");
+  if (x.dtype() != dt) type_error(std::string(op) + ": x is " + dtype_name(x.dtype()) + ", the experts " + dtype_name(dt));
+  if (ids.dtype() != SW_DTYPE_I32 && ids.dtype() != SW_DTYPE_I64)
+    type_error(std::string(op) + ": ids must be i32 or i64, not " + dtype_name(ids.dtype()));
+  if (gates && !dtype_is_float(gates->dtype()))
+    type_error(std::string(op) + ": gates must be a float tensor, not " + dtype_name(gates->dtype()));
+  return out_dtype;
+}
+
 bool consecutive(const std::vector<int64_t>& v) {
   for (size_t i = 1; i < v.size(); ++i)
     if (v[i] != v[0] + static_cast<int64_t>(i)) return false;

@@ -54,6 +54,15 @@ void check_experts(const TiledEvictable& te, const Tensor& full, const char* op,
 // TYPE unless `t` is a tensor on a CPU carrier; `what` names the operand.
 void check_host_operand(const Tensor& t, const char* op, const char* what);
 
+// The checks of a call's small operands, in order: the result's dtype
+// (`out_dtype`: SW_DTYPE_INVALID for the experts' `dt`, f32 allowed for half
+// experts; TYPE otherwise), the operands' carriers (ops::check_operands:
+// their storage is pinned into `pins`), CPU x, ids and gates, x of the
+// experts' dtype, i32/i64 ids and float gates (TYPE). `gates` may be null.
+// Returns the result's dtype.
+sw_dtype_t check_call(const char* op, sw_dtype_t dt, sw_dtype_t out_dtype, const Tensor& x, const Tensor& ids,
+                      const Tensor* gates, std::vector<StoragePin>* pins);
+
 // out[t, n] = sum over j of gate[t, j] * Y[t, j, n], j in order: Y (T, k,
 // N) and gate (T, k) dense, out (T, N), all of the accumulation dtype A.
 template <typename A>

@@ -265,13 +265,7 @@ class TiledEvictable(Carrier):
         x = _tensor(x, "x")
         ids = _tensor(ids, "ids")
         gates_h = None if gates is None else _tensor(gates, "gates")._h
-        code = 0
-        if out_dtype is not None:
-            if not isinstance(out_dtype, _dtypes.DType):
-                raise StrideWeaveTypeError(
-                    f"expert_matmul: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
-            code = out_dtype.code
-        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, gates_h, code)
+        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, gates_h, _out_dtype_code(out_dtype, "expert_matmul"))
         return AwaitProjection._adopt(h, self._rt)
 
     def scatter(self, compact, template, selection, reduction="replace"):
@@ -348,6 +342,15 @@ class TiledResidencyFacet:
 _FACET = TiledResidencyFacet()
 
 
+def _out_dtype_code(out_dtype, op):
+    """The dtype code of an expert op's out_dtype (0: the experts')."""
+    if out_dtype is None:
+        return 0
+    if not isinstance(out_dtype, _dtypes.DType):
+        raise StrideWeaveTypeError(f"{op}: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
+    return out_dtype.code
+
+
 def _experts_of(t, name):
     t = _tensor(t, name)
     te = t.carrier
@@ -391,12 +394,7 @@ def expert_ffn(x, ids, gate, up, down, gates=None, *, activation="silu", out_dty
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise StrideWeaveValueError(
             f"expert_ffn: activation must be one of {', '.join(map(repr, _ACTIVATIONS))}, not {activation!r}")
-    code = 0
-    if out_dtype is not None:
-        if not isinstance(out_dtype, _dtypes.DType):
-            raise StrideWeaveTypeError(
-                f"expert_ffn: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
-        code = out_dtype.code
+    code = _out_dtype_code(out_dtype, "expert_ffn")
     h = N.tiled_expert_ffn(gate_te._h, gate._h, up_te._h, up._h, down_te._h, down._h, x._h, ids._h, gates_h,
                            _ACTIVATIONS[activation], code)
     return AwaitProjection._adopt(h, gate_te._rt)
