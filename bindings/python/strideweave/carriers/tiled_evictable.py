@@ -265,7 +265,8 @@ class TiledEvictable(Carrier):
         x = _tensor(x, "x")
         ids = _tensor(ids, "ids")
         gates_h = None if gates is None else _tensor(gates, "gates")._h
-        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, gates_h, _out_dtype_code(out_dtype, "expert_matmul"))
+        code = _out_dtype_code(out_dtype, "expert_matmul")
+        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, gates_h, code)
         return AwaitProjection._adopt(h, self._rt)
 
     def scatter(self, compact, template, selection, reduction="replace"):
