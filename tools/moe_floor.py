@@ -53,7 +53,8 @@ MATRICES = ("w1", "w3", "w2")
 
 
 def load_demo():
-    spec = importlib.util.spec_from_file_location("mixtral_offload", ROOT / "examples" / "python" / "mixtral_offload.py")
+    path = ROOT / "examples" / "python" / "mixtral_offload.py"
+    spec = importlib.util.spec_from_file_location("mixtral_offload", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -270,7 +271,8 @@ def main(argv=None):
                      ours.max_victim)
         results[policy] = r
         print(f"  {policy:13s} {r['ms_per_token']:7.2f} ms per token, {r['ratio']:.2f}x its bound "
-              f"{r['bound_ms']:.2f} ms; hit rate {100 * r['hit_rate']:.1f}%, {r['mib_per_token']:.1f} MiB read per token")
+              f"{r['bound_ms']:.2f} ms; hit rate {100 * r['hit_rate']:.1f}%, "
+              f"{r['mib_per_token']:.1f} MiB read per token")
     print("SUMMARY_JSON " + json.dumps({"config": {"layers": o.layers, "experts": o.experts, "hidden": o.hidden,
                                                    "ffn": o.ffn, "dtype": o.dtype, "budget": o.budget,
                                                    "tokens": o.tokens, "product_ms": ours.product_ms,

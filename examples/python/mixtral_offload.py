@@ -1722,8 +1722,9 @@ def main(argv=None):
                              f"router runs)")
             if idle["miss_layer_ms"] is not None:
                 parts.append(f"{idle['miss_layers_ms_per_token']:.2f} ms in the "
-                             f"{idle['layers_with_misses_per_token']:.2f} layers with misses ({idle['miss_layer_ms']:.2f}"
-                             f" ms each: their reads, each product computed as its tile lands)")
+                             f"{idle['layers_with_misses_per_token']:.2f} layers with misses "
+                             f"({idle['miss_layer_ms']:.2f} ms each: their reads, each product computed as its tile "
+                             f"lands)")
             parts.append(f"{idle['outside_calls_ms_per_token']:.2f} ms outside the calls (norms, routers, the calls' "
                          f"set-up), with no read in flight")
             print(f"of the offloaded run's {1000 * off.seconds / o.tokens:.2f} ms per token: " + "; ".join(parts))
