@@ -690,6 +690,58 @@ static void failures_reach_the_await(void** state) {
   sw_tensor_release(x);
 }
 
+/* Every allocation of a call with every expert missing in the three, failed
+ * in turn: the call or its await fails OUT_OF_MEMORY, the down experts stay
+ * secondary, and a call after it gives the exact values; past the last
+ * allocation the call succeeds. */
+static void an_allocation_failure_anywhere_fails_the_call(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  sw_tensor_t* gates = gates_tensor(rt);
+  double want[TOK * H];
+  expected(kIds, false, true, want);
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = SW_UNARY_RELU;
+  int failed = 0;
+  for (uint64_t n = 1;; ++n) {
+    ffn_fix_t f;
+    make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+    uint64_t before = 0, after = 0;
+    SW_OK_(sw_testing_fault_counts(rt, SW_FAULT_ALLOCATION, NULL, &before));
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, n));
+    sw_await_t* a = NULL;
+    sw_error_t* e = start(&f, x, ids, gates, &desc, &a);
+    if (!e) e = sw_await_wait(a, -1);
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 0));
+    SW_OK_(sw_testing_fault_counts(rt, SW_FAULT_ALLOCATION, NULL, &after));
+    if (after == before) { /* past the last allocation: the call succeeded */
+      if (e) fail_msg("no fault injected, yet the call failed: %s", sw_error_message(e));
+      sw_tensor_t* o = tt_wait_result(a);
+      tt_expect_values(o, want, TOK * H);
+      sw_tensor_release(o);
+      sw_await_release(a);
+      free_ffn(&f);
+      break;
+    }
+    if (!e) fail_msg("allocation %llu failed, yet the call succeeded", (unsigned long long)n);
+    assert_int_equal(sw_error_code(e), SW_ERROR_OUT_OF_MEMORY);
+    sw_error_free(e);
+    sw_await_release(a);
+    for (int64_t x_e = 0; x_e < E; ++x_e) assert_int_equal(location(&f, DOWN, x_e), SW_TILE_SECONDARY);
+    sw_tensor_t* o = run(&f, x, ids, gates, SW_UNARY_RELU);
+    tt_expect_values(o, want, TOK * H);
+    sw_tensor_release(o);
+    free_ffn(&f);
+    ++failed;
+  }
+  assert_true(failed > 10);
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+}
+
 /* With grad mode on and x requiring grad the call runs the unfused layer:
  * the same values, and x's gradient equals the unfused layer's. */
 static void grad_mode_records_the_unfused_layer(void** state) {
@@ -849,6 +901,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_residency_request_refuses_the_call_with_nothing_changed,
                                       sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(failures_reach_the_await, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(an_allocation_failure_anywhere_fails_the_call, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(grad_mode_records_the_unfused_layer, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(bad_arguments_change_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
