@@ -259,16 +259,7 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   auto r = std::make_shared<Routing>();
   r->K = H;
   r->N = F;
-  route(*ids, E, kOp, r.get());
-  const bool shared_x = x->rank() == 2 && x->shape()[0] == r->T && x->shape()[1] == H;
-  const bool slot_x = x->rank() == 3 && x->shape()[0] == r->T && x->shape()[1] == r->k && x->shape()[2] == H;
-  if (!shared_x && !slot_x)
-    value_error(std::string(kOp) + ": x must be (tokens, H) = " + shape_text({r->T, H}) + " or (tokens, k, H) = " +
-                shape_text({r->T, r->k, H}) + ", not " + shape_text(x->shape()));
-  r->per_slot_x = slot_x;
-  if (gates && gates->shape() != ids->shape())
-    value_error(std::string(kOp) + ": gates must be (tokens, k) = " + shape_text(ids->shape()) + ", not " +
-                shape_text(gates->shape()));
+  route(kOp, *ids, *x, gates.get(), E, "H", r.get());
   const sw_dtype_t acc = acc_dtype(dt);
 
   const bool record = grad_enabled() && (w.gate_full->requires_grad() || w.up_full->requires_grad() ||
@@ -303,10 +294,6 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   call->down_pins.resize(U);
   call->down_left = U;
 
-  // The three requests share the routing; down's products are (F, H).
-  auto rd = std::make_shared<Routing>(*r);
-  rd->K = F;
-  rd->N = H;
   // Each request's callbacks hold the call; the call holds the down
   // request until it is terminal (or was never submitted).
   struct Unlink {
@@ -335,7 +322,7 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   auto gate_req = side(*w.gate, true);
   auto up_req = side(*w.up, false);
   auto await = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
-  call->down_req = request(*w.down, await, rd, SW_PURPOSE_PROJECTION, call->serial,
+  call->down_req = request(*w.down, await, r, SW_PURPOSE_PROJECTION, call->serial,
                            [call](const Experts& e) { call->down_tiles(e); });
   call->down_req->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
   call->down_req->cleanup = [call](const Status&) {

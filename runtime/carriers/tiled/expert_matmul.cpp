@@ -181,22 +181,10 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   auto r = std::make_shared<Routing>();
   r->K = g.tile[0];
   r->N = g.tile[1];
-  if (ids->rank() != 2) value_error(std::string(kOp) + ": ids must be (tokens, k), not " + shape_text(ids->shape()));
-  r->T = ids->shape()[0];
-  r->k = ids->shape()[1];
-  const bool shared_x = x->rank() == 2 && x->shape()[0] == r->T && x->shape()[1] == r->K;
-  const bool slot_x = x->rank() == 3 && x->shape()[0] == r->T && x->shape()[1] == r->k && x->shape()[2] == r->K;
-  if (!shared_x && !slot_x)
-    value_error(std::string(kOp) + ": x must be (tokens, K) = " + shape_text({r->T, r->K}) + " or (tokens, k, K) = " +
-                shape_text({r->T, r->k, r->K}) + ", not " + shape_text(x->shape()));
-  r->per_slot_x = slot_x;
-  if (gates && gates->shape() != ids->shape())
-    value_error(std::string(kOp) + ": gates must be (tokens, k) = " + shape_text(ids->shape()) + ", not " +
-                shape_text(gates->shape()));
+  route(kOp, *ids, *x, gates.get(), g.grid[2], "K", r.get());
 
   // Snapshots of the small operands: later writes to them cannot reach the request.
   const sw_dtype_t acc = acc_dtype(dt);
-  route(*ids, g.grid[2], kOp, r.get());
   const int64_t S = r->S();
   Ref<Tensor> xd = ops::copy_as(*x, dt);
   Ref<Tensor> gd = gates ? ops::copy_as(*gates, acc) : nullptr;

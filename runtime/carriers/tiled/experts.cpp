@@ -17,12 +17,21 @@ std::vector<int64_t> Routing::x_pick(size_t u) const {
   return pick;
 }
 
-void route(const Tensor& ids, int64_t E, const char* op, Routing* r) {
-  if (ids.dtype() != SW_DTYPE_I32 && ids.dtype() != SW_DTYPE_I64)
-    type_error(std::string(op) + ": ids must be i32 or i64, not " + dtype_name(ids.dtype()));
+void route(const char* op, const Tensor& ids, const Tensor& x, const Tensor* gates, int64_t E, const char* kname,
+           Routing* r) {
   if (ids.rank() != 2) value_error(std::string(op) + ": ids must be (tokens, k), not " + shape_text(ids.shape()));
   r->T = ids.shape()[0];
   r->k = ids.shape()[1];
+  const int64_t K = r->K;
+  const bool shared_x = x.rank() == 2 && x.shape()[0] == r->T && x.shape()[1] == K;
+  const bool slot_x = x.rank() == 3 && x.shape()[0] == r->T && x.shape()[1] == r->k && x.shape()[2] == K;
+  if (!shared_x && !slot_x)
+    value_error(std::string(op) + ": x must be (tokens, " + kname + ") = " + shape_text({r->T, K}) + " or (tokens, k, " +
+                kname + ") = " + shape_text({r->T, r->k, K}) + ", not " + shape_text(x.shape()));
+  r->per_slot_x = slot_x;
+  if (gates && gates->shape() != ids.shape())
+    value_error(std::string(op) + ": gates must be (tokens, k) = " + shape_text(ids.shape()) + ", not " +
+                shape_text(gates->shape()));
   auto id64 = ops::copy_as(ids, SW_DTYPE_I64);
   const int64_t S = r->S();
   r->ids.assign(data<int64_t>(*id64), data<int64_t>(*id64) + S);
@@ -153,7 +162,7 @@ std::shared_ptr<TileRequest> request(TiledEvictable& te, const Ref<Await>& await
   }
   req->run_inline = true;  // all resident and nothing to move: no hand-offs
   const int64_t K = g.tile[0], N = g.tile[1];
-  req->tile_work = [r, K, N, serial = std::move(serial),
+  req->tile_work = [K, N, serial = std::move(serial),
                     each = std::move(each)](const std::vector<std::pair<size_t, Ref<Carrier>>>& tiles) {
     Experts experts;
     experts.reserve(tiles.size());

@@ -39,10 +39,13 @@ struct Routing {
   std::vector<int64_t> x_pick(size_t u) const;
 };
 
-// Checks ids (a CPU (T, k) i32/i64 tensor: TYPE, VALUE; INDEX for an id
-// outside [0, E), naming token and slot) and fills r's T, k, ids, experts
-// and slots. `op` names the operation in messages.
-void route(const Tensor& ids, int64_t E, const char* op, Routing* r);
+// Checks a call's shapes (VALUE: ids (T, k); x (T, K) or (T, k, K), r->K
+// its extent `kname` names; gates (T, k) unless null) and routes ids (INDEX
+// for an id outside [0, E), naming token and slot): fills r's T, k,
+// per_slot_x, ids, experts and slots. The dtypes were checked
+// (check_call); `op` names the operation in messages.
+void route(const char* op, const Tensor& ids, const Tensor& x, const Tensor* gates, int64_t E, const char* kname,
+           Routing* r);
 
 // Checks that `full` is the full tensor of `te`, a live TiledEvictable of
 // one expert per tile (grid (1, 1, E), tile (K, N, 1)) of a float dtype with
