@@ -199,6 +199,7 @@ Ref<ResidencyPlan> LruPolicy::plan(const TileSet& required) {
       p.promote.push_back(c);
       after.insert(c);
     }
+    p.hints = std::move(hints_);
     hints_ = nullptr;
   }
   return register_locked(std::move(p), std::move(retain), required.rank());
@@ -248,6 +249,9 @@ void LruPolicy::outcome(const ResidencyPlan* plan, bool committed, const TileSet
         stats_.evicted += evicted.count();
       }
       if (committed) used = std::move(p.required);
+      // A request that failed (or was never submitted) consumed nothing:
+      // its hints stand for the next plan, unless newer ones replaced them.
+      if (!committed && p.hints && !hints_) hints_ = std::move(p.hints);
       pending_.erase(it);
     }
   }

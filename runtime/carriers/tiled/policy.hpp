@@ -70,6 +70,7 @@ class LruPolicy : public Object {
     std::vector<TileCoord> required, promote, evict;
     uint64_t hits = 0, misses = 0, transient = 0;
     bool manual = false;  // an explicit promotion: no request statistics
+    Ref<TileSet> hints;   // the hints it took, given back if it fails
   };
   void touch(const TileCoord& c);
   void forget(const TileCoord& c);
