@@ -10,6 +10,31 @@
 
 namespace sw {
 
+namespace {
+thread_local BackwardScope* tls_backward_scope = nullptr;
+}  // namespace
+
+BackwardScope::BackwardScope() : previous_(tls_backward_scope) { tls_backward_scope = this; }
+BackwardScope::~BackwardScope() { tls_backward_scope = previous_; }
+BackwardScope* current_backward_scope() { return tls_backward_scope; }
+
+std::shared_ptr<BackwardParticipant>& BackwardScope::slot(const void* key) {
+  for (auto& [k, p] : participants_)
+    if (k == key) return p;
+  participants_.emplace_back(key, nullptr);
+  return participants_.back().second;
+}
+
+void BackwardScope::commit() {
+  for (auto& [k, p] : participants_)
+    if (p) p->commit();
+}
+
+void BackwardScope::abort(const Status& st) noexcept {
+  for (auto& [k, p] : participants_)
+    if (p) p->abort(st);
+}
+
 void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool retain_graph,
                   const GradientMath& math) {
   auto sum_into = [&](const Ref<Tensor>& acc, const Ref<Tensor>& g) { return acc ? math.sum(acc, g) : g; };
@@ -66,37 +91,46 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
     for (const auto& s : n->saved())
       if (s.tensor && !s.tensor->carrier().is_composite()) saved_pins.emplace_back(s.tensor->carrier(), "backward");
 
-  std::unordered_map<Node*, Ref<Tensor>> pending;
-  std::vector<std::pair<Ref<Tensor>, Ref<Tensor>>> leaves;  // (leaf, summed grad), first-seen order
-  std::unordered_map<Tensor*, size_t> leaf_index;
-  pending[node_of(*root)] = cot;
-  std::deque<Node*> ready{node_of(*root)};
-  while (!ready.empty()) {
-    Node* n = ready.front();
-    ready.pop_front();
-    Ref<Tensor> g;
-    if (auto it = pending.find(n); it != pending.end()) {
-      g = it->second;
-      pending.erase(it);
-    }
-    std::vector<Ref<Tensor>> grads;
-    if (g) grads = n->apply(g);
-    for (size_t i = 0; i < n->edges().size(); ++i) {
-      const Edge& e = n->edges()[i];
-      const Ref<Tensor> gi = i < grads.size() ? grads[i] : Ref<Tensor>();
-      if (e.node) {
-        if (gi) pending[e.node.get()] = sum_into(pending[e.node.get()], gi);
-        if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
-      } else if (e.leaf && gi) {
-        auto [it, inserted] = leaf_index.emplace(e.leaf.get(), leaves.size());
-        if (inserted)
-          leaves.emplace_back(e.leaf, gi);
-        else
-          leaves[it->second].second = sum_into(leaves[it->second].second, gi);
+  // The nodes and the leaves' gradients, as one step with the work they
+  // start (BackwardParticipant): it commits only if all of it succeeded.
+  BackwardScope scope;
+  try {
+    std::unordered_map<Node*, Ref<Tensor>> pending;
+    std::vector<std::pair<Ref<Tensor>, Ref<Tensor>>> leaves;  // (leaf, summed grad), first-seen order
+    std::unordered_map<Tensor*, size_t> leaf_index;
+    pending[node_of(*root)] = cot;
+    std::deque<Node*> ready{node_of(*root)};
+    while (!ready.empty()) {
+      Node* n = ready.front();
+      ready.pop_front();
+      Ref<Tensor> g;
+      if (auto it = pending.find(n); it != pending.end()) {
+        g = it->second;
+        pending.erase(it);
+      }
+      std::vector<Ref<Tensor>> grads;
+      if (g) grads = n->apply(g);
+      for (size_t i = 0; i < n->edges().size(); ++i) {
+        const Edge& e = n->edges()[i];
+        const Ref<Tensor> gi = i < grads.size() ? grads[i] : Ref<Tensor>();
+        if (e.node) {
+          if (gi) pending[e.node.get()] = sum_into(pending[e.node.get()], gi);
+          if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
+        } else if (e.leaf && gi) {
+          auto [it, inserted] = leaf_index.emplace(e.leaf.get(), leaves.size());
+          if (inserted)
+            leaves.emplace_back(e.leaf, gi);
+          else
+            leaves[it->second].second = sum_into(leaves[it->second].second, gi);
+        }
       }
     }
+    for (auto& [leaf, g] : leaves) accumulate_leaf(leaf, g);
+  } catch (...) {
+    scope.abort(capture([] { throw; }));
+    throw;
   }
-  for (auto& [leaf, g] : leaves) accumulate_leaf(leaf, g);
+  scope.commit();
   if (!retain_graph)
     for (Node* n : nodes) n->free_saved();
 }

@@ -3,10 +3,13 @@
 // tensors its VJP needs, each with the carrier version seen at save time.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/object.hpp"
+#include "base/status.hpp"
 #include "core/tensor.hpp"
 
 namespace sw {
@@ -78,6 +81,36 @@ class GradientMath {
 };
 
 // Runs reverse mode (see sw_backward).
+// Work a backward pass starts that commits with it: the re-reads of
+// offloaded operands (layers above autograd) commit their residency and
+// policy changes only once the whole pass succeeded, and fail with it
+// otherwise, so that a failed backward changes nothing. Each returns once
+// nothing of that work moves any more.
+class BackwardParticipant {
+ public:
+  virtual ~BackwardParticipant() = default;
+  virtual void commit() = 0;
+  virtual void abort(const Status& st) noexcept = 0;
+};
+
+// The participants of the backward pass running on this thread, keyed by
+// whoever added them (a layer finds its own again); null outside one.
+class BackwardScope {
+ public:
+  BackwardScope();
+  ~BackwardScope();
+  BackwardScope(const BackwardScope&) = delete;
+  BackwardScope& operator=(const BackwardScope&) = delete;
+  std::shared_ptr<BackwardParticipant>& slot(const void* key);
+  void commit();
+  void abort(const Status& st) noexcept;
+
+ private:
+  BackwardScope* previous_;
+  std::vector<std::pair<const void*, std::shared_ptr<BackwardParticipant>>> participants_;
+};
+BackwardScope* current_backward_scope();
+
 void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent, bool retain_graph, const GradientMath& math);
 
 // The per-thread grad mode.

@@ -53,19 +53,25 @@ void Runtime::release_external() {
 }
 
 void Runtime::submit(std::shared_ptr<Operation> op) {
+  std::vector<std::shared_ptr<Operation>> ops{std::move(op)};
+  submit(std::move(ops));
+}
+
+void Runtime::submit(std::vector<std::shared_ptr<Operation>> ops) {
+  const size_t n = ops.size();
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     if (is_shut_down()) throw_error(SW_ERROR_CANCELLED, "the runtime has been shut down");
-    ++pending_count_;
+    pending_count_ += n;
   }
   Ref<Runtime> self(this);
-  const bool posted = loop_->post([self, op] {
-    self->pending_.insert(op);
-    op->start();
+  const bool posted = loop_->post([self, ops = std::move(ops)] {
+    for (const auto& op : ops) self->pending_.insert(op);
+    for (const auto& op : ops) op->start();
   });
   if (!posted) {
     std::lock_guard<std::mutex> lock(pending_mutex_);
-    --pending_count_;
+    pending_count_ -= n;
     throw_error(SW_ERROR_CANCELLED, "the runtime has been shut down");
   }
 }

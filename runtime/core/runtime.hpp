@@ -67,6 +67,10 @@ class Runtime final : public CompletionHost {
 
   // Registers `op` and starts it on the loop thread. CANCELLED after shutdown.
   void submit(std::shared_ptr<Operation> op);
+  // Several operations started in one turn of the loop, in order: a
+  // failure one of them meets at its start reaches the others after all of
+  // them started.
+  void submit(std::vector<std::shared_ptr<Operation>> ops);
   // Called by an operation (on the loop thread) when it is terminal.
   void finished(Operation* op);
   // Runs `work` on a worker, then `done` with its status on the loop thread.

@@ -884,6 +884,234 @@ static void bad_arguments_change_nothing(void** state) {
   free_ffn(&f);
 }
 
+/* ---- atomicity: a failed call commits nothing, and nothing of it is left
+ * once its await is terminal ---------------------------------------------- */
+
+typedef struct ffn_state_t {
+  sw_tile_location_t loc[3][E];
+  bool dirty[3][E];
+  uint64_t version[3];
+  sw_lru_stats_t stats[3];
+} ffn_state_t;
+
+static void snapshot(const ffn_fix_t* f, sw_lru_policy_t* const* lru, ffn_state_t* s) {
+  memset(s, 0, sizeof *s);
+  for (int w = 0; w < 3; ++w) {
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t c[3] = {0, 0, e};
+      sw_tile_state_t st;
+      sw_tile_state_init(&st);
+      SW_OK_(sw_tiled_tile_state(f->te[w], c, 3, &st));
+      s->loc[w][e] = st.location;
+      s->dirty[w][e] = st.dirty;
+    }
+    SW_OK_(sw_carrier_version(f->te[w], &s->version[w]));
+    sw_lru_stats_init(&s->stats[w]);
+    if (lru) SW_OK_(sw_lru_policy_stats(lru[w], &s->stats[w]));
+  }
+}
+
+static void expect_same_state(const ffn_state_t* want, const ffn_state_t* got) {
+  for (int w = 0; w < 3; ++w) {
+    for (int64_t e = 0; e < E; ++e) {
+      assert_int_equal(got->loc[w][e], want->loc[w][e]);
+      assert_int_equal(got->dirty[w][e], want->dirty[w][e]);
+    }
+    assert_int_equal(got->version[w], want->version[w]);
+    assert_int_equal(got->stats[w].requests, want->stats[w].requests);
+    assert_int_equal(got->stats[w].hits, want->stats[w].hits);
+    assert_int_equal(got->stats[w].misses, want->stats[w].misses);
+    assert_int_equal(got->stats[w].promoted, want->stats[w].promoted);
+    assert_int_equal(got->stats[w].evicted, want->stats[w].evicted);
+    assert_int_equal(got->stats[w].transient, want->stats[w].transient);
+  }
+}
+
+/* The three over the file tier, each under an LRU budget of 3 of the 5
+ * experts, with gate expert 0, up expert 2 and down expert 3 primary at the
+ * start: a call over experts 0, 1, 3 and 4 hits, misses, evicts and reads
+ * some experts for itself alone in each. */
+static void make_budgeted(ffn_fix_t* f, sw_runtime_t* rt, sw_lru_policy_t** lru) {
+  sw_residency_policy_t vt[3];
+  const sw_residency_policy_t* p[3];
+  for (int w = 0; w < 3; ++w) {
+    SW_OK_(sw_lru_policy_create(3, &lru[w]));
+    SW_OK_(sw_lru_policy_as_residency_policy(lru[w], &vt[w]));
+    p[w] = &vt[w];
+  }
+  make_ffn(f, rt, SW_CARRIER_FILE, p);
+  set_residency(f, GATE, 0, true);
+  set_residency(f, UP, 2, true);
+  set_residency(f, DOWN, 3, true);
+}
+
+static void free_budgeted(ffn_fix_t* f, sw_lru_policy_t** lru) {
+  free_ffn(f);
+  for (int w = 0; w < 3; ++w) sw_lru_policy_release(lru[w]);
+}
+
+static uint64_t injected(sw_runtime_t* rt, sw_fault_kind_t kind) {
+  uint64_t n = 0;
+  SW_OK_(sw_testing_fault_counts(rt, kind, NULL, &n));
+  return n;
+}
+
+/* Every fault point of a call, failed in turn (each allocation, each
+ * storage read, each tile work job): the call or its await fails with the
+ * injected error, and once the await is terminal nothing of the call is
+ * left. Right after it every tile state, version and policy statistic is
+ * as before the call, and each TiledEvictable can be disposed at once (no
+ * request of the call is pending); on a second run of the same point, a
+ * retry leaves exactly what one clean call leaves (the failed call counted
+ * no request, consumed nothing). Past the last point the call succeeds. */
+static void a_failed_call_changes_nothing_after_its_await(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  sw_tensor_t* gates = gates_tensor(rt);
+  double want[TOK * H];
+  expected(kIds, false, true, want);
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = SW_UNARY_RELU;
+  /* What one clean call leaves. */
+  ffn_state_t clean;
+  {
+    ffn_fix_t f;
+    sw_lru_policy_t* lru[3];
+    make_budgeted(&f, rt, lru);
+    sw_tensor_t* o = run(&f, x, ids, gates, SW_UNARY_RELU);
+    tt_expect_values(o, want, TOK * H);
+    sw_tensor_release(o);
+    snapshot(&f, lru, &clean);
+    free_budgeted(&f, lru);
+  }
+  const sw_fault_kind_t kinds[3] = {SW_FAULT_ALLOCATION, SW_FAULT_READ, SW_FAULT_TILE_WORK};
+  const sw_error_code_t codes[3] = {SW_ERROR_OUT_OF_MEMORY, SW_ERROR_IO, SW_ERROR_OUT_OF_MEMORY};
+  for (int k = 0; k < 3; ++k) {
+    int points = 0;
+    for (uint64_t n = 1;; ++n) {
+      bool done = false;
+      for (int pass = 0; pass < 2 && !done; ++pass) {
+        ffn_fix_t f;
+        sw_lru_policy_t* lru[3];
+        make_budgeted(&f, rt, lru);
+        ffn_state_t before, after;
+        snapshot(&f, lru, &before);
+        const uint64_t injected_before = injected(rt, kinds[k]);
+        SW_OK_(sw_testing_inject_fault(rt, kinds[k], n));
+        sw_await_t* a = NULL;
+        sw_error_t* e = start(&f, x, ids, gates, &desc, &a);
+        if (!e) e = sw_await_wait(a, -1);
+        SW_OK_(sw_testing_inject_fault(rt, kinds[k], 0));
+        if (injected(rt, kinds[k]) == injected_before) { /* past the last point */
+          if (e) fail_msg("no fault injected, yet the call failed: %s", sw_error_message(e));
+          sw_tensor_t* o = tt_wait_result(a);
+          tt_expect_values(o, want, TOK * H);
+          sw_tensor_release(o);
+          sw_await_release(a);
+          free_budgeted(&f, lru);
+          done = true;
+          break;
+        }
+        if (!e) fail_msg("fault %d at point %llu injected, yet the call succeeded", (int)kinds[k], (unsigned long long)n);
+        assert_int_equal(sw_error_code(e), codes[k]);
+        assert_non_null(strstr(sw_error_message(e), "injected"));
+        sw_error_free(e);
+        sw_await_release(a);
+        snapshot(&f, lru, &after);
+        expect_same_state(&before, &after);
+        if (pass == 0) {
+          for (int w = 0; w < 3; ++w) SW_OK_(sw_carrier_dispose(f.te[w]));
+        } else {
+          sw_tensor_t* o = run(&f, x, ids, gates, SW_UNARY_RELU);
+          tt_expect_values(o, want, TOK * H);
+          sw_tensor_release(o);
+          snapshot(&f, lru, &after);
+          expect_same_state(&clean, &after);
+        }
+        free_budgeted(&f, lru);
+      }
+      if (done) break;
+      ++points;
+    }
+    assert_true(points >= (kinds[k] == SW_FAULT_READ ? 6 : 3));
+  }
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+}
+
+/* The gate request's first read fails while the up request's first read
+ * is held back: the call's await is not terminal while a request of the
+ * call is still moving, however early the failure came; once it is, the
+ * up request has committed nothing either and the three can be disposed.
+ * Then the same with the gate's first tile allocation failing at its start:
+ * the up and down requests, started in the same turn, fail before reading. */
+static void a_failed_call_waits_for_every_request(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  sw_expert_ffn_desc_t desc;
+  sw_expert_ffn_desc_init(&desc);
+  desc.activation = SW_UNARY_RELU;
+  {
+    ffn_fix_t f;
+    sw_lru_policy_t* lru[3];
+    make_budgeted(&f, rt, lru);
+    ffn_state_t before, after;
+    snapshot(&f, lru, &before);
+    /* The gate reads experts 1, 3 and 4 (reads 1-3), the up 0, 1, 3 and 4
+     * (reads 4-7). */
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_READ, 1));
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 4));
+    sw_await_t* a = NULL;
+    SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+    SW_OK_(sw_testing_wait_held(rt, 5000000000ll));
+    SW_FAILS(sw_await_wait(a, 100000000ll), SW_ERROR_TIMEOUT, "");
+    assert_int_equal(sw_async_status(a), SW_AWAIT_PENDING);
+    SW_OK_(sw_testing_release_hold(rt));
+    SW_FAILS(sw_await_wait(a, -1), SW_ERROR_IO, "injected read failure");
+    sw_await_release(a);
+    snapshot(&f, lru, &after);
+    expect_same_state(&before, &after);
+    for (int w = 0; w < 3; ++w) SW_OK_(sw_carrier_dispose(f.te[w]));
+    free_budgeted(&f, lru);
+  }
+  for (uint64_t n = 1;; ++n) {
+    ffn_fix_t f;
+    sw_lru_policy_t* lru[3];
+    make_budgeted(&f, rt, lru);
+    ffn_state_t before, after;
+    snapshot(&f, lru, &before);
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, n));
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+    sw_await_t* a = NULL;
+    sw_error_t* e = start(&f, x, ids, NULL, &desc, &a);
+    if (e) { /* an allocation of the call itself, before any request */
+      assert_int_equal(sw_error_code(e), SW_ERROR_OUT_OF_MEMORY);
+      sw_error_free(e);
+      SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 0));
+      SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 0));
+      free_budgeted(&f, lru);
+      continue;
+    }
+    SW_FAILS(sw_await_wait(a, 5000000000ll), SW_ERROR_OUT_OF_MEMORY, "injected");
+    sw_await_release(a);
+    /* No request of the call read anything: the hold caught nothing. */
+    SW_FAILS(sw_testing_release_hold(rt), SW_ERROR_STATE, "no transfer is held");
+    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 0));
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 0));
+    snapshot(&f, lru, &after);
+    expect_same_state(&before, &after);
+    for (int w = 0; w < 3; ++w) SW_OK_(sw_carrier_dispose(f.te[w]));
+    free_budgeted(&f, lru);
+    break;
+  }
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(values_from_every_tier, sw_test_runtime_setup, sw_test_runtime_teardown),
@@ -902,6 +1130,10 @@ int main(void) {
                                       sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(failures_reach_the_await, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(an_allocation_failure_anywhere_fails_the_call, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_call_changes_nothing_after_its_await, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_call_waits_for_every_request, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(grad_mode_records_the_unfused_layer, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),

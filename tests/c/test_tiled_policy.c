@@ -872,6 +872,141 @@ static void lru_policy_rejects_bad_arguments(void** state) {
   sw_lru_policy_release(lru);
 }
 
+static void expect_same_lru_stats(sw_lru_policy_t* lru, const sw_lru_stats_t* want) {
+  sw_lru_stats_t st;
+  sw_lru_stats_init(&st);
+  SW_OK_(sw_lru_policy_stats(lru, &st));
+  assert_int_equal(st.requests, want->requests);
+  assert_int_equal(st.hits, want->hits);
+  assert_int_equal(st.misses, want->misses);
+  assert_int_equal(st.promoted, want->promoted);
+  assert_int_equal(st.evicted, want->evicted);
+  assert_int_equal(st.transient, want->transient);
+}
+
+/* A request that fails gives back the hints its plan took: the retry
+ * prefetches what the first attempt would have, and the statistics count
+ * the retry alone. */
+static void a_failed_request_keeps_the_hints(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  sw_lru_policy_t* lru = NULL;
+  SW_OK_(sw_lru_policy_create(3, &lru));
+  sw_residency_policy_t vt;
+  SW_OK_(sw_lru_policy_as_residency_policy(lru, &vt));
+  tt_fix_t f;
+  make_experts(&f, rt, 8, SW_CARRIER_FILE, &vt);
+  const int64_t next[3] = {6, 7, 5};
+  sw_tile_set_t* hint = tt_set_ordinals(&f, next, 3);
+  SW_OK_(sw_lru_policy_hint(lru, hint));
+  const int64_t pick[1] = {0};
+  sw_tile_selection_t* sel = tt_sel_experts(&f, pick, 1);
+  SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_READ, 1));
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_project(f.te, f.full, sel, NULL, &a));
+  SW_FAILS(sw_await_wait(a, -1), SW_ERROR_IO, "injected");
+  sw_await_release(a);
+  sw_lru_stats_t none;
+  memset(&none, 0, sizeof none);
+  expect_same_lru_stats(lru, &none);
+  for (int64_t k = 0; k < 8; ++k) tt_expect_tile(&f, k, SW_TILE_SECONDARY, false);
+  /* The retry: as the first request of lru_policy_prefetches_hints. */
+  sw_tensor_t* c = tt_project(&f, f.full, sel, NULL);
+  sw_tensor_release(c);
+  lru_model_t m;
+  memset(&m, 0, sizeof m);
+  m.budget = 3;
+  const int64_t sorted_hints[3] = {5, 6, 7};
+  lru_plan(&m, pick, 1, sorted_hints, 3);
+  expect_primary_is_model(&f, &m);
+  expect_lru_stats(lru, &m);
+  tt_expect_tile(&f, 5, SW_TILE_PRIMARY, false);
+  tt_expect_tile(&f, 6, SW_TILE_PRIMARY, false);
+  sw_tile_selection_release(sel);
+  sw_tile_set_release(hint);
+  tt_free(&f);
+  sw_lru_policy_release(lru);
+  sw_runtime_release(rt);
+}
+
+/* A backward pass re-reads an offloaded operand (the elementwise product's
+ * VJP needs it: purpose backward, 4 tiles streamed through a budget of 2,
+ * one of them primary at the start); every allocation of the pass, failed
+ * in turn. The failed pass reports the injected error and changes nothing:
+ * the tile states and the policy's statistics are as before it, even where
+ * the re-read had finished before the failure. Its retry leaves exactly
+ * what one clean pass leaves. */
+static void a_failed_backward_changes_nothing(void** state) {
+  (void)state;
+  sw_runtime_t* rt = sw_async_runtime();
+  sw_lru_stats_t clean_stats;
+  sw_tile_location_t clean_loc[4];
+  int points = 0;
+  for (uint64_t n = 0;; ++n) {
+    sw_lru_policy_t* lru = NULL;
+    SW_OK_(sw_lru_policy_create(2, &lru));
+    sw_residency_policy_t vt;
+    SW_OK_(sw_lru_policy_as_residency_policy(lru, &vt));
+    tt_fix_t f;
+    make_experts(&f, rt, 4, SW_CARRIER_FILE, &vt);
+    const int64_t one[1] = {2};
+    sw_tile_set_t* first = tt_set_ordinals(&f, one, 1);
+    SW_OK_(sw_tiled_promote(f.te, first));
+    sw_tile_set_release(first);
+    const int64_t shape[3] = {4, 3, 2};
+    double wv[24];
+    for (int i = 0; i < 24; ++i) wv[i] = i - 5;
+    sw_tensor_t* w = tt_dense(rt, shape, 3, wv);
+    SW_OK_(sw_tensor_set_requires_grad(w, true));
+    sw_tensor_t *y = NULL, *loss = NULL;
+    SW_OK_(sw_elementwise_mul(f.full, w, &y));
+    SW_OK_(sw_reduce_sum(y, NULL, 0, false, &loss));
+    sw_lru_stats_t before;
+    sw_lru_stats_init(&before);
+    SW_OK_(sw_lru_policy_stats(lru, &before));
+    sw_tile_location_t loc[4];
+    for (int64_t k = 0; k < 4; ++k) loc[k] = tt_state(&f, k).location;
+    uint64_t injected_before = 0, injected_after = 0;
+    SW_OK_(sw_testing_fault_counts(rt, SW_FAULT_ALLOCATION, NULL, &injected_before));
+    if (n) SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, n));
+    sw_error_t* e = sw_backward(loss, NULL, true);
+    SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, 0));
+    SW_OK_(sw_testing_fault_counts(rt, SW_FAULT_ALLOCATION, NULL, &injected_after));
+    bool done = false;
+    if (n == 0) {
+      SW_OK_(e);
+      sw_lru_stats_init(&clean_stats);
+      SW_OK_(sw_lru_policy_stats(lru, &clean_stats));
+      assert_true(clean_stats.requests >= 1);
+      for (int64_t k = 0; k < 4; ++k) clean_loc[k] = tt_state(&f, k).location;
+    } else if (injected_after == injected_before) {
+      SW_OK_(e);
+      done = true;
+    } else {
+      if (!e) fail_msg("allocation %llu failed, yet the backward pass succeeded", (unsigned long long)n);
+      assert_int_equal(sw_error_code(e), SW_ERROR_OUT_OF_MEMORY);
+      sw_error_free(e);
+      expect_same_lru_stats(lru, &before);
+      for (int64_t k = 0; k < 4; ++k) assert_int_equal(tt_state(&f, k).location, loc[k]);
+      sw_tensor_t* g = NULL;
+      SW_OK_(sw_tensor_grad(w, &g));
+      assert_null(g);
+      SW_OK_(sw_backward(loss, NULL, true));
+      expect_same_lru_stats(lru, &clean_stats);
+      for (int64_t k = 0; k < 4; ++k) assert_int_equal(tt_state(&f, k).location, clean_loc[k]);
+      ++points;
+    }
+    sw_tensor_release(loss);
+    sw_tensor_release(y);
+    sw_tensor_release(w);
+    tt_free(&f);
+    sw_lru_policy_release(lru);
+    if (done) break;
+  }
+  assert_true(points >= 1);
+  sw_runtime_release(rt);
+}
+
 int main(void) {
   if (!tt_primary_available()) return 77;
   const struct CMUnitTest tests[] = {
@@ -885,6 +1020,8 @@ int main(void) {
       cmocka_unit_test(lru_policy_keeps_the_budget),
       cmocka_unit_test(lru_policy_prefetches_hints),
       cmocka_unit_test(lru_policy_rejects_bad_arguments),
+      cmocka_unit_test(a_failed_request_keeps_the_hints),
+      cmocka_unit_test(a_failed_backward_changes_nothing),
       cmocka_unit_test(prefetch_reads_yield_to_demand_reads),
       cmocka_unit_test(reads_are_served_in_submission_order),
   };

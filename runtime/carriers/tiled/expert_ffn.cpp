@@ -11,16 +11,16 @@
 //
 // as soon as its inputs are there: the experts resident at the start as one
 // job per product, each missing one as its reads land. A down tile that
-// lands before its expert's h waits, held (its request does not commit, and
-// the call's StoragePin keeps its bytes), until the gate or up work that
-// completes h multiplies it. The down request carries the call's await: it
-// is held until every down product ran and the gate and up requests are
-// terminal, then publishes the gated sum, so that when the await is done
-// all three requests have committed (or the call failed, and a failing
-// gate or up request fails the down request with its error). When every
-// expert is resident in all three and no plan moves anything, the three
-// requests run inline, one after another, and the await is terminal on
-// return.
+// lands before its expert's h waits (the down request keeps it pinned, and
+// the call's StoragePin keeps its bytes) until the gate or up work that
+// completes h multiplies it. The three requests are one CommitGroup: none
+// commits until all three have done their work (by then every product ran),
+// the down request then publishes the gated sum, and all three commit
+// together; a failure anywhere fails all three with nothing committed. The
+// call's await is the group's: it completes once all three are terminal,
+// and nothing of the call changes after it. When every expert is resident
+// in all three and no plan moves anything, the three requests run inline,
+// one after another, and the await is terminal on return.
 //
 // Values are rounded where the unfused layer rounds them (three expert
 // matmuls, sw_unary, sw_binary): a and b to the experts' dtype, act(a)
@@ -77,31 +77,9 @@ struct Call {
   std::vector<Ref<Tensor>> h;     // per expert: (m_u, F) activations of the experts' dtype, once done
   std::vector<Ref<Tensor>> down;  // per expert: its down tile's (F, H) view, waiting for h
   std::vector<StoragePin> down_pins;
-  size_t down_left = 0;    // experts whose down product has not run
-  int others_pending = 2;  // gate and up requests not yet terminal
-  Status error;            // the first failure of the gate or up request
-  std::shared_ptr<TileRequest> down_req;
-  bool held = false, released = false;
+  size_t down_left = 0;  // experts whose down product has not run
 
   int64_t m_of(size_t u) const { return static_cast<int64_t>(r->slots[u].size()); }
-
-  // The held down request goes on once every down product ran and the gate
-  // and up requests are terminal, or at once with their failure. Decided
-  // under m; the release itself runs after m is unlocked (on the loop thread
-  // it commits the down request at once, whose cleanup takes m).
-  struct Release {
-    std::shared_ptr<TileRequest> req;
-    Status st;
-    void operator()() const {
-      if (req) req->release_hold(st);
-    }
-  };
-  Release ready_to_release() {
-    if (!held || released) return {};
-    if (error.ok() && (others_pending > 0 || down_left > 0)) return {};
-    released = true;
-    return {down_req, error};
-  }
 
   // a or b of some experts, as one job; then h of those whose other half is
   // there, then y of those whose down tile is waiting.
@@ -183,22 +161,24 @@ struct Call {
       if (out != acc) y = ops::copy_as(*ops::copy_as(*y, out), acc);
       scatter_rows(*y, *Y, S, H, r->slots[downs[i].u]);
     }
-    Release release;
-    {
-      std::lock_guard<std::mutex> lock(m);
-      for (const Down& d : downs) {
-        h[d.u] = nullptr;
-        down[d.u] = nullptr;
-        down_pins[d.u].reset();
-        --down_left;
-      }
-      release = ready_to_release();
+    std::lock_guard<std::mutex> lock(m);
+    for (const Down& d : downs) {
+      h[d.u] = nullptr;
+      down[d.u] = nullptr;
+      down_pins[d.u].reset();
+      --down_left;
     }
-    release();
   }
 
   // The result: Y as (T, k, H), or its gated sum (T, H); `out` either way.
-  Ref<Tensor> result() const {
+  // Published once the three requests did their work, by when every
+  // down product ran (each expert's ran in whichever work completed its
+  // inputs last).
+  Ref<Tensor> result() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      if (down_left != 0) internal_error(std::string(kOp) + ": publishing with down products outstanding");
+    }
     if (!gates) return ops::copy_as(*Y, out);
     auto sum = be->empty(rt, acc, {r->T, H});
     Routing rn = *r;
@@ -294,81 +274,37 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   call->down_pins.resize(U);
   call->down_left = U;
 
-  // Each request's callbacks hold the call; the call holds the down
-  // request until it is terminal (or was never submitted).
-  struct Unlink {
-    std::shared_ptr<Call> call;
-    ~Unlink() {
-      std::lock_guard<std::mutex> lock(call->m);
-      if (!call->held) call->down_req.reset();
-    }
-  };
-  auto side = [&](TiledEvictable& te, bool gate) {
-    auto await = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
-    auto req = request(te, await, r, SW_PURPOSE_PROJECTION, call->serial,
-                       [call, gate](const Experts& e) { call->gate_or_up(e, gate); });
-    req->cleanup = [call](const Status& st) {
-      Call::Release release;
-      {
-        std::lock_guard<std::mutex> lock(call->m);
-        --call->others_pending;
-        if (!st.ok() && call->error.ok()) call->error = st;
-        release = call->ready_to_release();
-      }
-      release();
-    };
+  // Each request's callbacks hold the call; the group holds the requests
+  // until all three are terminal.
+  auto await = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
+  auto group = std::make_shared<CommitGroup>(w.down->runtime_ref(), await);
+  auto side = [&](TiledEvictable& te, std::function<void(const Experts&)> each) {
+    auto req = request(te, make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION), r, SW_PURPOSE_PROJECTION,
+                       call->serial, std::move(each));
+    req->group = group;
     return req;
   };
-  auto gate_req = side(*w.gate, true);
-  auto up_req = side(*w.up, false);
-  auto await = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
-  call->down_req = request(*w.down, await, r, SW_PURPOSE_PROJECTION, call->serial,
-                           [call](const Experts& e) { call->down_tiles(e); });
-  call->down_req->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
-  call->down_req->cleanup = [call](const Status&) {
-    std::lock_guard<std::mutex> lock(call->m);
-    call->held = false;
-    call->down_req.reset();
-  };
-  Unlink unlink{call};
+  auto gate_req = side(*w.gate, [call](const Experts& e) { call->gate_or_up(e, true); });
+  auto up_req = side(*w.up, [call](const Experts& e) { call->gate_or_up(e, false); });
+  auto down_req = side(*w.down, [call](const Experts& e) { call->down_tiles(e); });
+  down_req->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
   // A conflict in any of the three (a tile the call reads or its plan
   // evicts covered by another request) refuses the call before anything is
   // submitted.
-  for (const auto* req : {gate_req.get(), up_req.get(), call->down_req.get()}) req->check();
-  // Gate and up first, so that their reads queue first; each may run inline
-  // (a refusal of the second leaves the first to finish on its own).
-  auto failed_inline = [&]() -> bool {
-    std::lock_guard<std::mutex> lock(call->m);
-    if (call->error.ok()) return false;
-    await->fail(call->error);  // as a failing inline request's: terminal on return
-    return true;
-  };
-  gate_req->submit();
-  if (failed_inline()) return await;
-  up_req->submit();
-  if (failed_inline()) return await;
-  std::unique_lock<std::mutex> lock(call->m);
-  const bool ready = call->others_pending == 0 && call->error.ok() && [&] {
-    for (size_t u = 0; u < U; ++u)
-      if (!call->h[u]) return false;
-    return true;
-  }();
-  auto down_req = call->down_req;
-  if (ready) {
-    // Everything the down products need is there: no hold, and inline when
-    // the down experts are resident too.
-    lock.unlock();
-    down_req->submit();
-  } else {
-    // Held: never inline, so its work cannot need the lock here. A gate or
-    // up request that already failed releases it at once with its error.
-    down_req->add_hold();
-    down_req->submit();
-    call->held = true;
-    Call::Release release = call->ready_to_release();
-    lock.unlock();
-    release();
+  for (const auto* req : {gate_req.get(), up_req.get(), down_req.get()}) req->check();
+  // Gate, up, down: each runs inline when it can, the others start together
+  // in that order at launch(), so that their reads queue in product order.
+  // One that failed inline stops the call: the others are never submitted.
+  for (const auto& req : {gate_req, up_req, down_req}) {
+    if (group->failed()) break;
+    Status st = capture([&] { req->submit(); });
+    if (!st.ok()) {
+      group->fail(st);  // what was submitted fails with the refusal
+      group->launch();
+      st.raise();
+    }
   }
+  group->launch();
   return await;
 }
 

@@ -66,7 +66,7 @@ void TileRequest::submit() {
     ++te_->pending_;
     // Nothing to move: the pinned buffers stay primary until the commit.
     // (A shut-down runtime refuses the request below, as it refuses any.)
-    if (run_inline && holds_ == 0 && !residency && evicts.empty() && writes.empty() &&
+    if (run_inline && !residency && evicts.empty() && writes.empty() &&
         !te_->runtime().is_shut_down() &&
         std::all_of(pinned_.begin(), pinned_.end(),
                     [&](int64_t k) { return static_cast<bool>(te_->tiles_[static_cast<size_t>(k)].primary); })) {
@@ -76,8 +76,11 @@ void TileRequest::submit() {
     }
   }
   if (explicit_eviction()) remaining_ = evicts;
-  submitted_ = true;
+  const bool deferred = group && !here_ && group->defers_starts();
+  if (group) group->join(self(), deferred);
   if (here_) return run_here();
+  if (deferred) return;  // started by the group's launch()
+  submitted_ = true;
   try {
     te_->runtime().submit(shared_from_this());
   } catch (...) {
@@ -102,6 +105,7 @@ void TileRequest::work_point() {
 void TileRequest::run_here() {
   // The request is the calling thread's alone: it is not on the loop, and
   // no other request refers to it (it owns no tile and marks none).
+  if (!error_.ok()) return fail(error_);  // its group failed before it ran
   fetched_.assign(pinned_.size(), nullptr);
   Status st = capture([&] {
     work_point();
@@ -125,6 +129,7 @@ void TileRequest::run_here() {
     }
   });
   if (!st.ok()) return fail(st);
+  if (group) return group->ready(this);
   commit();
 }
 
@@ -146,7 +151,7 @@ void TileRequest::capture_locked(int64_t k) {
 void TileRequest::start() {
   started_ = true;
   if (cancelled_) return fail(cancelled_status());
-  if (!error_.ok()) return fail(error_);  // a hold released with an error before the start
+  if (!error_.ok()) return fail(error_);  // its group failed before it started
   if (explicit_eviction()) return start_eviction();
   fetched_.assign(pinned_.size(), nullptr);
   values_.assign(pinned_.size(), nullptr);
@@ -283,23 +288,9 @@ void TileRequest::fetch_done() {
 }
 
 void TileRequest::fetches_settled() {
-  if (work_started_ || waiting_for_holds()) return;
+  if (work_started_) return;
   work_started_ = true;
   if (error_.ok() && !cancelled_) run_work();
-}
-
-void TileRequest::release_hold(Status st) {
-  auto me = self();
-  te_->runtime().on_loop([me, st = std::move(st)]() mutable { me->hold_released(std::move(st)); });
-}
-
-void TileRequest::hold_released(Status st) {
-  if (finished_) return;
-  --holds_;
-  if (!st.ok() && error_.ok()) error_ = std::move(st);
-  if (!started_) return;  // start() sees the error, or the fetches settle later
-  if (fetches_ == 0) fetches_settled();
-  if (ops_ == 0) ops_settled();
 }
 
 void TileRequest::run_work() {
@@ -337,18 +328,23 @@ void TileRequest::op_done() {
 }
 
 void TileRequest::ops_settled() {
-  if (finished_ || waiting_for_holds()) return;
+  if (finished_) return;
   if (!error_.ok()) return fail(error_);
   if (cancelled_) return fail(cancelled_status());
   if (explicit_eviction()) return drop_evictions();
+  if (group) return group->ready(this);
   commit();
 }
 
+Status TileRequest::publish_result() {
+  if (!publish || published_) return {};
+  published_ = true;
+  return capture([&] { result_ = publish(); });
+}
+
 void TileRequest::commit() {
-  if (publish) {
-    Status st = capture([&] { result_ = publish(); });
-    if (!st.ok()) return fail(st);
-  }
+  Status st = publish_result();
+  if (!st.ok()) return fail(st);
   std::vector<int64_t> promoted, evicted;
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
@@ -502,6 +498,14 @@ void TileRequest::fail(Status st) {
   finish(std::move(st));
 }
 
+void TileRequest::abort(Status st) {
+  if (finished_) return;
+  if (error_.ok()) error_ = std::move(st);
+  // Settled (waiting for its group), or run inline: fails now. Still
+  // moving: ops_settled() fails it; not started: start() does.
+  if (here_ || (started_ && ops_ == 0)) fail(error_);
+}
+
 void TileRequest::cancel() {
   cancelled_ = true;
   if (ops_ == 0 && !finished_) fail(cancelled_status());
@@ -525,11 +529,14 @@ void TileRequest::finish(Status st) {
   if (st.ok())
     await_->succeed(result_);
   else
-    await_->fail(std::move(st));
-  if (!here_) te_->runtime().finished(this);  // a request run inline was never the runtime's
+    await_->fail(st);
+  if (published) published->fail(st.ok() ? Status::make(SW_ERROR_INTERNAL, "committed without publishing") : st);
+  if (submitted_) te_->runtime().finished(this);  // one run inline (or never started) was never the runtime's
   // Pins, owners and writer marks are gone: explicit evictions waiting on
   // them may go on.
   te_->wake_deferred();
+  // Last: the group completes its await once every member got here.
+  if (group) std::exchange(group, nullptr)->terminal(this, st, result_);
 }
 
 }  // namespace sw

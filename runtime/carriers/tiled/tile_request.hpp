@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "async/await.hpp"
+#include "carriers/tiled/commit_group.hpp"
 #include "carriers/tiled/tiled_carrier.hpp"
 
 namespace sw {
@@ -79,16 +80,13 @@ class TileRequest final : public Operation {
   // thread. A request that must move tiles goes to the loop as usual.
   bool run_inline = false;
 
-  // Holds: work outside this request that its `work` and commit wait for,
-  // such as products of another request that still read this one's tiles.
-  // Each add_hold() before submit() is released once by release_hold(),
-  // from any thread; a held request never runs inline. A failing release
-  // fails the request; a request that failed or was cancelled stops
-  // waiting for its holds, and a release after it is terminal does nothing.
-  // Called on the loop thread, release_hold may commit the request before
-  // it returns: the caller holds no lock the request's callbacks take.
-  void add_hold() { ++holds_; }
-  void release_hold(Status st = {});
+  // The group of requests this one commits with (commit_group.hpp), or
+  // null: set before submit(). A member that does not run inline waits for
+  // the group's launch() to start.
+  std::shared_ptr<CommitGroup> group;
+  // For a member of an open group: completed with the published result as
+  // soon as the work is done (the commit comes later), or with the failure.
+  Ref<Await> published;
 
   // Validates against the tile table (conflicts, invalid tiles), pins and
   // owns the tiles, then hands the request to the loop (or runs it here,
@@ -111,6 +109,7 @@ class TileRequest final : public Operation {
   void retry();
 
  private:
+  friend class CommitGroup;
   struct Capture {
     int64_t tile;
     Ref<Carrier> buffer;           // the primary buffer whose value is written
@@ -133,19 +132,22 @@ class TileRequest final : public Operation {
   // one compute job of the request, before it starts.
   void work_point();
   void fetch_done();
-  // fetches_ reached 0: `work` runs once no hold is outstanding (or never,
-  // after a failure).
+  // fetches_ reached 0: `work` runs (or never, after a failure).
   void fetches_settled();
-  // ops_ reached 0: the commit or the failure, once no hold is outstanding.
+  // ops_ reached 0: the commit (the group's, for a member) or the failure.
   void ops_settled();
-  bool waiting_for_holds() const { return holds_ > 0 && error_.ok() && !cancelled_; }
-  void hold_released(Status st);
   // Hands tile_work the read entries of pinned_[i]s (a worker job, counted
   // as a fetch so that `work` waits for it).
   void run_tile_work(std::vector<size_t> pinned_entries);
   void run_work();
   void op_done();
+  // Runs `publish` once (a failure is returned, not raised).
+  Status publish_result();
   void commit();
+  // Fails the request with `st` (its group failed): at once when nothing
+  // of it is in flight, else once what it issued has settled, or at its
+  // start. Nothing once it is terminal.
+  void abort(Status st);
   // Explicit eviction: write phase, then drops as tiles stop being busy.
   void start_eviction();
   void drop_evictions();
@@ -168,10 +170,10 @@ class TileRequest final : public Operation {
   std::vector<int64_t> remaining_;          // explicit evictions not yet dropped
   int ops_ = 0;                             // outstanding reads, writes and worker jobs (+1 while issuing)
   int fetches_ = 0;                         // outstanding reads (+1 while issuing)
-  int holds_ = 0;                           // outstanding holds (add_hold)
   bool started_ = false, work_started_ = false;
   Status error_;
-  bool submitted_ = false, cancelled_ = false, released_ = false, finished_ = false, reported_ = false;
+  bool submitted_ = false;                  // handed to the runtime (which is told when it is terminal)
+  bool cancelled_ = false, released_ = false, finished_ = false, reported_ = false, published_ = false;
   bool parked_ = false;                     // an explicit eviction waiting in te_->deferred_
   bool here_ = false;                       // running on the calling thread, never on the loop
   Ref<Object> result_;

@@ -1,0 +1,97 @@
+// Requests that commit together: one operation made of several
+// TileRequests (the expert feed-forward's gate, up and down requests, each
+// on its own TiledEvictable) either commits every one of them or none.
+//
+//  - A member whose work is done (its reads landed, its tile work and work
+//    ran) does not commit: it waits, its tiles still pinned, until every
+//    member is there. Then every member's `publish` runs, and only once all
+//    of them succeeded does each member commit, in the order they joined,
+//    in one step on the loop thread (on the calling thread when every member
+//    ran inline).
+//  - When a member fails, every other member fails with the same status:
+//    one still moving stops issuing work and fails once what it issued has
+//    settled; one waiting fails at once; one not started yet fails at its
+//    start. None of them commits.
+//  - The group's await completes once every member is terminal (each has
+//    released its pins and left its TiledEvictable's pending count): with
+//    the result the members published, or with the first failure. Nothing
+//    of the operation changes after it.
+//
+// Members that do not run inline start together: submit() hands them to the
+// group, and launch() starts them in one turn of the loop, in the order
+// they joined, so that their reads queue in that order and a failure of one
+// reaches the others only after all of them started.
+//
+// The requests of one backward pass (backward_group()) are an open group:
+// each starts at once and publishes its result as soon as its work is done
+// (its `published` await), so that the pass computes with it, and all of
+// them commit when the pass succeeded (commit()), or fail with it (abort()).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "async/await.hpp"
+#include "autograd/node.hpp"
+#include "base/status.hpp"
+
+namespace sw {
+
+class Runtime;
+class TileRequest;
+
+class CommitGroup final : public BackwardParticipant, public std::enable_shared_from_this<CommitGroup> {
+ public:
+  CommitGroup(Ref<Runtime> rt, Ref<Await> await, bool open = false)
+      : rt_(std::move(rt)), await_(std::move(await)), open_(open) {}
+
+  // An open group's members start when submitted; a closed group's wait
+  // for launch().
+  bool defers_starts() const { return !open_; }
+  // BackwardParticipant: launch() and wait until every member is terminal
+  // (commit() raises the group's failure).
+  void commit() override;
+  void abort(const Status& st) noexcept override;
+
+  // Whether a member failed: the operation stops submitting members.
+  bool failed() const;
+  // Fails every member with `st` (the operation was refused part way
+  // through submitting them).
+  void fail(const Status& st);
+  // After the last member was submitted (or the operation stopped
+  // submitting): starts the members that wait for the loop, in one turn,
+  // and commits at once when every member already ran inline. A runtime
+  // shut down meanwhile fails them CANCELLED.
+  void launch();
+
+  // ---- called by the members (TileRequest) ----
+  // At submission, before the request runs (inline) or waits for launch().
+  void join(std::shared_ptr<TileRequest> r, bool deferred_start);
+  // A member's work is done: it commits when every member's is.
+  void ready(TileRequest* r);
+  // A member is terminal (after it left its TiledEvictable's pending count).
+  void terminal(TileRequest* r, const Status& st, const Ref<Object>& result);
+
+ private:
+  void commit_all();
+  void abort_others(TileRequest* except, const Status& st);
+  void complete_if_done();
+
+  const Ref<Runtime> rt_;
+  const Ref<Await> await_;
+  const bool open_;
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<TileRequest>> members_;  // in join order; cleared at completion
+  std::vector<std::shared_ptr<TileRequest>> to_start_;  // members waiting for launch()
+  size_t ready_ = 0, terminal_ = 0;
+  bool launched_ = false, aborted_ = false, completed_ = false;
+  Status error_;  // the first failure
+  Ref<Object> result_;
+};
+
+// The open group of the backward pass running on this thread for the
+// TiledEvictables of `rt`, or null outside a backward pass.
+std::shared_ptr<CommitGroup> backward_group(Runtime& rt);
+
+}  // namespace sw
