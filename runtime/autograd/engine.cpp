@@ -11,26 +11,26 @@
 namespace sw {
 
 namespace {
-thread_local BackwardScope* tls_backward_scope = nullptr;
+thread_local StepScope* tls_step_scope = nullptr;
 }  // namespace
 
-BackwardScope::BackwardScope() : previous_(tls_backward_scope) { tls_backward_scope = this; }
-BackwardScope::~BackwardScope() { tls_backward_scope = previous_; }
-BackwardScope* current_backward_scope() { return tls_backward_scope; }
+StepScope::StepScope() : previous_(tls_step_scope) { tls_step_scope = this; }
+StepScope::~StepScope() { tls_step_scope = previous_; }
+StepScope* current_step_scope() { return tls_step_scope; }
 
-std::shared_ptr<BackwardParticipant>& BackwardScope::slot(const void* key) {
+std::shared_ptr<StepParticipant>& StepScope::slot(const void* key) {
   for (auto& [k, p] : participants_)
     if (k == key) return p;
   participants_.emplace_back(key, nullptr);
   return participants_.back().second;
 }
 
-void BackwardScope::commit() {
+void StepScope::commit() {
   for (auto& [k, p] : participants_)
     if (p) p->commit();
 }
 
-void BackwardScope::abort(const Status& st) noexcept {
+void StepScope::abort(const Status& st) noexcept {
   for (auto& [k, p] : participants_)
     if (p) p->abort(st);
 }
@@ -92,9 +92,8 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
       if (s.tensor && !s.tensor->carrier().is_composite()) saved_pins.emplace_back(s.tensor->carrier(), "backward");
 
   // The nodes and the leaves' gradients, as one step with the work they
-  // start (BackwardParticipant): it commits only if all of it succeeded.
-  BackwardScope scope;
-  try {
+  // start (StepParticipant): it commits only if all of it succeeded.
+  run_as_step([&] {
     std::unordered_map<Node*, Ref<Tensor>> pending;
     std::vector<std::pair<Ref<Tensor>, Ref<Tensor>>> leaves;  // (leaf, summed grad), first-seen order
     std::unordered_map<Tensor*, size_t> leaf_index;
@@ -126,11 +125,7 @@ void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent_in, bool
       }
     }
     for (auto& [leaf, g] : leaves) accumulate_leaf(leaf, g);
-  } catch (...) {
-    scope.abort(capture([] { throw; }));
-    throw;
-  }
-  scope.commit();
+  });
   if (!retain_graph)
     for (Node* n : nodes) n->free_saved();
 }

@@ -81,35 +81,49 @@ class GradientMath {
 };
 
 // Runs reverse mode (see sw_backward).
-// Work a backward pass starts that commits with it: the re-reads of
-// offloaded operands (layers above autograd) commit their residency and
-// policy changes only once the whole pass succeeded, and fail with it
-// otherwise, so that a failed backward changes nothing. Each returns once
-// nothing of that work moves any more.
-class BackwardParticipant {
+// Work a step of several blocking requests starts (a backward pass), and
+// that commits with it: the re-reads of offloaded operands (layers above
+// autograd) commit their residency and policy changes only once the whole
+// step succeeded, and fail with it otherwise, so that a failed step changes
+// nothing. Each returns once nothing of that work moves any more.
+class StepParticipant {
  public:
-  virtual ~BackwardParticipant() = default;
+  virtual ~StepParticipant() = default;
   virtual void commit() = 0;
   virtual void abort(const Status& st) noexcept = 0;
 };
 
-// The participants of the backward pass running on this thread, keyed by
-// whoever added them (a layer finds its own again); null outside one.
-class BackwardScope {
+// The participants of the step running on this thread, keyed by whoever
+// added them (a layer finds its own again); null outside one.
+class StepScope {
  public:
-  BackwardScope();
-  ~BackwardScope();
-  BackwardScope(const BackwardScope&) = delete;
-  BackwardScope& operator=(const BackwardScope&) = delete;
-  std::shared_ptr<BackwardParticipant>& slot(const void* key);
+  StepScope();
+  ~StepScope();
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
+  std::shared_ptr<StepParticipant>& slot(const void* key);
   void commit();
   void abort(const Status& st) noexcept;
 
  private:
-  BackwardScope* previous_;
-  std::vector<std::pair<const void*, std::shared_ptr<BackwardParticipant>>> participants_;
+  StepScope* previous_;
+  std::vector<std::pair<const void*, std::shared_ptr<StepParticipant>>> participants_;
 };
-BackwardScope* current_backward_scope();
+StepScope* current_step_scope();
+
+// Runs `body` as one step: what it starts commits once it returned, or
+// fails with the exception it throws (rethrown).
+template <typename F>
+void run_as_step(F&& body) {
+  StepScope step;
+  try {
+    body();
+  } catch (...) {
+    step.abort(capture([] { throw; }));
+    throw;
+  }
+  step.commit();
+}
 
 void run_backward(const Ref<Tensor>& root, const Ref<Tensor>& cotangent, bool retain_graph, const GradientMath& math);
 

@@ -964,9 +964,9 @@ static uint64_t injected(sw_runtime_t* rt, sw_fault_kind_t kind) {
  * request of the call is pending); on a second run of the same point, a
  * retry leaves exactly what one clean call leaves (the failed call counted
  * no request, consumed nothing). Past the last point the call succeeds. */
-static void a_failed_call_changes_nothing_after_its_await(void** state) {
-  sw_runtime_t* rt = (sw_runtime_t*)*state;
+static void sweep_failed_calls(sw_runtime_t* rt, bool record) {
   sw_tensor_t* x = x_tensor(rt, false);
+  if (record) SW_OK_(sw_tensor_set_requires_grad(x, true)); /* the unfused layer, recorded */
   sw_tensor_t* ids = ids_tensor(rt, kIds);
   sw_tensor_t* gates = gates_tensor(rt);
   double want[TOK * H];
@@ -1041,6 +1041,15 @@ static void a_failed_call_changes_nothing_after_its_await(void** state) {
   sw_tensor_release(ids);
   sw_tensor_release(x);
 }
+
+static void a_failed_call_changes_nothing_after_its_await(void** state) {
+  sweep_failed_calls((sw_runtime_t*)*state, false);
+}
+
+/* The same with grad mode on (x requires grad): the call runs the unfused
+ * layer's three expert matmuls, recorded, as one step that commits as a
+ * whole. */
+static void a_failed_recorded_call_changes_nothing(void** state) { sweep_failed_calls((sw_runtime_t*)*state, true); }
 
 /* The gate request's first read fails while the up request's first read
  * is held back: the call's await is not terminal while a request of the
@@ -1134,6 +1143,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_failed_call_changes_nothing_after_its_await, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(a_failed_call_waits_for_every_request, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_recorded_call_changes_nothing, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(grad_mode_records_the_unfused_layer, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),

@@ -582,6 +582,121 @@ static void bad_arguments_change_nothing(void** state) {
   tt_free(&f);
 }
 
+/* ---- atomicity: every fault point, nothing changed once the await (or the
+ * backward pass) is terminal ---------------------------------------------- */
+
+static void expect_stats(sw_lru_policy_t* lru, const sw_lru_stats_t* want) {
+  sw_lru_stats_t st;
+  sw_lru_stats_init(&st);
+  SW_OK_(sw_lru_policy_stats(lru, &st));
+  assert_int_equal(st.requests, want->requests);
+  assert_int_equal(st.hits, want->hits);
+  assert_int_equal(st.misses, want->misses);
+  assert_int_equal(st.promoted, want->promoted);
+  assert_int_equal(st.evicted, want->evicted);
+  assert_int_equal(st.transient, want->transient);
+}
+
+typedef enum { FORWARD, RECORDED, BACKWARD } sweep_step_t;
+
+/* One run of `step` with fault `kind` armed at its n-th point (0: none) on a
+ * fresh file tier under an LRU budget of 3 of the 5 experts, expert 2
+ * primary at the start. Returns whether a fault was injected; when one was,
+ * the step failed with `code`, changed nothing (tile states, version, the
+ * policy's statistics) and the experts can be disposed at once; when none
+ * was, `clean` receives the statistics the step left. */
+static bool sweep_point(sw_runtime_t* rt, sweep_step_t step, sw_fault_kind_t kind, uint64_t n, sw_error_code_t code,
+                        sw_lru_stats_t* clean) {
+  sw_lru_policy_t* lru = NULL;
+  SW_OK_(sw_lru_policy_create(3, &lru));
+  sw_residency_policy_t vt;
+  SW_OK_(sw_lru_policy_as_residency_policy(lru, &vt));
+  tt_fix_t f;
+  make_experts(&f, rt, SW_CARRIER_FILE, &vt);
+  const int64_t two = 2;
+  sw_tile_set_t* set = tt_set_ordinals(&f, &two, 1);
+  SW_OK_(sw_tiled_promote(f.te, set));
+  sw_tile_set_release(set);
+  sw_tensor_t* x = x_tensor(rt, false);
+  if (step != FORWARD) SW_OK_(sw_tensor_set_requires_grad(x, true));
+  sw_tensor_t* ids = ids_tensor(rt, kIds, TOK);
+  sw_tensor_t* gates = gates_tensor(rt);
+  sw_tensor_t* loss = NULL;
+  if (step == BACKWARD) {
+    /* Two recorded calls: the pass re-reads the experts twice, so a
+     * failure can come after one of its reads committed. */
+    sw_tensor_t* y1 = run(&f, x, ids, gates);
+    sw_tensor_t* y2 = run(&f, x, ids, NULL);
+    sw_tensor_t *s1 = NULL, *s2 = NULL;
+    SW_OK_(sw_reduce_sum(y1, NULL, 0, false, &s1));
+    SW_OK_(sw_reduce_sum(y2, NULL, 0, false, &s2));
+    SW_OK_(sw_add(s1, s2, &loss));
+    sw_tensor_release(s2);
+    sw_tensor_release(s1);
+    sw_tensor_release(y2);
+    sw_tensor_release(y1);
+  }
+  sw_lru_stats_t before;
+  sw_lru_stats_init(&before);
+  SW_OK_(sw_lru_policy_stats(lru, &before));
+  const tt_snap_t snap = tt_snapshot(&f);
+  uint64_t injected_before = 0, injected_after = 0;
+  SW_OK_(sw_testing_fault_counts(rt, kind, NULL, &injected_before));
+  if (n) SW_OK_(sw_testing_inject_fault(rt, kind, n));
+  sw_error_t* e = NULL;
+  sw_await_t* a = NULL;
+  if (step == BACKWARD) {
+    e = sw_backward(loss, NULL, false);
+  } else {
+    e = sw_tiled_expert_matmul(f.te, f.full, x, ids, gates, NULL, &a);
+    if (!e) e = sw_await_wait(a, -1);
+  }
+  SW_OK_(sw_testing_inject_fault(rt, kind, 0));
+  SW_OK_(sw_testing_fault_counts(rt, kind, NULL, &injected_after));
+  const bool hit = injected_after != injected_before;
+  if (hit) {
+    if (!e) fail_msg("step %d: fault %d at point %llu injected, yet it succeeded", (int)step, (int)kind,
+                     (unsigned long long)n);
+    assert_int_equal(sw_error_code(e), code);
+    sw_error_free(e);
+    tt_expect_snapshot(&f, &snap);
+    expect_stats(lru, &before);
+    SW_OK_(sw_carrier_dispose(f.te));
+  } else {
+    SW_OK_(e);
+    sw_lru_stats_init(clean);
+    SW_OK_(sw_lru_policy_stats(lru, clean));
+  }
+  sw_await_release(a);
+  sw_tensor_release(loss);
+  sw_tensor_release(gates);
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  tt_free(&f);
+  sw_lru_policy_release(lru);
+  return hit;
+}
+
+/* Every allocation, storage read and tile work job of a call (plain, and
+ * recorded for autograd) and of its backward pass, failed in turn: the
+ * failed step reports the injected error and, once it returned or its
+ * await is terminal, nothing of it is left (see sweep_point); past the last
+ * point it succeeds. */
+static void a_failed_step_changes_nothing(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const sw_fault_kind_t kinds[3] = {SW_FAULT_ALLOCATION, SW_FAULT_READ, SW_FAULT_TILE_WORK};
+  const sw_error_code_t codes[3] = {SW_ERROR_OUT_OF_MEMORY, SW_ERROR_IO, SW_ERROR_OUT_OF_MEMORY};
+  for (int step = FORWARD; step <= BACKWARD; ++step)
+    for (int k = 0; k < 3; ++k) {
+      sw_lru_stats_t clean;
+      int points = 0;
+      for (uint64_t n = 1; sweep_point(rt, (sweep_step_t)step, kinds[k], n, codes[k], &clean); ++n) ++points;
+      /* The budget holds three of the call's four experts: each call reads
+       * one, each backward pass two. */
+      assert_true(points >= (step == BACKWARD && kinds[k] == SW_FAULT_READ ? 2 : 1));
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(products_from_every_tier, sw_test_runtime_setup, sw_test_runtime_teardown),
@@ -602,6 +717,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(resident_and_missing_calls_agree_bit_for_bit, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(bad_arguments_change_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_step_changes_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -114,12 +114,15 @@ void CommitGroup::abort(const Status& st) noexcept {
   (void)await_->wait(-1);
 }
 
-std::shared_ptr<CommitGroup> backward_group(Runtime& rt) {
-  BackwardScope* scope = current_backward_scope();
-  if (!scope) return nullptr;
-  std::shared_ptr<BackwardParticipant>& slot = scope->slot(&rt);
+Ref<Await> join_step(TileRequest& req) {
+  StepScope* scope = current_step_scope();
+  if (!scope) return req.await_;
+  Runtime& rt = req.te_->runtime();
+  std::shared_ptr<StepParticipant>& slot = scope->slot(&rt);
   if (!slot) slot = std::make_shared<CommitGroup>(Ref<Runtime>(&rt), make_ref<Await>(Ref<Runtime>(&rt), SW_AWAIT_MOVE), true);
-  return std::static_pointer_cast<CommitGroup>(slot);
+  req.group = std::static_pointer_cast<CommitGroup>(slot);
+  req.published = make_ref<Await>(Ref<Runtime>(&rt), req.await_->kind());
+  return req.published;
 }
 
 void CommitGroup::terminal(TileRequest* r, const Status& st, const Ref<Object>& result) {

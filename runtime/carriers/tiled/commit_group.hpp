@@ -22,10 +22,12 @@
 // they joined, so that their reads queue in that order and a failure of one
 // reaches the others only after all of them started.
 //
-// The requests of one backward pass (backward_group()) are an open group:
-// each starts at once and publishes its result as soon as its work is done
-// (its `published` await), so that the pass computes with it, and all of
-// them commit when the pass succeeded (commit()), or fail with it (abort()).
+// The requests made during one step of several blocking requests (a
+// backward pass, the expert feed-forward recorded for autograd: a StepScope
+// on the calling thread) are an open group (join_step()): each starts at
+// once and publishes its result as soon as its work is done (its
+// `published` await), so that the step computes with it, and all of them
+// commit when the step succeeded (commit()), or fail with it (abort()).
 #pragma once
 
 #include <memory>
@@ -41,7 +43,7 @@ namespace sw {
 class Runtime;
 class TileRequest;
 
-class CommitGroup final : public BackwardParticipant, public std::enable_shared_from_this<CommitGroup> {
+class CommitGroup final : public StepParticipant, public std::enable_shared_from_this<CommitGroup> {
  public:
   CommitGroup(Ref<Runtime> rt, Ref<Await> await, bool open = false)
       : rt_(std::move(rt)), await_(std::move(await)), open_(open) {}
@@ -49,7 +51,7 @@ class CommitGroup final : public BackwardParticipant, public std::enable_shared_
   // An open group's members start when submitted; a closed group's wait
   // for launch().
   bool defers_starts() const { return !open_; }
-  // BackwardParticipant: launch() and wait until every member is terminal
+  // StepParticipant: launch() and wait until every member is terminal
   // (commit() raises the group's failure).
   void commit() override;
   void abort(const Status& st) noexcept override;
@@ -90,8 +92,9 @@ class CommitGroup final : public BackwardParticipant, public std::enable_shared_
   Ref<Object> result_;
 };
 
-// The open group of the backward pass running on this thread for the
-// TiledEvictables of `rt`, or null outside a backward pass.
-std::shared_ptr<CommitGroup> backward_group(Runtime& rt);
+// Within a step (a StepScope on this thread), makes `req` (not submitted
+// yet) a member of the step's open group for its runtime and returns the
+// await of its published result; elsewhere returns the request's await.
+Ref<Await> join_step(TileRequest& req);
 
 }  // namespace sw

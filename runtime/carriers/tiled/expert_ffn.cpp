@@ -246,8 +246,10 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
                                          w.down_full->requires_grad() || x->requires_grad() ||
                                          (gates && gates->requires_grad()));
   if (record) {
+    // Its three expert matmuls commit together, or not at all.
     auto done = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
-    Ref<Tensor> out = composed(w, x, ids, gates, out_dtype, activation, acc);
+    Ref<Tensor> out;
+    run_as_step([&] { out = composed(w, x, ids, gates, out_dtype, activation, acc); });
     done->succeed(Ref<Object>(out.get()));
     return done;
   }

@@ -54,8 +54,9 @@ Ref<Await> run_experts(TiledEvictable& te, const std::shared_ptr<const Routing>&
     finish();
     return publish();
   };
+  const Ref<Await> result = join_step(*req);  // within a step, it commits with the step
   req->submit();
-  return await;
+  return result;
 }
 
 // The cotangent of the per-slot products (T, k, N) in the accumulation

@@ -110,6 +110,7 @@ class TileRequest final : public Operation {
 
  private:
   friend class CommitGroup;
+  friend Ref<Await> join_step(TileRequest& req);
   struct Capture {
     int64_t tile;
     Ref<Carrier> buffer;           // the primary buffer whose value is written

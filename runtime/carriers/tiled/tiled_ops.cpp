@@ -101,7 +101,7 @@ Ref<Await> TiledEvictable::evict_async(const Ref<TileSet>& tiles) {
 // waits at once (TileRequest::run_inline).
 static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, const Ref<TileSelection>& sel,
                                Ref<Carrier> destination, sw_residency_purpose_t purpose, bool record,
-                               bool run_inline = false, std::shared_ptr<CommitGroup> group = nullptr) {
+                               bool run_inline = false) {
   te.check_live("project");
   te.check_full(*full, "project");
   sel->check_grid(te.geometry().grid, "project");
@@ -176,14 +176,9 @@ static Ref<Await> project_impl(TiledEvictable& te, const Ref<Tensor>& full, cons
     if (dst->is_owned()) dst->unclaim();
     if (allocated) dst->deallocate();
   };
-  // In a group whose members publish before they commit, the caller waits
-  // for the result rather than for the commit.
-  Ref<Await> result = await;
-  if (group) {
-    req->group = std::move(group);
-    req->published = make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION);
-    result = req->published;
-  }
+  // Within a step of several requests (a backward pass), the request
+  // commits with the step; the caller waits for its result.
+  const Ref<Await> result = join_step(*req);
   try {
     req->submit();
   } catch (...) {
@@ -201,10 +196,8 @@ Ref<Await> TiledEvictable::project(const Ref<Tensor>& full, const Ref<TileSelect
 }
 
 Ref<Tensor> TiledEvictable::materialize(const Ref<Tensor>& full, sw_residency_purpose_t purpose) {
-  // Nothing to move: the copy runs here rather than on a worker. Within a
-  // backward pass, the read commits with the pass (BackwardParticipant).
-  auto await = project_impl(*this, full, full_selection(geo_), nullptr, purpose, false, true,
-                            purpose == SW_PURPOSE_BACKWARD ? backward_group(runtime()) : nullptr);
+  // Nothing to move: the copy runs here rather than on a worker.
+  auto await = project_impl(*this, full, full_selection(geo_), nullptr, purpose, false, true);
   Status st = await->wait(-1);
   if (!st.ok()) st.raise();
   Ref<Object> r = await->result();
