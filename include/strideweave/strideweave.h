@@ -1582,10 +1582,12 @@ SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc);
  * sw_tiled_expert_matmul: its policy is consulted with the experts the call
  * uses (purpose PROJECTION) and its experts are pinned until that request
  * commits (an eviction waits, releasing that TiledEvictable is STATE). The
- * down request, whose PROJECTION await the call returns, commits last: once
- * every product ran and the gate and up requests are terminal, so that all
- * three have committed when the await completes. A failure in any of the
- * three fails the call with its error (the down request commits nothing).
+ * three requests commit together, once all of them did their work (every
+ * product ran), or not at all: a failure in any of them fails the call with
+ * its error and none of them commits (no expert promoted or evicted, no
+ * policy statistic counted). The PROJECTION await the call returns
+ * completes only once all three are terminal, so that nothing of the call
+ * changes after it, failed or not.
  * An expert covered by an incomplete residency request in any of the three
  * refuses the call (STATE) before anything is submitted. When every expert
  * the call uses is resident in all three and no plan moves anything, the

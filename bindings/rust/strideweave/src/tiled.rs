@@ -524,8 +524,9 @@ impl TiledEvictable {
     /// [`expert_matmul`](Self::expert_matmul) is on one: each policy is
     /// consulted with the experts used (purpose PROJECTION), each one's used
     /// experts stay pinned until its request commits (evictions wait,
-    /// disposing it is STATE) and the down request, whose await this is,
-    /// commits last, once every product ran and the other two are done; and
+    /// disposing it is STATE); the three requests commit together, once all
+    /// three did their work, or none does (a failed call changes nothing),
+    /// and the await completes only once all three are terminal; and
     /// each expert's products run on its tile memory in
     /// place as soon as its inputs are there (a missing expert's gate, up
     /// and down tiles are read in that order, each product starting as its

@@ -621,8 +621,8 @@ class ExpertFfnTest extends Fixtures {
         pending = layer.ffn(x, ids, null);
         hold.caught();
         assertFalse(pending.isDone());
-        // The gate request waits for its read; the down request, which completes the call, for
-        // the gate's.
+        // The gate request waits for its read; the other two, which commit with it, for the
+        // gate's.
         InvalidStateException e = exact(InvalidStateException.class, layer.gate::dispose);
         assertTrue(e.getMessage().contains("not terminal"), e::getMessage);
         exact(InvalidStateException.class, layer.down::dispose);
