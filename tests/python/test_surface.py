@@ -116,24 +116,24 @@ def test_reshape_matches_numpy_order_f():
     a = np.arange(24.0).reshape((2, 3, 4), order="F")
     t = sw.tensor(a, dtype=sw.float64)
     for shape in [(6, 4), (4, 6), (24,), (2, 12), (3, 8), (-1, 2)]:
-        np.testing.assert_array_equal(t.reshape(*shape).numpy(), a.reshape(shape, order="F"))
-    np.testing.assert_array_equal(t.flatten().numpy(), a.reshape(-1, order="F"))
-    np.testing.assert_array_equal(t.flatten(1).numpy(), a.reshape((2, 12), order="F"))
+        np.testing.assert_array_equal(t.reshape(*shape, order="F").numpy(), a.reshape(shape, order="F"))
+    np.testing.assert_array_equal(t.flatten(order="F").numpy(), a.reshape(-1, order="F"))
+    np.testing.assert_array_equal(t.flatten(1, order="F").numpy(), a.reshape((2, 12), order="F"))
     # Strided inputs: a transposed and a sliced tensor.
     tt, at = t.permute(2, 0, 1), a.transpose(2, 0, 1)
-    np.testing.assert_array_equal(tt.reshape(8, 3).numpy(), at.reshape((8, 3), order="F"))
+    np.testing.assert_array_equal(tt.reshape(8, 3, order="F").numpy(), at.reshape((8, 3), order="F"))
     ts, as_ = t[:, 1:, ::2], a[:, 1:, ::2]
-    np.testing.assert_array_equal(ts.reshape(-1).numpy(), as_.reshape(-1, order="F"))
+    np.testing.assert_array_equal(ts.reshape(-1, order="F").numpy(), as_.reshape(-1, order="F"))
 
 
 def test_view_fails_where_reshape_copies():
-    t = sw.arange(6, dtype=sw.float32).reshape(2, 3).T  # (3, 2) transposed
-    with pytest.raises(ValueError):
-        t.view(2, 3)
-    r = t.reshape(2, 3)
+    t = sw.arange(6, dtype=sw.float32).reshape(2, 3, order="F").T  # (3, 2) transposed
+    with pytest.raises(RuntimeError, match=r"Use \.reshape\(\.\.\.\) instead"):
+        t.view(2, 3, order="F")
+    r = t.reshape(2, 3, order="F")
     r[0, 0] = 100.0
     assert t[0, 0] == 0.0  # a copy
-    v = t.view(6)
+    v = t.view(6, order="F")
     v[1] = 50.0
     assert t[1, 0] == 50.0  # a view
 
@@ -166,7 +166,7 @@ def test_views_alias_and_bump_the_version():
 
 
 def test_contiguous_clone_detach():
-    t = sw.arange(6, dtype=sw.float32).reshape(2, 3).T
+    t = sw.arange(6, dtype=sw.float32).reshape(2, 3, order="F").T
     c = t.contiguous()
     np.testing.assert_array_equal(c.numpy(), t.numpy())
     k = t.clone()

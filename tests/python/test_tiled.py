@@ -518,7 +518,7 @@ def test_reject_a_compact_shape_mismatch_and_other_scatter_errors():
     before = states(te)
     cases = [
         (lambda: te.scatter(sw.from_numpy(np.zeros((3, O, I), np.float32)), full, sel), sw.StrideWeaveValueError),
-        (lambda: te.scatter(good.numpy(), full, sel), sw.StrideWeaveTypeError),
+        (lambda: te.scatter(good.numpy().tolist(), full, sel), sw.StrideWeaveTypeError),
         (lambda: te.scatter(good, full.numpy(), sel), sw.StrideWeaveTypeError),
         (lambda: te.scatter(good, other.full_tensor(), sel), sw.StrideWeaveTypeError),
         (lambda: te.scatter(other.full_tensor(), full, sel), sw.StrideWeaveTypeError),
@@ -606,7 +606,7 @@ def test_update_in_place_adds_into_the_selected_tiles():
     with pytest.raises(sw.StrideWeaveValueError):
         te.update_async(full, sw.from_numpy(np.ones((2, O, I), np.float32)), sel, reduction="mul")
     with pytest.raises(sw.StrideWeaveTypeError):
-        te.update_async(full, np.ones((2, O, I), np.float32), sel)
+        te.update_async(full, np.ones((2, O, I), np.float32).tolist(), sel)
 
 
 # ---- a Vulkan primary tier -------------------------------------------------------

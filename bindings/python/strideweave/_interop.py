@@ -17,6 +17,7 @@ arrays, empty ones and other carrier classes are copied.
 """
 import numpy as np
 
+from . import _coerce
 from . import _dtypes
 from . import _runtime
 from ._errors import StrideWeaveNotImplementedError, StrideWeaveTypeError, StrideWeaveValueError
@@ -320,3 +321,4 @@ Tensor.__array_interface__ = property(array_interface)
 Tensor.__dlpack__ = dlpack_export
 Tensor.__dlpack_device__ = _dlpack_device
 Tensor.from_numpy = staticmethod(_from_numpy)
+_coerce.register_importers(from_numpy, from_dlpack)

@@ -7,8 +7,8 @@ import numbers
 import numpy as np
 
 from . import _dtypes
-from ._awaits import AwaitResult
 from ._checks import integer
+from ._coerce import as_tensor
 from ._errors import StrideWeaveTypeError
 from ._layout import Layout
 from ._lib import native as N
@@ -36,24 +36,17 @@ def _is_number(x):
     return isinstance(x, (numbers.Real, np.number)) and not isinstance(x, (bool, np.bool_))
 
 
-def _reject(x, op):
-    if isinstance(x, AwaitResult):
-        raise StrideWeaveTypeError(
-            f"{op}: got an {type(x).__name__}, not a Tensor; call .wait() for its Tensor first")
-    raise StrideWeaveTypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-
-
 def _binary(a, b, op):
+    if not isinstance(a, Tensor) and not _is_number(a):
+        a = as_tensor(a, f"{op}: a")
+    if not isinstance(b, Tensor) and not _is_number(b):
+        b = as_tensor(b, f"{op}: b")
     if not isinstance(a, Tensor):
-        if _is_number(a) and isinstance(b, Tensor):
-            a = _scalar_tensor(a, b)
-        else:
-            _reject(a, op)
+        if not isinstance(b, Tensor):
+            raise StrideWeaveTypeError(f"{op}: a or b must be a Tensor; got two numbers")
+        a = _scalar_tensor(a, b)
     if not isinstance(b, Tensor):
-        if _is_number(b):
-            b = _scalar_tensor(b, a)
-        else:
-            _reject(b, op)
+        b = _scalar_tensor(b, a)
     return a, b
 
 
@@ -89,21 +82,25 @@ def mul(a, b):
         return _wrap(_mul_scalar(a._h, float(b)), a)
     if tb and _is_number(a):
         return _wrap(_scalar_mul(float(a), b._h), b)
-    if not isinstance(a, Tensor) and not _is_number(a):
-        _reject(a, "mul")
-    _reject(b, "mul")
+    if not ta and not _is_number(a):
+        a = as_tensor(a, "mul: a")
+    if not tb and not _is_number(b):
+        b = as_tensor(b, "mul: b")
+    if type(a) is Tensor or type(b) is Tensor:
+        return mul(a, b)
+    raise StrideWeaveTypeError("mul: a or b must be a Tensor; got two numbers")
 
 
 def relu(t):
     if type(t) is not Tensor:
-        _reject(t, "relu")
+        t = as_tensor(t, "relu")
     return _wrap(_relu(t._h), t)
 
 
 def reduce_sum(t, axes=None, keepdims=False):
     """Sums over `axes` (all when None; negative counts from the end)."""
     if type(t) is not Tensor:
-        _reject(t, "reduce_sum")
+        t = as_tensor(t, "reduce_sum")
     if axes is None:
         axes = ()
     elif isinstance(axes, (list, tuple)):
@@ -120,9 +117,9 @@ def matmul(a, b, *, out_dtype=None):
     bfloat16, rounded once from float32 sums); ``out_dtype=sw.float32`` with
     float16 or bfloat16 operands returns those float32 sums instead."""
     if type(a) is not Tensor:
-        _reject(a, "matmul")
+        a = as_tensor(a, "matmul: a")
     if type(b) is not Tensor:
-        _reject(b, "matmul")
+        b = as_tensor(b, "matmul: b")
     if out_dtype is None:
         return _wrap(_matmul(a._h, b._h), a)
     if not isinstance(out_dtype, _dtypes.DType):

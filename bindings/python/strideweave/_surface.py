@@ -7,10 +7,10 @@ methods and operators (t.exp(), t - u, t / 2, t < 0, t += 1).
 Axis keywords: every function taking one axis accepts ``axis=`` (NumPy) or
 ``dim=`` (PyTorch); reductions take ``keepdims=`` or ``keepdim=``.
 
-Element order: ``reshape``, ``view`` and ``flatten`` keep the elements in
-first-mode-fastest order, the order of the library's dense layouts: this is
-NumPy's ``order='F'``, so ``t.reshape(3, 2)`` matches
-``np.reshape(a, (3, 2), order='F')`` (not NumPy's default ``order='C'``)."""
+Element order: ``reshape``, ``view`` and ``flatten`` read and place the
+elements in row-major order, as NumPy's and PyTorch's do: ``t.reshape(3, 2)``
+matches ``a.reshape(3, 2)``. ``order="F"`` takes the first-mode-fastest order
+of the C ABI's sw_tensor_reshape instead (NumPy's ``order='F'``)."""
 import builtins
 import collections
 import numbers
@@ -20,13 +20,16 @@ import numpy as np
 from . import _dtypes
 from . import _runtime
 from ._checks import finite, integer
-from ._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, StrideWeaveTypeError,
-                      StrideWeaveValueError)
+from ._coerce import as_tensor
+from ._errors import (StrideWeaveIndexError, StrideWeaveNotImplementedError, StrideWeaveRuntimeError,
+                      StrideWeaveTypeError, StrideWeaveValueError)
 from ._interop import from_numpy
+from ._layout import flat_strides
 from ._lib import native as N
-from ._ops import _is_number, _reject, _wrap, add, mul, reduce_sum
+from ._ops import _is_number, _wrap, add, mul, reduce_sum
 from ._ops import relu as _relu
 from ._tensor import Tensor
+from .carriers import TiledEvictable
 
 MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 TopK = collections.namedtuple("TopK", ["values", "indices"])
@@ -36,9 +39,7 @@ TopK = collections.namedtuple("TopK", ["values", "indices"])
 
 
 def _tensor(x, op):
-    if not isinstance(x, Tensor):
-        _reject(x, op)
-    return x
+    return x if type(x) is Tensor else as_tensor(x, op)
 
 
 def _one_axis(axis, dim, default, op):
@@ -224,7 +225,8 @@ def astype(t, dtype):
     else a copy (floating to integer truncates toward zero; see
     sw_tensor_to_dtype). Differentiable between floating dtypes."""
     d = as_dtype(dtype)
-    return _wrap(N.sw_tensor_to_dtype(_tensor(t, "astype")._h, d.code), t)
+    t = _tensor(t, "astype")
+    return _wrap(N.sw_tensor_to_dtype(t._h, d.code), t)
 
 
 def _to(t, dtype):
@@ -232,22 +234,207 @@ def _to(t, dtype):
     return astype(t, dtype)
 
 
-def reshape(t, *shape):
-    """The elements of `t`, in first-mode-fastest order (NumPy's order='F'),
-    as a tensor of `shape` (one entry may be -1): a view when the layout
-    allows, else a copy, as PyTorch's reshape."""
-    return _wrap(N.sw_tensor_reshape(_tensor(t, "reshape")._h, _shape_args(shape, "shape")), t)
+def _cast(dtype, name, torch_name):
+    def f(self):
+        return astype(self, dtype)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"t.astype(sw.{dtype.name}), as PyTorch's Tensor.{torch_name}(): `t` itself when it already is."
+    return f
 
 
-def view(t, *shape):
-    """As reshape, but always a view: ValueError where no view exists."""
-    return _wrap(N.sw_tensor_view(_tensor(t, "view")._h, _shape_args(shape, "shape")), t)
+_to_float32 = _cast(_dtypes.float32, "float", "float")
+_to_float64 = _cast(_dtypes.float64, "double", "double")
+_to_float16 = _cast(_dtypes.float16, "half", "half")
+_to_bfloat16 = _cast(_dtypes.bfloat16, "bfloat16", "bfloat16")
+_DEVICE_NAMES = {N.SW_CARRIER_CPU: "cpu", N.SW_CARRIER_HOST: "cpu", N.SW_CARRIER_FILE: "file",
+                 N.SW_CARRIER_ZSTD: "zstd", N.SW_CARRIER_VULKAN: "vulkan:0"}
 
 
-def flatten(t, start_dim=0, end_dim=-1):
-    """reshape merging modes start_dim .. end_dim (first mode fastest)."""
-    return _wrap(N.sw_tensor_flatten(_tensor(t, "flatten")._h, integer(start_dim, "start_dim"),
-                                     integer(end_dim, "end_dim")), t)
+def _device(self):
+    """Where the tensor's values are computed, as a string: "cpu" (a CPU or
+    Host carrier), "vulkan:0" (a Vulkan carrier), "file" or "zstd" (a
+    storage carrier); a TiledEvictable tensor names its primary tier's."""
+    carrier = self.carrier
+    if isinstance(carrier, TiledEvictable):
+        carrier = carrier.primary
+    return _DEVICE_NAMES.get(carrier._kind, "cpu")
+
+
+def _order(order, op):
+    if isinstance(order, str) and order.upper() in ("C", "F"):
+        return order.upper()
+    raise StrideWeaveValueError(f"{op}: order must be 'C' (row-major, NumPy's and PyTorch's default) or 'F' "
+                                f"(first mode fastest, the C ABI's order), not {order!r}")
+
+
+def _target_shape(t, shape, op):
+    """`shape` with its -1 inferred from t's element count; ValueError when
+    the counts differ or the shape is not valid."""
+    numel = t.numel()
+    unknown = [i for i, n in enumerate(shape) if n == -1]
+    if len(unknown) > 1:
+        raise StrideWeaveValueError(f"{op}: only one extent can be -1, got shape {shape}")
+    for n in shape:
+        if n < -1:
+            raise StrideWeaveValueError(f"{op}: invalid extent {n} in shape {shape}")
+    known = 1
+    for n in shape:
+        known *= n if n != -1 else 1
+    if unknown:
+        if known == 0 or numel % known:
+            raise StrideWeaveValueError(f"cannot reshape a tensor of size {numel} into shape {shape}")
+        i = unknown[0]
+        return shape[:i] + (numel // known,) + shape[i + 1:]
+    if known != numel:
+        raise StrideWeaveValueError(f"cannot reshape a tensor of size {numel} into shape {shape}")
+    return shape
+
+
+def _view_strides(old_shape, old_strides, new_shape):
+    """The row-major (C order) strides of a view of `new_shape` over a
+    tensor of `old_shape` and `old_strides` (element strides), or None when
+    no such view exists: PyTorch's computeStride (NumPy's
+    _attempt_nocopy_reshape). Modes of the new shape are laid over chunks of
+    old modes that walk one progression."""
+    if not old_shape:
+        return (1,) * len(new_shape)
+    numel = 1
+    for n in old_shape:
+        numel *= n
+    if numel == 0:
+        if tuple(old_shape) == tuple(new_shape):
+            return tuple(old_strides)
+        strides = [1] * len(new_shape)
+        for d in range(len(new_shape) - 2, -1, -1):
+            strides[d] = builtins.max(new_shape[d + 1], 1) * strides[d + 1]
+        return tuple(strides)
+    strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        if tensor_d == 0 or (old_shape[tensor_d - 1] != 1
+                             and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_strides[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(strides)
+
+
+def _reversed_modes(t):
+    """The view of `t` with its modes in reverse order: first-mode-fastest
+    operations on it act in t's row-major order."""
+    n = t.ndim
+    if n < 2:
+        return t
+    return _wrap(N.tensor_permute(t._h, list(range(n - 1, -1, -1))), t)
+
+
+def _no_view(t, shape, order):
+    strides = flat_strides(t.layout)
+    held = f"strides {strides}" if strides is not None else f"layout {t.layout}"
+    return StrideWeaveRuntimeError(
+        f"view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+        f"two contiguous subspaces): shape {t.shape} with {held} cannot be viewed as {shape} in {order} order. "
+        "Use .reshape(...) instead.")
+
+
+def _reshaped(t, shape, order, copy_ok, op):
+    """t's elements in `order` as a tensor of `shape` (-1 inferred): a view
+    where one exists over t's slots, else a dense copy (copy_ok) or
+    RuntimeError."""
+    shape = _target_shape(t, _shape_args(shape, "shape"), op)
+    if order == "F" or (t.ndim < 2 and len(shape) < 2):
+        # The C ABI's own order (the only one when no rank reaches 2).
+        return _first_mode_fastest(t, shape, order, copy_ok)
+    try:
+        return _row_major(t, shape, copy_ok)
+    except (StrideWeaveNotImplementedError, StrideWeaveRuntimeError):
+        if isinstance(t.carrier, TiledEvictable):  # the C ABI's refusal, which says to project
+            _first_mode_fastest(t, shape, order, copy_ok)
+        raise
+
+
+def _first_mode_fastest(t, shape, order, copy_ok):
+    if copy_ok:
+        return _wrap(N.sw_tensor_reshape(t._h, shape), t)
+    try:
+        return _wrap(N.sw_tensor_view(t._h, shape), t)
+    except StrideWeaveValueError:
+        raise _no_view(t, shape, order) from None
+
+
+def _row_major(t, shape, copy_ok):
+    strides = flat_strides(t.layout)
+    if strides is not None and _view_strides(t.shape, strides, shape) is None:
+        if not copy_ok:
+            raise _no_view(t, shape, "C")
+        # PyTorch's reshape: a row-major copy, viewed.
+        source = _reversed_modes(t)
+        dense = _wrap(N.sw_tensor_clone(source._h), t)
+        return _reversed_modes(_wrap(N.sw_tensor_view(dense._h, shape[::-1]), t))
+    # A row-major view exists (or, for a nested layout, the C ABI decides).
+    source = _reversed_modes(t)
+    if copy_ok:
+        return _reversed_modes(_wrap(N.sw_tensor_reshape(source._h, shape[::-1]), t))
+    try:
+        return _reversed_modes(_wrap(N.sw_tensor_view(source._h, shape[::-1]), t))
+    except StrideWeaveValueError:
+        raise _no_view(t, shape, "C") from None
+
+
+def reshape(t, *shape, order="C"):
+    """The elements of `t` as a tensor of `shape` (reshape(2, 3) or
+    reshape((2, 3)); one entry may be -1), as NumPy's and PyTorch's reshape:
+    read and placed in row-major order (order="C", the default), or first
+    mode fastest (order="F", the C ABI's sw_tensor_reshape). A view where
+    one exists over t's strides, else a copy."""
+    t = _tensor(t, "reshape")
+    return _reshaped(t, shape, _order(order, "reshape"), True, "reshape")
+
+
+def view(t, *shape, order="C"):
+    """As reshape, but always a view of t's slots, as torch.Tensor.view:
+    RuntimeError ("... Use .reshape(...) instead") where the shape cannot
+    be laid over t's strides without a copy."""
+    t = _tensor(t, "view")
+    return _reshaped(t, shape, _order(order, "view"), False, "view")
+
+
+def flatten(t, start_dim=0, end_dim=-1, *, order="C"):
+    """reshape merging modes start_dim .. end_dim into one (in row-major
+    order by default, as PyTorch's flatten; order="F": first mode fastest).
+    A rank-0 tensor flattens to rank 1."""
+    t = _tensor(t, "flatten")
+    order = _order(order, "flatten")
+    start, end = integer(start_dim, "start_dim"), integer(end_dim, "end_dim")
+    if order == "F":
+        return _wrap(N.sw_tensor_flatten(t._h, start, end), t)
+    shape = t.shape
+    n = builtins.max(len(shape), 1)
+    for what, d in (("start_dim", start), ("end_dim", end)):
+        if not -n <= d < n:
+            raise StrideWeaveIndexError(f"flatten: {what} {d} is out of range for a tensor of rank {len(shape)} "
+                                        f"(expected in [{-n}, {n - 1}])")
+    start, end = start % n, end % n
+    if start > end:
+        raise StrideWeaveValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    if not shape:
+        return _reshaped(t, (1,), order, True, "flatten")
+    merged = 1
+    for extent in shape[start:end + 1]:
+        merged *= extent
+    return _reshaped(t, shape[:start] + (merged,) + shape[end + 1:], order, True, "flatten")
 
 
 def unsqueeze(t, axis=None, *, dim=None):
@@ -255,34 +442,40 @@ def unsqueeze(t, axis=None, *, dim=None):
     a = _one_axis(axis, dim, None, "unsqueeze")
     if a is None:
         raise StrideWeaveTypeError("unsqueeze: an axis is required")
-    return _wrap(N.sw_tensor_unsqueeze(_tensor(t, "unsqueeze")._h, a), t)
+    t = _tensor(t, "unsqueeze")
+    return _wrap(N.sw_tensor_unsqueeze(t._h, a), t)
 
 
 def squeeze(t, axis=None, *, dim=None):
     """The view without modes of extent 1 (only the listed ones, if any)."""
     axes = _axes(axis, dim, "squeeze")
-    return _wrap(N.sw_tensor_squeeze(_tensor(t, "squeeze")._h, () if axes is None else axes), t)
+    t = _tensor(t, "squeeze")
+    return _wrap(N.sw_tensor_squeeze(t._h, () if axes is None else axes), t)
 
 
 def expand(t, *shape):
     """The broadcast view of `shape` (-1 keeps a mode); in-place writes to it
     are refused (ValueError)."""
-    return _wrap(N.sw_tensor_expand(_tensor(t, "expand")._h, _shape_args(shape, "shape")), t)
+    t = _tensor(t, "expand")
+    return _wrap(N.sw_tensor_expand(t._h, _shape_args(shape, "shape")), t)
 
 
 def contiguous(t):
     """`t` itself when dense, else a dense copy."""
-    return _wrap(N.sw_tensor_contiguous(_tensor(t, "contiguous")._h), t)
+    t = _tensor(t, "contiguous")
+    return _wrap(N.sw_tensor_contiguous(t._h), t)
 
 
 def clone(t):
     """A dense copy (differentiable)."""
-    return _wrap(N.sw_tensor_clone(_tensor(t, "clone")._h), t)
+    t = _tensor(t, "clone")
+    return _wrap(N.sw_tensor_clone(t._h), t)
 
 
 def detach(t):
     """A view outside autograd (no history, no requires_grad)."""
-    return _wrap(N.sw_tensor_detach(_tensor(t, "detach")._h), t)
+    t = _tensor(t, "detach")
+    return _wrap(N.sw_tensor_detach(t._h), t)
 
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -340,8 +533,61 @@ _element_get = Tensor.__getitem__
 _element_set = Tensor.__setitem__
 
 
+def _tiled_index_error(t, key):
+    """The error for indexing a tensor on a TiledEvictable with `key`:
+    NotImplementedError saying how to project the tiles it names."""
+    te = t.carrier
+    grid, tile, shape = te.grid_shape, te.tile_shape, t.shape
+    keys = key if isinstance(key, tuple) else (key,)
+    if Ellipsis in keys and keys.count(Ellipsis) == 1:
+        i = keys.index(Ellipsis)
+        keys = keys[:i] + (slice(None),) * (len(shape) - len(keys) + 1) + keys[i + 1:]
+    keys = keys + (slice(None),) * (len(shape) - len(keys))
+    per_axis, picks = [], []
+    for k, n, g, w in zip(keys, shape, grid, tile):
+        if isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)) and -n <= k < n:
+            k %= n
+            per_axis.append([k // w])
+            picks.append(str(k % w))
+        elif isinstance(k, slice) and k == slice(None):
+            per_axis.append(list(range(g)))
+            picks.append(":")
+        else:
+            per_axis = None
+            break
+    how = None
+    if per_axis is not None and len(keys) == len(shape):
+        while picks and picks[-1] == ":":
+            picks.pop()
+        how = (f"te.project(full, sw.TileSelection({per_axis})).wait()[{', '.join(picks)}] is "
+               f"full[{_key_text(key)}]")
+    if how is None:
+        how = ("te.project(full, sw.TileSelection([...])).wait(), with one list of tile coordinates per axis, "
+               "then index the compact tensor")
+    return StrideWeaveNotImplementedError(
+        f"a tensor on a TiledEvictable cannot be indexed: its tiles are moved between tiers and read by "
+        f"projection. Project the tiles you need into a compact tensor first (te = full.carrier): {how}")
+
+
+def _key_text(key):
+    def one(k):
+        if k is Ellipsis:
+            return "..."
+        if isinstance(k, slice):
+            parts = ["" if v is None else str(v) for v in (k.start, k.stop, k.step)]
+            return ":".join(parts[:2] if k.step is None else parts)
+        return repr(k)
+
+    return ", ".join(one(k) for k in key) if isinstance(key, tuple) else one(key)
+
+
 def _getitem(self, key):
-    v = _index_view(self, key)
+    try:
+        v = _index_view(self, key)
+    except StrideWeaveNotImplementedError:
+        if not isinstance(self.carrier, TiledEvictable):
+            raise
+        raise _tiled_index_error(self, key) from None
     return _element_get(self, key) if v is None else v
 
 
@@ -362,7 +608,8 @@ def _setitem(self, key, value):
 
 def _unary(code, name):
     def f(t):
-        return _wrap(N.sw_unary(code, _tensor(t, name)._h), t)
+        t = _tensor(t, name)
+        return _wrap(N.sw_unary(code, t._h), t)
 
     f.__name__ = f.__qualname__ = name
     return f
@@ -394,9 +641,11 @@ _relu_any = _unary(N.SW_UNARY_RELU, "relu")
 def relu(t):
     """max(t, 0) elementwise (every dtype but bool); float32 and float64
     take the spec's direct op, which also serves TiledEvictable tensors."""
-    if isinstance(t, Tensor) and t.dtype not in _SIX_DTYPES:
+    t = _tensor(t, "relu")
+    if t.dtype not in _SIX_DTYPES:
         return _relu_any(t)
     return _relu(t)
+
 
 _FLOATY = (float, np.floating)
 _SIX_DTYPES = (_dtypes.float32, _dtypes.float64)
@@ -417,6 +666,10 @@ def _scalar_target(t, s):
 def _binary(code, name):
     def f(a, b):
         ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+        if not ta and not _is_number(a):
+            a, ta = _tensor(a, f"{name}: a"), True
+        if not tb and not _is_number(b):
+            b, tb = _tensor(b, f"{name}: b"), True
         if ta and tb:
             return _wrap(N.sw_binary(code, a._h, b._h), a)
         if ta and _is_number(b):
@@ -425,7 +678,7 @@ def _binary(code, name):
         if tb and _is_number(a):
             b = _scalar_target(b, a)
             return _wrap(N.sw_scalar_binary(code, float(a), b._h), b)
-        _reject(a if not ta else b, name)
+        raise StrideWeaveTypeError(f"{name}: a or b must be a Tensor; got two numbers")
 
     f.__name__ = f.__qualname__ = name
     return f
@@ -457,6 +710,16 @@ _add_promoting = _binary(N.SW_BINARY_ADD, "add")
 _mul_promoting = _binary(N.SW_BINARY_MUL, "mul")
 
 
+def _operands(a, b, op):
+    """a and b with each side that is neither a Tensor nor a number taken as
+    a Tensor (NumPy arrays, CPU DLPack tensors)."""
+    if not isinstance(a, Tensor) and not _is_number(a):
+        a = _tensor(a, f"{op}: a")
+    if not isinstance(b, Tensor) and not _is_number(b):
+        b = _tensor(b, f"{op}: b")
+    return a, b
+
+
 def _six_op_path(a, b):
     """Whether a op b can take the six ops' path (which also serves tiled
     tensors): f32 / f64 tensors of one dtype, or one with a number."""
@@ -468,11 +731,13 @@ def _six_op_path(a, b):
 
 def _add(a, b):
     """a + b, broadcast and promoted (either side may be a number)."""
+    a, b = _operands(a, b, "add")
     return add(a, b) if _six_op_path(a, b) else _add_promoting(a, b)
 
 
 def _mul(a, b):
     """a * b elementwise, broadcast and promoted (either side may be a number)."""
+    a, b = _operands(a, b, "mul")
     return mul(a, b) if _six_op_path(a, b) else _mul_promoting(a, b)
 
 
@@ -495,6 +760,7 @@ def _operator_ne(self, other):
 def _operator_sub(a, b):
     """a - b. A TiledEvictable tensor, which takes only the six direct ops,
     computes it as a + (-1 * b), as the operator always has."""
+    a, b = _operands(a, b, "sub")
     try:
         return sub(a, b)
     except StrideWeaveNotImplementedError:
@@ -537,7 +803,11 @@ def where(condition, a, b):
     """condition ? a : b elementwise, broadcast together; `condition` is a
     bool tensor (no gradient), `a` or `b` may be a number (a rank-0 tensor
     of the other's dtype)."""
-    _tensor(condition, "where")
+    condition = _tensor(condition, "where: condition")
+    if not isinstance(a, Tensor) and not _is_number(a) and not isinstance(a, (bool, np.bool_)):
+        a = _tensor(a, "where: a")
+    if not isinstance(b, Tensor) and not _is_number(b) and not isinstance(b, (bool, np.bool_)):
+        b = _tensor(b, "where: b")
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise StrideWeaveTypeError("where: a or b must be a Tensor")
     if not isinstance(a, Tensor):
@@ -553,8 +823,8 @@ def where(condition, a, b):
 def _reduce(code, name):
     def f(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
         axes = _axes(axis, dim, name)
-        return _wrap(N.sw_reduce(code, _tensor(t, name)._h, () if axes is None else axes, _keep(keepdims, keepdim)),
-                     t)
+        t = _tensor(t, name)
+        return _wrap(N.sw_reduce(code, t._h, () if axes is None else axes, _keep(keepdims, keepdim)), t)
 
     f.__name__ = f.__qualname__ = name
     return f
@@ -590,7 +860,8 @@ def _minmax(code, name, values_only):
             # NumPy: values only, over one axis, several or all.
             return (amax if code == N.SW_REDUCE_MAX else amin)(t, axis, keep)
         # PyTorch: (values, indices) along one dim.
-        v, i = N.sw_reduce_index(code, _tensor(t, name)._h, integer(dim, f"{name}: dim"), keep)
+        t = _tensor(t, name)
+        v, i = N.sw_reduce_index(code, t._h, integer(dim, f"{name}: dim"), keep)
         return MinMax(_wrap(v, t), _wrap(i, t))
 
     f.__name__ = f.__qualname__ = name
@@ -606,8 +877,8 @@ PyTorch's, a (values, indices) pair along that dim."""
 
 
 def argmax(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
-    """The int64 index of the first max along `axis` (the flat first-mode-
-    fastest index of the flattened tensor when None)."""
+    """The int64 index of the first max along `axis` (the flat row-major
+    index of the flattened tensor when None, as NumPy's and PyTorch's)."""
     a = _one_axis(axis, dim, None, "argmax")
     t = _tensor(t, "argmax")
     if a is None:
@@ -627,53 +898,57 @@ def argmin(t, axis=None, keepdims=None, *, dim=None, keepdim=None):
 def softmax(t, axis=None, *, dim=None):
     """exp(t) / sum(exp(t)) along `axis` (default the last), computed
     stably; floating dtypes."""
-    return _wrap(N.sw_softmax(_tensor(t, "softmax")._h, _one_axis(axis, dim, -1, "softmax")), t)
+    t = _tensor(t, "softmax")
+    return _wrap(N.sw_softmax(t._h, _one_axis(axis, dim, -1, "softmax")), t)
 
 
 def log_softmax(t, axis=None, *, dim=None):
     """log(softmax(t)) along `axis` (default the last), computed as
     (t - max) - log(sum(exp(t - max)))."""
-    return _wrap(N.sw_log_softmax(_tensor(t, "log_softmax")._h, _one_axis(axis, dim, -1, "log_softmax")), t)
+    t = _tensor(t, "log_softmax")
+    return _wrap(N.sw_log_softmax(t._h, _one_axis(axis, dim, -1, "log_softmax")), t)
 
 
 def topk(t, k, axis=None, *, dim=None):
     """The k largest values along `axis` (default the last), sorted
     descending, ties to the lower index, and their int64 indices: a
     (values, indices) pair."""
-    v, i = N.sw_topk(_tensor(t, "topk")._h, integer(k, "k"), _one_axis(axis, dim, -1, "topk"))
+    t = _tensor(t, "topk")
+    v, i = N.sw_topk(t._h, integer(k, "k"), _one_axis(axis, dim, -1, "topk"))
     return TopK(_wrap(v, t), _wrap(i, t))
 
 
 def index_select(t, axis, index):
     """The rows of `t` along `axis` picked by `index` (an int32 / int64
     tensor of rank 0 or 1), as PyTorch's index_select."""
-    return _wrap(N.sw_index_select(_tensor(t, "index_select")._h, integer(axis, "axis"),
-                                   _tensor(index, "index_select")._h), t)
+    t, index = _tensor(t, "index_select"), _tensor(index, "index_select: index")
+    return _wrap(N.sw_index_select(t._h, integer(axis, "axis"), index._h), t)
 
 
 def gather(t, axis, index):
     """out[c] = t[c with c[axis] = index[c]] (PyTorch's gather)."""
-    return _wrap(N.sw_gather(_tensor(t, "gather")._h, integer(axis, "axis"), _tensor(index, "gather")._h), t)
+    t, index = _tensor(t, "gather"), _tensor(index, "gather: index")
+    return _wrap(N.sw_gather(t._h, integer(axis, "axis"), index._h), t)
 
 
 def index_add(t, axis, index, source):
     """A copy of `t` with the rows of `source` added at the rows `index`
     picks along `axis` (repeated indices accumulate)."""
-    return _wrap(N.sw_index_add(_tensor(t, "index_add")._h, integer(axis, "axis"), _tensor(index, "index_add")._h,
-                                _tensor(source, "index_add")._h), t)
+    t, index = _tensor(t, "index_add"), _tensor(index, "index_add: index")
+    source = _tensor(source, "index_add: source")
+    return _wrap(N.sw_index_add(t._h, integer(axis, "axis"), index._h, source._h), t)
 
 
 def scatter_add(t, axis, index, source):
     """A copy of `t` with source[c] added at c with c[axis] = index[c]
     (PyTorch's scatter_add; the adjoint of gather)."""
-    return _wrap(N.sw_scatter_add(_tensor(t, "scatter_add")._h, integer(axis, "axis"),
-                                  _tensor(index, "scatter_add")._h, _tensor(source, "scatter_add")._h), t)
+    t, index = _tensor(t, "scatter_add"), _tensor(index, "scatter_add: index")
+    source = _tensor(source, "scatter_add: source")
+    return _wrap(N.sw_scatter_add(t._h, integer(axis, "axis"), index._h, source._h), t)
 
 
 def _join(tensors, axis, dim, stack_, op):
-    ts = finite(tensors, f"{op}: tensors")
-    for x in ts:
-        _tensor(x, op)
+    ts = tuple(_tensor(x, f"{op}: tensors[{i}]") for i, x in enumerate(finite(tensors, f"{op}: tensors")))
     if not ts:
         raise StrideWeaveValueError(f"{op}: needs at least one tensor")
     return _wrap(N.tensors_join([x._h for x in ts], _one_axis(axis, dim, 0, op), stack_), ts[0])
@@ -695,13 +970,12 @@ def stack(tensors, axis=None, *, dim=None):
 
 def _inplace(code, name):
     def f(self, other):
-        _tensor(self, name)
-        if isinstance(other, Tensor):
-            N.sw_binary_inplace(code, self._h, other._h)
-        elif _is_number(other):
+        self = _tensor(self, name)
+        if _is_number(other):
             N.sw_binary_scalar_inplace(code, self._h, float(other))
         else:
-            _reject(other, name)
+            other = _tensor(other, f"{name}: other")
+            N.sw_binary_inplace(code, self._h, other._h)
         return self
 
     f.__name__ = f.__qualname__ = name
@@ -724,7 +998,8 @@ def fill_(self, value):
     """Every element = value, in place (one version step)."""
     if not isinstance(value, (numbers.Real, np.generic)):
         raise StrideWeaveTypeError(f"fill_: value must be a number, not {type(value).__name__}")
-    N.sw_tensor_fill(_tensor(self, "fill_")._h, float(value))
+    self = _tensor(self, "fill_")
+    N.sw_tensor_fill(self._h, float(value))
     return self
 
 
@@ -736,7 +1011,8 @@ def zero_(self):
 def copy_(self, source):
     """self = source (broadcast, converted to self's dtype), in place;
     differentiable with respect to `source`."""
-    N.sw_tensor_copy_from(_tensor(self, "copy_")._h, _tensor(source, "copy_")._h)
+    self, source = _tensor(self, "copy_"), _tensor(source, "copy_: source")
+    N.sw_tensor_copy_from(self._h, source._h)
     return self
 
 
@@ -819,6 +1095,8 @@ number, or a Tensor broadcast to it)."""
               expand, contiguous, clone, detach, sum):
         setattr(T, f.__name__, f)
     T.to = _to
+    T.float, T.double, T.half, T.bfloat16 = _to_float32, _to_float64, _to_float16, _to_bfloat16
+    T.device = property(_device)
     T.__array_priority__ = 1000  # NumPy defers binary operators with a Tensor to it
 
 

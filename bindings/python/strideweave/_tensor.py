@@ -95,14 +95,20 @@ class Tensor:
         """The rank: the number of top-level modes."""
         return len(self.shape)
 
+    def dim(self):
+        """The rank (PyTorch's Tensor.dim(); the ndim property)."""
+        return len(self.shape)
+
     def numel(self):
         """The number of elements."""
         return N.sw_tensor_numel(self._h)
 
     @property
     def size(self):
-        """Number of elements (NumPy's ndarray.size)."""
-        return N.sw_tensor_numel(self._h)
+        """The number of elements as an int (NumPy's ndarray.size) that can
+        also be called as PyTorch's Tensor.size(): t.size() is the shape
+        tuple, t.size(dim) one extent (negative dims count from the end)."""
+        return Size(self.shape)
 
     def __len__(self):
         shape = self.shape
@@ -221,6 +227,37 @@ class Tensor:
             body = np.array2string(np.asarray(values), separator=", ", prefix="Tensor(")
             return f"Tensor({body}, {head})"
         return f"Tensor({head})"
+
+
+class Size(int):
+    """The number of elements of a shape (an int, NumPy's ndarray.size),
+    callable as PyTorch's Tensor.size: size() is the shape tuple, size(dim)
+    the extent of mode `dim`."""
+
+    def __new__(cls, shape):
+        n = 1
+        for extent in shape:
+            n *= extent
+        obj = int.__new__(cls, n)
+        obj._shape = tuple(shape)
+        return obj
+
+    def __call__(self, dim=None):
+        """The shape (a tuple of ints), or with `dim` the extent of that mode."""
+        shape = self._shape
+        if dim is None:
+            return shape
+        d = integer(dim, "dim")
+        n = len(shape)
+        if not shape:
+            raise StrideWeaveIndexError(f"dimension specified as {d} but the tensor has no dimensions")
+        if not -n <= d < n:
+            raise StrideWeaveIndexError(f"dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                                        f"but got {d})")
+        return shape[d]
+
+    def __reduce__(self):
+        return int, (int(self),)
 
 
 def adopt_tensor(h, rt):

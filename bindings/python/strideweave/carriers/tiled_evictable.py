@@ -6,6 +6,7 @@ import numbers
 from .. import _dtypes, _handles
 from .._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
 from .._checks import finite, integer
+from .._coerce import as_tensor, type_name
 from .._errors import StrideWeaveTypeError, StrideWeaveValueError
 from .._lib import native as N
 from .._tensor import Tensor
@@ -56,11 +57,7 @@ def _shape_arg(value, what):
 
 
 def _tensor(value, what):
-    if isinstance(value, AwaitResult):
-        raise StrideWeaveTypeError(f"{what}: got an {type(value).__name__}, not a Tensor; call .wait() first")
-    if not isinstance(value, Tensor):
-        raise StrideWeaveTypeError(f"{what} must be a Tensor, not {type(value).__name__}")
-    return value
+    return as_tensor(value, what)
 
 
 def _reduction(value):
@@ -240,9 +237,14 @@ class TiledEvictable(Carrier):
         selection = _selection(selection)
         if destination is not None:
             if isinstance(destination, TiledEvictable) or not isinstance(destination, Carrier):
+                hint = ""
+                if isinstance(destination, Tensor) or hasattr(type(destination), "__dlpack__"):
+                    hint = ("; to project into an existing CPU buffer pass its carrier: "
+                            "sw.from_dlpack(buffer).carrier (or sw.from_numpy(array).carrier), which shares "
+                            "its memory")
                 raise StrideWeaveTypeError(
                     f"destination must be an ordinary carrier of the primary tier's class, not "
-                    f"{type(destination).__name__}")
+                    f"{type_name(destination)}{hint}")
             dest_h = destination._h
         else:
             dest_h = None
@@ -264,9 +266,9 @@ class TiledEvictable(Carrier):
         experts = _tensor(experts, "experts")
         x = _tensor(x, "x")
         ids = _tensor(ids, "ids")
-        gates_h = None if gates is None else _tensor(gates, "gates")._h
+        gates = None if gates is None else _tensor(gates, "gates")
         code = _out_dtype_code(out_dtype, "expert_matmul")
-        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, gates_h, code)
+        h = N.tiled_expert_matmul(self._h, experts._h, x._h, ids._h, None if gates is None else gates._h, code)
         return AwaitProjection._adopt(h, self._rt)
 
     def scatter(self, compact, template, selection, reduction="replace"):
@@ -391,11 +393,11 @@ def expert_ffn(x, ids, gate, up, down, gates=None, *, activation="silu", out_dty
     gate_te, gate = _experts_of(gate, "gate")
     up_te, up = _experts_of(up, "up")
     down_te, down = _experts_of(down, "down")
-    gates_h = None if gates is None else _tensor(gates, "gates")._h
+    gates = None if gates is None else _tensor(gates, "gates")
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise StrideWeaveValueError(
             f"expert_ffn: activation must be one of {', '.join(map(repr, _ACTIVATIONS))}, not {activation!r}")
     code = _out_dtype_code(out_dtype, "expert_ffn")
-    h = N.tiled_expert_ffn(gate_te._h, gate._h, up_te._h, up._h, down_te._h, down._h, x._h, ids._h, gates_h,
-                           _ACTIVATIONS[activation], code)
+    h = N.tiled_expert_ffn(gate_te._h, gate._h, up_te._h, up._h, down_te._h, down._h, x._h, ids._h,
+                           None if gates is None else gates._h, _ACTIVATIONS[activation], code)
     return AwaitProjection._adopt(h, gate_te._rt)
