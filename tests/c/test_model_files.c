@@ -1108,6 +1108,46 @@ static unsigned char* st_buffer(const char* json, size_t data, size_t* out_n) {
   return buf;
 }
 
+/* A file of another kind opened as safetensors (a checkpoint's index.json, an
+ * .npy, a text file) is DATA_CORRUPT saying so and naming the file, not a
+ * report of the absurd header length its first 8 bytes would give. */
+static void safetensors_opener_refuses_other_files(void** state) {
+  fixture_t* f = FIXTURE(state);
+  char path[512], expected[600];
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* c = NULL;
+  const char* names[1] = {"w"};
+
+  static const char index_json[] =
+      "{\"metadata\": {\"total_size\": 16}, \"weight_map\": {\"w\": \"model-00001-of-00001.safetensors\"}}\n";
+  path_in(f, "model.safetensors.index.json", path, sizeof path);
+  write_bytes(path, index_json, strlen(index_json));
+  snprintf(expected, sizeof expected, "'%s' is not a safetensors file: ", path);
+  SW_FAILS(sw_carrier_open_safetensors(f->rt, path, "w", NULL, &info, &c), SW_ERROR_DATA_CORRUPT, expected);
+  SW_FAILS(sw_carrier_open_safetensors_stack(f->rt, path, names, 1, NULL, &info, &c), SW_ERROR_DATA_CORRUPT, expected);
+
+  const float values[4] = {1, 2, 3, 4};
+  path_in(f, "w.npy", path, sizeof path);
+  write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", values, sizeof values);
+  snprintf(expected, sizeof expected, "'%s' is not a safetensors file: ", path);
+  SW_FAILS(sw_carrier_open_safetensors(f->rt, path, "w", NULL, &info, &c), SW_ERROR_DATA_CORRUPT, expected);
+  SW_OK_(sw_carrier_open_npy(f->rt, path, NULL, &info, &c)); /* the file itself is fine */
+  sw_carrier_release(c);
+  c = NULL;
+
+  path_in(f, "notes.txt", path, sizeof path);
+  write_bytes(path, "weights go here\n", 16);
+  snprintf(expected, sizeof expected, "'%s' is not a safetensors file: ", path);
+  SW_FAILS(sw_carrier_open_safetensors(f->rt, path, "w", NULL, &info, &c), SW_ERROR_DATA_CORRUPT, expected);
+  assert_null(c);
+
+  /* The parser itself: a length within the buffer whose header is not JSON. */
+  const unsigned char npy_like[16] = {2, 0, 0, 0, 0, 0, 0, 0, 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  SW_FAILS(sw_testing_parse_safetensors_header(npy_like, sizeof npy_like, 0, NULL, NULL, NULL), SW_ERROR_DATA_CORRUPT,
+           "safetensors buffer: not a safetensors file");
+}
+
 static void npy_header_rules(void** state) {
   (void)state;
   static const header_case_t cases[] = {
@@ -1649,6 +1689,7 @@ int main(void) {
       T(direct_io_falls_back),
       T(header_reads_are_fault_points),
       T(opener_errors),
+      T(safetensors_opener_refuses_other_files),
       cmocka_unit_test(npy_header_rules),
       cmocka_unit_test(safetensors_header_rules),
       cmocka_unit_test(corpus_replay),

@@ -41,6 +41,11 @@ def st_bytes(header, data=b""):
     return struct.pack("<Q", len(text)) + text + data
 
 
+# A sharded checkpoint's index, the file most often opened as safetensors by mistake.
+INDEX_JSON = (b'{"metadata": {"total_size": 16}, '
+              b'"weight_map": {"w": "model-00001-of-00001.safetensors"}}\n')
+
+
 def main():
     NPY.mkdir(exist_ok=True)
     SAFETENSORS.mkdir(exist_ok=True)
@@ -119,6 +124,11 @@ def main():
     st("length-past-eof", "DATA_CORRUPT", struct.pack("<Q", 1000) + b'{"a":1}')
     st("length-huge", "DATA_CORRUPT", struct.pack("<Q", 2 ** 63) + b"{}")
     st("zero-length", "DATA_CORRUPT", struct.pack("<Q", 0))
+    # Other files opened as safetensors: "... is not a safetensors file".
+    st("index-json", "DATA_CORRUPT", INDEX_JSON)
+    st("npy-file", "DATA_CORRUPT", numpy_file(np.arange(4, dtype=np.float32)))
+    st("text-file", "DATA_CORRUPT", b"weights go here\n")
+    st("length-then-npy", "DATA_CORRUPT", struct.pack("<Q", 10) + b"\x93NUMPY\x01\x00v\x00")
     st("bad-json", "DATA_CORRUPT", st_bytes(b'{"a": {"dtype": "F32",, }}'))
     st("not-object", "DATA_CORRUPT", st_bytes(b"[]"))
     st("trailing-text", "DATA_CORRUPT", st_bytes(b'{} x'))

@@ -374,6 +374,33 @@ def test_open_errors_name_the_file_and_field(tmp_path):
         File.open_safetensors(huge, "w")
 
 
+@pytest.mark.parametrize("kind", ["index.json", "npy", "text"])
+def test_safetensors_opener_refuses_other_files(tmp_path, kind):
+    """A sharded checkpoint's index.json, an .npy or a text file opened as
+    safetensors is DataCorruptError saying so and naming the file, not a
+    report of the absurd header length its first 8 bytes would give."""
+    if kind == "index.json":
+        path = tmp_path / "model.safetensors.index.json"
+        path.write_text(json.dumps({"metadata": {"total_size": 16},
+                                    "weight_map": {"w": "model-00001-of-00001.safetensors"}}))
+    elif kind == "npy":
+        path = tmp_path / "w.npy"
+        np.save(path, np.arange(4, dtype=np.float32))
+    else:
+        path = tmp_path / "notes.txt"
+        path.write_text("weights go here\n")
+    for open_it in (lambda: File.open_safetensors(path, "w"), lambda: File.open_safetensors(path, ["w"])):
+        with pytest.raises(sw.Error) as caught:
+            open_it()
+        assert type(caught.value) is sw.DataCorruptError
+        assert caught.value.code == sw.ErrorCode.DATA_CORRUPT
+        message = str(caught.value)
+        assert message.startswith(f"'{path}' is not a safetensors file: "), message
+        assert "not a safetensors file" in message
+    if kind == "npy":
+        assert File.open_npy(path).shape == (4,)  # the file itself is fine
+
+
 def test_header_parser_hooks_replay_corpus():
     from strideweave import _native as N
     corpus = pathlib.Path(__file__).resolve().parents[1] / "corpus"

@@ -651,15 +651,38 @@ const StoredTensor* SafetensorsHeader::find(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+// DATA_CORRUPT for input that is no safetensors file at all (an index.json,
+// an .npy, a text file): its first bytes read as an implausible header. A
+// file's message starts with its quoted path, "'<path>' is not a safetensors
+// file: ..."; other sources keep the "<source>: " form of every message.
+[[noreturn]] void not_safetensors(const std::string& source, const std::string& what) {
+  static const std::string file_prefix = "safetensors file ";
+  if (source.compare(0, file_prefix.size(), file_prefix) == 0)
+    throw_error(SW_ERROR_DATA_CORRUPT, source.substr(file_prefix.size()) + " is not a safetensors file: " + what);
+  throw_error(SW_ERROR_DATA_CORRUPT, source + ": not a safetensors file: " + what);
+}
+
+}  // namespace
+
 uint64_t safetensors_header_length(const std::byte* data, size_t size, uint64_t file_size, const std::string& source) {
   if (size < 8 || file_size < 8)
     corrupt(source, "header length", "truncated: " + std::to_string(std::min<uint64_t>(size, file_size)) +
                                          " bytes, not a safetensors file (it starts with an 8-byte length)");
   const uint64_t n = load_le(data, 8);
+  // A safetensors file starts with the little-endian length of the JSON
+  // header that follows it. Text, an .npy magic or any other format read as
+  // that length gives an absurd number (8 ASCII bytes read at least 2^61):
+  // say what the file is not rather than report the number alone.
   if (n > kSafetensorsMaxHeaderBytes)
-    corrupt(source, "header length", std::to_string(n) + " bytes exceeds the limit of " + std::to_string(kSafetensorsMaxHeaderBytes));
+    not_safetensors(source, "header length: " + std::to_string(n) + " bytes exceeds the limit of " +
+                                std::to_string(kSafetensorsMaxHeaderBytes) + " (its first 8 bytes are not a header length)");
   if (n > file_size - 8)
-    corrupt(source, "header length", std::to_string(n) + " bytes passes the end of the file (" + std::to_string(file_size) + " bytes)");
+    not_safetensors(source, "header length: " + std::to_string(n) + " bytes passes the end of the file (" +
+                                std::to_string(file_size) + " bytes)");
+  if (n > 0 && size > 8 && std::to_integer<char>(data[8]) != '{')
+    not_safetensors(source, "the JSON header after the 8-byte length must start with '{'");
   return n;
 }
 

@@ -74,7 +74,9 @@ struct SafetensorsHeader {
 };
 
 // The JSON header's length from the file's first 8 bytes; DATA_CORRUPT
-// when it passes the end of the file or the limit.
+// when it passes the end of the file or the limit, or when the byte after it
+// (if given) is not '{': then the message says the input "is not a
+// safetensors file" (an index.json, an .npy, a text file opened by mistake).
 uint64_t safetensors_header_length(const std::byte* data, size_t size, uint64_t file_size, const std::string& source);
 
 // Parses a safetensors header: `data` holds the first `size` bytes of a file
