@@ -11,10 +11,24 @@
 # soak are tests too (the soak also under TSan), the fuzz targets run for a
 # short time under libFuzzer (clang), and the Python examples run under
 # valgrind.
+# Every code block of the README and docs/ is compiled and run
+# (tools/docs/run_docs_check.sh).
+#
+# --quick: the quick tier of TESTING.md instead: the release build, its C
+# suites and the Python suite (a couple of minutes once the build exists).
+#
 # Prints one closing line "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+quick=0
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_tests.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
 bash tools/install_deps.sh || exit 1
 
 # Each stage's header says how long the command has run so far (SECONDS:
@@ -61,6 +75,20 @@ run_meson() {  # run_meson LABEL DIR [VAR=value...] [-- meson test arguments...]
 
 stage "build: release"
 bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
+
+if [ "$quick" -eq 1 ]; then
+  stage "C suites (release)"
+  run_meson c-release build
+  stage "Python suites"
+  python3 -m pytest -q tests/python
+  record python $?
+  echo
+  stage "end (quick tier)"
+  if ((${#failures[@]})); then echo "failed: ${failures[*]}"; fi
+  echo "tests: $passed passed, $failed failed, $skipped skipped"
+  [ "$failed" -eq 0 ]
+  exit
+fi
 # The sanitizer trees build at -O1 (as the sanitizers' own docs advise): at
 # -O2 the CPU kernels' instantiations (runtime/carriers/cpu/cpu_elementwise.cpp
 # and its neighbours) took twice as long to compile under ASan+UBSan, and their suites run in
@@ -108,6 +136,9 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "leaks: Python examples (valgrind memcheck)"
   python3 tools/leaks/check_python_examples.py
   record leaks-python-examples $?
+  stage "Python wheel (release build, auditwheel repair, the quickstart in a fresh venv)"
+  bash tools/wheel/build_wheel.sh
+  record python-wheel $?
 fi
 
 # The Java binding: meson built its JNI layer into build/bindings/java when
@@ -179,6 +210,10 @@ else
   echo "SKIP: rust-sanitize: no cargo"
   skipped=$((skipped + 2))
 fi
+
+stage "docs: the code blocks of README.md and docs/*.md"
+bash tools/docs/run_docs_check.sh
+record docs $?
 
 echo
 stage "end"
