@@ -1,11 +1,40 @@
 #!/usr/bin/env bash
-# Installs what StrideWeave needs to build and test, if it is missing.
+# Installs what StrideWeave needs, if it is missing:
+#   tools/install_deps.sh --main   what the main job (tools/run_demo.sh) needs:
+#                                  the build toolchain, libuv, zstd, oneDNN,
+#                                  cmocka, swig and the Python headers, and the
+#                                  demo's Python packages (numpy, torch,
+#                                  safetensors, matplotlib, zstandard)
+#   tools/install_deps.sh          everything tools/run_tests.sh needs: the above
+#                                  and the Java binding's JDK and Maven, the
+#                                  Vulkan tools, the Rust toolchain and bindgen,
+#                                  valgrind, clang/libFuzzer, abigail-tools,
+#                                  OpenBLAS, and the wheel check's patchelf and
+#                                  auditwheel
+# Supports Debian 12 (bookworm) on x86-64 with apt-get, run as root or by a
+# user with sudo; the Python packages go to the python3 on the PATH (or
+# $PYTHON) through its pip.
 # Idempotent: a second run installs nothing. Debian packages via apt-get,
 # Python packages via pip, the Java binding's Maven dependencies from Maven
 # Central into ~/.m2 (after which `mvn -o` works), a Rust toolchain via rustup
 # when cargo is missing, and the Rust binding's crates and pinned bindgen-cli
-# via cargo.
+# via cargo (these three in the full set only).
 set -euo pipefail
+
+case "${1:-}" in
+  --main) set_name=main ;;
+  "") set_name=full ;;
+  *) echo "usage: tools/install_deps.sh [--main]" >&2; exit 2 ;;
+esac
+# Anything but Debian 12 on x86-64 may work but is not what this script is
+# written for: say so, and stop only when there is no apt-get at all.
+if ! command -v apt-get >/dev/null || ! command -v dpkg-query >/dev/null; then
+  echo "install_deps: needs apt-get and dpkg (Debian 12); install the packages listed in $0 by hand" >&2
+  exit 1
+fi
+if [ "$(uname -m)" != x86_64 ] || ! grep -qs '^VERSION_ID="12"' /etc/os-release || ! grep -qs '^ID=debian' /etc/os-release; then
+  echo "install_deps: warning: written for Debian 12 on x86-64; this is $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-an unknown system}") on $(uname -m)" >&2
+fi
 
 # libdnnl-dev: oneDNN, the CPU carrier's GEMM (runtime/carriers/cpu/gemm.cpp).
 # clang and libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes):
@@ -24,10 +53,22 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   valgrind
 )
+# The main job's subset: the library, its C test suites' cmocka (the build
+# directory it configures is the one the tests use) and the Python binding.
+# Without a JDK or the Vulkan tools meson leaves the Java binding and the
+# Vulkan backend out (both `auto`); tools/build.sh reconfigures when they
+# appear later.
+APT_MAIN=(
+  meson ninja-build pkg-config g++
+  libcmocka-dev libuv1-dev libzstd-dev
+  libdnnl-dev
+  swig
+)
 # The Python bindings compile against the headers of the python3 that runs the
 # tests; Debian's python3 needs python3-dev for them (pyenv builds ship them).
 if ! "${PYTHON:-python3}" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
   APT_PACKAGES+=(python3-dev)
+  APT_MAIN+=(python3-dev)
 fi
 # The Java binding (bindings/java): a JDK 17 or later (javac and the JNI
 # headers SWIG's wrapper compiles against) and Maven. Any JDK >= 17 already on
@@ -43,6 +84,18 @@ APT_PACKAGES+=(maven)
 # plot (tools/plot_moe.py); safetensors writes the Mixtral demo's checkpoint and
 # zstandard is the raw-zstd peer of its zstd tier.
 PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib safetensors zstandard)
+
+# auditwheel: repairs the wheel tools/wheel/build_wheel.sh builds (bundles its
+# native libraries), with PyPI's patchelf (below).
+PIP_PACKAGES+=(auditwheel)
+# tinygrad: tests/python/test_tinygrad.py checks strideweave.interop.to_tinygrad on its CPU device.
+PIP_PACKAGES+=(tinygrad)
+# The demo's imports (examples/python/mixtral_offload.py).
+PIP_MAIN=(numpy torch safetensors matplotlib zstandard)
+if [ "$set_name" = main ]; then
+  APT_PACKAGES=("${APT_MAIN[@]}")
+  PIP_PACKAGES=("${PIP_MAIN[@]}")
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -62,8 +115,28 @@ for p in "${PIP_PACKAGES[@]}"; do
   "$PY" -c "import $p" 2>/dev/null || pip_missing+=("$p")
 done
 if ((${#pip_missing[@]})); then
+  # Debian's own python3 refuses pip installs (PEP 668, "externally managed"):
+  # the Python packages go into a virtual environment instead.
+  if "$PY" -c 'import os, sys, sysconfig; sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")) else 1)' 2>/dev/null \
+      || ! "$PY" -m pip --version >/dev/null 2>&1; then
+    echo "install_deps: $(command -v "$PY") is the system's Python, which pip does not install into (or it has no pip)." >&2
+    echo "install_deps: make a virtual environment, activate it and run again:" >&2
+    echo "  sudo apt-get install python3-venv && python3 -m venv ~/strideweave-venv && . ~/strideweave-venv/bin/activate" >&2
+    exit 1
+  fi
   echo "install_deps: installing Python packages: ${pip_missing[*]}"
   "$PY" -m pip install -q "${pip_missing[@]}"
+fi
+if [ "$set_name" = main ]; then
+  echo "install_deps: the main job's dependencies present (tools/install_deps.sh without --main adds the test tools)"
+  exit 0
+fi
+# auditwheel needs patchelf 0.14.5 or later and Debian 12's is 0.14.3: PyPI's
+# patchelf, a program in the python's scripts directory (no module to import).
+py_scripts=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+if ! "$py_scripts/patchelf" --version >/dev/null 2>&1; then
+  echo "install_deps: installing Python packages: patchelf"
+  "$PY" -m pip install -q patchelf
 fi
 # The Java binding's plugins and test dependencies. go-offline misses what
 # surefire resolves only when it runs, its JUnit Platform provider (and an old

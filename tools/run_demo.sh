@@ -9,10 +9,13 @@
 # figures go to results/mixtral_offload.csv and their plot to
 # results/mixtral_offload.png (another directory with SW_RESULTS=DIR). The
 # synthetic C demo of earlier releases is build/examples/c/moe_offload.
+# It installs only what the demo needs (tools/install_deps.sh --main: no JDK,
+# Maven, Rust, Vulkan tools, valgrind or clang); tools/run_tests.sh installs
+# the rest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-bash tools/install_deps.sh
+bash tools/install_deps.sh --main
 bash tools/build.sh build
 results=${SW_RESULTS:-results}
 mkdir -p "$results"
