@@ -4,10 +4,10 @@ A thin Python layer over libstrideweave's C ABI (through the private SWIG
 module strideweave._native). See docs/quickstart-python.md for a tour of
 the surface and bindings/python/README.md for how the package is built.
 """
-from . import _lib, carriers
+from . import _lib, carriers, interop
 from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
-from ._device import Device
+from ._device import Device, DeviceAllocation, DeviceView
 from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8
 from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, ErrorCode, InternalError,
                       StaleHandleError, StrideWeaveIndexError, StrideWeaveMemoryError, StrideWeaveNotImplementedError,
@@ -46,6 +46,7 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "from_numpy", "from_dlpack",
     "AwaitResult", "AwaitMove", "AwaitProjection", "AwaitResidency",
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
-    "TiledEvictable", "TiledResidencyFacet", "TileState", "expert_ffn", "Device", "carriers",
+    "TiledEvictable", "TiledResidencyFacet", "TileState", "expert_ffn", "Device", "DeviceAllocation",
+    "DeviceView", "carriers", "interop",
     "FileTensor", "save_safetensors", "save_npy",
 ]

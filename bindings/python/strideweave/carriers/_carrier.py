@@ -106,7 +106,7 @@ class Carrier:
         owned (in-flight work, a composite) or viewed by an exported array."""
         if self._exports:
             raise StrideWeaveRuntimeError(
-                f"the carrier's memory is shared with {self._exports} NumPy/DLPack view(s); "
+                f"the carrier's memory is shared with {self._exports} exported view(s) (NumPy, DLPack, tinygrad); "
                 "drop them before release()")
         N.sw_carrier_dispose(self._h)
 
