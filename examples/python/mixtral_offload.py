@@ -50,8 +50,15 @@ read of its own in flight (the layers whose experts were all primary, and
 the layers with misses after their last read landed), time the bound does
 not pay for.
 
-Prints a progress line per step, a table, and one line SUMMARY_JSON {...};
-writes the per-step figures to --csv and their plot beside it (.png).
+Each run decodes in a process of its own (forked, one after another, from
+one that imported the modules: Workers), so that its peak resident set is
+its own; the table gives it beside the run's expert budget (every expert for
+pytorch and resident, the LRU budget for offloaded, none kept for naive;
+mmap has none: "page cache, unbudgeted", not a same-memory comparison).
+
+Prints a progress line per step, a table with a legend of its columns, and
+one line SUMMARY_JSON {...}; writes the per-step figures to --csv and their
+plot beside it (.png).
 
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--budget 0.25]
@@ -122,8 +129,12 @@ import json
 import math
 import mmap
 import os
+import pickle
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -150,6 +161,7 @@ import strideweave as sw  # noqa: E402
 from strideweave import carriers  # noqa: E402
 
 MATRICES = ("w1", "w2", "w3")
+RUN_NAMES = ("pytorch", "resident", "offloaded", "naive", "mmap")
 PRODUCT_ORDER = ("w1", "w3", "w2")  # the order a block multiplies them in
 
 
@@ -182,12 +194,14 @@ def parse(argv):
     p.add_argument("--probe-every", type=int, default=8,
                    help="tokens between the offloaded run's pauses to read its reads again, the tier's bandwidth (default 8)")
     p.add_argument("--probe-mib", type=int, default=128, help="MiB each zstd probe decompresses (default 128)")
-    p.add_argument("--runs", default="pytorch,resident,offloaded,naive,mmap")
+    p.add_argument("--runs", default=",".join(RUN_NAMES))
     p.add_argument("--dir", default=os.environ.get("SW_RESULTS", "results"))
     p.add_argument("--csv", default=None)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--save-stream", default=None, help="write the token stream to this .npy (float32)")
     p.add_argument("--trace", action="store_true", help="print the offloaded run's TRACE lines (the C twin's)")
+    # The process main starts to fork each run's (Workers).
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     add_train_options(p)
     o = p.parse_args(argv)
     check_train_options(p, o)
@@ -206,7 +220,7 @@ def parse(argv):
     o.lookahead = o.lookahead or max(1, o.layers - 1)
     o.runs = [r for r in o.runs.split(",") if r]
     for r in o.runs:
-        if r not in ("pytorch", "resident", "offloaded", "naive", "mmap"):
+        if r not in RUN_NAMES:
             p.error(f"unknown run {r!r}")
     if o.trace and "offloaded" not in o.runs:
         p.error("--trace prints the offloaded run: --runs must include it")
@@ -327,15 +341,28 @@ def gated_sum(y, gates):
 
 
 class Shared:
-    """What every run reads once: the dense router and norm weights."""
+    """What every run reads once: the dense router and norm weights; with
+    `experts` (the PyTorch peer) every tensor of the file, in memory."""
 
-    def __init__(self, o, path):
+    def __init__(self, o, path, experts=True):
+        from safetensors import safe_open
         from safetensors.torch import load_file
 
-        weights = load_file(path)
+        if experts:
+            # Read into memory (pread), every weight resident: the default
+            # backend maps the file, and a tensor's pages would then fault
+            # in from the page cache as the decoder first touches them.
+            try:
+                weights = load_file(path, backend="pread")
+            except TypeError:  # a safetensors without backends
+                weights = {k: v.clone() for k, v in load_file(path).items()}
+        else:
+            with safe_open(path, "pt") as f:
+                weights = {name(layer): f.get_tensor(name(layer)) for layer in range(o.layers)
+                           for name in (gate_name, norm_name)}
         self.gates = [weights[gate_name(layer)] for layer in range(o.layers)]
         self.norms = [weights[norm_name(layer)] for layer in range(o.layers)]
-        self.experts = weights  # the PyTorch peer keeps the expert tensors
+        self.experts = weights if experts else None  # the PyTorch peer keeps the expert tensors
 
 
 # ---- the runs -------------------------------------------------------------------------------
@@ -353,10 +380,14 @@ class Stats:
         self.prefetch_skipped = 0
         self.outputs = None
         self.step_hit_rate = []  # the running hit rate after each timed step
+        self.step_wait_ms = []  # the offloaded run's wait ms in each timed step
         self.routes = []
         self.marks = {}
         self.probes = []  # (tokens decoded, bytes read so far, the tier bandwidth of the segment it ends) per pause
         self.device = []  # (tokens decoded, DiskActivity before the pause's probe, after it) per pause
+        self.start_rss_bytes = None  # the run's process's resident set when the run began
+        self.peak_rss_bytes = None  # its peak resident set
+        self.budget_bytes = None  # the expert bytes it keeps in memory by design (None: unbudgeted)
 
     def reset(self):
         """Forgets the warm-up: counters restart."""
@@ -763,8 +794,10 @@ def run_offloaded(o, shared, stream, path, probe=None):
         for f, args in deferred:
             f(*args)
         deferred.clear()
+        waited = st.wait_ms
         refresh()
         st.step_hit_rate.append(st.hit_rate)
+        st.step_wait_ms.append(st.wait_ms - waited)
 
     def pause(t):
         # The tier is probed with nothing of the run in flight: the wrong
@@ -773,7 +806,10 @@ def run_offloaded(o, shared, stream, path, probe=None):
         t0 = time.perf_counter()
         model.drain()
         waited = (time.perf_counter() - t0) * 1000
+        counted = st.wait_ms
         refresh()
+        if st.step_wait_ms:  # the wait counts in the last token's time
+            st.step_wait_ms[-1] += st.wait_ms - counted
         names = model.read_log
         model.read_log = []
         before = probe.disk.snapshot() if probe.disk else None
@@ -933,11 +969,19 @@ def run_mmap(o, shared, stream, path, regions):
             ys.append(F.linear(F.silu(F.linear(n, w1)) * F.linear(n, w3), w2))
         return gated_sum(torch.stack(ys, 1), gates)
 
+    # Its reads are the page faults': the bytes the kernel read from the
+    # device for this process over the timed tokens (/proc/self/io), None
+    # where the kernel does not count them.
+    at = {}
+    st.on_reset = lambda: at.update(start=storage_read_bytes())
+
     import warnings
 
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read-only buffers: torch warns that it cannot write them
         st.outputs = decode(o, shared, stream, st, moe)
+    end = storage_read_bytes()
+    st.bytes_read = None if end is None or at.get("start") is None else end - at["start"]
     views.clear()
     mm.close()
     f.close()
@@ -1074,6 +1118,249 @@ class TierProbe:
             self.model.release()
 
 
+# ---- each run in a process of its own -------------------------------------------------------
+
+SCRIPT = os.path.abspath(__file__)
+READY, DONE = "MIXTRAL_OFFLOAD_READY", "MIXTRAL_OFFLOAD_DONE"
+
+
+def proc_status(field):
+    """A field of /proc/self/status in bytes (VmRSS, VmHWM); None without /proc."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def rss_bytes():
+    """This process's resident set now."""
+    return proc_status("VmRSS")
+
+
+def peak_rss_bytes():
+    """This process's peak resident set: VmHWM, the high-water mark of its
+    own address space (not its children's, nor, as ru_maxrss can be after
+    an exec, the process it was started from); ru_maxrss without /proc."""
+    peak = proc_status("VmHWM")
+    if peak is None:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = peak if sys.platform == "darwin" else peak * 1024
+    return peak
+
+
+def storage_read_bytes():
+    """The bytes the kernel has read from storage for this process
+    (/proc/self/io read_bytes: its reads and its page faults, not what the
+    page cache served); None where the kernel does not count them."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class Workers:
+    """Runs each decoding run in a process of its own, so that its peak
+    resident set (which no process can lower once reached) is that run's
+    alone: the interpreter, PyTorch and StrideWeave, the weights it loads,
+    its buffers and the file pages it maps. One process, started with this
+    script's options and --worker, imports the modules once and creates no
+    runtime and no thread of its own; for each run it forks a child, which
+    decodes, pickles its Stats to the file the parent named and exits. The
+    runs follow one another: no run is timed while another works. Their
+    progress lines come back through its stdout."""
+
+    def __init__(self, argv):
+        env = dict(os.environ)
+        package = os.path.dirname(os.path.dirname(os.path.abspath(sw.__file__)))
+        env["PYTHONPATH"] = package + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen([sys.executable, SCRIPT, *argv, "--worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        self.started = False
+
+    def run(self, name):
+        if not self.started:
+            if self.proc.stdout.readline().strip() != READY:
+                raise RuntimeError(f"the runs' process did not start (exit status {self.proc.wait()})")
+            self.started = True
+        fd, out = tempfile.mkstemp(prefix=f"mixtral-offload-{name}-", suffix=".pickle")
+        os.close(fd)
+        try:
+            self.proc.stdin.write(json.dumps({"run": name, "out": out}) + "\n")
+            self.proc.stdin.flush()
+            status = None
+            for line in self.proc.stdout:
+                if line.startswith(DONE + " "):
+                    status = int(line.split()[1])
+                    break
+                print(line, end="", flush=True)
+            if status != 0:
+                raise RuntimeError(f"the {name} run failed (exit status {status})")
+            with open(out, "rb") as f:
+                fields = pickle.load(f)
+        finally:
+            os.unlink(out)
+        st = Stats(name)
+        st.__dict__.update(fields)
+        return st
+
+    def stop(self):
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+
+
+def forked(work):
+    """Runs work() in a child forked from this process; the child's exit
+    status is its return value (1 if it raised). Returns the child's pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = work()
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
+
+
+def workers_main(o, path):
+    """--worker: forks a child per run the parent asks for (a JSON line:
+    the run and the file for its Stats) and answers DONE with its exit
+    status when it has ended."""
+    print(READY, flush=True)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        job = json.loads(line)
+        pid = forked(lambda: run_worker(o, job["run"], path, job["out"]))
+        _, status = os.waitpid(pid, 0)
+        print(f"{DONE} {os.waitstatus_to_exitcode(status)}", flush=True)
+
+
+def run_worker(o, name, path, out):
+    """One run in this process (a forked child): its Stats, with its
+    resident set when the run began and its peak, pickled to `out`."""
+    if o.threads:
+        torch.set_num_threads(o.threads)
+    probe = ProbeProcess(o, path) if name == "offloaded" else None
+    start = rss_bytes()
+    st = run_one(o, name, path, probe)
+    st.start_rss_bytes = start
+    st.peak_rss_bytes = peak_rss_bytes()
+    with open(out, "wb") as f:
+        pickle.dump({k: v for k, v in vars(st).items() if not callable(v)}, f)
+    return 0
+
+
+class ProbeProcess:
+    """The offloaded run's TierProbe in a process of its own (forked before
+    the run starts its runtime), with TierProbe's interface (measure,
+    history, replayed, disk, close): the probe's buffers (a second model's
+    tiles, the preads' buffers) are not the run's and would count in its
+    peak resident set. One JSON line each way per measure."""
+
+    def __init__(self, o, path):
+        self.o = o
+        self.history, self.replayed, self.disk = [], 0, None
+        down, up = os.pipe(), os.pipe()
+
+        def serve():
+            os.close(down[1])
+            os.close(up[0])
+            with os.fdopen(down[0]) as inp, os.fdopen(up[1], "w") as outp:
+                return probe_serve(o, path, inp, outp)
+
+        self.pid = forked(serve)
+        os.close(down[0])
+        os.close(up[1])
+        self.to, self.back = os.fdopen(down[1], "w"), os.fdopen(up[0])
+
+    def ask(self, line):
+        self.to.write(line + "\n")
+        self.to.flush()
+        reply = self.back.readline()
+        if not reply:
+            raise RuntimeError("the tier probe's process ended")
+        return json.loads(reply)
+
+    def start(self, path):
+        """Opens the probe on the model file (its untimed first replay)."""
+        self.disk = DiskActivity.open(path) if self.o.tier == "direct" else None
+        self.ask("go")
+
+    def measure(self, names):
+        r = self.ask(json.dumps(names))
+        self.history = [tuple(h) for h in r["history"]]
+        self.replayed = r["replayed"]
+        return r["bandwidth"]
+
+    def close(self):
+        self.to.close()
+        os.waitpid(self.pid, 0)
+        self.back.close()
+
+
+def probe_serve(o, path, inp, outp):
+    """The probe's process: a TierProbe measuring the names each line asks for."""
+    if inp.readline().strip() != "go":
+        return 0
+    probe = TierProbe(o, path, tensor_regions(path))
+
+    def reply(value):
+        outp.write(json.dumps(value) + "\n")
+        outp.flush()
+
+    reply({"started": True})
+    for line in iter(inp.readline, ""):
+        bandwidth = probe.measure(json.loads(line))
+        reply({"bandwidth": bandwidth, "history": probe.history, "replayed": probe.replayed})
+    probe.close()
+    return 0
+
+
+def run_one(o, name, path, probe=None):
+    """Decodes the stream one way, in this process; the Stats."""
+    regions = tensor_regions(path)
+    shared = Shared(o, path, experts=name == "pytorch")
+    stream = token_stream(o)
+    if name == "pytorch":
+        return run_pytorch(o, shared, stream)
+    if name == "resident":
+        return run_resident(o, shared, stream, path)
+    if name == "offloaded":
+        probe.start(path)
+        st = run_offloaded(o, shared, stream, path, probe)
+        st.probe_bytes = probe.replayed
+        st.probe_history = probe.history
+        probe.close()
+        return st
+    if name == "naive":
+        return run_naive(o, shared, stream, path, regions)
+    return run_mmap(o, shared, stream, path, regions)
+
+
 def lru_hit_rate(o, routing):
     """Hit rate a plain LRU of budget_tiles experts per layer gives this
     routing (no prefetch): routing[t][layer] is a list of expert ids."""
@@ -1145,44 +1432,71 @@ def write_csv(o, runs):
         for st in runs:
             for i, ms in enumerate(st.step_ms):
                 hr = f"{st.step_hit_rate[i]:.4f}" if i < len(st.step_hit_rate) else ""
-                f.write(f"{st.name},{i},{ms:.4f},0,{hr}\n")
+                wait = f"{st.step_wait_ms[i]:.4f}" if i < len(st.step_wait_ms) else ""
+                f.write(f"{st.name},{i},{ms:.4f},{wait},{hr}\n")
 
 
 def plot(o, runs):
+    """Speed beside memory: tokens/s per token with the offloaded run's
+    running hit rate (top), each run's tokens/s (bottom left) and its peak
+    resident set with the expert budget (bottom right; mmap's bar hatched:
+    unbudgeted). Legends outside the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     png = os.path.splitext(o.csv)[0] + ".png"
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = plt.figure(figsize=(13, 9))
+    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1))
+    ax1 = fig.add_subplot(grid[0, :])
+    ax2, ax3 = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
+    colours = {st.name: f"C{i}" for i, st in enumerate(runs)}
     for st in runs:
         tps = [1000 / ms for ms in st.step_ms]
-        ax1.plot(range(1, len(tps) + 1), tps, label=st.name)
+        ax1.plot(range(1, len(tps) + 1), tps, label=st.name, color=colours[st.name])
     ax1.set_xlabel("token")
-    ax1.set_ylabel("tokens/s")
+    ax1.set_ylabel("tokens/s (log)")
     ax1.set_yscale("log")
-    ax1.set_title("decode speed per token; running hit rate (dashed)")
+    ax1.set_title("decode speed per token; running hit rate (dashed, right axis)")
     hit = ax1.twinx()
     for st in runs:
         if st.step_hit_rate:
             hit.plot(range(1, len(st.step_hit_rate) + 1), [100 * h for h in st.step_hit_rate], "--",
-                     color="tab:green", label=f"{st.name} hit rate")
+                     color=colours[st.name], label=f"{st.name} hit rate")
     hit.set_ylabel("hit rate (%)")
     hit.set_ylim(0, 100)
     lines, labels = ax1.get_legend_handles_labels()
     more, more_labels = hit.get_legend_handles_labels()
-    ax1.legend(lines + more, labels + more_labels, fontsize="small")
+    ax1.legend(lines + more, labels + more_labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.07, 1),
+               borderaxespad=0)
     names = [st.name for st in runs]
-    ax2.bar(names, [st.tokens_per_s for st in runs], color="tab:blue")
+    x = range(len(runs))
+    ax2.bar(x, [st.tokens_per_s for st in runs], color=[colours[n] for n in names])
     for i, st in enumerate(runs):
         label = f"{st.tokens_per_s:.1f}" + ("" if st.required == 0 or math.isnan(st.hit_rate) or st.name == "naive"
                                             else f"\nhit {100 * st.hit_rate:.0f}%")
-        ax2.text(i, st.tokens_per_s, label, ha="center", va="bottom")
+        ax2.text(i, st.tokens_per_s, label, ha="center", va="bottom", fontsize="small")
+    ax2.set_xticks(list(x), names)
+    ax2.set_ylim(0, 1.25 * max(st.tokens_per_s for st in runs))
     ax2.set_ylabel("tokens/s")
     ax2.set_title(f"{o.layers}x{o.experts} experts, budget {100 * o.budget:.1f}%, tier {o.tier}")
+    mib = [st.peak_rss_bytes / 2**20 for st in runs]
+    bars = ax3.bar(x, mib, color=[colours[n] for n in names])
+    for i, st in enumerate(runs):
+        if st.budget_bytes is None:
+            bars[i].set_hatch("//")
+            bars[i].set_edgecolor("black")
+        if st.start_rss_bytes is not None:
+            ax3.hlines(st.start_rss_bytes / 2**20, i - 0.4, i + 0.4, colors="black", linestyles=":")
+        budget = budget_cell(o, st.name, st.budget_bytes, expert_bytes_of(o)).replace(", ", ",\n").replace(" (", "\n(")
+        ax3.text(i, mib[i], f"{mib[i]:.0f} MiB\nbudget:\n{budget}", ha="center", va="bottom", fontsize="x-small")
+    ax3.set_xticks(list(x), names)
+    ax3.set_ylim(0, 1.45 * max(mib))
+    ax3.set_ylabel("peak RSS of the run's process (MiB)")
+    ax3.set_title("memory: peak RSS (dotted: at the run's start); hatched: unbudgeted")
     fig.tight_layout()
-    fig.savefig(png, dpi=100)
+    fig.savefig(png, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return png
 
@@ -1599,14 +1913,78 @@ def save_trained(o, path, shared, tiers):
 
 
 def main(argv=None):
-    o = parse(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    o = parse(argv)
+    path = os.path.join(o.dir, f"mixtral-{o.layers}x{o.experts}-{o.hidden}-{o.ffn}-{o.dtype}.safetensors")
+    if o.worker:
+        return workers_main(o, path)
     if o.threads:
         torch.set_num_threads(o.threads)
     os.makedirs(o.dir, exist_ok=True)
-    path = os.path.join(o.dir, f"mixtral-{o.layers}x{o.experts}-{o.hidden}-{o.ffn}-{o.dtype}.safetensors")
     if o.train:
         return train_main(o, path)
-    expert_bytes = o.layers * o.experts * 3 * o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4)
+    # The runs' process imports its modules while the checkpoint is checked
+    # (or written).
+    workers = Workers(argv)
+    try:
+        return decode_main(o, path, workers)
+    finally:
+        workers.stop()
+
+
+def budget_of(o, name, expert_bytes):
+    """The expert bytes a run keeps in its own memory by design: every
+    expert (pytorch, resident), the LRU budget (offloaded: budget_tiles of
+    each layer's experts in each matrix), none (naive: it drops each expert
+    after use); None for mmap, whose experts the page cache holds, with no
+    limit but the machine's memory."""
+    return {"pytorch": expert_bytes, "resident": expert_bytes, "naive": 0, "mmap": None,
+            "offloaded": expert_bytes * o.budget_tiles // o.experts}[name]
+
+
+def size_text(n):
+    if n >= 10 << 20:
+        return f"{n / 2**20:.0f} MiB"
+    return f"{n / 2**20:.1f} MiB" if n >= 1 << 20 else f"{n / 2**10:.0f} KiB"
+
+
+def budget_cell(o, name, budget, expert_bytes):
+    if budget is None:
+        return "page cache, unbudgeted"
+    if budget == 0:
+        return "0 (none kept)"
+    if name == "offloaded":
+        return f"{size_text(budget)} ({100 * o.budget_tiles / o.experts:.1f}%)"
+    return size_text(budget) + (" (all)" if budget == expert_bytes else "")
+
+
+# The table's columns, as the legend under it explains them (docs/moe-offload.md, 5.).
+LEGEND = (
+    ("run", "how the stream was decoded (each run in a process of its own, one after another)"),
+    ("tokens/s", "timed tokens / their seconds (after --warmup untimed tokens)"),
+    ("ms/token", "1000 / tokens/s"),
+    ("hit rate", "offloaded: share of the chosen experts (w1 tiles) already primary when their layer ran"),
+    ("predicted", "offloaded: share of the experts a later layer's router predicted on the current hidden state "
+                  "that the layer chose"),
+    ("MiB read", "read from the model file over the timed tokens (naive: every chosen expert; mmap: its page "
+                 "faults); 0: loaded before timing"),
+    ("wait ms", "offloaded: ms in the layers' calls that had to read, plus waits for promotions issued ahead"),
+    ("peak RSS", "MiB, peak resident set of the run's process (VmHWM): libraries, weights, buffers, mapped file pages"),
+    ("start RSS", "MiB, that process's resident set when the run began, before it read the checkpoint"),
+    ("vs resident", "this run's tokens/s / resident's tokens/s (pytorch's row: PyTorch against StrideWeave resident)"),
+    ("vs naive", "this run's tokens/s / naive's tokens/s"),
+    ("max err", "max |final hidden state - PyTorch's| / max |PyTorch's|"),
+    ("expert budget", "expert bytes kept in memory by design: all, the LRU budget, or none kept; mmap: none set, "
+                      "the page cache holds what it touches"),
+)
+
+
+def expert_bytes_of(o):
+    return o.layers * o.experts * 3 * o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4)
+
+
+def decode_main(o, path, workers):
+    expert_bytes = expert_bytes_of(o)
     print(f"StrideWeave {sw.__version__}: Mixtral-architecture MoE decoding, {o.layers} layers x {o.experts} "
           f"experts (top-{o.topk}), hidden {o.hidden}, ffn {o.ffn}, {o.dtype}; expert bytes "
           f"{expert_bytes / 2**20:.0f} MiB, primary budget {100 * o.budget:.1f}% ({o.budget_tiles} of {o.experts} "
@@ -1615,29 +1993,15 @@ def main(argv=None):
     t0 = time.perf_counter()
     if make_model(o, path):
         print(f"wrote {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
-    regions = tensor_regions(path)
-    shared = Shared(o, path)
-    stream = token_stream(o)
     if o.save_stream:
+        stream = token_stream(o)
         np.save(o.save_stream, stream.float().numpy())
         print(f"wrote the token stream to {o.save_stream} ({o.tokens} x {o.hidden} float32)", flush=True)
     runs = []
     for name in o.runs:
         log(o, f"== {name}")
-        if name == "pytorch":
-            st = run_pytorch(o, shared, stream)
-        elif name == "resident":
-            st = run_resident(o, shared, stream, path)
-        elif name == "offloaded":
-            probe = TierProbe(o, path, regions)
-            st = run_offloaded(o, shared, stream, path, probe)
-            st.probe_bytes = probe.replayed
-            st.probe_history = probe.history
-            probe.close()
-        elif name == "naive":
-            st = run_naive(o, shared, stream, path, regions)
-        else:
-            st = run_mmap(o, shared, stream, path, regions)
+        st = workers.run(name)
+        st.budget_bytes = budget_of(o, name, expert_bytes)
         runs.append(st)
     by = {st.name: st for st in runs}
     off, res = by.get("offloaded"), by.get("resident")
@@ -1671,19 +2035,33 @@ def main(argv=None):
 
     print()
     print(f"{'run':10s} {'tokens/s':>9s} {'ms/token':>9s} {'hit rate':>9s} {'predicted':>9s} {'MiB read':>9s} "
-          f"{'wait ms':>8s} {'vs resident':>12s} {'vs naive':>9s} {'max err':>9s}")
+          f"{'wait ms':>8s} {'peak RSS':>9s} {'start RSS':>10s} {'vs resident':>12s} {'vs naive':>9s} "
+          f"{'max err':>9s}  expert budget")
     res, nav = by.get("resident"), by.get("naive")
     for st in runs:
         hr = "-" if st.required == 0 or st.name == "naive" else f"{100 * st.hit_rate:.1f}%"
         pr = "-" if st.predicted == 0 else f"{100 * st.predicted_right / st.predicted:.1f}%"
+        mib = "-" if st.bytes_read is None else f"{st.bytes_read / 2**20:.0f}"
+        wait = f"{st.wait_ms:.0f}" if st.name == "offloaded" else "-"
+        start = "-" if st.start_rss_bytes is None else f"{st.start_rss_bytes / 2**20:.0f}"
         vr = f"{st.tokens_per_s / res.tokens_per_s:.2f}x" if res else "-"
         vn = f"{st.tokens_per_s / nav.tokens_per_s:.2f}x" if nav else "-"
         print(f"{st.name:10s} {st.tokens_per_s:9.2f} {1000 / st.tokens_per_s:9.2f} {hr:>9s} {pr:>9s} "
-              f"{st.bytes_read / 2**20:9.0f} {st.wait_ms:8.0f} {vr:>12s} {vn:>9s} {st.max_error:9.2e}")
+              f"{mib:>9s} {wait:>8s} {st.peak_rss_bytes / 2**20:9.0f} {start:>10s} {vr:>12s} {vn:>9s} "
+              f"{st.max_error:9.2e}  {budget_cell(o, st.name, st.budget_bytes, expert_bytes)}")
+    print()
+    for column, text in LEGEND:
+        print(f"  {column + ':':14s} {text}")
+    if any(st.budget_bytes is None for st in runs):
+        print("  mmap is not a same-memory comparison: no budget bounds it; the page cache keeps every expert it "
+              "touched, up to the whole file (its peak RSS counts the pages it mapped)")
     summary = {"config": config_of(o) | {"tokens": o.tokens, "budget": o.budget, "tier": o.tier, "rho": o.rho},
                "runs": {st.name: {"tokens_per_s": st.tokens_per_s, "hit_rate": None if st.required == 0 or
                                   st.name == "naive" else st.hit_rate, "bytes_read": st.bytes_read,
-                                  "max_error_vs_pytorch": st.max_error} for st in runs},
+                                  "max_error_vs_pytorch": st.max_error, "peak_rss_bytes": st.peak_rss_bytes,
+                                  "start_rss_bytes": st.start_rss_bytes, "budget_bytes": st.budget_bytes,
+                                  "budgeted": st.budget_bytes is not None} for st in runs},
+               "expert_bytes": expert_bytes,
                "tier_bandwidth": bandwidth, "tier_bandwidths": bandwidths, "lru_hit_rate": lru,
                "tier_probe_bytes": getattr(off, "probe_bytes", 0) if off else 0,
                "tier_probe_replays": [list(h) for h in getattr(off, "probe_history", [])] if off else [],

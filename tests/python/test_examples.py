@@ -165,12 +165,26 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     assert set(s["runs"]) == {"pytorch", "resident", "offloaded", "naive", "mmap"}
     for name, run in s["runs"].items():
         assert run["tokens_per_s"] > 0 and run["max_error_vs_pytorch"] <= bound, (name, run)
-        assert set(run) == {"tokens_per_s", "hit_rate", "bytes_read", "max_error_vs_pytorch"}
+        assert set(run) == {"tokens_per_s", "hit_rate", "bytes_read", "max_error_vs_pytorch", "peak_rss_bytes",
+                            "start_rss_bytes", "budget_bytes", "budgeted"}
+        # Each run's process: its peak at least what it held when the run
+        # began, which is at least the interpreter with PyTorch (> 64 MiB).
+        assert run["peak_rss_bytes"] >= run["start_rss_bytes"] > 64 << 20, (name, run)
+    # The expert budgets: every expert for PyTorch and resident, 1 of 4 per
+    # layer and matrix for offloaded (--budget 0.25), none kept for naive,
+    # and mmap unbudgeted.
+    per_matrix = 64 * 96 * (4 if dtype == "f32" else 2)
+    assert s["expert_bytes"] == 2 * 4 * 3 * per_matrix
+    budgets = {name: run["budget_bytes"] for name, run in s["runs"].items()}
+    assert budgets == {"pytorch": s["expert_bytes"], "resident": s["expert_bytes"], "offloaded": 2 * 1 * 3 * per_matrix,
+                       "naive": 0, "mmap": None}
+    assert budgets["offloaded"] == s["expert_bytes"] * s["config"]["budget"]
+    assert {name: run["budgeted"] for name, run in s["runs"].items()} == {
+        "pytorch": True, "resident": True, "offloaded": True, "naive": True, "mmap": False}
     assert s["error_bound"] == bound and s["max_error_vs_pytorch"] <= bound
     for key in ("vs_naive", "vs_resident", "bound_ratio", "prediction_accuracy", "tier_bandwidth", "lru_hit_rate"):
         assert s[key] is not None and s[key] > 0, key
     # The naive run reads every chosen expert's three matrices once per use.
-    per_matrix = 64 * 96 * (4 if dtype == "f32" else 2)
     assert s["runs"]["naive"]["bytes_read"] == 8 * 2 * 2 * 3 * per_matrix
     assert 0 < s["runs"]["offloaded"]["bytes_read"] < s["runs"]["naive"]["bytes_read"]
     assert s["config"]["tier"] == "direct" and s["config"]["budget"] == 0.25
@@ -188,8 +202,78 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     assert "whose chosen experts were all primary" not in out
     rows = (tmp_path / "mixtral_offload.csv").read_text().splitlines()
     assert rows[0] == "run,batch,latency_ms,wait_ms,hit_rate" and len(rows) == 1 + 5 * 8
+    # The wait per token is the offloaded run's only, and its tokens wait (every layer misses).
+    waits = {}
+    for row in rows[1:]:
+        run, _, _, wait, _ = row.split(",")
+        waits.setdefault(run, []).append(wait)
+    assert all(w == "" for run, ws in waits.items() if run != "offloaded" for w in ws)
+    assert all(float(w) > 0 for w in waits["offloaded"])
     assert (tmp_path / "mixtral_offload.png").stat().st_size > 0
     assert "offloaded is " in out and " than naive on-demand loading" in out
+    check_mixtral_table(out, s)
+
+
+def table_of(out):
+    """The demo's table: {column: {run: cell}} (the last column, the expert
+    budget, is the rest of its line), and the legend's lines."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("run "))
+    header = lines[head]
+    columns = ["run", "tokens/s", "ms/token", "hit rate", "predicted", "MiB read", "wait ms", "peak RSS",
+               "start RSS", "vs resident", "vs naive", "max err", "expert budget"]
+    assert re.sub(r" +", " ", header) == "run " + " ".join(columns[1:])
+    cells = {}
+    i = head + 1
+    while lines[i].strip():
+        fields = lines[i].split(None, len(columns) - 1)
+        cells[fields[0]] = dict(zip(columns, fields))
+        i += 1
+    legend = []
+    i += 1
+    while lines[i].startswith("  "):
+        legend.append(lines[i].strip())
+        i += 1
+    return columns, cells, legend
+
+
+def check_mixtral_table(out, s):
+    columns, cells, legend = table_of(out)
+    assert set(cells) == set(s["runs"])
+    # One legend line per column, in the table's order, then the note on mmap.
+    assert [line.split(":")[0] for line in legend[:len(columns)]] == columns
+    assert legend[len(columns)].startswith("mmap is not a same-memory comparison")
+    runs = s["runs"]
+    for name, row in cells.items():
+        run = runs[name]
+        assert row["peak RSS"] == f"{run['peak_rss_bytes'] / 2**20:.0f}"
+        assert row["start RSS"] == f"{run['start_rss_bytes'] / 2**20:.0f}"
+        # The ratios are this run's tokens/s over resident's and naive's.
+        assert row["vs resident"] == f"{run['tokens_per_s'] / runs['resident']['tokens_per_s']:.2f}x"
+        assert row["vs naive"] == f"{run['tokens_per_s'] / runs['naive']['tokens_per_s']:.2f}x"
+        assert row["wait ms"] == "-" or name == "offloaded"
+    assert cells["resident"]["vs resident"] == "1.00x" and cells["naive"]["vs naive"] == "1.00x"
+    assert cells["offloaded"]["vs resident"] == f"{s['vs_resident']:.2f}x"
+    assert cells["mmap"]["expert budget"] == "page cache, unbudgeted"
+    assert cells["offloaded"]["expert budget"].endswith("(25.0%)")
+    assert cells["naive"]["expert budget"] == "0 (none kept)" and cells["pytorch"]["expert budget"].endswith("(all)")
+
+
+def test_mixtral_offload_measures_each_runs_memory_apart(capsys, tmp_path):
+    """Each run's peak resident set is its own process's: the offloaded run,
+    after PyTorch's, peaks well below it (in one process it could not
+    peak lower than the run before it), and PyTorch's holds every expert."""
+    demo = load("mixtral_offload")
+    assert demo.main(["--layers", "2", "--experts", "32", "--hidden", "512", "--ffn", "1024", "--tokens", "4",
+                      "--budget", "0.125", "--runs", "pytorch,offloaded", "--quiet", "--dir", str(tmp_path)]) == 0
+    s = summary_of(capsys.readouterr().out)
+    runs, experts = s["runs"], s["expert_bytes"]
+    assert experts == 2 * 32 * 3 * 512 * 1024 * 2
+    assert runs["offloaded"]["budget_bytes"] == experts // 8  # 4 of 32 experts
+    pytorch, offloaded = runs["pytorch"], runs["offloaded"]
+    assert pytorch["peak_rss_bytes"] - pytorch["start_rss_bytes"] >= experts
+    assert offloaded["peak_rss_bytes"] - offloaded["start_rss_bytes"] < experts // 2
+    assert offloaded["peak_rss_bytes"] < pytorch["peak_rss_bytes"] - experts // 2
 
 
 def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
