@@ -444,6 +444,19 @@ static inline tt_snap_t tt_snapshot(const tt_fix_t* f) {
   return s;
 }
 
+/* Every statistic of an LRU policy equals `want`'s. */
+static inline void tt_expect_lru_stats(sw_lru_policy_t* lru, const sw_lru_stats_t* want) {
+  sw_lru_stats_t st;
+  sw_lru_stats_init(&st);
+  SW_OK_(sw_lru_policy_stats(lru, &st));
+  assert_int_equal(st.requests, want->requests);
+  assert_int_equal(st.hits, want->hits);
+  assert_int_equal(st.misses, want->misses);
+  assert_int_equal(st.promoted, want->promoted);
+  assert_int_equal(st.evicted, want->evicted);
+  assert_int_equal(st.transient, want->transient);
+}
+
 static inline void tt_expect_snapshot(const tt_fix_t* f, const tt_snap_t* want) {
   const tt_snap_t got = tt_snapshot(f);
   for (int64_t k = 0; k < f->ntiles; ++k) {

@@ -585,18 +585,6 @@ static void bad_arguments_change_nothing(void** state) {
 /* ---- atomicity: every fault point, nothing changed once the await (or the
  * backward pass) is terminal ---------------------------------------------- */
 
-static void expect_stats(sw_lru_policy_t* lru, const sw_lru_stats_t* want) {
-  sw_lru_stats_t st;
-  sw_lru_stats_init(&st);
-  SW_OK_(sw_lru_policy_stats(lru, &st));
-  assert_int_equal(st.requests, want->requests);
-  assert_int_equal(st.hits, want->hits);
-  assert_int_equal(st.misses, want->misses);
-  assert_int_equal(st.promoted, want->promoted);
-  assert_int_equal(st.evicted, want->evicted);
-  assert_int_equal(st.transient, want->transient);
-}
-
 typedef enum { FORWARD, RECORDED, BACKWARD } sweep_step_t;
 
 /* One run of `step` with fault `kind` armed at its n-th point (0: none) on a
@@ -660,7 +648,7 @@ static bool sweep_point(sw_runtime_t* rt, sweep_step_t step, sw_fault_kind_t kin
     assert_int_equal(sw_error_code(e), code);
     sw_error_free(e);
     tt_expect_snapshot(&f, &snap);
-    expect_stats(lru, &before);
+    tt_expect_lru_stats(lru, &before);
     SW_OK_(sw_carrier_dispose(f.te));
   } else {
     SW_OK_(e);

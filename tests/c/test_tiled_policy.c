@@ -872,18 +872,6 @@ static void lru_policy_rejects_bad_arguments(void** state) {
   sw_lru_policy_release(lru);
 }
 
-static void expect_same_lru_stats(sw_lru_policy_t* lru, const sw_lru_stats_t* want) {
-  sw_lru_stats_t st;
-  sw_lru_stats_init(&st);
-  SW_OK_(sw_lru_policy_stats(lru, &st));
-  assert_int_equal(st.requests, want->requests);
-  assert_int_equal(st.hits, want->hits);
-  assert_int_equal(st.misses, want->misses);
-  assert_int_equal(st.promoted, want->promoted);
-  assert_int_equal(st.evicted, want->evicted);
-  assert_int_equal(st.transient, want->transient);
-}
-
 /* A request that fails gives back the hints its plan took: the retry
  * prefetches what the first attempt would have, and the statistics count
  * the retry alone. */
@@ -908,7 +896,7 @@ static void a_failed_request_keeps_the_hints(void** state) {
   sw_await_release(a);
   sw_lru_stats_t none;
   memset(&none, 0, sizeof none);
-  expect_same_lru_stats(lru, &none);
+  tt_expect_lru_stats(lru, &none);
   for (int64_t k = 0; k < 8; ++k) tt_expect_tile(&f, k, SW_TILE_SECONDARY, false);
   /* The retry: as the first request of lru_policy_prefetches_hints. */
   sw_tensor_t* c = tt_project(&f, f.full, sel, NULL);
@@ -986,13 +974,13 @@ static void a_failed_backward_changes_nothing(void** state) {
       if (!e) fail_msg("allocation %llu failed, yet the backward pass succeeded", (unsigned long long)n);
       assert_int_equal(sw_error_code(e), SW_ERROR_OUT_OF_MEMORY);
       sw_error_free(e);
-      expect_same_lru_stats(lru, &before);
+      tt_expect_lru_stats(lru, &before);
       for (int64_t k = 0; k < 4; ++k) assert_int_equal(tt_state(&f, k).location, loc[k]);
       sw_tensor_t* g = NULL;
       SW_OK_(sw_tensor_grad(w, &g));
       assert_null(g);
       SW_OK_(sw_backward(loss, NULL, true));
-      expect_same_lru_stats(lru, &clean_stats);
+      tt_expect_lru_stats(lru, &clean_stats);
       for (int64_t k = 0; k < 4; ++k) assert_int_equal(tt_state(&f, k).location, clean_loc[k]);
       ++points;
     }
