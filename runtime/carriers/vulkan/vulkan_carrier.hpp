@@ -2,7 +2,7 @@
 // made through the device bridge, so the bridge's rules cover it: after the
 // device restarts (explicitly or when lost) every use fails STALE_HANDLE,
 // and memory that recorded work still uses is freed only once that work is
-// done. Ops run as the compute shaders of vulkan_backend.cpp.
+// done. Ops run as the compute shaders of vulkan_compute_backend.cpp.
 #pragma once
 
 #include <memory>
