@@ -808,14 +808,17 @@ jlong tiled_prefetch(JNIEnv* env, jlong tiled, jlong tiles) {
 /* sw_tiled_expert_ffn over the full tensors of the three TiledEvictables
  * (each one's carrier comes from its tensor, as sw_tensor_carrier gives it),
  * with the desc fields as arguments: the activation (a sw_unary_op_t) and
- * the result's dtype (0: the experts'). gates may be 0. An await handle. */
+ * the result's dtype (0: the experts'). gates may be 0, and up_experts 0
+ * for the fused form (gate_experts then the gate_up experts). An await
+ * handle. */
 jlong tiled_expert_ffn(JNIEnv* env, jlong gate_experts, jlong up_experts, jlong down_experts, jlong x, jlong ids,
                        jlong gates, jint activation, jint out_dtype) {
   sw_tensor_t* experts[3] = {(sw_tensor_t*)(intptr_t)gate_experts, (sw_tensor_t*)(intptr_t)up_experts,
                              (sw_tensor_t*)(intptr_t)down_experts};
   sw_carrier_t* tiled[3] = {NULL, NULL, NULL};
   sw_error_t* e = NULL;
-  for (int i = 0; i < 3 && !e; ++i) e = sw_tensor_carrier(experts[i], &tiled[i]);
+  for (int i = 0; i < 3 && !e; ++i)
+    if (experts[i] || i != 1) e = sw_tensor_carrier(experts[i], &tiled[i]);
   sw_await_t* a = NULL;
   if (!e) {
     sw_expert_ffn_desc_t desc;

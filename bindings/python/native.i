@@ -1571,6 +1571,58 @@ PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, 
   return sw_py_opened(e, carrier, &info);
 }
 
+/* sw_carrier_open_safetensors_stack_files over two sequences of one
+ * length: the file paths (str, bytes or os.PathLike) and the tensor names. */
+PyObject* carrier_open_safetensors_stack_files(sw_runtime_t* runtime, PyObject* paths, PyObject* names,
+                                               bool direct_io, size_t chunk_bytes, size_t requests_in_flight) {
+  const char** list = NULL;
+  size_t count = 0;
+  PyObject* keep = NULL;
+  if (sw_py_strings(names, &list, &count, &keep, "tensor names") < 0) return NULL;
+  PyObject* seq = PySequence_Fast(paths, "paths must be a sequence");
+  if (!seq) {
+    free(list);
+    Py_DECREF(keep);
+    return NULL;
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** encoded = (PyObject**)calloc(n ? (size_t)n : 1, sizeof(PyObject*));
+  const char** files = (const char**)calloc(n ? (size_t)n : 1, sizeof(char*));
+  PyObject* result = NULL;
+  Py_ssize_t made = 0;
+  if (!encoded || !files) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  if ((size_t)n != count) {
+    PyErr_Format(SW_PY_VALUE_ERROR, "%zd paths for %zu tensor names: give one path per name", n, count);
+    goto done;
+  }
+  for (; made < n; ++made) {
+    if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(seq, made), &encoded[made])) goto done;
+    files[made] = PyBytes_AS_STRING(encoded[made]);
+  }
+  {
+    sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
+    sw_file_tensor_info_t info;
+    sw_file_tensor_info_init(&info);
+    sw_carrier_t* carrier = NULL;
+    sw_error_t* e;
+    Py_BEGIN_ALLOW_THREADS
+    e = sw_carrier_open_safetensors_stack_files(runtime, files, list, count, &desc, &info, &carrier);
+    Py_END_ALLOW_THREADS
+    result = sw_py_opened(e, carrier, &info);
+  }
+done:
+  for (Py_ssize_t i = 0; i < made; ++i) Py_DECREF(encoded[i]);
+  free(encoded);
+  free(files);
+  Py_DECREF(seq);
+  free(list);
+  Py_DECREF(keep);
+  return result;
+}
+
 /* sw_carrier_open_raw_tensor; `order` is SW_FILE_ORDER_*. */
 PyObject* carrier_open_raw_tensor(sw_runtime_t* runtime, PyObject* path, sw_dtype_t dtype, uint64_t byte_offset,
                                   PyObject* shape, int order, bool direct_io, size_t chunk_bytes,

@@ -99,6 +99,7 @@
 %ignore sw_carrier_open_npy;
 %ignore sw_carrier_open_safetensors;
 %ignore sw_carrier_open_safetensors_stack;
+%ignore sw_carrier_open_safetensors_stack_files;
 %ignore sw_carrier_open_raw_tensor;
 %ignore sw_safetensors_save_desc_t;
 %ignore sw_safetensors_save_desc_init;

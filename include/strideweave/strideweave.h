@@ -1001,10 +1001,12 @@ typedef struct sw_file_tensor_info_t {
   sw_dtype_t dtype;
   size_t rank;
   /* The shape as the file indexes it (NumPy's shape); for a stack of
-   * tensors (sw_carrier_open_safetensors_stack) the count comes first. */
+   * tensors (sw_carrier_open_safetensors_stack, _stack_files) the count
+   * comes first. */
   int64_t shape[SW_MAX_RANK];
   sw_file_order_t order;
-  /* Byte offset of element 0 in the file, and the bytes of all elements. */
+  /* Byte offset of element 0 in the file (in its file, for a stack over
+   * several files), and the bytes of all elements. */
   uint64_t data_offset;
   uint64_t data_bytes;
   /* File regions the carrier reads (1, or the number of stacked tensors). */
@@ -1094,6 +1096,28 @@ SW_API sw_error_t* sw_carrier_open_safetensors_stack(sw_runtime_t* runtime, cons
                                                      const char* const* names, size_t count,
                                                      const sw_file_carrier_desc_t* desc,
                                                      sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier);
+/* The same over several .safetensors files, for a checkpoint sharded into
+ * files (model-00001-of-00003.safetensors, ...) whose tensors to stack lie
+ * in different ones: tensor names[i] of file paths[i], for i < count, as
+ * one read-only carrier of shape (count, *S) with the geometry and info of
+ * sw_carrier_open_safetensors_stack (tile i is tensor names[i]). Paths may
+ * repeat and come in any order; each file is opened and its header read
+ * once, whatever the number of its tensors or the spelling of its path,
+ * and the carrier keeps one descriptor per file (with direct_io also one
+ * O_DIRECT descriptor, each file falling back to buffered reads on its
+ * own). info.data_offset is tensor names[0]'s byte offset in paths[0],
+ * info.data_bytes the bytes of all `count` tensors, info.segments `count`.
+ * Errors as above, naming the file and the tensor at fault: VALUE for NULL
+ * paths or names (or a NULL entry), count 0, a name its file lacks, a
+ * tensor whose dtype or shape differs from names[0]'s, or one tensor of one
+ * file given twice (one name in several files is fine); IO for a file that
+ * cannot be opened; DATA_CORRUPT for a bad header. Nothing is written and
+ * no file is left open on error. */
+SW_API sw_error_t* sw_carrier_open_safetensors_stack_files(sw_runtime_t* runtime, const char* const* paths,
+                                                           const char* const* names, size_t count,
+                                                           const sw_file_carrier_desc_t* desc,
+                                                           sw_file_tensor_info_t* out_info,
+                                                           sw_carrier_t** out_carrier);
 /* A raw tensor of `shape` (`rank` extents) and `dtype` at `byte_offset` of
  * `path`, in `order`. VALUE for an unknown order, a rank above SW_MAX_RANK or
  * a region past the end of the file; TYPE for an invalid dtype. */
@@ -1562,9 +1586,28 @@ SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc);
  * tile (H, F, 1), `down` one with grid (1, 1, E) and tile (F, H, 1), all of
  * one float dtype with a CPU primary tier; each comes with its full tensor
  * (`*_experts`, as for sw_tiled_expert_matmul: a row-major (E, F, H) gate
- * or up file and (E, H, F) down file are these tensors as they lie). `x` is
- * (T, H), shared by a token's choices, or (T, k, H); `ids` a CPU (T, k) i32
- * or i64 tensor; `gates` NULL or a CPU (T, k) float tensor. The result is
+ * or up file and (E, H, F) down file are these tensors as they lie).
+ *
+ * The fused form (Hugging Face transformers 5's experts: `gate_up_proj` of
+ * torch shape (E, 2F, H) and `down_proj` (E, H, F)): `up` and `up_experts`
+ * both NULL, and `gate` the gate_up TiledEvictable, grid (1, 1, E) and tile
+ * (H, 2F, 1) (the row-major (E, 2F, H) file as it lies), with its full
+ * tensor. Expert e's (H, 2F) matrix holds Gate_e in its first F columns
+ * (output features 0 to F - 1: the tile's first H * F elements) and Up_e in
+ * the next F (the tile's other H * F), as transformers computes
+ *   gate, up = (x @ gate_up_proj[e].T).chunk(2, dim=-1).
+ * Both products are computed from the one gate_up tile in place (each half
+ * is a dense (H, F) matrix; nothing is copied), and the result equals the
+ * three-TiledEvictable form's on the same matrices bit for bit (grad mode
+ * aside, see below). Where the text below says three requests, the fused
+ * form has two, gate_up and down, and a missing expert's reads are queued
+ * gate_up, then down. Exactly one of `up` and `up_experts` NULL is VALUE,
+ * naming the one that is NULL; a gate_up tile whose second extent is odd
+ * is VALUE.
+ *
+ * `x` is (T, H), shared by a token's choices, or (T, k, H); `ids` a CPU
+ * (T, k) i32 or i64 tensor; `gates` NULL or a CPU (T, k) float tensor. The
+ * result is
  *   gates == NULL:  Y (T, k, H)
  *   gates (T, k):   (T, H), the sum over j of gates[t, j] * Y[t, j]
  * Values are rounded where the unfused layer rounds them (three
@@ -1595,7 +1638,12 @@ SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc);
  * terminal (succeeded, or failed with the computation's error).
  * With grad mode on and an experts tensor, x or gates requiring grad, the
  * call computes the unfused layer itself (blocking, its await terminal on
- * return), which records the nodes of those ops: gradients as for them.
+ * return), which records the nodes of those ops: gradients as for them. In
+ * the fused form that layer's first op is the gate_up expert matmul, (T, k,
+ * 2F), and a and b are its two halves taken with sw_tensor_slice (whose
+ * backward gives gate_up a gradient of both halves); its product of N = 2F
+ * may sum in another order than the call's two of N = F, so its f32 values
+ * can be an ulp or so away from the call's without grad mode.
  *
  * Errors before any work: TYPE (non-CPU x, ids or gates; dtypes; experts of
  * different dtypes), VALUE (geometry, naming the TiledEvictable at fault; a

@@ -210,7 +210,8 @@ typedef struct sw_file_io_stats_t {
   uint64_t direct_bytes;   /* through O_DIRECT, in place */
   uint64_t bounce_bytes;   /* through O_DIRECT via an aligned bounce buffer */
   uint64_t buffered_bytes; /* through the page cache */
-  bool direct_open;        /* an O_DIRECT descriptor is open and in use */
+  bool direct_open;        /* an O_DIRECT descriptor is open and in use (for
+                              every file of a carrier over several) */
 } sw_file_io_stats_t;
 
 SW_API void sw_file_io_stats_init(sw_file_io_stats_t* stats);

@@ -204,6 +204,23 @@ SW_API sw_error_t* sw_carrier_open_safetensors_stack(sw_runtime_t* runtime, cons
   });
 }
 
+SW_API sw_error_t* sw_carrier_open_safetensors_stack_files(sw_runtime_t* runtime, const char* const* paths,
+                                                           const char* const* names, size_t count,
+                                                           const sw_file_carrier_desc_t* desc,
+                                                           sw_file_tensor_info_t* out_info,
+                                                           sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    require(out_carrier, "out_carrier");
+    const std::vector<std::string> files = strings_arg(paths, count, "paths");
+    const std::vector<std::string> list = strings_arg(names, count, "names");
+    check_info(out_info, "sw_carrier_open_safetensors_stack_files: out_info");
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_safetensors_stack_files");
+    opened_out(rt, open_safetensors_stack_files(rt, files, list, options), out_info, out_carrier,
+               "sw_carrier_open_safetensors_stack_files: out_info");
+  });
+}
+
 SW_API sw_error_t* sw_carrier_open_raw_tensor(sw_runtime_t* runtime, const char* path, sw_dtype_t dtype,
                                               uint64_t byte_offset, const int64_t* shape, size_t rank,
                                               sw_file_order_t order, const sw_file_carrier_desc_t* desc,

@@ -529,8 +529,14 @@ SW_API sw_error_t* sw_tiled_expert_ffn(sw_carrier_t* gate, sw_tensor_t* gate_exp
     ExpertFfnWeights w;
     w.gate = Ref<TiledEvictable>(tiled(gate, "gate"));
     w.gate_full = ref<Tensor>(gate_experts, "gate_experts");
-    w.up = Ref<TiledEvictable>(tiled(up, "up"));
-    w.up_full = ref<Tensor>(up_experts, "up_experts");
+    // Both NULL: the fused form, `gate` the gate_up experts.
+    if (!up != !up_experts)
+      value_error(std::string(up ? "up_experts" : "up") + " is NULL while " + (up ? "up" : "up_experts") +
+                  " is not: pass both (gate and up apart) or neither (gate is the fused gate_up)");
+    if (up) {
+      w.up = Ref<TiledEvictable>(tiled(up, "up"));
+      w.up_full = ref<Tensor>(up_experts, "up_experts");
+    }
     w.down = Ref<TiledEvictable>(tiled(down, "down"));
     w.down_full = ref<Tensor>(down_experts, "down_experts");
     auto tx = ref<Tensor>(x, "x");

@@ -7,7 +7,9 @@
  * shares with projection (pins, policies, the await terminal on return when
  * nothing moves, refusals before anything is submitted); failures in any of
  * the three requests; grad mode; and every argument error with its code and
- * nothing changed. */
+ * nothing changed. The fused form (one gate_up TiledEvictable, tile (H, 2F,
+ * 1), up and up_experts NULL) gives the three-carrier form's values bit for
+ * bit, and follows the same rules with its two requests. */
 #include <pthread.h>
 
 #include "sw_async_test.h"
@@ -32,25 +34,35 @@ static double input(int64_t t, int64_t j, int64_t c) { return (double)((t * 7 + 
 
 typedef enum { GATE, UP, DOWN } which_t;
 
+/* The fused form: te[GATE] is the gate_up TiledEvictable and te[UP] and
+ * full[UP] are NULL. */
 typedef struct ffn_fix_t {
   sw_runtime_t* rt;
   sw_carrier_t* te[3];
   sw_tensor_t* full[3];
+  bool fused;
 } ffn_fix_t;
 
-static double weight(which_t w, int64_t e, int64_t i, int64_t j) {
+/* Whether the fixture has TiledEvictable w (the fused form has no up). */
+static bool has(const ffn_fix_t* f, int w) { return f->te[w] != NULL; }
+
+/* Element (i, j) of expert e's matrix; a fused gate's columns j < F are
+ * the gate's, the next F the up's. */
+static double weight(which_t w, bool fused, int64_t e, int64_t i, int64_t j) {
+  if (w == GATE && fused && j >= F) return up_w(e, i, j - F);
   return w == GATE ? gate_w(e, i, j) : w == UP ? up_w(e, i, j) : down_w(e, i, j);
 }
 
 /* One of the three: a CPU primary (empty) over a `secondary` tier holding
- * every expert, tile (H, F, 1) or for down (F, H, 1). */
+ * every expert, tile (H, F, 1), for down (F, H, 1), for a fused gate_up
+ * (H, 2F, 1). */
 static void make_one(ffn_fix_t* f, which_t w, sw_carrier_kind_t secondary, const sw_residency_policy_t* policy) {
-  const int64_t K = w == DOWN ? F : H, N = w == DOWN ? H : F;
+  const int64_t K = w == DOWN ? F : H, N = w == DOWN ? H : w == GATE && f->fused ? 2 * F : F;
   const size_t n = (size_t)(E * K * N);
-  double v[E * H * F];
+  double v[E * H * 2 * F];
   for (int64_t e = 0; e < E; ++e)
     for (int64_t j = 0; j < N; ++j)
-      for (int64_t i = 0; i < K; ++i) v[e * K * N + i + K * j] = weight(w, e, i, j);
+      for (int64_t i = 0; i < K; ++i) v[e * K * N + i + K * j] = weight(w, f->fused, e, i, j);
   sw_carrier_t* p = tt_carrier(f->rt, SW_CARRIER_CPU, SW_DTYPE_F32, 0);
   sw_carrier_t* s = tt_carrier(f->rt, secondary, SW_DTYPE_F32, n);
   tt_write_doubles(s, SW_DTYPE_F32, v, n);
@@ -61,10 +73,18 @@ static void make_one(ffn_fix_t* f, which_t w, sw_carrier_kind_t secondary, const
   SW_OK_(sw_tiled_full_tensor(f->te[w], &f->full[w]));
 }
 
-static void make_ffn(ffn_fix_t* f, sw_runtime_t* rt, sw_carrier_kind_t secondary, const sw_residency_policy_t* const* p) {
+/* The three TiledEvictables, or with `fused` gate_up and down. */
+static void make_ffn_as(ffn_fix_t* f, sw_runtime_t* rt, sw_carrier_kind_t secondary,
+                        const sw_residency_policy_t* const* p, bool fused) {
   memset(f, 0, sizeof *f);
   f->rt = rt;
-  for (int w = 0; w < 3; ++w) make_one(f, (which_t)w, secondary, p ? p[w] : NULL);
+  f->fused = fused;
+  for (int w = 0; w < 3; ++w)
+    if (!(fused && w == UP)) make_one(f, (which_t)w, secondary, p ? p[w] : NULL);
+}
+
+static void make_ffn(ffn_fix_t* f, sw_runtime_t* rt, sw_carrier_kind_t secondary, const sw_residency_policy_t* const* p) {
+  make_ffn_as(f, rt, secondary, p, false);
 }
 
 static void free_ffn(ffn_fix_t* f) {
@@ -188,29 +208,32 @@ static void check_values(const ffn_fix_t* f, const int64_t* ids_v, bool per_choi
 static void values_from_every_tier(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
   const sw_carrier_kind_t tiers[3] = {SW_CARRIER_HOST, SW_CARRIER_FILE, SW_CARRIER_ZSTD};
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 6; ++i) {
     ffn_fix_t f;
-    make_ffn(&f, rt, tiers[i], NULL);
+    make_ffn_as(&f, rt, tiers[i % 3], NULL, i >= 3);
     check_values(&f, kIds, false); /* missing at first, resident after */
     check_values(&f, kIds, true);
-    /* Without a policy the experts used stay primary in all three, the others untouched. */
+    /* Without a policy the experts used stay primary in all three (both), the others untouched. */
     const bool used[E] = {true, true, false, true, true};
     for (int w = 0; w < 3; ++w)
-      for (int64_t e = 0; e < E; ++e)
+      for (int64_t e = 0; e < E && has(&f, w); ++e)
         assert_int_equal(location(&f, (which_t)w, e), used[e] ? SW_TILE_PRIMARY : SW_TILE_SECONDARY);
     free_ffn(&f);
   }
 }
 
-/* Every mix of an expert resident in some of the three and missing in the
- * others gives the same exact values. */
+/* Every mix of an expert resident in some of the three (of the fused
+ * form's two) and missing in the others gives the same exact values. */
 static void every_mix_of_resident_and_missing(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
-  for (int mask = 0; mask < 8; ++mask) {
+  for (int mask = 0; mask < 16; ++mask) {
+    const bool fused = mask >= 8;
+    if (fused && (mask & (1 << UP))) continue;
     ffn_fix_t f;
-    make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
+    make_ffn_as(&f, rt, SW_CARRIER_FILE, NULL, fused);
     /* Expert 3 (used by two tokens) resident where the mask says; expert 1 the other way round. */
     for (int w = 0; w < 3; ++w) {
+      if (!has(&f, w)) continue;
       if (mask & (1 << w)) set_residency(&f, (which_t)w, 3, true);
       else set_residency(&f, (which_t)w, 1, true);
     }
@@ -300,26 +323,39 @@ static void* read_all(const sw_tensor_t* t, size_t* bytes) {
   return buf;
 }
 
-/* Irregular experts of `dt` (bf16 or f32) in a host tier, no policy. */
-static void make_irregular(ffn_fix_t* f, sw_runtime_t* rt, sw_dtype_t dt) {
+/* Element i of matrix w's experts (tile after tile) in make_irregular. */
+static float irregular_weight(int w, size_t i) { return irregular((uint32_t)(i + 100003u * (uint32_t)w)) * 0.2f; }
+
+/* Irregular experts of `dt` (bf16 or f32) in a host tier, no policy. With
+ * `fused`, gate is the gate_up TiledEvictable of the same experts (tile
+ * (BH, 2 BF, 1): tile e holds the gate's tile e, then the up's) and there is
+ * no up. */
+static void make_irregular_as(ffn_fix_t* f, sw_runtime_t* rt, sw_dtype_t dt, bool fused) {
   memset(f, 0, sizeof *f);
   f->rt = rt;
+  f->fused = fused;
   for (int w = 0; w < 3; ++w) {
-    const int64_t K = w == DOWN ? BF : BH, N = w == DOWN ? BH : BF;
-    const size_t n = (size_t)(BE * K * N);
+    if (fused && w == UP) continue;
+    const int64_t K = w == DOWN ? BF : BH, N = w == DOWN ? BH : fused && w == GATE ? 2 * BF : BF;
+    const size_t n = (size_t)(BE * K * N), half = (size_t)(BH * BF);
     sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, dt, 0);
     sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, dt, n);
-    if (dt == SW_DTYPE_BF16) {
-      uint16_t* v = (uint16_t*)malloc(n * sizeof *v);
-      for (size_t i = 0; i < n; ++i) v[i] = bf16_of(irregular((uint32_t)(i + 100003u * (uint32_t)w)) * 0.2f);
-      SW_OK_(sw_carrier_write(s, 0, n, v));
-      free(v);
-    } else {
-      float* v = (float*)malloc(n * sizeof *v);
-      for (size_t i = 0; i < n; ++i) v[i] = irregular((uint32_t)(i + 100003u * (uint32_t)w)) * 0.2f;
-      SW_OK_(sw_carrier_write(s, 0, n, v));
-      free(v);
+    float* v = (float*)malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; ++i) {
+      if (fused && w == GATE) /* expert i / (2 half): its gate tile's element, then its up tile's */
+        v[i] = irregular_weight((i / half) % 2 ? UP : GATE, (i / (2 * half)) * half + i % half);
+      else
+        v[i] = irregular_weight(w, i);
     }
+    if (dt == SW_DTYPE_BF16) {
+      uint16_t* b = (uint16_t*)malloc(n * sizeof *b);
+      for (size_t i = 0; i < n; ++i) b[i] = bf16_of(v[i]);
+      SW_OK_(sw_carrier_write(s, 0, n, b));
+      free(b);
+    } else {
+      SW_OK_(sw_carrier_write(s, 0, n, v));
+    }
+    free(v);
     const int64_t grid[3] = {1, 1, BE}, tile[3] = {K, N, 1};
     SW_OK_(sw_tiled_create(p, s, grid, tile, 3, NULL, &f->te[w]));
     sw_carrier_release(p);
@@ -327,6 +363,8 @@ static void make_irregular(ffn_fix_t* f, sw_runtime_t* rt, sw_dtype_t dt) {
     SW_OK_(sw_tiled_full_tensor(f->te[w], &f->full[w]));
   }
 }
+
+static void make_irregular(ffn_fix_t* f, sw_runtime_t* rt, sw_dtype_t dt) { make_irregular_as(f, rt, dt, false); }
 
 static sw_tensor_t* expert_matmul(const ffn_fix_t* f, which_t w, sw_tensor_t* x, sw_tensor_t* ids, sw_dtype_t out) {
   sw_matmul_desc_t desc;
@@ -380,8 +418,36 @@ static void* unfused(const ffn_fix_t* f, sw_dtype_t dt, sw_tensor_t* x, sw_tenso
 
 static void evict_all(const ffn_fix_t* f) {
   for (int w = 0; w < 3; ++w)
-    for (int64_t e = 0; e < BE; ++e)
+    for (int64_t e = 0; e < BE && has(f, w); ++e)
       if (location(f, (which_t)w, e) == SW_TILE_PRIMARY) set_residency(f, (which_t)w, e, false);
+}
+
+/* The irregular inputs of `tokens` tokens (1 to 3), two choices each: x
+ * (tokens, BH) of `dt`, ids (tokens, 2) and f32 gates, whose values go to
+ * gv. */
+static void irregular_inputs(sw_runtime_t* rt, sw_dtype_t dt, int64_t tokens, sw_tensor_t** x, sw_tensor_t** ids,
+                             sw_tensor_t** gates, float* gv) {
+  const size_t xes = dt == SW_DTYPE_BF16 ? 2 : 4;
+  void* xs = malloc((size_t)(tokens * BH) * xes);
+  for (int64_t i = 0; i < tokens * BH; ++i) {
+    const float v = irregular((uint32_t)(7919 + i));
+    if (dt == SW_DTYPE_BF16) ((uint16_t*)xs)[i] = bf16_of(v);
+    else ((float*)xs)[i] = v;
+  }
+  const int64_t xshape[2] = {tokens, BH};
+  SW_OK_(sw_tensor_from_data(rt, dt, xshape, 2, xs, x));
+  free(xs);
+  /* Tokens 0 and 2 share expert 1 (rows of one expert that are not consecutive). */
+  const int64_t idv[6] = {1, 3, 1, 2, 0, 3};
+  int64_t ids_data[6];
+  for (int64_t t = 0; t < tokens; ++t) {
+    ids_data[t] = idv[t];
+    ids_data[t + tokens] = idv[3 + t];
+  }
+  const int64_t ishape[2] = {tokens, 2};
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I64, ishape, 2, ids_data, ids));
+  for (int i = 0; i < 6; ++i) gv[i] = 0.3f + 0.17f * (float)i;
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F32, ishape, 2, gv, gates));
 }
 
 static void silu_equals_the_unfused_layer_bit_for_bit(void** state) {
@@ -392,31 +458,9 @@ static void silu_equals_the_unfused_layer_bit_for_bit(void** state) {
     ffn_fix_t f;
     make_irregular(&f, rt, dt);
     for (int64_t tokens = 1; tokens <= 3; tokens += 2) {
-      const size_t xes = dt == SW_DTYPE_BF16 ? 2 : 4;
-      void* xs = malloc((size_t)(tokens * BH) * xes);
-      for (int64_t i = 0; i < tokens * BH; ++i) {
-        const float v = irregular((uint32_t)(7919 + i));
-        if (dt == SW_DTYPE_BF16) ((uint16_t*)xs)[i] = bf16_of(v);
-        else ((float*)xs)[i] = v;
-      }
-      const int64_t xshape[2] = {tokens, BH};
-      sw_tensor_t* x = NULL;
-      SW_OK_(sw_tensor_from_data(rt, dt, xshape, 2, xs, &x));
-      free(xs);
-      /* Tokens 0 and 2 share expert 1 (rows of one expert that are not consecutive). */
-      const int64_t idv[6] = {1, 3, 1, 2, 0, 3};
-      int64_t ids_data[6];
-      for (int64_t t = 0; t < tokens; ++t) {
-        ids_data[t] = idv[t];
-        ids_data[t + tokens] = idv[3 + t];
-      }
-      const int64_t ishape[2] = {tokens, 2};
-      sw_tensor_t* ids = NULL;
-      SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_I64, ishape, 2, ids_data, &ids));
+      sw_tensor_t *x = NULL, *ids = NULL, *gates = NULL;
       float gv[6];
-      for (int i = 0; i < 6; ++i) gv[i] = 0.3f + 0.17f * (float)i;
-      sw_tensor_t* gates = NULL;
-      SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F32, ishape, 2, gv, &gates));
+      irregular_inputs(rt, dt, tokens, &x, &ids, &gates, gv);
       const sw_dtype_t outs[2] = {dt, SW_DTYPE_F32};
       for (int o = 0; o < (dt == SW_DTYPE_BF16 ? 2 : 1); ++o)
         for (int gated = 0; gated < 2; ++gated)
@@ -449,6 +493,88 @@ static void silu_equals_the_unfused_layer_bit_for_bit(void** state) {
   }
 }
 
+/* The result bytes of one call (`desc` NULL for the defaults); with
+ * `inline_call` its await is terminal on return. */
+static void* call_bytes(const ffn_fix_t* f, sw_tensor_t* x, sw_tensor_t* ids, sw_tensor_t* gates,
+                        const sw_expert_ffn_desc_t* desc, bool inline_call, size_t* bytes) {
+  sw_await_t* a = NULL;
+  SW_OK_(start(f, x, ids, gates, desc, &a));
+  if (inline_call) assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
+  sw_tensor_t* r = tt_wait_result(a);
+  sw_await_release(a);
+  void* raw = read_all(r, bytes);
+  sw_tensor_release(r);
+  return raw;
+}
+
+/* The fused form (a gate_up TiledEvictable whose tile e stacks the gate's
+ * tile e and the up's, transformers' gate_up_proj) against the three
+ * TiledEvictables of the same experts: the same bytes, bf16 (with its
+ * result in bf16 and in f32) and f32, gated and not, x shared by a token's
+ * choices or one row per choice, with every expert read, every expert
+ * resident (the inline path: terminal on return) and mixed (expert 1
+ * missing in gate_up only, expert 3 in down only). */
+static void the_fused_form_equals_three_carriers_bit_for_bit(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const sw_dtype_t dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F32};
+  for (int d = 0; d < 2; ++d) {
+    const sw_dtype_t dt = dts[d];
+    ffn_fix_t three, fused;
+    make_irregular_as(&three, rt, dt, false);
+    make_irregular_as(&fused, rt, dt, true);
+    for (int64_t tokens = 1; tokens <= 3; tokens += 2) {
+      sw_tensor_t *x = NULL, *ids = NULL, *gates = NULL;
+      float gv[6];
+      irregular_inputs(rt, dt, tokens, &x, &ids, &gates, gv);
+      /* One row per choice: (tokens, 2, BH), the shared rows scaled. */
+      sw_tensor_t* xk = NULL;
+      {
+        sw_tensor_t *x2 = NULL, *half = NULL;
+        sw_tensor_t* pair[2] = {x, NULL};
+        SW_OK_(sw_tensor_full(rt, dt, (const int64_t[]){1}, 1, 0.5, &half));
+        SW_OK_(sw_binary(SW_BINARY_MUL, x, half, &x2));
+        pair[1] = x2;
+        SW_OK_(sw_stack(pair, 2, 1, &xk));
+        sw_tensor_release(x2);
+        sw_tensor_release(half);
+      }
+      const sw_dtype_t outs[2] = {SW_DTYPE_INVALID, SW_DTYPE_F32};
+      for (int o = 0; o < (dt == SW_DTYPE_BF16 ? 2 : 1); ++o)
+        for (int per_choice = 0; per_choice < 2; ++per_choice)
+          for (int gated = 0; gated < 2; ++gated)
+            for (int residency = 0; residency < 3; ++residency) {
+              /* 0: every expert read; 1: every expert resident (inline); 2: mixed. */
+              if (residency == 0) {
+                evict_all(&three);
+                evict_all(&fused);
+              }
+              if (residency == 2) {
+                set_residency(&fused, GATE, 1, false);
+                set_residency(&fused, DOWN, 3, false);
+              }
+              sw_expert_ffn_desc_t desc;
+              sw_expert_ffn_desc_init(&desc);
+              desc.out_dtype = outs[o];
+              sw_tensor_t* xin = per_choice ? xk : x;
+              sw_tensor_t* g = gated ? gates : NULL;
+              size_t want_bytes = 0, got_bytes = 0;
+              void* want = call_bytes(&three, xin, ids, g, &desc, false, &want_bytes);
+              void* got = call_bytes(&fused, xin, ids, g, &desc, residency == 1, &got_bytes);
+              assert_int_equal(got_bytes, want_bytes);
+              assert_memory_equal(got, want, got_bytes);
+              free(got);
+              free(want);
+            }
+      sw_tensor_release(xk);
+      sw_tensor_release(gates);
+      sw_tensor_release(ids);
+      sw_tensor_release(x);
+    }
+    free_ffn(&fused);
+    free_ffn(&three);
+  }
+}
+
 /* ---- the rules it shares with projection ------------------------------ */
 
 /* A call whose experts are resident in all three and whose plans move
@@ -457,42 +583,46 @@ static void silu_equals_the_unfused_layer_bit_for_bit(void** state) {
  * await completes. */
 static void a_resident_call_is_terminal_on_return(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
-  ffn_fix_t f;
-  make_ffn(&f, rt, SW_CARRIER_FILE, NULL);
-  sw_tensor_t* x = x_tensor(rt, false);
-  sw_tensor_t* ids = ids_tensor(rt, kIds);
-  double want[TOK * KK * H];
-  expected(kIds, false, false, want);
-  sw_expert_ffn_desc_t desc;
-  sw_expert_ffn_desc_init(&desc);
-  desc.activation = SW_UNARY_RELU;
-  sw_tensor_release(run(&f, x, ids, NULL, SW_UNARY_RELU));
+  for (int fused = 0; fused < 2; ++fused) { /* three TiledEvictables, then gate_up and down */
+    ffn_fix_t f;
+    make_ffn_as(&f, rt, SW_CARRIER_FILE, NULL, fused);
+    sw_tensor_t* x = x_tensor(rt, false);
+    sw_tensor_t* ids = ids_tensor(rt, kIds);
+    double want[TOK * KK * H];
+    expected(kIds, false, false, want);
+    sw_expert_ffn_desc_t desc;
+    sw_expert_ffn_desc_init(&desc);
+    desc.activation = SW_UNARY_RELU;
+    sw_tensor_release(run(&f, x, ids, NULL, SW_UNARY_RELU));
 
-  sw_await_t* a = NULL;
-  SW_OK_(start(&f, x, ids, NULL, &desc, &a));
-  assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
-  sw_tensor_t* y = tt_wait_result(a);
-  tt_expect_values(y, want, TOK * KK * H);
-  sw_tensor_release(y);
-  sw_await_release(a);
-
-  for (int w = 0; w < 3; ++w) {
-    set_residency(&f, (which_t)w, 4, false);
-    SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+    sw_await_t* a = NULL;
     SW_OK_(start(&f, x, ids, NULL, &desc, &a));
-    SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
-    assert_int_equal(sw_async_status(a), SW_AWAIT_PENDING);
-    SW_OK_(sw_testing_release_hold(rt));
-    y = tt_wait_result(a);
+    assert_int_equal(sw_async_status(a), SW_AWAIT_SUCCEEDED);
+    sw_tensor_t* y = tt_wait_result(a);
     tt_expect_values(y, want, TOK * KK * H);
-    /* Committed before the await completed. */
-    for (int v = 0; v < 3; ++v) assert_int_equal(location(&f, (which_t)v, 4), SW_TILE_PRIMARY);
     sw_tensor_release(y);
     sw_await_release(a);
+
+    for (int w = 0; w < 3; ++w) {
+      if (!has(&f, w)) continue;
+      set_residency(&f, (which_t)w, 4, false);
+      SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
+      SW_OK_(start(&f, x, ids, NULL, &desc, &a));
+      SW_OK_(sw_testing_wait_held(rt, 10LL * 1000 * 1000 * 1000));
+      assert_int_equal(sw_async_status(a), SW_AWAIT_PENDING);
+      SW_OK_(sw_testing_release_hold(rt));
+      y = tt_wait_result(a);
+      tt_expect_values(y, want, TOK * KK * H);
+      /* Committed before the await completed. */
+      for (int v = 0; v < 3; ++v)
+        if (has(&f, v)) assert_int_equal(location(&f, (which_t)v, 4), SW_TILE_PRIMARY);
+      sw_tensor_release(y);
+      sw_await_release(a);
+    }
+    sw_tensor_release(ids);
+    sw_tensor_release(x);
+    free_ffn(&f);
   }
-  sw_tensor_release(ids);
-  sw_tensor_release(x);
-  free_ffn(&f);
 }
 
 /* While a call waits for a read of any of the three, neither that
@@ -743,20 +873,24 @@ static void an_allocation_failure_anywhere_fails_the_call(void** state) {
 }
 
 /* With grad mode on and x requiring grad the call runs the unfused layer:
- * the same values, and x's gradient equals the unfused layer's. */
+ * the same values, and x's gradient equals the unfused layer's. In the
+ * fused form too: its gate and up products are the two halves of the
+ * gate_up expert matmul, sliced, and the gradient flows back through both. */
 static void grad_mode_records_the_unfused_layer(void** state) {
   sw_runtime_t* rt = (sw_runtime_t*)*state;
-  ffn_fix_t f;
+  ffn_fix_t f, ff;
   make_ffn(&f, rt, SW_CARRIER_HOST, NULL);
+  make_ffn_as(&ff, rt, SW_CARRIER_HOST, NULL, true);
   sw_tensor_t* gates = gates_tensor(rt);
-  double grads[2][TOK * H];
-  for (int fused = 0; fused < 2; ++fused) {
+  double grads[3][TOK * H];
+  /* 0: the unfused layer; 1: the call; 2: the call in the fused form. */
+  for (int fused = 0; fused < 3; ++fused) {
     sw_tensor_t* x = x_tensor(rt, false);
     sw_tensor_t* ids = ids_tensor(rt, kIds);
     SW_OK_(sw_tensor_set_requires_grad(x, true));
     sw_tensor_t* out = NULL;
     if (fused) {
-      out = run(&f, x, ids, gates, SW_UNARY_RELU);
+      out = run(fused == 2 ? &ff : &f, x, ids, gates, SW_UNARY_RELU);
     } else {
       sw_tensor_t* a = expert_matmul(&f, GATE, x, ids, SW_DTYPE_INVALID);
       sw_tensor_t* b = expert_matmul(&f, UP, x, ids, SW_DTYPE_INVALID);
@@ -796,8 +930,12 @@ static void grad_mode_records_the_unfused_layer(void** state) {
     sw_tensor_release(ids);
     sw_tensor_release(x);
   }
-  for (int i = 0; i < TOK * H; ++i) assert_true(grads[0][i] == grads[1][i]);
+  for (int i = 0; i < TOK * H; ++i) {
+    assert_true(grads[0][i] == grads[1][i]);
+    assert_true(grads[0][i] == grads[2][i]);
+  }
   sw_tensor_release(gates);
+  free_ffn(&ff);
   free_ffn(&f);
 }
 
@@ -884,6 +1022,68 @@ static void bad_arguments_change_nothing(void** state) {
   free_ffn(&f);
 }
 
+/* The fused form's own errors, before any work and with nothing changed:
+ * exactly one of up and up_experts NULL (VALUE naming it), a gate_up tile
+ * whose second extent is odd, a gate_up whose H or F disagrees with down's,
+ * an up given with a gate_up, and gate_up and down of different dtypes. */
+static void the_fused_form_refuses_bad_arguments(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  ffn_fix_t f, ff;
+  make_ffn(&f, rt, SW_CARRIER_HOST, NULL);
+  make_ffn_as(&ff, rt, SW_CARRIER_HOST, NULL, true);
+  sw_tensor_t* x = x_tensor(rt, false);
+  sw_tensor_t* ids = ids_tensor(rt, kIds);
+  sw_await_t* a = NULL;
+  SW_FAILS(sw_tiled_expert_ffn(ff.te[GATE], ff.full[GATE], f.te[UP], NULL, ff.te[DOWN], ff.full[DOWN], x, ids, NULL,
+                               NULL, &a),
+           SW_ERROR_VALUE, "up_experts is NULL while up is not");
+  SW_FAILS(sw_tiled_expert_ffn(ff.te[GATE], ff.full[GATE], NULL, f.full[UP], ff.te[DOWN], ff.full[DOWN], x, ids, NULL,
+                               NULL, &a),
+           SW_ERROR_VALUE, "up is NULL while up_experts is not");
+  /* The down experts, tile (4, 3, 1), as a gate_up: an odd second extent. */
+  SW_FAILS(sw_tiled_expert_ffn(f.te[DOWN], f.full[DOWN], NULL, NULL, ff.te[DOWN], ff.full[DOWN], x, ids, NULL, NULL,
+                               &a),
+           SW_ERROR_VALUE,
+           "expert_ffn: the gate_up experts (gate, with up null: the fused form) must be tile (H, 2F, 1), the gate's F "
+           "output features then the up's; they have tile (4, 3, 1), an odd second extent");
+  /* A gate's (3, 4) as a gate_up: F = 2, not down's 4. */
+  SW_FAILS(sw_tiled_expert_ffn(f.te[GATE], f.full[GATE], NULL, NULL, ff.te[DOWN], ff.full[DOWN], x, ids, NULL, NULL,
+                               &a),
+           SW_ERROR_VALUE,
+           "the down experts must be grid (1, 1, 5) and tile (2, 3, 1) (a half of the gate_up's (H, 2F), transposed); "
+           "they have grid (1, 1, 5) and tile (4, 3, 1)");
+  /* Down's H and F swapped (the up experts, (3, 4)). */
+  SW_FAILS(sw_tiled_expert_ffn(ff.te[GATE], ff.full[GATE], NULL, NULL, f.te[UP], f.full[UP], x, ids, NULL, NULL, &a),
+           SW_ERROR_VALUE, "the down experts must be grid (1, 1, 5) and tile (4, 3, 1)");
+  /* An up beside a gate_up: three carriers of which the gate is (3, 8). */
+  SW_FAILS(sw_tiled_expert_ffn(ff.te[GATE], ff.full[GATE], f.te[UP], f.full[UP], ff.te[DOWN], ff.full[DOWN], x, ids,
+                               NULL, NULL, &a),
+           SW_ERROR_VALUE, "the up experts must have the gate experts' geometry, grid (1, 1, 5) and tile (3, 8, 1)");
+  /* A bf16 down of the right geometry. */
+  sw_carrier_t* p = tt_carrier(rt, SW_CARRIER_CPU, SW_DTYPE_BF16, 0);
+  sw_carrier_t* s = tt_carrier(rt, SW_CARRIER_HOST, SW_DTYPE_BF16, (size_t)(E * F * H));
+  const int64_t grid[3] = {1, 1, E}, tile[3] = {F, H, 1};
+  sw_carrier_t* bf_down = NULL;
+  SW_OK_(sw_tiled_create(p, s, grid, tile, 3, NULL, &bf_down));
+  sw_tensor_t* bf_full = NULL;
+  SW_OK_(sw_tiled_full_tensor(bf_down, &bf_full));
+  SW_FAILS(sw_tiled_expert_ffn(ff.te[GATE], ff.full[GATE], NULL, NULL, bf_down, bf_full, x, ids, NULL, NULL, &a),
+           SW_ERROR_TYPE, "expert_ffn: the experts must share one dtype; gate_up f32, down bf16");
+  sw_tensor_release(bf_full);
+  sw_carrier_release(bf_down);
+  sw_carrier_release(s);
+  sw_carrier_release(p);
+  for (int w = 0; w < 3; ++w)
+    for (int64_t e = 0; e < E; ++e) {
+      assert_int_equal(location(&f, (which_t)w, e), SW_TILE_SECONDARY);
+      if (has(&ff, w)) assert_int_equal(location(&ff, (which_t)w, e), SW_TILE_SECONDARY);
+    }
+  sw_tensor_release(ids);
+  sw_tensor_release(x);
+  free_ffn(&ff);
+  free_ffn(&f);
+}
+
 /* ---- atomicity: a failed call commits nothing, and nothing of it is left
  * once its await is terminal ---------------------------------------------- */
 
@@ -897,6 +1097,7 @@ typedef struct ffn_state_t {
 static void snapshot(const ffn_fix_t* f, sw_lru_policy_t* const* lru, ffn_state_t* s) {
   memset(s, 0, sizeof *s);
   for (int w = 0; w < 3; ++w) {
+    if (!has(f, w)) continue; /* the fused form's up: zeros */
     for (int64_t e = 0; e < E; ++e) {
       const int64_t c[3] = {0, 0, e};
       sw_tile_state_t st;
@@ -927,21 +1128,23 @@ static void expect_same_state(const ffn_state_t* want, const ffn_state_t* got) {
   }
 }
 
-/* The three over the file tier, each under an LRU budget of 3 of the 5
- * experts, with gate expert 0, up expert 2 and down expert 3 primary at the
- * start: a call over experts 0, 1, 3 and 4 hits, misses, evicts and reads
- * some experts for itself alone in each. */
-static void make_budgeted(ffn_fix_t* f, sw_runtime_t* rt, sw_lru_policy_t** lru) {
+/* The three (or, `fused`, gate_up and down) over the file tier, each under
+ * an LRU budget of 3 of the 5 experts, with gate expert 0, up expert 2 and
+ * down expert 3 primary at the start: a call over experts 0, 1, 3 and 4
+ * hits, misses, evicts and reads some experts for itself alone in each. */
+static void make_budgeted(ffn_fix_t* f, sw_runtime_t* rt, sw_lru_policy_t** lru, bool fused) {
   sw_residency_policy_t vt[3];
   const sw_residency_policy_t* p[3];
   for (int w = 0; w < 3; ++w) {
     SW_OK_(sw_lru_policy_create(3, &lru[w]));
+    p[w] = NULL;
+    if (fused && w == UP) continue; /* no TiledEvictable to take it over: lru[UP] stays unused */
     SW_OK_(sw_lru_policy_as_residency_policy(lru[w], &vt[w]));
     p[w] = &vt[w];
   }
-  make_ffn(f, rt, SW_CARRIER_FILE, p);
+  make_ffn_as(f, rt, SW_CARRIER_FILE, p, fused);
   set_residency(f, GATE, 0, true);
-  set_residency(f, UP, 2, true);
+  if (!fused) set_residency(f, UP, 2, true);
   set_residency(f, DOWN, 3, true);
 }
 
@@ -964,7 +1167,7 @@ static uint64_t injected(sw_runtime_t* rt, sw_fault_kind_t kind) {
  * request of the call is pending); on a second run of the same point, a
  * retry leaves exactly what one clean call leaves (the failed call counted
  * no request, consumed nothing). Past the last point the call succeeds. */
-static void sweep_failed_calls(sw_runtime_t* rt, bool record) {
+static void sweep_failed_calls(sw_runtime_t* rt, bool record, bool fused) {
   sw_tensor_t* x = x_tensor(rt, false);
   if (record) SW_OK_(sw_tensor_set_requires_grad(x, true)); /* the unfused layer, recorded */
   sw_tensor_t* ids = ids_tensor(rt, kIds);
@@ -979,7 +1182,7 @@ static void sweep_failed_calls(sw_runtime_t* rt, bool record) {
   {
     ffn_fix_t f;
     sw_lru_policy_t* lru[3];
-    make_budgeted(&f, rt, lru);
+    make_budgeted(&f, rt, lru, fused);
     sw_tensor_t* o = run(&f, x, ids, gates, SW_UNARY_RELU);
     tt_expect_values(o, want, TOK * H);
     sw_tensor_release(o);
@@ -995,7 +1198,7 @@ static void sweep_failed_calls(sw_runtime_t* rt, bool record) {
       for (int pass = 0; pass < 2 && !done; ++pass) {
         ffn_fix_t f;
         sw_lru_policy_t* lru[3];
-        make_budgeted(&f, rt, lru);
+        make_budgeted(&f, rt, lru, fused);
         ffn_state_t before, after;
         snapshot(&f, lru, &before);
         const uint64_t injected_before = injected(rt, kinds[k]);
@@ -1022,7 +1225,8 @@ static void sweep_failed_calls(sw_runtime_t* rt, bool record) {
         snapshot(&f, lru, &after);
         expect_same_state(&before, &after);
         if (pass == 0) {
-          for (int w = 0; w < 3; ++w) SW_OK_(sw_carrier_dispose(f.te[w]));
+          for (int w = 0; w < 3; ++w)
+            if (has(&f, w)) SW_OK_(sw_carrier_dispose(f.te[w]));
         } else {
           sw_tensor_t* o = run(&f, x, ids, gates, SW_UNARY_RELU);
           tt_expect_values(o, want, TOK * H);
@@ -1043,13 +1247,26 @@ static void sweep_failed_calls(sw_runtime_t* rt, bool record) {
 }
 
 static void a_failed_call_changes_nothing_after_its_await(void** state) {
-  sweep_failed_calls((sw_runtime_t*)*state, false);
+  sweep_failed_calls((sw_runtime_t*)*state, false, false);
 }
 
 /* The same with grad mode on (x requires grad): the call runs the unfused
  * layer's three expert matmuls, recorded, as one step that commits as a
  * whole. */
-static void a_failed_recorded_call_changes_nothing(void** state) { sweep_failed_calls((sw_runtime_t*)*state, true); }
+static void a_failed_recorded_call_changes_nothing(void** state) {
+  sweep_failed_calls((sw_runtime_t*)*state, true, false);
+}
+
+/* The same in the fused form: its two requests (gate_up, down) commit
+ * together or not at all, and nothing of a failed call is left once its
+ * await is terminal; recorded, its two expert matmuls are one step. */
+static void a_failed_fused_call_changes_nothing_after_its_await(void** state) {
+  sweep_failed_calls((sw_runtime_t*)*state, false, true);
+}
+
+static void a_failed_recorded_fused_call_changes_nothing(void** state) {
+  sweep_failed_calls((sw_runtime_t*)*state, true, true);
+}
 
 /* The gate request's first read fails while the up request's first read
  * is held back: the call's await is not terminal while a request of the
@@ -1067,7 +1284,7 @@ static void a_failed_call_waits_for_every_request(void** state) {
   {
     ffn_fix_t f;
     sw_lru_policy_t* lru[3];
-    make_budgeted(&f, rt, lru);
+    make_budgeted(&f, rt, lru, false);
     ffn_state_t before, after;
     snapshot(&f, lru, &before);
     /* The gate reads experts 1, 3 and 4 (reads 1-3), the up 0, 1, 3 and 4
@@ -1090,7 +1307,7 @@ static void a_failed_call_waits_for_every_request(void** state) {
   for (uint64_t n = 1;; ++n) {
     ffn_fix_t f;
     sw_lru_policy_t* lru[3];
-    make_budgeted(&f, rt, lru);
+    make_budgeted(&f, rt, lru, false);
     ffn_state_t before, after;
     snapshot(&f, lru, &before);
     SW_OK_(sw_testing_inject_fault(rt, SW_FAULT_ALLOCATION, n));
@@ -1129,6 +1346,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(lru_budgets_hold_across_calls, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(silu_equals_the_unfused_layer_bit_for_bit, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(the_fused_form_equals_three_carriers_bit_for_bit, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(a_resident_call_is_terminal_on_return, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(a_pending_call_pins_its_experts, sw_test_runtime_setup,
@@ -1146,9 +1365,15 @@ int main(void) {
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(a_failed_recorded_call_changes_nothing, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_fused_call_changes_nothing_after_its_await, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_recorded_fused_call_changes_nothing, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(grad_mode_records_the_unfused_layer, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(bad_arguments_change_nothing, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(the_fused_form_refuses_bad_arguments, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

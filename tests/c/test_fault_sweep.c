@@ -17,7 +17,8 @@
  * on buffered I/O with the same values, and so does the rest.
  * The workloads are tables of steps (struct workload below): a new tier is
  * a new table. The read-only model-file tier (weights opened in place from a
- * .npy file or a stack of .safetensors tensors, with and without direct I/O)
+ * .npy file or a stack of .safetensors tensors of one file or of several,
+ * with and without direct I/O)
  * has one, of read-only steps; it never writes, and its final check
  * compares every value with the file, which must be unchanged. The sweep
  * prints the (kind, n) points it covered. */
@@ -55,6 +56,7 @@ typedef enum model_file_t {
   MF_NONE = 0, /* a scratch tier (file or zstd) seeded by step 0 */
   MF_NPY,      /* a .npy file */
   MF_STACK,    /* tensors of one .safetensors file, stacked */
+  MF_SHARDS,   /* tensors of several .safetensors files, stacked */
 } model_file_t;
 
 /* A workload: its steps, in order; step 0 makes the carrier, and
@@ -404,27 +406,33 @@ static void model_after(ctx* c, int step) {
 /* ---- the model-file workload ---------------------------------------------- */
 
 /* The secondary tier is a model file opened in place, read-only: a row-major
- * (E, O, I) = (8, 2, 8) f32 array, as a .npy file and as eight (O, I)
- * tensors "expert.<e>" of one .safetensors file, saved out of order (so the
- * stack's segments are not in tile order) and opened as a stack. Its full
- * tensor is (I, O, E) = (8, 2, 8), grid (1, 1, 8), tile (8, 2, 1): tile e
- * is expert e, 16 values, one block of the file. File element [e, o, i]
- * holds tt_seed(e, o * 8 + i), so the full tensor's canonical slots hold
- * tt_canon_seed's values, as in the tiled workload. The files are written
- * once, before any fault is armed. */
+ * (E, O, I) = (8, 2, 8) f32 array, as a .npy file, as eight (O, I) tensors
+ * "expert.<e>" of one .safetensors file, saved out of order (so the stack's
+ * segments are not in tile order) and opened as a stack, and as the same
+ * tensors spread over three .safetensors files (a sharded checkpoint:
+ * expert e in shard kShardOf[e], each shard in the same save order) and
+ * opened as one stack over them. Its full tensor is (I, O, E) = (8, 2, 8),
+ * grid (1, 1, 8), tile (8, 2, 1): tile e is expert e, 16 values, one block
+ * of a file. File element [e, o, i] holds tt_seed(e, o * 8 + i), so the full
+ * tensor's canonical slots hold tt_canon_seed's values, as in the tiled
+ * workload. The files are written once, before any fault is armed. */
 #define ME 8
 #define MO 2
 #define MI 8
+#define NSHARDS 3
 static const int64_t kModelShape[3] = {ME, MO, MI}, kModelLogical[3] = {MI, MO, ME}, kModelGrid[3] = {1, 1, ME},
                      kModelTile[3] = {MI, MO, 1};
 static const size_t kStackSaveOrder[ME] = {3, 0, 7, 1, 6, 2, 5, 4};
+static const size_t kShardOf[ME] = {2, 0, 1, 0, 2, 1, 0, 1};
 
-static char g_model_dir[256], g_npy_path[320], g_stack_path[320];
+static char g_model_dir[256];
+/* File f of model m (f = 0 for the one-file models). */
+static char g_paths[MF_SHARDS + 1][NSHARDS][320];
 static char g_stack_names[ME][16];
 static const char* g_stack_name_ptrs[ME];
 /* Each file's bytes as written, to check that nothing wrote to it. */
-static unsigned char* g_file_bytes[3];
-static size_t g_file_size[3];
+static unsigned char* g_file_bytes[MF_SHARDS + 1][NSHARDS];
+static size_t g_file_size[MF_SHARDS + 1][NSHARDS];
 
 static unsigned char* file_bytes(const char* path, size_t* out_n) {
   FILE* fp = fopen(path, "rb");
@@ -439,7 +447,10 @@ static unsigned char* file_bytes(const char* path, size_t* out_n) {
   return data;
 }
 
-static const char* model_path(model_file_t m) { return m == MF_NPY ? g_npy_path : g_stack_path; }
+static size_t model_files(model_file_t m) { return m == MF_SHARDS ? NSHARDS : 1; }
+
+/* The file of model m that holds expert e. */
+static size_t model_file_of(model_file_t m, int64_t e) { return m == MF_SHARDS ? kShardOf[e] : 0; }
 
 static uint64_t le_bytes(const unsigned char* p, int n) {
   uint64_t v = 0;
@@ -447,32 +458,38 @@ static uint64_t le_bytes(const unsigned char* p, int n) {
   return v;
 }
 
-/* The byte offset in file `m` of the full tensor's canonical slot s, from
- * the formats' own rules: an npy 1.0 array starts after its header (its
- * length at bytes 8-9); the safetensors data start after the 8-byte header
- * length and the header, each (2, 8) tensor in the order it was saved. */
-static uint64_t model_offset(model_file_t m, const unsigned char* bytes, int64_t s) {
-  if (m == MF_NPY) return 10 + le_bytes(bytes + 8, 2) + 4 * (uint64_t)s;
+/* The byte offset of the full tensor's canonical slot s in its file of
+ * model m, from the formats' own rules: an npy 1.0 array starts after its
+ * header (its length at bytes 8-9); the safetensors data start after the
+ * 8-byte header length and the header, each (2, 8) tensor of the file in
+ * the order it was saved. */
+static uint64_t model_offset(model_file_t m, int64_t s) {
   const int64_t e = s / TE;
+  const unsigned char* bytes = g_file_bytes[m][model_file_of(m, e)];
+  if (m == MF_NPY) return 10 + le_bytes(bytes + 8, 2) + 4 * (uint64_t)s;
   uint64_t j = 0;
-  while (kStackSaveOrder[j] != (size_t)e) ++j;
+  for (size_t k = 0; kStackSaveOrder[k] != (size_t)e; ++k)
+    if (model_file_of(m, (int64_t)kStackSaveOrder[k]) == model_file_of(m, e)) ++j;
   return 8 + le_bytes(bytes, 8) + j * TE * 4 + 4 * (uint64_t)(s % TE);
 }
 
-/* The value of canonical slot s as file `m` holds it. */
-static double model_file_value(model_file_t m, const unsigned char* bytes, int64_t s) {
+/* The value of canonical slot s as model m's file holds it. */
+static double model_file_value(model_file_t m, int64_t s) {
   float v;
-  memcpy(&v, bytes + model_offset(m, bytes, s), sizeof v);
+  memcpy(&v, g_file_bytes[m][model_file_of(m, s / TE)] + model_offset(m, s), sizeof v);
   return v;
 }
 
 static void write_model_files(void) {
-  if (g_file_bytes[MF_NPY]) return;
+  if (g_file_bytes[MF_NPY][0]) return;
   const char* tmp = getenv("TMPDIR");
   snprintf(g_model_dir, sizeof g_model_dir, "%s/sw_fault_sweep_XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(g_model_dir)) fail_msg("cannot make a directory for the model files under %s", g_model_dir);
-  snprintf(g_npy_path, sizeof g_npy_path, "%s/experts.npy", g_model_dir);
-  snprintf(g_stack_path, sizeof g_stack_path, "%s/experts.safetensors", g_model_dir);
+  snprintf(g_paths[MF_NPY][0], sizeof g_paths[MF_NPY][0], "%s/experts.npy", g_model_dir);
+  snprintf(g_paths[MF_STACK][0], sizeof g_paths[MF_STACK][0], "%s/experts.safetensors", g_model_dir);
+  for (size_t f = 0; f < NSHARDS; ++f)
+    snprintf(g_paths[MF_SHARDS][f], sizeof g_paths[MF_SHARDS][f], "%s/model-%05zu-of-%05d.safetensors", g_model_dir,
+             f + 1, NSHARDS);
   sw_runtime_t* rt = NULL;
   SW_OK_(sw_runtime_create(NULL, &rt));
   float v[NE];
@@ -482,7 +499,7 @@ static void write_model_files(void) {
   SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F32, kModelLogical, 3, v, &t));
   const size_t reverse[3] = {2, 1, 0};
   SW_OK_(sw_tensor_permute(t, reverse, 3, &view));
-  SW_OK_(sw_save_npy(g_npy_path, view));
+  SW_OK_(sw_save_npy(g_paths[MF_NPY][0], view));
   sw_tensor_release(view);
   sw_tensor_release(t);
   /* Expert e as its own (O, I) tensor: its (I, O) values, permuted. */
@@ -502,49 +519,64 @@ static void write_model_files(void) {
     sw_tensor_release(p);
     names[j] = g_stack_name_ptrs[e];
   }
-  SW_OK_(sw_save_safetensors(g_stack_path, names, parts, ME, NULL));
+  SW_OK_(sw_save_safetensors(g_paths[MF_STACK][0], names, parts, ME, NULL));
+  /* Each shard: its experts, in the same save order. */
+  for (size_t f = 0; f < NSHARDS; ++f) {
+    sw_tensor_t* shard_parts[ME];
+    const char* shard_names[ME];
+    size_t n = 0;
+    for (size_t j = 0; j < ME; ++j)
+      if (kShardOf[kStackSaveOrder[j]] == f) {
+        shard_parts[n] = parts[j];
+        shard_names[n++] = names[j];
+      }
+    SW_OK_(sw_save_safetensors(g_paths[MF_SHARDS][f], shard_names, shard_parts, n, NULL));
+  }
   for (size_t j = 0; j < ME; ++j) sw_tensor_release(parts[j]);
   sw_runtime_release(rt);
   /* The files hold what the workload's model says. */
-  for (model_file_t m = MF_NPY; m <= MF_STACK; ++m) {
-    g_file_bytes[m] = file_bytes(model_path(m), &g_file_size[m]);
+  for (model_file_t m = MF_NPY; m <= MF_SHARDS; ++m) {
+    for (size_t f = 0; f < model_files(m); ++f) g_file_bytes[m][f] = file_bytes(g_paths[m][f], &g_file_size[m][f]);
     for (int64_t s = 0; s < NE; ++s)
-      if (model_file_value(m, g_file_bytes[m], s) != tt_seed(s / TE, s % TE))
-        fail_msg("%s: slot %lld holds %g, expected %g", model_path(m), (long long)s,
-                 model_file_value(m, g_file_bytes[m], s), tt_seed(s / TE, s % TE));
+      if (model_file_value(m, s) != tt_seed(s / TE, s % TE))
+        fail_msg("%s: slot %lld holds %g, expected %g", g_paths[m][model_file_of(m, s / TE)], (long long)s,
+                 model_file_value(m, s), tt_seed(s / TE, s % TE));
   }
 }
 
 static void remove_model_files(void) {
-  if (!g_file_bytes[MF_NPY]) return;
-  for (model_file_t m = MF_NPY; m <= MF_STACK; ++m) {
-    unlink(model_path(m));
-    free(g_file_bytes[m]);
-    g_file_bytes[m] = NULL;
-  }
+  if (!g_file_bytes[MF_NPY][0]) return;
+  for (model_file_t m = MF_NPY; m <= MF_SHARDS; ++m)
+    for (size_t f = 0; f < model_files(m); ++f) {
+      unlink(g_paths[m][f]);
+      free(g_file_bytes[m][f]);
+      g_file_bytes[m][f] = NULL;
+    }
   rmdir(g_model_dir);
 }
 
-/* The file as it was written; its bytes, for the caller to free. */
-static unsigned char* expect_file_unchanged(ctx* c, const char* when) {
+/* Every file of the workload's model is as it was written. */
+static void expect_files_unchanged(ctx* c, const char* when) {
   const model_file_t m = c->w->file;
-  size_t n = 0;
-  unsigned char* bytes = file_bytes(model_path(m), &n);
-  if (n != g_file_size[m] || memcmp(bytes, g_file_bytes[m], n) != 0) fail_msg("%s: %s changed", when, model_path(m));
-  return bytes;
+  for (size_t f = 0; f < model_files(m); ++f) {
+    size_t n = 0;
+    unsigned char* bytes = file_bytes(g_paths[m][f], &n);
+    if (n != g_file_size[m][f] || memcmp(bytes, g_file_bytes[m][f], n) != 0)
+      fail_msg("%s: %s changed", when, g_paths[m][f]);
+    free(bytes);
+  }
 }
 
-/* Every value of the full tensor equals the file's, and the file is as it
- * was written. */
+/* Every value of the full tensor equals the file's, and the files are as
+ * they were written. */
 static void expect_file(ctx* c, const char* when) {
   const model_file_t m = c->w->file;
-  unsigned char* bytes = expect_file_unchanged(c, when);
+  expect_files_unchanged(c, when);
   float got[NE];
   SW_OK_(sw_tensor_read(c->f.full, got, sizeof got));
   for (int64_t s = 0; s < NE; ++s)
-    if (got[s] != model_file_value(m, bytes, s))
-      fail_msg("%s: element %lld is %g, the file holds %g", when, (long long)s, got[s], model_file_value(m, bytes, s));
-  free(bytes);
+    if (got[s] != model_file_value(m, s))
+      fail_msg("%s: element %lld is %g, the file holds %g", when, (long long)s, got[s], model_file_value(m, s));
 }
 
 /* The opener's report: the file's (E, O, I), the (I, O, E) full tensor and
@@ -556,7 +588,7 @@ static void expect_model_info(ctx* c) {
   assert_int_equal(in->rank, 3);
   assert_int_equal(in->order, SW_FILE_ORDER_ROW_MAJOR);
   assert_int_equal(in->segments, m == MF_NPY ? 1 : ME);
-  assert_int_equal(in->data_offset, model_offset(m, g_file_bytes[m], 0));
+  assert_int_equal(in->data_offset, model_offset(m, 0));
   assert_int_equal(in->data_bytes, NE * sizeof(float));
   for (int i = 0; i < 3; ++i) {
     assert_int_equal(in->shape[i], kModelShape[i]);
@@ -578,9 +610,16 @@ static sw_error_t* mstep_open(ctx* c) {
   d.chunk_bytes = 32; /* two buffered read requests per tile */
   sw_file_tensor_info_init(&c->info);
   sw_carrier_t *p = NULL, *s = NULL;
-  sw_error_t* e = c->w->file == MF_NPY
-                      ? sw_carrier_open_npy(c->rt, g_npy_path, &d, &c->info, &s)
-                      : sw_carrier_open_safetensors_stack(c->rt, g_stack_path, g_stack_name_ptrs, ME, &d, &c->info, &s);
+  const char* shard_paths[ME];
+  for (size_t k = 0; k < ME; ++k) shard_paths[k] = g_paths[MF_SHARDS][kShardOf[k]];
+  sw_error_t* e = NULL;
+  if (c->w->file == MF_NPY) {
+    e = sw_carrier_open_npy(c->rt, g_paths[MF_NPY][0], &d, &c->info, &s);
+  } else if (c->w->file == MF_STACK) {
+    e = sw_carrier_open_safetensors_stack(c->rt, g_paths[MF_STACK][0], g_stack_name_ptrs, ME, &d, &c->info, &s);
+  } else {
+    e = sw_carrier_open_safetensors_stack_files(c->rt, shard_paths, g_stack_name_ptrs, ME, &d, &c->info, &s);
+  }
   if (e) {
     assert_null(s);
   } else {
@@ -711,7 +750,7 @@ static sw_error_t* mstep_refuse_writes(ctx* c) {
   sw_carrier_release(s);
   if (!e) {
     tt_expect_snapshot(&c->f, &before);
-    free(expect_file_unchanged(c, "after the refused writes"));
+    expect_files_unchanged(c, "after the refused writes");
   }
   return e;
 }
@@ -740,6 +779,8 @@ static const workload kWorkloads[] = {
     {"npy file, direct I/O, LRU", SW_CARRIER_FILE, MF_NPY, true, true, MODEL_STEPS},
     {"npy file, buffered, LRU", SW_CARRIER_FILE, MF_NPY, false, true, MODEL_STEPS},
     {"safetensors stack, direct I/O, LRU", SW_CARRIER_FILE, MF_STACK, true, true, MODEL_STEPS},
+    {"sharded stack, direct I/O, LRU", SW_CARRIER_FILE, MF_SHARDS, true, true, MODEL_STEPS},
+    {"sharded stack, buffered, LRU", SW_CARRIER_FILE, MF_SHARDS, false, true, MODEL_STEPS},
 };
 #define NWORKLOADS (sizeof kWorkloads / sizeof kWorkloads[0])
 
@@ -1265,7 +1306,7 @@ static void test_model_file_writes(void** state) {
   sw_tile_selection_release(sel);
   tt_expect_tile(&c.f, 1, SW_TILE_PRIMARY, true);
   expect_model(&c, "after the update");
-  free(expect_file_unchanged(&c, "after the update"));
+  expect_files_unchanged(&c, "after the update");
 
   /* Its eviction is refused, alone or with a clean tile. */
   sw_tile_set_t* set5 = tt_set_ordinals(&c.f, k5, 1);
@@ -1295,7 +1336,7 @@ static void test_model_file_writes(void** state) {
   sw_tile_set_release(now);
   tt_expect_tile(&c.f, 1, SW_TILE_PRIMARY, true);
   expect_model(&c, "after the projections");
-  free(expect_file_unchanged(&c, "after the projections"));
+  expect_files_unchanged(&c, "after the projections");
   teardown_ctx(&c);
 }
 
@@ -1345,6 +1386,8 @@ int main(void) {
       cmocka_unit_test_prestate(test_tiled_sweep, (void*)&kWorkloads[3]),
       cmocka_unit_test_prestate(test_tiled_sweep, (void*)&kWorkloads[4]),
       cmocka_unit_test_prestate(test_tiled_sweep, (void*)&kWorkloads[5]),
+      cmocka_unit_test_prestate(test_tiled_sweep, (void*)&kWorkloads[6]),
+      cmocka_unit_test_prestate(test_tiled_sweep, (void*)&kWorkloads[7]),
       cmocka_unit_test(test_model_file_writes),
       cmocka_unit_test_prestate(test_device_sweep, NULL),
       cmocka_unit_test_prestate(test_device_sweep, (void*)&yes),

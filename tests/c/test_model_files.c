@@ -1,9 +1,10 @@
 /* Model files as secondary tiers: .npy, .safetensors and raw tensors opened
  * as File carriers with the geometry that gives each tile one expert, per-
- * expert safetensors tensors as one segmented carrier, direct I/O through
- * bounce buffers, saving tensors and TiledEvictables to .safetensors and
- * .npy, every header error rule through the openers and the parsing hooks,
- * and the seed corpus (tests/corpus) replayed through those hooks. */
+ * expert safetensors tensors as one segmented carrier (of one file, or of
+ * several: a sharded checkpoint), direct I/O through bounce buffers, saving
+ * tensors and TiledEvictables to .safetensors and .npy, every header error
+ * rule through the openers and the parsing hooks, and the seed corpus
+ * (tests/corpus) replayed through those hooks. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1019,6 +1020,398 @@ static void header_reads_are_fault_points(void** state) {
   unlink(st);
 }
 
+/* ---- a stack over several files (a sharded checkpoint) ------------------ */
+
+/* SE experts of (DO, DI) f32 weights (75 KiB each: tile buffers that own
+ * their blocks) spread over three files, each after a head tensor (so no
+ * tensor starts on a 4096-byte boundary; all on 4-byte ones, as in real
+ * checkpoints) and stored out of order:
+ * shard 0 holds experts 4 and 0 and a bias, shard 1 experts 2 and 5 and a
+ * BF16 tensor "other" of their shape, shard 2 experts 1 and 3. Every shard
+ * also holds a tensor "shared" of the experts' shape, all -(s + 1): one name
+ * in several files. */
+enum { SE = 6 };
+static const int kShardOf[SE] = {0, 2, 1, 2, 0, 1};
+static const int kShardExperts[3][2] = {{4, 0}, {2, 5}, {1, 3}};
+static const char* shard_names[SE] = {"model.layers.0.block_sparse_moe.experts.0.w1.weight",
+                                      "model.layers.0.block_sparse_moe.experts.1.w1.weight",
+                                      "model.layers.0.block_sparse_moe.experts.2.w1.weight",
+                                      "model.layers.0.block_sparse_moe.experts.3.w1.weight",
+                                      "model.layers.0.block_sparse_moe.experts.4.w1.weight",
+                                      "model.layers.0.block_sparse_moe.experts.5.w1.weight"};
+
+/* Writes the three shards into paths[s]; offsets[e] gets expert e's byte
+ * offset in its file. */
+static void write_shards(const fixture_t* f, char paths[3][512], uint64_t offsets[SE]) {
+  const size_t bytes = DO * DI * sizeof(float);
+  for (int s = 0; s < 3; ++s) {
+    char name[64];
+    snprintf(name, sizeof name, "model-%05d-of-00003.safetensors", s + 1);
+    path_in(f, name, paths[s], 512);
+    const size_t head = 100 + 36 * (size_t)s;
+    unsigned char* data = (unsigned char*)malloc(head + 4 * bytes);
+    char json[1024];
+    size_t len = (size_t)snprintf(json, sizeof json,
+                                  "{\"head\":{\"dtype\":\"U8\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}", head, head);
+    memset(data, 0xa5, head);
+    size_t at = head, rel[2];
+    for (int k = 0; k < 2; ++k) {
+      const int e = kShardExperts[s][k];
+      float* w = (float*)(data + at);
+      for (int o = 0; o < DO; ++o)
+        for (int i = 0; i < DI; ++i) w[o * DI + i] = weight(e, o, i);
+      len += (size_t)snprintf(json + len, sizeof json - len,
+                              ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}",
+                              shard_names[e], DO, DI, at, at + bytes);
+      rel[k] = at;
+      at += bytes;
+    }
+    float* shared = (float*)(data + at);
+    for (int k = 0; k < DO * DI; ++k) shared[k] = (float)-(s + 1);
+    len += (size_t)snprintf(json + len, sizeof json - len,
+                            ",\"shared\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", DO, DI, at,
+                            at + bytes);
+    at += bytes;
+    if (s == 0) {
+      memset(data + at, 0x7f, 12);
+      len += (size_t)snprintf(json + len, sizeof json - len,
+                              ",\"model.layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[%zu,%zu]}",
+                              at, at + 12);
+      at += 12;
+    } else if (s == 1) {
+      memset(data + at, 0, bytes / 2);
+      len += (size_t)snprintf(json + len, sizeof json - len,
+                              ",\"other\":{\"dtype\":\"BF16\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", DO, DI,
+                              at, at + bytes / 2);
+      at += bytes / 2;
+    }
+    len += (size_t)snprintf(json + len, sizeof json - len, "}");
+    while ((8 + len) % 8) json[len++] = ' '; /* the data 8-byte aligned */
+    json[len] = '\0';
+    write_st(paths[s], json, data, at);
+    for (int k = 0; k < 2; ++k) offsets[kShardExperts[s][k]] = 8 + len + rel[k];
+    free(data);
+  }
+}
+
+/* The open descriptors come back to `want`: a released carrier closes its
+ * files once the loop thread let go of its last transfer, soon after. */
+static void expect_fds_back_to(int want) {
+  for (int waited = 0; open_fds() != want && waited < 10000; ++waited) usleep(1000);
+  assert_int_equal(open_fds(), want);
+}
+
+/* A stack of the SE experts in expert order, each from its shard (so the
+ * names come in no file's order and the files interleave), with or without
+ * direct I/O: the info of a one-file stack, one descriptor per file (and
+ * one O_DIRECT descriptor each), reads across file boundaries, and every
+ * value exact through a TiledEvictable's promotion and projection. */
+static void check_shard_stack(fixture_t* f, bool direct, bool expect_direct) {
+  char paths[3][512], respelled[600];
+  uint64_t offsets[SE];
+  write_shards(f, paths, offsets);
+  /* Expert 3 names its shard by another spelling: still one file. */
+  snprintf(respelled, sizeof respelled, "%s/./model-00003-of-00003.safetensors", f->dir);
+  const char* entry_paths[SE];
+  for (int e = 0; e < SE; ++e) entry_paths[e] = e == 3 ? respelled : paths[kShardOf[e]];
+  sw_file_carrier_desc_t d;
+  sw_file_carrier_desc_init(&d);
+  d.direct_io = direct;
+  d.chunk_bytes = 8192;
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* file = NULL;
+  const int fds = open_fds();
+  SW_OK_(sw_carrier_open_safetensors_stack_files(f->rt, entry_paths, shard_names, SE, &d, &info, &file));
+  sw_file_io_stats_t s = io_stats(file);
+  if (expect_direct) assert_true(s.direct_open);
+  if (!direct) assert_false(s.direct_open);
+  /* Three files, each opened once: three descriptors, six with O_DIRECT. */
+  if (!direct) assert_int_equal(open_fds(), fds + 3);
+  if (s.direct_open) assert_int_equal(open_fds(), fds + 6);
+  assert_int_equal(info.dtype, SW_DTYPE_F32);
+  assert_int_equal(info.rank, 3);
+  assert_int_equal(info.order, SW_FILE_ORDER_ROW_MAJOR);
+  assert_int_equal(info.segments, SE);
+  assert_int_equal(info.data_offset, offsets[0]);
+  assert_int_equal(info.data_bytes, SE * DO * DI * sizeof(float));
+  const int64_t shape[3] = {SE, DO, DI}, logical[3] = {DI, DO, SE}, grid[3] = {1, 1, SE}, tile[3] = {DI, DO, 1};
+  for (int k = 0; k < 3; ++k) {
+    assert_int_equal(info.shape[k], shape[k]);
+    assert_int_equal(info.logical_shape[k], logical[k]);
+    assert_int_equal(info.grid_shape[k], grid[k]);
+    assert_int_equal(info.tile_shape[k], tile[k]);
+    assert_int_equal(info.permutation[k], 2 - k);
+  }
+  bool read_only = false;
+  SW_OK_(sw_carrier_is_read_only(file, &read_only));
+  assert_true(read_only);
+
+  /* A synchronous read from the end of expert 0 (shard 0) through expert 1
+   * (shard 2) into expert 2 (shard 1), into unaligned memory. */
+  const size_t n = DO * DI + 10, at = DO * DI - 5;
+  float* got = (float*)malloc((SE * DO * DI + 1) * sizeof(float));
+  float* into = got + 1;
+  SW_OK_(sw_carrier_read(file, at, n, into));
+  for (size_t k = 0; k < n; ++k) {
+    const size_t slot = at + k, e = slot / (DO * DI), r = slot % (DO * DI);
+    assert_true(into[k] == weight((int64_t)e, (int64_t)(r / DI), (int64_t)(r % DI)));
+  }
+
+  /* Promote every expert: each tile read from its own file. */
+  sw_carrier_t* tiled = tiled_over(f, file, &info);
+  int64_t coords[SE * 3];
+  for (int e = 0; e < SE; ++e) {
+    coords[3 * e] = 0;
+    coords[3 * e + 1] = 0;
+    coords[3 * e + 2] = e;
+  }
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tile_set_create(coords, SE, 3, &all));
+  const sw_file_io_stats_t before = io_stats(file);
+  SW_OK_(sw_tiled_promote(tiled, all));
+  sw_tile_set_release(all);
+  s = io_stats(file);
+  assert_int_equal((s.direct_bytes + s.bounce_bytes + s.buffered_bytes) -
+                       (before.direct_bytes + before.bounce_bytes + before.buffered_bytes),
+                   SE * DO * DI * sizeof(float));
+  if (s.direct_open) {
+    /* Tiles of 75 KiB at each tensor's phase: all read in place. */
+    assert_int_equal(s.buffered_bytes, 0);
+    assert_int_equal(s.direct_bytes - before.direct_bytes, SE * DO * DI * sizeof(float));
+  } else {
+    assert_int_equal(s.direct_bytes + s.bounce_bytes, 0);
+  }
+  sw_tensor_t* full = NULL;
+  SW_OK_(sw_tiled_full_tensor(tiled, &full));
+  memset(got, 0, SE * DO * DI * sizeof(float));
+  SW_OK_(sw_tensor_read(full, got, SE * DO * DI * sizeof(float)));
+  for (int e = 0; e < SE; ++e)
+    for (int o = 0; o < DO; ++o)
+      for (int i = 0; i < DI; ++i)
+        if (got[(e * DO + o) * DI + i] != weight(e, o, i))
+          fail_msg("expert %d [%d, %d] is %g, not %g", e, o, i, (double)got[(e * DO + o) * DI + i],
+                   (double)weight(e, o, i));
+  sw_tensor_t* view = file_view(full, &info);
+  assert_true(get3(view, 3, 63, 299) == weight(3, 63, 299));
+  assert_true(get3(view, 4, 0, 0) == weight(4, 0, 0));
+
+  /* Evicted, then projected: experts 5, 1 and 3, (I, O, 3) as compact
+   * blocks, (3, O, I) once permuted. */
+  SW_OK_(sw_tile_set_create(coords, SE, 3, &all));
+  SW_OK_(sw_tiled_evict(tiled, all));
+  sw_tile_set_release(all);
+  const int64_t chosen[3] = {5, 1, 3};
+  sw_tensor_t* compact = project_experts(tiled, full, chosen, 3);
+  memset(got, 0, 3 * DO * DI * sizeof(float));
+  SW_OK_(sw_tensor_read(compact, got, 3 * DO * DI * sizeof(float)));
+  for (int k = 0; k < 3; ++k)
+    for (int o = 0; o < DO; ++o)
+      for (int i = 0; i < DI; ++i) assert_true(got[(k * DO + o) * DI + i] == weight(chosen[k], o, i));
+  sw_tensor_t* experts = permuted(compact, info.permutation, 3);
+  for (int k = 0; k < 3; ++k) {
+    assert_true(get3(experts, k, 0, 0) == weight(chosen[k], 0, 0));
+    assert_true(get3(experts, k, DO - 1, DI - 1) == weight(chosen[k], DO - 1, DI - 1));
+  }
+  s = io_stats(file);
+  if (expect_direct) {
+    assert_true(s.direct_open);
+    assert_int_equal(s.buffered_bytes, 0);
+  }
+  sw_tensor_release(experts);
+  sw_tensor_release(compact);
+  sw_tensor_release(view);
+  sw_tensor_release(full);
+  sw_carrier_release(tiled);
+  sw_carrier_release(file);
+  expect_fds_back_to(fds);
+
+  /* One name in several files is no repeat: tile s is shard s's "shared". */
+  const char* shared[3] = {"shared", "shared", "shared"};
+  const char* shared_paths[3] = {paths[2], paths[0], paths[1]};
+  SW_OK_(sw_carrier_open_safetensors_stack_files(f->rt, shared_paths, shared, 3, &d, &info, &file));
+  assert_int_equal(info.shape[0], 3);
+  SW_OK_(sw_carrier_read(file, 0, 3 * DO * DI, got));
+  for (int k = 0; k < 3 * DO * DI; ++k) assert_true(got[k] == (float)(k < DO * DI ? -3 : k < 2 * DO * DI ? -1 : -2));
+  sw_carrier_release(file);
+  free(got);
+  for (int k = 0; k < 3; ++k) unlink(paths[k]);
+}
+
+static bool dir_is_ext4(const char* dir) {
+  struct statfs fs;
+  assert_int_equal(statfs(dir, &fs), 0);
+  return fs.f_type == 0xEF53;
+}
+
+static void safetensors_stack_files_buffered(void** state) { check_shard_stack(FIXTURE(state), false, false); }
+
+static void safetensors_stack_files_direct(void** state) {
+  fixture_t* f = FIXTURE(state);
+  check_shard_stack(f, true, dir_is_ext4(f->dir));
+}
+
+/* Each file has its own O_DIRECT state: a refusal for the second file
+ * opened (shard 2, experts 1 and 3) makes that file buffered and leaves the
+ * others direct, with the same values. */
+static void safetensors_stack_files_direct_per_file(void** state) {
+  fixture_t* f = FIXTURE(state);
+  if (!dir_is_ext4(f->dir)) SW_SKIP("the test directory is not ext4; O_DIRECT may be refused anyway");
+  char paths[3][512];
+  uint64_t offsets[SE];
+  write_shards(f, paths, offsets);
+  const char* entry_paths[SE];
+  for (int e = 0; e < SE; ++e) entry_paths[e] = paths[kShardOf[e]];
+  sw_file_carrier_desc_t d;
+  sw_file_carrier_desc_init(&d);
+  d.direct_io = true;
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_DIRECT_IO, 2));
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* file = NULL;
+  SW_OK_(sw_carrier_open_safetensors_stack_files(f->rt, entry_paths, shard_names, SE, &d, &info, &file));
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_DIRECT_IO, 0));
+  assert_false(io_stats(file).direct_open);
+  sw_carrier_t* tiled = tiled_over(f, file, &info);
+  sw_tensor_t* full = NULL;
+  SW_OK_(sw_tiled_full_tensor(tiled, &full));
+  float* got = (float*)malloc(SE * DO * DI * sizeof(float));
+  SW_OK_(sw_tensor_read(full, got, SE * DO * DI * sizeof(float)));
+  for (int e = 0; e < SE; ++e)
+    for (int o = 0; o < DO; ++o)
+      for (int i = 0; i < DI; ++i) assert_true(got[(e * DO + o) * DI + i] == weight(e, o, i));
+  const sw_file_io_stats_t s = io_stats(file);
+  assert_int_equal(s.buffered_bytes, 2 * DO * DI * sizeof(float));
+  assert_int_equal(s.direct_bytes + s.bounce_bytes, 4 * DO * DI * sizeof(float));
+  free(got);
+  sw_tensor_release(full);
+  sw_carrier_release(tiled);
+  sw_carrier_release(file);
+  for (int k = 0; k < 3; ++k) unlink(paths[k]);
+}
+
+/* Every error names the file (and the tensor) at fault, writes nothing and
+ * leaves no file open. */
+static void safetensors_stack_files_errors(void** state) {
+  fixture_t* f = FIXTURE(state);
+  char paths[3][512], missing[512], bad[512], respelled[600], expected[1400];
+  uint64_t offsets[SE];
+  write_shards(f, paths, offsets);
+  path_in(f, "model-00004-of-00003.safetensors", missing, sizeof missing);
+  path_in(f, "bad.safetensors", bad, sizeof bad);
+  write_bytes(bad, "\x00\x10\x00\x00\x00\x00\x00\x00{}", 10);
+  snprintf(respelled, sizeof respelled, "%s/./model-00003-of-00003.safetensors", f->dir);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  info.rank = 99;
+  const sw_file_tensor_info_t before = info;
+  sw_carrier_t* file = (sw_carrier_t*)(uintptr_t)0x1;
+  const int fds = open_fds();
+  const char* two_paths[2] = {paths[0], paths[2]};
+  const char* two_names[2] = {shard_names[0], shard_names[1]};
+
+  /* Bad arguments. */
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, NULL, two_names, 2, NULL, &info, &file), SW_ERROR_VALUE,
+           "paths must not be NULL");
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, two_paths, NULL, 2, NULL, &info, &file), SW_ERROR_VALUE,
+           "names must not be NULL");
+  const char* null_path[2] = {paths[0], NULL};
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, null_path, two_names, 2, NULL, &info, &file), SW_ERROR_VALUE,
+           "paths[1]");
+  const char* null_name[2] = {shard_names[0], NULL};
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, two_paths, null_name, 2, NULL, &info, &file), SW_ERROR_VALUE,
+           "names[1]");
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, two_paths, two_names, 0, NULL, &info, &file), SW_ERROR_VALUE,
+           "no tensor names given");
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, NULL, NULL, 0, NULL, &info, &file), SW_ERROR_VALUE,
+           "no tensor names given");
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, two_paths, two_names, 2, NULL, &info, NULL), SW_ERROR_VALUE,
+           "out_carrier");
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(NULL, two_paths, two_names, 2, NULL, &info, &file), SW_ERROR_TYPE,
+           "runtime");
+
+  /* A name its file lacks (expert 4 lies in shard 0, not shard 2). */
+  const char* lacks_paths[3] = {paths[0], paths[1], paths[2]};
+  const char* lacks_names[3] = {shard_names[0], shard_names[2], shard_names[4]};
+  snprintf(expected, sizeof expected, "safetensors file '%s' holds no tensor named '%s'", paths[2], shard_names[4]);
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, lacks_paths, lacks_names, 3, NULL, &info, &file),
+           SW_ERROR_VALUE, expected);
+
+  /* Another dtype, another shape, each named with its file and the first
+   * tensor's. */
+  const char* dtype_paths[2] = {paths[0], paths[1]};
+  const char* dtype_names[2] = {shard_names[0], "other"};
+  snprintf(expected, sizeof expected,
+           "tensor 'other' of safetensors file '%s' is BF16, but '%s' of safetensors file '%s' is F32: one carrier "
+           "holds one dtype",
+           paths[1], shard_names[0], paths[0]);
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, dtype_paths, dtype_names, 2, NULL, &info, &file),
+           SW_ERROR_VALUE, expected);
+  const char* shape_paths[3] = {paths[2], paths[1], paths[0]};
+  const char* shape_names[3] = {shard_names[1], shard_names[5], "model.layers.0.bias"};
+  snprintf(expected, sizeof expected,
+           "tensor 'model.layers.0.bias' of safetensors file '%s' has shape (3,), but '%s' of safetensors file '%s' "
+           "has (%d, %d): stacked tensors share one shape",
+           paths[0], shard_names[1], paths[2], DO, DI);
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, shape_paths, shape_names, 3, NULL, &info, &file),
+           SW_ERROR_VALUE, expected);
+
+  /* The same tensor of the same file twice, by one path or two spellings. */
+  const char* twice_paths[3] = {paths[2], paths[1], paths[2]};
+  const char* twice_names[3] = {shard_names[1], shard_names[2], shard_names[1]};
+  snprintf(expected, sizeof expected, "tensor '%s' is named twice in the list for safetensors file '%s'",
+           shard_names[1], paths[2]);
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, twice_paths, twice_names, 3, NULL, &info, &file),
+           SW_ERROR_VALUE, expected);
+  twice_paths[2] = respelled;
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, twice_paths, twice_names, 3, NULL, &info, &file),
+           SW_ERROR_VALUE, expected);
+
+  /* A file that cannot be opened, after files that could: IO naming it. */
+  const char* io_paths[3] = {paths[0], paths[1], missing};
+  const char* io_names[3] = {shard_names[0], shard_names[2], shard_names[3]};
+  snprintf(expected, sizeof expected, "cannot open '%s': No such file or directory", missing);
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, io_paths, io_names, 3, NULL, &info, &file), SW_ERROR_IO,
+           expected);
+  io_paths[2] = f->dir;
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, io_paths, io_names, 3, NULL, &info, &file), SW_ERROR_IO,
+           f->dir);
+
+  /* A bad header: DATA_CORRUPT naming the file. */
+  const char* bad_paths[3] = {paths[0], bad, paths[1]};
+  const char* bad_names[3] = {shard_names[0], shard_names[3], shard_names[2]};
+  snprintf(expected, sizeof expected, "'%s' is not a safetensors file: header length: 4096 bytes passes the end", bad);
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, bad_paths, bad_names, 3, NULL, &info, &file),
+           SW_ERROR_DATA_CORRUPT, expected);
+
+  /* The same failures with direct I/O, and a header read failing in any
+   * file: no descriptor left either. */
+  sw_file_carrier_desc_t d;
+  sw_file_carrier_desc_init(&d);
+  d.direct_io = true;
+  SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, io_paths, io_names, 3, &d, &info, &file), SW_ERROR_IO,
+           f->dir);
+  const char* good_paths[3] = {paths[0], paths[2], paths[1]};
+  for (uint64_t nth = 1; nth <= 4; ++nth) { /* two files, two header reads each */
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, nth));
+    SW_FAILS(sw_carrier_open_safetensors_stack_files(f->rt, good_paths, two_names, 2, &d, &info, &file), SW_ERROR_IO,
+             nth <= 2 ? paths[0] : paths[2]);
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, 0));
+  }
+
+  /* Nothing written, nothing left open. */
+  assert_ptr_equal(file, (sw_carrier_t*)(uintptr_t)0x1);
+  assert_memory_equal(&info, &before, sizeof info);
+  assert_int_equal(open_fds(), fds);
+  /* The same entries, fixed, open. */
+  SW_OK_(sw_carrier_open_safetensors_stack_files(f->rt, two_paths, two_names, 2, &d, &info, &file));
+  assert_int_equal(info.segments, 2);
+  sw_carrier_release(file);
+  expect_fds_back_to(fds);
+  for (int k = 0; k < 3; ++k) unlink(paths[k]);
+  unlink(bad);
+}
+
 /* ---- errors through the openers ---------------------------------------- */
 
 static void opener_errors(void** state) {
@@ -1688,6 +2081,10 @@ int main(void) {
       T(direct_io_tmpfs),
       T(direct_io_falls_back),
       T(header_reads_are_fault_points),
+      T(safetensors_stack_files_buffered),
+      T(safetensors_stack_files_direct),
+      T(safetensors_stack_files_direct_per_file),
+      T(safetensors_stack_files_errors),
       T(opener_errors),
       T(safetensors_opener_refuses_other_files),
       cmocka_unit_test(npy_header_rules),

@@ -750,12 +750,16 @@ static void prefetch_reads_yield_to_demand_reads(void** state) {
   const int64_t ahead[6] = {0, 1, 2, 3, 4, 5}, now[1] = {7};
   sw_tile_set_t* set = tt_set_ordinals(&f, ahead, 6);
   sw_await_t* pa = NULL;
+  /* Its first tile's read is held, so that it cannot commit before the check below. */
+  SW_OK_(sw_testing_hold(rt, SW_FAULT_READ, 1));
   SW_OK_(sw_tiled_prefetch_async(f.te, set, &pa));
   sw_await_kind_t kind;
   SW_OK_(sw_await_kind(pa, &kind));
   assert_int_equal(kind, SW_AWAIT_RESIDENCY);
   /* Its tiles are owned like a promotion's until it commits. */
   SW_FAILS(sw_tiled_promote_async(f.te, set, &(sw_await_t*){NULL}), SW_ERROR_STATE, "residency request");
+  SW_OK_(sw_testing_wait_held(rt, (int64_t)60 * 1000000000));
+  SW_OK_(sw_testing_release_hold(rt));
   sw_tile_selection_t* sel = tt_sel1(now, 1);
   sw_tensor_t* c = tt_project(&f, f.full, sel, NULL);
   int64_t n = 0;

@@ -1,7 +1,9 @@
 """The gated expert feed-forward (sw.expert_ffn over sw_tiled_expert_ffn),
 checked against PyTorch's unfused layer: values for every activation and
 dtype, gates, per-choice inputs, residency under LRU budgets, gradients, and
-the facade's errors."""
+the facade's errors; and the fused gate_up form (up=None) against Hugging
+Face transformers' own computation, bit for bit against the three-matrix
+form, its gradients and its errors."""
 import numpy as np
 import pytest
 import torch
@@ -131,6 +133,107 @@ def test_gradients_are_the_unfused_layers():
     reference(xt, ws, IDS, gt).backward(cot)
     torch.testing.assert_close(torch.from_dlpack(X.grad), xt.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.from_dlpack(G.grad), gt.grad, rtol=1e-4, atol=1e-5)
+
+
+def hf_fused_weights(dtype=torch.float32, seed=12):
+    """Hugging Face transformers 5's fused experts: gate_up_proj (E, 2F, H) and down_proj (E, H, F)."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(E, 2 * Fd, H, generator=g) / H ** 0.5).to(dtype), \
+        (torch.randn(E, H, Fd, generator=g) / Fd ** 0.5).to(dtype)
+
+
+def hf_reference(x, gate_up_proj, down_proj, ids, gates=None):
+    """transformers' fused experts, token by token and choice by choice."""
+    ids = torch.as_tensor(ids)
+    ys = []
+    for t in range(ids.shape[0]):
+        row = []
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j])
+            xt = x[t, j] if x.dim() == 3 else x[t]
+            gate, up = F.linear(xt, gate_up_proj[e]).chunk(2, dim=-1)
+            row.append(F.linear(F.silu(gate) * up, down_proj[e]))
+        ys.append(torch.stack(row))
+    y = torch.stack(ys)
+    if gates is None:
+        return y
+    return (gates[:, :, None] * y.float()).sum(1).to(y.dtype)
+
+
+def close_relative(got, want, rtol):
+    """Every element within rtol of the largest magnitude of want."""
+    torch.testing.assert_close(got, want, rtol=rtol, atol=rtol * float(want.abs().max()))
+
+
+def test_fused_gate_up_matches_transformers():
+    w_gu, w_down = hf_fused_weights()
+    (gu_te, gu), (_, d) = experts_tiled(w_gu), experts_tiled(w_down)
+    assert gu_te.tile_shape == (H, 2 * Fd, 1)
+    x = torch.randn(T, H, generator=torch.Generator().manual_seed(13))
+    gates = torch.softmax(torch.randn(T, k, generator=torch.Generator().manual_seed(14)), -1)
+    X, I = as_sw(x), as_sw(torch.tensor(IDS))
+    y = torch.from_dlpack(sw.expert_ffn(X, I, gu, None, d).wait())  # every expert read
+    assert y.shape == (T, k, H)
+    close_relative(y, hf_reference(x, w_gu, w_down, IDS), 1e-5)
+    a = sw.expert_ffn(X, I, gu, None, d, as_sw(gates))  # every expert used resident: done on return
+    assert a.done()
+    out = torch.from_dlpack(a.wait())
+    close_relative(out, hf_reference(x, w_gu, w_down, IDS, gates), 1e-5)
+    xs = torch.randn(T, k, H, generator=torch.Generator().manual_seed(15))
+    close_relative(torch.from_dlpack(sw.expert_ffn(as_sw(xs), I, gu, None, d).wait()),
+                   hf_reference(xs, w_gu, w_down, IDS), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_gate_up_equals_the_three_matrices_bit_for_bit(dtype):
+    w_gu, w_down = hf_fused_weights(dtype)
+    fused = [experts_tiled(w_gu), experts_tiled(w_down, policy=sw.LRUPolicy(2))]
+    three = layer([w_gu[:, :Fd], w_gu[:, Fd:], w_down])  # the first F output features are the gate's
+    x = torch.randn(T, H, generator=torch.Generator().manual_seed(16)).to(dtype)
+    gates = torch.rand(T, k, generator=torch.Generator().manual_seed(17))
+    for g in (None, gates, gates):
+        want = run(three, x, IDS, g)
+        got = torch.from_dlpack(
+            sw.expert_ffn(as_sw(x), as_sw(torch.tensor(IDS)), fused[0][1], None, fused[1][1],
+                          None if g is None else as_sw(g)).wait())
+        assert got.dtype == want.dtype
+        assert torch.equal(got, want)
+    assert len(fused[1][0].primary_tiles) <= 2
+
+
+def test_fused_gate_up_gradients_are_transformers():
+    w_gu, w_down = hf_fused_weights()
+    (_, gu), (_, d) = experts_tiled(w_gu), experts_tiled(w_down)
+    gu.requires_grad = True
+    x = torch.randn(T, H, generator=torch.Generator().manual_seed(18))
+    gates = torch.rand(T, k, generator=torch.Generator().manual_seed(19))
+    X, G = as_sw(x), as_sw(gates)
+    X.requires_grad = True
+    G.requires_grad = True
+    out = sw.expert_ffn(X, as_sw(torch.tensor(IDS)), gu, None, d, G).wait()
+    cot = torch.randn(T, H, generator=torch.Generator().manual_seed(20))
+    out.backward(as_sw(cot))
+    xt, gt, wt = x.clone().requires_grad_(), gates.clone().requires_grad_(), w_gu.clone().requires_grad_()
+    hf_reference(xt, wt, w_down, IDS, gt).backward(cot)
+    torch.testing.assert_close(torch.from_dlpack(X.grad), xt.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.from_dlpack(G.grad), gt.grad, rtol=1e-4, atol=1e-5)
+    # The gate_up experts' gradient, (H, 2F, E) as the tiles lie: both halves (expert 4, unused, zeros).
+    torch.testing.assert_close(torch.from_numpy(gu.grad.numpy()), wt.grad.permute(2, 1, 0), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_gate_up_errors():
+    w_gu, w_down = hf_fused_weights()
+    (gu_te, gu), (_, d) = experts_tiled(w_gu), experts_tiled(w_down)
+    (_, g), (_, u), _ = layer(weights())
+    x, ids = as_sw(torch.randn(T, H)), as_sw(torch.tensor(IDS))
+    with pytest.raises(sw.StrideWeaveValueError, match=r"the down experts must be grid \(1, 1, 6\) and tile \(6, 8, 1\)"):
+        sw.expert_ffn(x, ids, g, None, d)  # a gate (H, F) taken for a gate_up: F / 2 is not down's F
+    odd = experts_tiled(torch.randn(E, 2 * Fd + 1, H))[1]
+    with pytest.raises(sw.StrideWeaveValueError, match=r"gate_up experts .* an odd second extent"):
+        sw.expert_ffn(x, ids, odd, None, d)
+    with pytest.raises(sw.StrideWeaveValueError, match="the up experts must have the gate experts' geometry"):
+        sw.expert_ffn(x, ids, gu, u, d)
+    assert len(gu_te.primary_tiles) == 0
 
 
 def test_errors_name_the_argument():

@@ -202,6 +202,138 @@ def test_direct_io_on_ext4_reads_through_o_direct(tmp_path):
     assert stats["direct_bytes"] + stats["bounce_bytes"] == 3 * 40 * 33 * 4
 
 
+def sharded_layer(tmp_path, layer, experts, out_dim, in_dim, shards=3, seed=0):
+    """A Mixtral-layout checkpoint sharded over `shards` files as Hugging
+    Face writes them (model-0000k-of-0000n.safetensors): expert e's tensors
+    in shard (e * 2) % shards, each shard's experts in reverse order, with
+    the gate in the last shard. Returns the shard paths, each tensor and the
+    shard holding it."""
+    rng = np.random.default_rng(seed)
+    paths = [tmp_path / f"model-{k + 1:05d}-of-{shards:05d}.safetensors" for k in range(shards)]
+    per_shard = [{} for _ in paths]
+    tensors, where = {}, {}
+    for e in reversed(range(experts)):
+        for w in ("w1", "w2", "w3"):
+            name = f"model.layers.{layer}.block_sparse_moe.experts.{e}.{w}.weight"
+            tensors[name] = rng.standard_normal((out_dim, in_dim)).astype(np.float32)
+            where[name] = (e * 2) % shards
+            per_shard[where[name]][name] = tensors[name]
+    per_shard[-1][f"model.layers.{layer}.block_sparse_moe.gate.weight"] = \
+        rng.standard_normal((experts, in_dim)).astype(np.float32)
+    for path, shard in zip(paths, per_shard):
+        safetensors_numpy.save_file(shard, str(path), metadata={"format": "pt"})
+    return paths, tensors, where
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_safetensors_sharded_stack(tmp_path, direct_io):
+    """Tensors of one layer spread over three files open as one stack: a
+    list of paths parallel to the names, in no file's order, str and
+    pathlib paths mixed; exact values through the view, projection and a
+    promoted TiledEvictable, against the safetensors package's reading."""
+    paths, tensors, where = sharded_layer(tmp_path, 0, 6, 24, 40)
+    names = [f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight" for e in range(6)]
+    files = [paths[where[n]] for n in names]
+    assert len(set(files)) == 3 and files != sorted(files)
+    files = [str(p) if i % 2 else p for i, p in enumerate(files)]
+    ft = File.open_safetensors(files, names, direct_io=direct_io)
+    assert ft.shape == (6, 24, 40)
+    assert ft.segments == 6
+    assert ft.grid_shape == (1, 1, 6)
+    assert ft.tile_shape == (40, 24, 1)
+    assert ft.logical_shape == (40, 24, 6)
+    assert ft.permutation == (2, 1, 0)
+    assert ft.data_bytes == 6 * 24 * 40 * 4
+    # data_offset is names[0]'s offset in its file.
+    with safetensors_numpy.safe_open(str(paths[where[names[0]]]), "np") as f:
+        assert f.get_tensor(names[0]).shape == (24, 40)
+    body = paths[where[names[0]]].read_bytes()
+    n = struct.unpack("<Q", body[:8])[0]
+    header = json.loads(body[8:8 + n])
+    assert ft.data_offset == 8 + n + header[names[0]]["data_offsets"][0]
+    loaded = {}
+    for p in paths:
+        loaded.update(safetensors_numpy.load_file(str(p)))
+    stacked = np.stack([loaded[n] for n in names])
+    np.testing.assert_array_equal(stacked, np.stack([tensors[n] for n in names]))
+    check_tiled(ft, stacked)
+    # Projection of experts from every file, then everything promoted.
+    ft = File.open_safetensors(files, names, direct_io=direct_io)
+    tiled = ft.tiled()
+    full = tiled.full_tensor()
+    chosen = [5, 1, 2, 4]
+    compact = tiled.project(full, sw.TileSelection([[0], [0], chosen])).wait()
+    np.testing.assert_array_equal(compact.permute(*ft.permutation).numpy(), stacked[chosen])
+    tiled.promote(sw.TileSet([(0, 0, e) for e in range(6)]))
+    np.testing.assert_array_equal(ft.view(full).numpy(), stacked)
+    if direct_io:
+        from strideweave import _native as N
+        stats = N.testing_file_io_stats(ft.carrier._h)
+        total = stats["direct_bytes"] + stats["bounce_bytes"] + stats["buffered_bytes"]
+        assert total >= stacked.nbytes
+        if stats["direct_open"]:
+            assert stats["buffered_bytes"] == 0
+
+
+def test_safetensors_sharded_stack_one_file_per_name_or_one_path(tmp_path):
+    """A list of paths naming one file throughout is the one-file stack; a
+    tuple and a generator of paths work as a list does."""
+    paths, tensors, where = sharded_layer(tmp_path, 2, 4, 3, 5, shards=2)
+    names = [n for n in tensors if n.endswith("w2.weight") and where[n] == 0]
+    one = File.open_safetensors(paths[0], names)
+    many = File.open_safetensors([paths[0]] * len(names), names)
+    for ft in (one, many):
+        assert ft.data_offset == one.data_offset
+        np.testing.assert_array_equal(ft.view(ft.tiled().full_tensor()).numpy(), np.stack([tensors[n] for n in names]))
+    names = [f"model.layers.2.block_sparse_moe.experts.{e}.w3.weight" for e in range(4)]
+    expected = np.stack([tensors[n] for n in names])
+    for files in (tuple(paths[where[n]] for n in names), (paths[where[n]] for n in names)):
+        ft = File.open_safetensors(files, names)
+        np.testing.assert_array_equal(ft.view(ft.tiled().full_tensor()).numpy(), expected)
+
+
+def test_safetensors_sharded_stack_errors(tmp_path):
+    paths, tensors, where = sharded_layer(tmp_path, 0, 4, 3, 5)
+    names = [f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight" for e in range(4)]
+    files = [paths[where[n]] for n in names]
+    # Lists of different lengths, a list of paths with one name, bad items.
+    with pytest.raises(sw.StrideWeaveValueError, match="3 paths for 4 tensor names"):
+        File.open_safetensors(files[:3], names)
+    with pytest.raises(sw.StrideWeaveValueError, match="5 paths for 4 tensor names"):
+        File.open_safetensors(files + files[:1], names)
+    with pytest.raises(sw.StrideWeaveTypeError, match="list of paths"):
+        File.open_safetensors(files, names[0])
+    with pytest.raises(sw.StrideWeaveTypeError, match=r"path\[1\] must be a str or os.PathLike, not int"):
+        File.open_safetensors([files[0], 7, files[2], files[3]], names)
+    with pytest.raises(sw.StrideWeaveTypeError, match="path must be"):
+        File.open_safetensors(3.5, names)
+    with pytest.raises(sw.StrideWeaveTypeError):
+        File.open_safetensors(files, [names[0], 1, names[2], names[3]])
+    with pytest.raises(sw.StrideWeaveValueError, match="no tensor names"):
+        File.open_safetensors([], [])
+    # A name its file lacks: expert 1 lies in shard 2, not shard 0.
+    wrong = [files[0], paths[0], files[2], files[3]]
+    with pytest.raises(sw.StrideWeaveValueError) as caught:
+        File.open_safetensors(wrong, names)
+    assert str(caught.value) == f"safetensors file '{paths[0]}' holds no tensor named '{names[1]}'"
+    # The same tensor of the same file twice; one name in two files is fine
+    # unless the tensors differ.
+    with pytest.raises(sw.StrideWeaveValueError, match=f"'{names[2]}' is named twice .*{paths[where[names[2]]].name}"):
+        File.open_safetensors(files[:3] + [files[2]], names[:3] + [names[2]])
+    gate = "model.layers.0.block_sparse_moe.gate.weight"
+    with pytest.raises(sw.StrideWeaveValueError, match=f"'{gate}' of safetensors file '{paths[2]}' has shape "
+                                                       r"\(4, 5\), but .* has \(3, 5\)"):
+        File.open_safetensors(files[:1] + [paths[2]], names[:1] + [gate])
+    # A file that cannot be opened or parsed.
+    missing = tmp_path / "model-00004-of-00003.safetensors"
+    with pytest.raises(sw.StrideWeaveOSError, match=f"cannot open '{missing}'"):
+        File.open_safetensors(files[:3] + [missing], names)
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(struct.pack("<Q", 5) + b"{nope")
+    with pytest.raises(sw.DataCorruptError, match="junk.safetensors"):
+        File.open_safetensors([files[0], junk], names[:2])
+
+
 def test_open_raw(tmp_path):
     a = sample((3, 4, 2), np.int32)
     path = tmp_path / "w.bin"

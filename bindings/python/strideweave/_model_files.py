@@ -86,15 +86,39 @@ def open_npy(cls, path, *, direct_io=False, chunk_bytes=0, requests_in_flight=0,
     return _opened(N.carrier_open_npy(rt._h, os.fspath(path), bool(direct_io), *io), cls, rt)
 
 
+def _is_one_path(path):
+    return isinstance(path, (str, bytes, os.PathLike))
+
+
 def open_safetensors(cls, path, name, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
     io = file_io(chunk_bytes, requests_in_flight)
     rt = _runtime.resolve(runtime)
     if isinstance(name, str):
+        if not _is_one_path(path):
+            raise StrideWeaveTypeError(f"path must be a str or os.PathLike for one tensor name, not "
+                                       f"{type(path).__name__}; give a list of names with a list of paths")
         return _opened(N.carrier_open_safetensors(rt._h, os.fspath(path), name, bool(direct_io), *io), cls, rt)
     if isinstance(name, (bytes, bytearray)):
         raise StrideWeaveTypeError("a tensor name must be str, not bytes")
     names = finite(name, "names")
-    return _opened(N.carrier_open_safetensors_stack(rt._h, os.fspath(path), names, bool(direct_io), *io), cls, rt)
+    if _is_one_path(path):
+        return _opened(N.carrier_open_safetensors_stack(rt._h, os.fspath(path), names, bool(direct_io), *io), cls, rt)
+    if isinstance(path, (bytearray, memoryview)):
+        raise StrideWeaveTypeError(f"path must be a str, os.PathLike or a sequence of them, not {type(path).__name__}")
+    try:
+        paths = finite(path, "path")
+    except StrideWeaveTypeError:
+        raise StrideWeaveTypeError(f"path must be a str, os.PathLike or a sequence of them, not "
+                                   f"{type(path).__name__}") from None
+    if len(paths) != len(names):
+        raise StrideWeaveValueError(f"{len(paths)} paths for {len(names)} tensor names: path must be one file, or "
+                                    "one path per name")
+    files = []
+    for i, p in enumerate(paths):
+        if not _is_one_path(p):
+            raise StrideWeaveTypeError(f"path[{i}] must be a str or os.PathLike, not {type(p).__name__}")
+        files.append(os.fspath(p))
+    return _opened(N.carrier_open_safetensors_stack_files(rt._h, files, names, bool(direct_io), *io), cls, rt)
 
 
 _ORDERS = {"C": N.SW_FILE_ORDER_ROW_MAJOR, "F": N.SW_FILE_ORDER_FIRST_MODE_FASTEST}

@@ -100,124 +100,144 @@ Ref<FileCarrier> FileCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t dty
   // disk. O_DIRECT reopens it through /proc/self/fd, which works unlinked.
   auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, size, options));
   carrier->options_.directory = directory;
-  carrier->path_ = path.data();
-  carrier->fd_ = fd;
+  OpenFile& file = *carrier->files_.emplace_back(std::make_unique<OpenFile>());
+  file.path = path.data();
+  file.fd = fd;
   carrier->owns_file_ = true;
   if (::unlink(path.data()) != 0)
-    throw_error(SW_ERROR_IO, "cannot unlink the file carrier's scratch file '" + carrier->path_ +
-                                 "': " + describe_errno(errno));
+    throw_error(SW_ERROR_IO,
+                "cannot unlink the file carrier's scratch file '" + file.path + "': " + describe_errno(errno));
   // A sparse file reads as zeros without writing a byte.
   if (bytes && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
-    throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + carrier->path_ + "' to " +
-                                 std::to_string(bytes) + " bytes: " + describe_errno(errno));
-  carrier->open_direct(O_RDWR);
+    throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + file.path + "' to " + std::to_string(bytes) +
+                                 " bytes: " + describe_errno(errno));
+  carrier->open_direct(file, O_RDWR);
   return carrier;
 }
 
 Ref<FileCarrier> FileCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype, const std::string& path,
                                    uint64_t byte_offset, size_t size, const FileCarrierOptions& options) {
   const size_t bytes = region_bytes(dtype, size);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(errno));
-
   auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, size, options));
   carrier->options_.directory.clear();
-  carrier->path_ = path;
-  carrier->fd_ = fd;
   carrier->read_only_ = true;
   carrier->base_offset_ = byte_offset;
-  const uint64_t file_bytes = file_size_of(fd, path);
+  uint64_t file_bytes = 0;
+  carrier->add_file(path, &file_bytes);
   if (byte_offset > file_bytes || bytes > file_bytes - byte_offset)
     value_error("the region [" + std::to_string(byte_offset) + ", " + std::to_string(byte_offset) + " + " +
                 std::to_string(bytes) + ") passes the end of '" + path + "', which holds " +
                 std::to_string(file_bytes) + " bytes");
-  carrier->open_direct(O_RDONLY);
+  carrier->open_direct(*carrier->files_.front(), O_RDONLY);
   return carrier;
 }
 
 Ref<FileCarrier> FileCarrier::open_segments(const Ref<Runtime>& runtime, sw_dtype_t dtype, const std::string& path,
                                             const std::vector<FileSegment>& segments, const FileCarrierOptions& options) {
+  return open_segments(runtime, dtype, std::vector<std::string>{path}, segments, options);
+}
+
+Ref<FileCarrier> FileCarrier::open_segments(const Ref<Runtime>& runtime, sw_dtype_t dtype,
+                                            const std::vector<std::string>& paths,
+                                            const std::vector<FileSegment>& segments,
+                                            const FileCarrierOptions& options) {
+  if (paths.empty()) value_error("file carrier: segments of no file");
+  const std::string source = paths.size() == 1 ? "'" + paths.front() + "'" : "the files";
   size_t total = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
+    if (segments[i].file >= paths.size())
+      value_error("segment " + std::to_string(i) + " is of file " + std::to_string(segments[i].file) + ", but " +
+                  std::to_string(paths.size()) + " paths were given");
     if (__builtin_add_overflow(total, segments[i].count, &total))
-      value_error("file carrier: the segments of '" + path + "' hold more slots than a size_t counts");
+      value_error("file carrier: the segments of " + source + " hold more slots than a size_t counts");
     (void)region_bytes(dtype, segments[i].count);
   }
   (void)region_bytes(dtype, total);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(errno));
 
+  // Each file opened in turn: on a failure the carrier, and with it every
+  // file opened so far, is released.
   auto carrier = Ref<FileCarrier>::adopt(new FileCarrier(runtime, dtype, total, options));
   carrier->options_.directory.clear();
-  carrier->path_ = path;
-  carrier->fd_ = fd;
   carrier->read_only_ = true;
-  const uint64_t file_bytes = file_size_of(fd, path);
+  std::vector<uint64_t> file_bytes(paths.size());
+  for (size_t f = 0; f < paths.size(); ++f) carrier->add_file(paths[f], &file_bytes[f]);
   const size_t es = dtype_size(dtype);
   size_t first = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     const FileSegment& seg = segments[i];
-    const uint64_t bytes = static_cast<uint64_t>(seg.count) * es;
-    if (seg.offset > file_bytes || bytes > file_bytes - seg.offset)
+    const uint64_t bytes = static_cast<uint64_t>(seg.count) * es, size = file_bytes[seg.file];
+    if (seg.offset > size || bytes > size - seg.offset)
       value_error("segment " + std::to_string(i) + ", [" + std::to_string(seg.offset) + ", " +
-                  std::to_string(seg.offset) + " + " + std::to_string(bytes) + "), passes the end of '" + path +
-                  "', which holds " + std::to_string(file_bytes) + " bytes");
+                  std::to_string(seg.offset) + " + " + std::to_string(bytes) + "), passes the end of '" +
+                  paths[seg.file] + "', which holds " + std::to_string(size) + " bytes");
     if (!seg.count) continue;
-    carrier->seg_offset_.push_back(seg.offset);
-    carrier->seg_first_.push_back(first);
+    carrier->segments_.push_back({carrier->files_[seg.file].get(), seg.offset, first});
     first += seg.count;
   }
-  carrier->seg_first_.push_back(first);
-  carrier->open_direct(O_RDONLY);
+  for (const auto& file : carrier->files_) carrier->open_direct(*file, O_RDONLY);
   return carrier;
 }
 
 Ref<Carrier> FileCarrier::create_empty_like() const { return create(runtime_ref(), dtype(), 0, options_); }
 
-void FileCarrier::open_direct(int flags) {
+const FileCarrier::OpenFile& FileCarrier::add_file(const std::string& path, uint64_t* out_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_error(SW_ERROR_IO, "cannot open '" + path + "': " + describe_errno(errno));
+  OpenFile& file = *files_.emplace_back(std::make_unique<OpenFile>());
+  file.path = path;
+  file.fd = fd;
+  *out_bytes = file_size_of(fd, path);
+  return file;
+}
+
+void FileCarrier::open_direct(OpenFile& file, int flags) {
   if (!direct_io_) return;
-  // Reopen the very file behind fd_ (no race with a renamed path); fall back
-  // to the path when /proc is not mounted.
-  const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+  // Reopen the very file behind its fd (no race with a renamed path); fall
+  // back to the path when /proc is not mounted.
+  const std::string self = "/proc/self/fd/" + std::to_string(file.fd);
   int fd = -1;
   if (runtime().fault_fires(FaultKind::kDirectIo)) {
     errno = EINVAL;  // injected: as a file system without O_DIRECT
   } else {
     fd = ::open(self.c_str(), flags | O_DIRECT | O_CLOEXEC);
-    if (fd < 0 && errno != EINVAL && !owns_file_) fd = ::open(path_.c_str(), flags | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno != EINVAL && !owns_file_) fd = ::open(file.path.c_str(), flags | O_DIRECT | O_CLOEXEC);
   }
   if (fd < 0) {
     // tmpfs and some network file systems refuse O_DIRECT: buffered I/O only.
-    runtime().log(SW_LOG_DEBUG, "file carrier '" + path_ + "': O_DIRECT unavailable (" + describe_errno(errno) +
+    runtime().log(SW_LOG_DEBUG, "file carrier '" + file.path + "': O_DIRECT unavailable (" + describe_errno(errno) +
                                     "); using buffered I/O");
     return;
   }
-  direct_fd_ = fd;
-  direct_ok_.store(true, std::memory_order_relaxed);
+  file.direct_fd = fd;
+  file.direct_ok.store(true, std::memory_order_relaxed);
+}
+
+std::string FileCarrier::files_text() const {
+  std::string text;
+  for (size_t f = 0; f < files_.size(); ++f)
+    text += (f == 0 ? "'" : f + 1 == files_.size() ? " and '" : ", '") + files_[f]->path + "'";
+  return text;
 }
 
 void FileCarrier::close_file() noexcept {
-  direct_ok_.store(false, std::memory_order_relaxed);
-  if (direct_fd_ >= 0) {
-    ::close(direct_fd_);
-    direct_fd_ = -1;
-  }
-  if (fd_ < 0) return;
-  const int fd = std::exchange(fd_, -1);
-  if (owns_file_) {
-    // The last close of an unlinked file drops its page cache, which takes
-    // tens of milliseconds for a large file; dispose often runs on the loop
-    // thread (a move's commit), so a worker does that close.
-    if (static_cast<uint64_t>(size()) * element_size() >= kDeferredCloseBytes) {
+  for (const auto& file : files_) {
+    file->disable_direct();
+    if (file->direct_fd >= 0) ::close(std::exchange(file->direct_fd, -1));
+    if (file->fd < 0) continue;
+    const int fd = std::exchange(file->fd, -1);
+    // The last close of an unlinked scratch file drops its page cache, which
+    // takes tens of milliseconds for a large file; dispose often runs on the
+    // loop thread (a move's commit), so a worker does that close.
+    if (owns_file_ && static_cast<uint64_t>(size()) * element_size() >= kDeferredCloseBytes) {
       try {
         runtime().workers().submit([fd] { ::close(fd); });
-        return;
+        continue;
       } catch (...) {
         // No memory for the job: close here.
       }
     }
+    ::close(fd);
   }
-  ::close(fd);
 }
 
 uint64_t FileCarrier::stored_bytes() const {
@@ -226,18 +246,19 @@ uint64_t FileCarrier::stored_bytes() const {
 
 void FileCarrier::allocate_storage(size_t size, bool) {
   const size_t bytes = region_bytes(dtype(), size);
-  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0)
-    throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + path_ + "' to " + std::to_string(bytes) +
+  const OpenFile& file = *files_.front();
+  if (::ftruncate(file.fd, static_cast<off_t>(bytes)) != 0)
+    throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + file.path + "' to " + std::to_string(bytes) +
                                  " bytes: " + describe_errno(errno));
 }
-
 
 FileIoStats FileCarrier::io_stats() const {
   FileIoStats s;
   s.direct_bytes = direct_bytes_.load(std::memory_order_relaxed);
   s.bounce_bytes = bounce_bytes_.load(std::memory_order_relaxed);
   s.buffered_bytes = buffered_bytes_.load(std::memory_order_relaxed);
-  s.direct_open = direct_usable();
+  s.direct_open = !files_.empty();
+  for (const auto& file : files_) s.direct_open = s.direct_open && file->direct_usable();
   return s;
 }
 
@@ -247,23 +268,28 @@ void FileCarrier::count_bytes(PieceMode mode, bool used_direct, size_t bytes) co
 }
 
 size_t FileCarrier::read_phase(size_t first) const {
-  if (!direct_usable() || first >= size()) return 0;
-  return static_cast<size_t>(extents_of(first, 1).front().file_offset % kDirectAlignment);
+  if (first >= size()) return 0;
+  const Extent e = extents_of(first, 1).front();
+  return e.file->direct_usable() ? static_cast<size_t>(e.file_offset % kDirectAlignment) : 0;
 }
 
 std::vector<FileCarrier::Extent> FileCarrier::extents_of(size_t first, size_t count) const {
   const size_t es = element_size();
   std::vector<Extent> out;
   if (!count) return out;
-  if (seg_first_.empty()) {
-    out.push_back({base_offset_ + static_cast<uint64_t>(first) * es, 0, count * es});
+  if (segments_.empty()) {
+    out.push_back({files_.front().get(), base_offset_ + static_cast<uint64_t>(first) * es, 0, count * es});
     return out;
   }
-  size_t i = static_cast<size_t>(std::upper_bound(seg_first_.begin(), seg_first_.end(), first) - seg_first_.begin()) - 1;
+  const auto after = std::upper_bound(segments_.begin(), segments_.end(), first,
+                                      [](size_t slot, const Segment& s) { return slot < s.first; });
+  size_t i = static_cast<size_t>(after - segments_.begin()) - 1;
   size_t position = 0;
   while (count) {
-    const size_t n = std::min(count, seg_first_[i + 1] - first);
-    out.push_back({seg_offset_[i] + static_cast<uint64_t>(first - seg_first_[i]) * es, position, n * es});
+    const Segment& seg = segments_[i];
+    const size_t end = i + 1 < segments_.size() ? segments_[i + 1].first : size();
+    const size_t n = std::min(count, end - first);
+    out.push_back({seg.file, seg.offset + static_cast<uint64_t>(first - seg.first) * es, position, n * es});
     position += n * es;
     first += n;
     count -= n;
@@ -307,16 +333,14 @@ size_t FileCarrier::piece_count(bool write, const std::vector<Extent>& extents, 
   return count;
 }
 
-int FileCarrier::fd_for(bool direct) const { return direct && direct_usable() ? direct_fd_ : fd_; }
-
-bool FileCarrier::direct_refused() const {
+bool FileCarrier::direct_refused(const OpenFile& file) const {
   if (!runtime().fault_fires(FaultKind::kDirectIo)) return false;
-  disable_direct();  // injected: O_DIRECT refused at transfer time
+  file.disable_direct();  // injected: O_DIRECT refused at transfer time
   return true;
 }
 
-void FileCarrier::io_failure(bool write, uint64_t file_offset, int error_number) const {
-  throw_error(SW_ERROR_IO, std::string(write ? "file write" : "file read") + " of '" + path_ + "' at byte " +
+void FileCarrier::io_failure(bool write, const OpenFile& file, uint64_t file_offset, int error_number) {
+  throw_error(SW_ERROR_IO, std::string(write ? "file write" : "file read") + " of '" + file.path + "' at byte " +
                                std::to_string(file_offset) + " failed: " + describe_errno(error_number));
 }
 
@@ -374,12 +398,12 @@ uint64_t align_up(uint64_t v) { return (v + kDirectAlignment - 1) / kDirectAlign
 
 }  // namespace
 
-ssize_t FileCarrier::bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const {
+ssize_t FileCarrier::bounce_read_sync(const OpenFile& file, uint64_t file_offset, std::byte* dst, size_t length) const {
   const uint64_t start = align_down(file_offset);
   const size_t span = static_cast<size_t>(align_up(file_offset + length) - start);
   Bounce bounce(runtime().pool(), span);
   if (!bounce) throw std::bad_alloc();
-  const ssize_t n = ::pread(direct_fd_, bounce.get(), span, static_cast<off_t>(start));
+  const ssize_t n = ::pread(file.direct_fd, bounce.get(), span, static_cast<off_t>(start));
   if (n < 0) return -errno;
   const size_t skip = static_cast<size_t>(file_offset - start);
   const size_t got = static_cast<size_t>(n) > skip ? std::min(static_cast<size_t>(n) - skip, length) : 0;
@@ -396,6 +420,7 @@ void FileCarrier::transfer_sync(bool write, const std::vector<Extent>& extents, 
   if (write)
     for (size_t n = piece_count(true, extents, buffer); n; --n) rt.check_fault(fault, what);
   for (const Extent& e : extents) {
+    const OpenFile& file = *e.file;
     for (size_t position = 0; position < e.length;) {
       const Piece piece = next_piece(write, e.file_offset + position, buffer + e.position + position, e.length - position);
       if (!write) rt.check_fault(fault, what);
@@ -404,44 +429,44 @@ void FileCarrier::transfer_sync(bool write, const std::vector<Extent>& extents, 
         const uint64_t offset = e.file_offset + position + done;
         std::byte* address = buffer + e.position + position + done;
         const size_t length = piece.length - done;
-        if (mode != PieceMode::kBuffered && direct_usable() && direct_refused()) mode = PieceMode::kBuffered;
-        if (mode == PieceMode::kBounce && direct_usable()) {
-          const ssize_t n = bounce_read_sync(offset, address, length);
+        if (mode != PieceMode::kBuffered && file.direct_usable() && direct_refused(file)) mode = PieceMode::kBuffered;
+        if (mode == PieceMode::kBounce && file.direct_usable()) {
+          const ssize_t n = bounce_read_sync(file, offset, address, length);
           if (n < 0) {
             if (-n == EINTR) continue;
             if (-n == EINVAL) {
-              disable_direct();  // O_DIRECT opened but refused at transfer time
+              file.disable_direct();  // O_DIRECT opened but refused at transfer time
               mode = PieceMode::kBuffered;
               continue;
             }
-            io_failure(false, offset, static_cast<int>(-n));
+            io_failure(false, file, offset, static_cast<int>(-n));
           }
           if (n == 0)
-            throw_error(SW_ERROR_IO, "file read of '" + path_ + "' at byte " + std::to_string(offset) +
+            throw_error(SW_ERROR_IO, "file read of '" + file.path + "' at byte " + std::to_string(offset) +
                                          " failed: unexpected end of file");
           count_bytes(PieceMode::kBounce, true, static_cast<size_t>(n));
           done += static_cast<size_t>(n);
           mode = PieceMode::kBuffered;  // a short read's remainder goes through the page cache
           continue;
         }
-        const int fd = fd_for(mode == PieceMode::kDirect);
+        const int fd = file.fd_for(mode == PieceMode::kDirect);
         const ssize_t n = write ? ::pwrite(fd, address, length, static_cast<off_t>(offset))
                                 : ::pread(fd, address, length, static_cast<off_t>(offset));
         if (n < 0) {
           if (errno == EINTR) continue;
-          if (errno == EINVAL && fd != fd_) {
-            disable_direct();  // O_DIRECT opened but refused at transfer time
+          if (errno == EINVAL && fd != file.fd) {
+            file.disable_direct();  // O_DIRECT opened but refused at transfer time
             continue;
           }
-          io_failure(write, offset, errno);
+          io_failure(write, file, offset, errno);
         }
         if (n == 0) {
           if (!write)
-            throw_error(SW_ERROR_IO, "file read of '" + path_ + "' at byte " + std::to_string(offset) +
+            throw_error(SW_ERROR_IO, "file read of '" + file.path + "' at byte " + std::to_string(offset) +
                                          " failed: unexpected end of file");
-          io_failure(write, offset, EIO);
+          io_failure(write, file, offset, EIO);
         }
-        count_bytes(mode, fd != fd_, static_cast<size_t>(n));
+        count_bytes(mode, fd != file.fd, static_cast<size_t>(n));
         done += static_cast<size_t>(n);
         mode = PieceMode::kBuffered;  // a short transfer's remainder is no longer aligned
       }
@@ -455,7 +480,7 @@ void FileCarrier::read_slots(size_t first, size_t count, void* dst) const {
 }
 
 void FileCarrier::write_slots(size_t first, size_t count, const void* src) {
-  if (read_only_) state_error("write: the File carrier over '" + path_ + "' is read-only");
+  if (read_only_) state_error("write: the File carrier over " + files_text() + " is read-only");
   transfer_sync(true, extents_of(first, count), const_cast<std::byte*>(static_cast<const std::byte*>(src)));
 }
 
@@ -481,6 +506,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   struct Request {
     uv_fs_t fs;
     std::shared_ptr<Transfer> transfer;
+    const OpenFile* file;  // of the piece
     uint64_t file_offset;  // of the piece
     size_t position;       // of the piece within the host buffer
     size_t length;
@@ -499,9 +525,9 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   void fail(Status status) noexcept {
     if (error_.ok()) error_ = std::move(status);
   }
-  Status io_status(uint64_t offset, int uv_error) const;
-  Status end_of_file(uint64_t offset) const {
-    return Status::make(SW_ERROR_IO, "file read of '" + carrier_->path_ + "' at byte " + std::to_string(offset) +
+  Status io_status(const OpenFile& file, uint64_t offset, int uv_error) const;
+  Status end_of_file(const OpenFile& file, uint64_t offset) const {
+    return Status::make(SW_ERROR_IO, "file read of '" + file.path + "' at byte " + std::to_string(offset) +
                                          " failed: unexpected end of file");
   }
   static void on_complete(uv_fs_t* fs);
@@ -542,8 +568,8 @@ void FileCarrier::Transfer::start() {
   }
 }
 
-Status FileCarrier::Transfer::io_status(uint64_t offset, int uv_error) const {
-  return Status::make(SW_ERROR_IO, std::string(write_ ? "file write" : "file read") + " of '" + carrier_->path_ +
+Status FileCarrier::Transfer::io_status(const OpenFile& file, uint64_t offset, int uv_error) const {
+  return Status::make(SW_ERROR_IO, std::string(write_ ? "file write" : "file read") + " of '" + file.path +
                                        "' at byte " + std::to_string(offset) + " failed: " + describe_errno(-uv_error));
 }
 
@@ -569,6 +595,7 @@ void FileCarrier::Transfer::issue() noexcept {
       const Piece piece = carrier_->next_piece(write_, e.file_offset + position_, buffer_ + at, left, slack);
       request = new Request{};
       request->transfer = shared_from_this();
+      request->file = e.file;
       request->file_offset = e.file_offset + position_;
       request->position = e.position + position_;
       request->length = piece.length;
@@ -607,11 +634,12 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
   uv_buf_t buf;  // uv_buf_init takes an unsigned int length
   int fd;
   uint64_t at = offset;
+  const OpenFile& file = *request->file;
   request->bounce.reset();
-  if (request->mode != PieceMode::kBuffered && carrier_->direct_usable() && carrier_->direct_refused())
+  if (request->mode != PieceMode::kBuffered && file.direct_usable() && carrier_->direct_refused(file))
     request->mode = PieceMode::kBuffered;
   request->blocks = (request->mode == PieceMode::kBounce || request->mode == PieceMode::kPadded) &&
-                    carrier_->direct_usable();
+                    file.direct_usable();
   if (request->blocks) {
     // The enclosing blocks: into a bounce buffer, or (padded) where they lie
     // in the host buffer.
@@ -628,20 +656,20 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
       buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done - (offset - at));
     }
     buf.len = span;
-    fd = carrier_->direct_fd_;
+    fd = file.direct_fd;
   } else {
-    fd = carrier_->fd_for(request->mode == PieceMode::kDirect);
+    fd = file.fd_for(request->mode == PieceMode::kDirect);
     buf.base = reinterpret_cast<char*>(buffer_ + request->position + request->done);
     buf.len = length;
   }
-  request->used_direct = fd != carrier_->fd_;
+  request->used_direct = fd != file.fd;
   request->fs.data = request;
   uv_loop_t* loop = carrier_->runtime().loop().uv();
   const int rc = write_ ? uv_fs_write(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete)
                         : uv_fs_read(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete);
   if (rc < 0) {
     uv_fs_req_cleanup(&request->fs);
-    fail(io_status(offset, rc));
+    fail(io_status(file, offset, rc));
     return false;
   }
   return true;
@@ -666,11 +694,11 @@ void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
   if (result < 0) {
     if (result == UV_EINVAL && request->used_direct) {
       // O_DIRECT opened but refused at transfer time: buffered from now on.
-      self->carrier_->disable_direct();
+      request->file->disable_direct();
       request->mode = PieceMode::kBuffered;
       if (self->submit(request)) return;
     } else {
-      self->fail(self->io_status(offset, static_cast<int>(result)));
+      self->fail(self->io_status(*request->file, offset, static_cast<int>(result)));
     }
   } else {
     size_t got = static_cast<size_t>(result);
@@ -685,7 +713,8 @@ void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
       }
     }
     if (got == 0) {
-      self->fail(self->write_ ? self->io_status(offset, UV_EIO) : self->end_of_file(offset));
+      self->fail(self->write_ ? self->io_status(*request->file, offset, UV_EIO)
+                              : self->end_of_file(*request->file, offset));
     } else {
       self->carrier_->count_bytes(request->mode, request->used_direct, got);
       request->done += got;
@@ -721,8 +750,8 @@ void FileCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone 
 
 void FileCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
   if (read_only_) {
-    auto refuse = [done = std::move(done), path = path_]() mutable {
-      done(Status::make(SW_ERROR_STATE, "write: the File carrier over '" + path + "' is read-only"));
+    auto refuse = [done = std::move(done), files = files_text()]() mutable {
+      done(Status::make(SW_ERROR_STATE, "write: the File carrier over " + files + " is read-only"));
     };
     if (!runtime().loop().post(refuse)) refuse();
     return;

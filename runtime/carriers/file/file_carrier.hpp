@@ -2,9 +2,12 @@
 // scratch file the carrier owns (zero-filled, sparse, removed on dispose), or
 // a read-only window on an existing file the user owns (a weights file).
 //
-// A read-only carrier's slots may also come from several segments of the
-// file (one tensor per expert of a checkpoint): segment i's `count` slots at
-// its own byte offset, the segments forming one linear slot space in order.
+// A read-only carrier's slots may also come from several segments (one
+// tensor per expert of a checkpoint), of one file or of several (a sharded
+// checkpoint): segment i's `count` slots at its own byte offset of its own
+// file, the segments forming one linear slot space in order. Each file is
+// opened once, whatever the number of its segments, and keeps its own
+// descriptors and its own O_DIRECT state.
 //
 // Transfers are positional (pread/pwrite, uv_fs_read/uv_fs_write with an
 // offset), so several threads may read at once without a shared file offset.
@@ -24,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,10 +42,12 @@ struct FileCarrierOptions {
   uint32_t requests_in_flight = 4;
 };
 
-// `count` slots at byte `offset` of a file.
+// `count` slots at byte `offset` of a file: of paths[file], for the list of
+// paths given to open_segments.
 struct FileSegment {
   uint64_t offset = 0;
   size_t count = 0;
+  size_t file = 0;
 };
 
 // Bytes a file carrier moved, by path (for tests of direct I/O).
@@ -67,6 +73,12 @@ class FileCarrier final : public Carrier {
   // the end of the file or the slot count overflows.
   static Ref<FileCarrier> open_segments(const Ref<Runtime>& runtime, sw_dtype_t dtype, const std::string& path,
                                         const std::vector<FileSegment>& segments, const FileCarrierOptions& options);
+  // The same over several files: segment i lies in paths[segments[i].file].
+  // Each path is opened once, in order (list each file once); a failure
+  // closes what was opened. VALUE for a segment naming no path.
+  static Ref<FileCarrier> open_segments(const Ref<Runtime>& runtime, sw_dtype_t dtype,
+                                        const std::vector<std::string>& paths, const std::vector<FileSegment>& segments,
+                                        const FileCarrierOptions& options);
   ~FileCarrier() override;
 
   void read_slots(size_t first, size_t count, void* dst) const override;
@@ -80,7 +92,9 @@ class FileCarrier final : public Carrier {
   bool is_read_only() const override { return read_only_; }
   uint64_t stored_bytes() const override;
   size_t read_phase(size_t first) const override;
-  const std::string& path() const { return path_; }
+  // The file's path (the first file's, for a carrier over several).
+  const std::string& path() const { return files_.front()->path; }
+  // direct_open: true when every file of the carrier reads through O_DIRECT.
   FileIoStats io_stats() const;
 
  protected:
@@ -107,17 +121,43 @@ class FileCarrier final : public Carrier {
     size_t length;
     PieceMode mode;
   };
-  // A contiguous part of a transfer in the file: `length` bytes at byte
-  // `file_offset`, at `position` in the host buffer.
+  // One file the carrier reads or writes: its descriptor, an O_DIRECT one
+  // (-1: none), and whether O_DIRECT still works on it. The carrier's table
+  // of them is fixed once it is open; segments and extents point into it.
+  struct OpenFile {
+    std::string path;
+    int fd = -1;
+    int direct_fd = -1;
+    mutable std::atomic<bool> direct_ok{false};
+
+    bool direct_usable() const { return direct_fd >= 0 && direct_ok.load(std::memory_order_relaxed); }
+    // O_DIRECT was refused at transfer time (EINVAL): use the normal fd only.
+    void disable_direct() const { direct_ok.store(false, std::memory_order_relaxed); }
+    int fd_for(bool direct) const { return direct && direct_usable() ? direct_fd : fd; }
+  };
+  // Slots [first, next segment's first) at byte `offset` of `file`.
+  struct Segment {
+    const OpenFile* file;
+    uint64_t offset;
+    size_t first;
+  };
+  // A contiguous part of a transfer in one file: `length` bytes at byte
+  // `file_offset` of `file`, at `position` in the host buffer.
   struct Extent {
+    const OpenFile* file;
     uint64_t file_offset;
     size_t position;
     size_t length;
   };
 
   FileCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, const FileCarrierOptions& options);
-  void open_direct(int flags);
+  // Opens `path` read-only as the next file of the table (IO naming it on
+  // failure); returns it with its size in bytes.
+  const OpenFile& add_file(const std::string& path, uint64_t* out_bytes);
+  void open_direct(OpenFile& file, int flags);
   void close_file() noexcept;
+  // The files, quoted, for messages: 'a' or 'a', 'b' and 'c'.
+  std::string files_text() const;
   // The file extents of slots [first, first + count), host positions from 0.
   std::vector<Extent> extents_of(size_t first, size_t count) const;
   // The next piece of `remaining` bytes at file offset `file_offset` and
@@ -130,34 +170,28 @@ class FileCarrier final : public Carrier {
   Piece next_piece(bool write, uint64_t file_offset, const std::byte* address, size_t remaining,
                    Slack slack = {false, false}) const;
   size_t piece_count(bool write, const std::vector<Extent>& extents, const std::byte* buffer) const;
-  int fd_for(bool direct) const;
-  bool direct_usable() const { return direct_fd_ >= 0 && direct_ok_.load(std::memory_order_relaxed); }
-  // O_DIRECT was refused at transfer time (EINVAL): use the normal fd only.
-  void disable_direct() const { direct_ok_.store(false, std::memory_order_relaxed); }
   // An injected refusal of O_DIRECT (SW_FAULT_DIRECT_IO) fires: direct I/O
-  // is disabled as after EINVAL, and the caller goes buffered.
-  bool direct_refused() const;
+  // is disabled on `file` as after EINVAL, and the caller goes buffered.
+  bool direct_refused(const OpenFile& file) const;
   void count_bytes(PieceMode mode, bool used_direct, size_t bytes) const;
-  // A bounce read of `length` bytes at `file_offset` into `dst`: the
-  // enclosing aligned blocks through O_DIRECT. Returns the bytes delivered
-  // (fewer at the end of the file), or -errno.
-  ssize_t bounce_read_sync(uint64_t file_offset, std::byte* dst, size_t length) const;
+  // A bounce read of `length` bytes at `file_offset` of `file` into `dst`:
+  // the enclosing aligned blocks through O_DIRECT. Returns the bytes
+  // delivered (fewer at the end of the file), or -errno.
+  ssize_t bounce_read_sync(const OpenFile& file, uint64_t file_offset, std::byte* dst, size_t length) const;
   void transfer_sync(bool write, const std::vector<Extent>& extents, std::byte* buffer) const;
   void transfer_async(bool write, std::vector<Extent> extents, std::byte* buffer, IoDone done,
                       IoPriority priority = IoPriority::kDemand, bool whole_blocks = false);
-  [[noreturn]] void io_failure(bool write, uint64_t file_offset, int error_number) const;
+  [[noreturn]] static void io_failure(bool write, const OpenFile& file, uint64_t file_offset, int error_number);
 
   FileCarrierOptions options_;
-  std::string path_;
-  int fd_ = -1;
-  int direct_fd_ = -1;
-  mutable std::atomic<bool> direct_ok_{false};
+  // The files, in the order opened: one, except for a segmented carrier
+  // over several. Never empty once the carrier is made.
+  std::vector<std::unique_ptr<OpenFile>> files_;
   uint64_t base_offset_ = 0;
-  // Segmented carriers: segment i starts at file byte seg_offset_[i] and
-  // holds slots [seg_first_[i], seg_first_[i + 1]). Empty: one run of the
-  // carrier's slots at base_offset_.
-  std::vector<uint64_t> seg_offset_;
-  std::vector<size_t> seg_first_;
+  // Segmented carriers: segment i holds slots [segments_[i].first,
+  // segments_[i + 1].first), the last one up to size(). Empty: one run of
+  // the carrier's slots at base_offset_ of the first file.
+  std::vector<Segment> segments_;
   mutable std::atomic<uint64_t> direct_bytes_{0}, bounce_bytes_{0}, buffered_bytes_{0};
   bool read_only_ = false;
   bool owns_file_ = false;  // a scratch file, unlinked at creation

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "base/error.hpp"
@@ -49,12 +50,15 @@ class HeaderFile {
     const off_t end = ::lseek(fd_, 0, SEEK_END);
     if (end < 0) fail("cannot find the end of", errno);
     size_ = static_cast<uint64_t>(end);
+    identity_ = {st.st_dev, st.st_ino};
   }
   ~HeaderFile() { ::close(fd_); }
   HeaderFile(const HeaderFile&) = delete;
   HeaderFile& operator=(const HeaderFile&) = delete;
 
   uint64_t size() const { return size_; }
+  // Which file this is, whatever path led to it.
+  std::pair<dev_t, ino_t> identity() const { return identity_; }
   // The file's first min(n, size) bytes.
   std::vector<std::byte> head(uint64_t n) const {
     runtime_.check_fault(FaultKind::kRead, ("header read of '" + path_ + "'").c_str());
@@ -74,6 +78,7 @@ class HeaderFile {
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
+  std::pair<dev_t, ino_t> identity_{};
 };
 
 std::string npy_source(const std::string& path) { return "npy file '" + path + "'"; }
@@ -112,13 +117,20 @@ StoredTensor read_npy_header(Runtime& runtime, const std::string& path) {
   return parse_npy_header(header.data(), header.size(), f.size(), source);
 }
 
-SafetensorsHeader read_safetensors_header(Runtime& runtime, const std::string& path) {
-  HeaderFile f(runtime, path);
+namespace {
+
+SafetensorsHeader read_safetensors_header(const HeaderFile& f, const std::string& path) {
   const std::string source = safetensors_source(path);
   const std::vector<std::byte> prefix = f.head(8);
   const uint64_t length = safetensors_header_length(prefix.data(), prefix.size(), f.size(), source);
   const std::vector<std::byte> header = f.head(8 + length);
   return parse_safetensors_header(header.data(), header.size(), f.size(), source);
+}
+
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(Runtime& runtime, const std::string& path) {
+  return read_safetensors_header(HeaderFile(runtime, path), path);
 }
 
 OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, const FileCarrierOptions& options) {
@@ -142,33 +154,74 @@ OpenedTensor open_safetensors(const Ref<Runtime>& runtime, const std::string& pa
 OpenedTensor open_safetensors_stack(const Ref<Runtime>& runtime, const std::string& path,
                                     const std::vector<std::string>& names, const FileCarrierOptions& options) {
   if (names.empty()) value_error("opening tensors of " + safetensors_source(path) + ": no tensor names given");
-  const SafetensorsHeader h = read_safetensors_header(*runtime, path);
-  std::set<std::string> seen;
+  return open_safetensors_stack_files(runtime, std::vector<std::string>(names.size(), path), names, options);
+}
+
+OpenedTensor open_safetensors_stack_files(const Ref<Runtime>& runtime, const std::vector<std::string>& paths,
+                                          const std::vector<std::string>& names, const FileCarrierOptions& options) {
+  if (names.empty()) value_error("opening a stack of safetensors tensors: no tensor names given");
+  if (paths.size() != names.size())
+    value_error("opening a stack of safetensors tensors: " + std::to_string(names.size()) + " names but " +
+                std::to_string(paths.size()) + " paths");
+  // Each file once, however many tensors it gives and whatever path names
+  // it: its header read and parsed, its place in the carrier's file list.
+  struct Shard {
+    std::string path;  // the first path that named it
+    SafetensorsHeader header;
+  };
+  std::vector<Shard> shards;
+  std::map<std::string, size_t> by_path;
+  std::map<std::pair<dev_t, ino_t>, size_t> by_identity;
+  std::vector<size_t> shard_of(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (const auto it = by_path.find(paths[i]); it != by_path.end()) {
+      shard_of[i] = it->second;
+      continue;
+    }
+    const HeaderFile f(*runtime, paths[i]);
+    const auto [it, added] = by_identity.emplace(f.identity(), shards.size());
+    if (added) shards.push_back({paths[i], read_safetensors_header(f, paths[i])});
+    shard_of[i] = by_path[paths[i]] = it->second;
+  }
+  auto source_of = [&](size_t i) { return safetensors_source(shards[shard_of[i]].path); };
+
+  std::set<std::pair<size_t, std::string>> seen;
   std::vector<const StoredTensor*> parts;
-  for (const std::string& name : names) {
-    if (!seen.insert(name).second) value_error("tensor '" + name + "' is named twice in the list for " + safetensors_source(path));
-    const StoredTensor* t = h.find(name);
-    if (!t) value_error(safetensors_source(path) + " holds no tensor named '" + name + "'");
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    if (!seen.insert({shard_of[i], name}).second)
+      value_error("tensor '" + name + "' is named twice in the list for " + source_of(i));
+    const StoredTensor* t = shards[shard_of[i]].header.find(name);
+    if (!t) value_error(source_of(i) + " holds no tensor named '" + name + "'");
     if (!parts.empty()) {
       const StoredTensor& first = *parts.front();
+      // The first tensor's file, when it is another one.
+      const std::string first_of = shard_of[0] == shard_of[i] ? "" : " of " + source_of(0);
       if (t->dtype != first.dtype)
-        value_error("tensor '" + name + "' of " + safetensors_source(path) + " is " + safetensors_dtype_name(t->dtype) +
-                    ", but '" + first.name + "' is " + safetensors_dtype_name(first.dtype) + ": one carrier holds one dtype");
+        value_error("tensor '" + name + "' of " + source_of(i) + " is " + safetensors_dtype_name(t->dtype) + ", but '" +
+                    first.name + "'" + first_of + " is " + safetensors_dtype_name(first.dtype) +
+                    ": one carrier holds one dtype");
       if (t->shape != first.shape)
-        value_error("tensor '" + name + "' of " + safetensors_source(path) + " has shape " + shape_text(t->shape) +
-                    ", but '" + first.name + "' has " + shape_text(first.shape) + ": stacked tensors share one shape");
+        value_error("tensor '" + name + "' of " + source_of(i) + " has shape " + shape_text(t->shape) + ", but '" +
+                    first.name + "'" + first_of + " has " + shape_text(first.shape) +
+                    ": stacked tensors share one shape");
     }
     parts.push_back(t);
   }
   std::vector<int64_t> shape = parts.front()->shape;
   if (shape.size() + 1 > SW_MAX_RANK)
-    value_error("stacking tensors of rank " + std::to_string(shape.size()) + " of " + safetensors_source(path) +
+    value_error("stacking tensors of rank " + std::to_string(shape.size()) + " of " + source_of(0) +
                 " would exceed SW_MAX_RANK (" + std::to_string(SW_MAX_RANK) + ")");
   shape.insert(shape.begin(), static_cast<int64_t>(names.size()));
-  check_tileable(shape, "the stack of tensors '" + names.front() + "', ... of " + safetensors_source(path));
+  check_tileable(shape, "the stack of tensors '" + names.front() + "', ... of " + source_of(0) +
+                            (shards.size() > 1 ? " and " + std::to_string(shards.size() - 1) + " other files" : ""));
+  std::vector<std::string> files;
+  for (const Shard& shard : shards) files.push_back(shard.path);
   std::vector<FileSegment> segments;
-  for (const StoredTensor* t : parts) segments.push_back({t->offset, static_cast<size_t>(t->bytes / dtype_size(t->dtype))});
-  auto carrier = FileCarrier::open_segments(runtime, parts.front()->dtype, path, segments, options);
+  for (size_t i = 0; i < parts.size(); ++i)
+    segments.push_back(
+        {parts[i]->offset, static_cast<size_t>(parts[i]->bytes / dtype_size(parts[i]->dtype)), shard_of[i]});
+  auto carrier = FileCarrier::open_segments(runtime, parts.front()->dtype, files, segments, options);
   return finish(std::move(carrier), parts.front()->dtype, std::move(shape), true, parts.front()->offset, names.size());
 }
 

@@ -40,6 +40,16 @@ OpenedTensor open_safetensors(const Ref<Runtime>& runtime, const std::string& pa
 // carrier whose segment i is tensor i: shape (count, *their shape).
 OpenedTensor open_safetensors_stack(const Ref<Runtime>& runtime, const std::string& path,
                                     const std::vector<std::string>& names, const FileCarrierOptions& options);
+// The same over several files: tensor names[i] of file paths[i] (a sharded
+// checkpoint). Each file is opened and its header parsed once, however many
+// entries name it and by whatever path; the carrier reads each through one
+// descriptor (and one O_DIRECT descriptor). data_offset is names[0]'s
+// offset in paths[0], data_bytes the bytes of all. VALUE naming the file and
+// the tensor for a name a file lacks, a (file, name) pair given twice, or a
+// tensor whose dtype or shape differs from names[0]'s; IO or DATA_CORRUPT
+// naming the file that cannot be opened or parsed.
+OpenedTensor open_safetensors_stack_files(const Ref<Runtime>& runtime, const std::vector<std::string>& paths,
+                                          const std::vector<std::string>& names, const FileCarrierOptions& options);
 // A raw tensor at `offset` of `path`.
 OpenedTensor open_raw_tensor(const Ref<Runtime>& runtime, const std::string& path, sw_dtype_t dtype, uint64_t offset,
                              const std::vector<int64_t>& shape, bool row_major, const FileCarrierOptions& options);

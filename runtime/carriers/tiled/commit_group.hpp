@@ -1,6 +1,7 @@
 // Requests that commit together: one operation made of several
-// TileRequests (the expert feed-forward's gate, up and down requests, each
-// on its own TiledEvictable) either commits every one of them or none.
+// TileRequests (the expert feed-forward's gate, up and down requests, or
+// gate_up and down in its fused form, each on its own TiledEvictable)
+// either commits every one of them or none.
 //
 //  - A member whose work is done (its reads landed, its tile work and work
 //    ran) does not commit: it waits, its tiles still pinned, until every

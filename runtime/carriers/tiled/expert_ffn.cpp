@@ -1,8 +1,8 @@
-// The gated expert feed-forward (sw_tiled_expert_ffn). One call is three
-// TileRequests, one per TiledEvictable, submitted in product order (gate,
-// up, down), so that the file tier's request slots read a missing expert's
-// gate tile first, then its up tile, then its down tile. Their tile work
-// feeds one state machine per call, each expert u going
+// The gated expert feed-forward (sw_tiled_expert_ffn). One call is one
+// TileRequest per TiledEvictable, submitted in product order (gate, up,
+// down), so that the file tier's request slots read a missing expert's gate
+// tile first, then its up tile, then its down tile. Their tile work feeds
+// one state machine per call, each expert u going
 //
 //   gate tile:  a_u = x_u gate_u
 //   up tile:    b_u = x_u up_u
@@ -10,23 +10,30 @@
 //   down tile:  y_u = h_u down_u   (once h_u is there too)
 //
 // as soon as its inputs are there: the experts resident at the start as one
-// job per product, each missing one as its reads land. A down tile that
+// job per product, each missing one as its reads land. In the fused form
+// (one gate_up TiledEvictable, tile (H, 2F, 1), and no up) the call is two
+// requests, gate_up then down, and a gate_up tile gives both a_u and b_u at
+// once: its two halves are the gate's and the up's dense (H, F) matrices,
+// multiplied in place as two products of one job (the same products, on
+// the same bytes, as the two TiledEvictables' would be). A down tile that
 // lands before its expert's h waits (the down request keeps it pinned, and
 // the call's StoragePin keeps its bytes) until the gate or up work that
-// completes h multiplies it. The three requests are one CommitGroup: none
-// commits until all three have done their work (by then every product ran),
-// the down request then publishes the gated sum, and all three commit
-// together; a failure anywhere fails all three with nothing committed. The
-// call's await is the group's: it completes once all three are terminal,
-// and nothing of the call changes after it. When every expert is resident
-// in all three and no plan moves anything, the three requests run inline,
-// one after another, and the await is terminal on return.
+// completes h multiplies it. The requests are one CommitGroup: none commits
+// until all have done their work (by then every product ran), the down
+// request then publishes the gated sum, and all commit together; a failure
+// anywhere fails all of them with nothing committed. The call's await is the
+// group's: it completes once all are terminal, and nothing of the call
+// changes after it. When every expert is resident in each TiledEvictable and
+// no plan moves anything, the requests run inline, one after another, and
+// the await is terminal on return.
 //
 // Values are rounded where the unfused layer rounds them (three expert
 // matmuls, sw_unary, sw_binary): a and b to the experts' dtype, act(a)
 // and the product too, y to the result's dtype, and the gated sum (f32,
 // in choice order) once. With grad mode on and an input requiring grad the
-// call runs that composition itself (blocking), which records the nodes.
+// call runs that composition itself (blocking), which records the nodes; in
+// the fused form its first expert matmul is the gate_up one, (T, k, 2F),
+// and a and b are its two halves (ops::slice, differentiable).
 #include "carriers/tiled/expert_ffn.hpp"
 
 #include <array>
@@ -46,6 +53,10 @@ using namespace experts;
 
 constexpr const char* kOp = "expert_ffn";
 
+// What the tiles of a request give: the gate product a, the up product b,
+// or (a fused gate_up tile) both.
+enum class Part { kGate, kUp, kGateUp };
+
 UnaryOp kernel_of(ops::Unary a) {
   switch (a) {
     case ops::Unary::kSilu: return UnaryOp::kSilu;
@@ -61,7 +72,7 @@ UnaryOp kernel_of(ops::Unary a) {
 // One call's state. The mutex guards the per-expert progress; the products
 // themselves run under `serial` (one job at a time on the compute threads).
 struct Call {
-  std::shared_ptr<const Routing> r;  // K = H, N = F (the gate's and up's geometry)
+  std::shared_ptr<const Routing> r;  // K = H, N = F (the gate's and up's products)
   int64_t H = 0, F = 0;
   sw_dtype_t dt = SW_DTYPE_INVALID, acc = SW_DTYPE_INVALID, out = SW_DTYPE_INVALID;
   UnaryOp act = UnaryOp::kSilu;
@@ -81,12 +92,19 @@ struct Call {
 
   int64_t m_of(size_t u) const { return static_cast<int64_t>(r->slots[u].size()); }
 
-  // a or b of some experts, as one job; then h of those whose other half is
-  // there, then y of those whose down tile is waiting.
-  void gate_or_up(const Experts& experts, bool gate) {
+  // a, b or (gate_up tiles) both of some experts, as one job; then h of
+  // those whose other half is there, then y of those whose down tile is
+  // waiting. A gate_up tile's (H, 2F) matrix is the gate's (H, F) matrix
+  // followed by the up's: each product reads its half in place.
+  void gate_up(const Experts& experts, Part part) {
+    const size_t n = part == Part::kGateUp ? 2 : 1;  // products per expert
     Products p;
-    for (const auto& [u, W] : experts)
-      p.add(rows_of(*be, rt, x, r->x_rows(), H, r->x_pick(u)), W, be->empty(rt, acc, {m_of(u), F}));
+    for (const auto& [u, W] : experts) {
+      Ref<Tensor> xu = rows_of(*be, rt, x, r->x_rows(), H, r->x_pick(u));
+      for (size_t i = 0; i < n; ++i)
+        p.add(xu, n == 1 ? W : W->view(W->offset() + static_cast<int64_t>(i) * H * F, Layout::dense({H, F})),
+              be->empty(rt, acc, {m_of(u), F}));
+    }
     p.run(*be);
     std::vector<std::array<Ref<Tensor>, 2>> halves;
     std::vector<size_t> ready;
@@ -94,7 +112,8 @@ struct Call {
       std::lock_guard<std::mutex> lock(m);
       for (size_t i = 0; i < experts.size(); ++i) {
         const size_t u = experts[i].first;
-        (gate ? a : b)[u] = p.ops[i][2];
+        if (part != Part::kUp) a[u] = p.ops[i * n][2];
+        if (part != Part::kGate) b[u] = p.ops[i * n + n - 1][2];
         if (!a[u] || !b[u]) continue;
         ready.push_back(u);
         halves.push_back({a[u], b[u]});
@@ -171,9 +190,8 @@ struct Call {
   }
 
   // The result: Y as (T, k, H), or its gated sum (T, H); `out` either way.
-  // Published once the three requests did their work, by when every
-  // down product ran (each expert's ran in whichever work completed its
-  // inputs last).
+  // Published once every request did its work, by when every down product
+  // ran (each expert's ran in whichever work completed its inputs last).
   Ref<Tensor> result() {
     {
       std::lock_guard<std::mutex> lock(m);
@@ -195,8 +213,18 @@ struct Call {
 Ref<Tensor> composed(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<Tensor>& ids,
                      const Ref<Tensor>& gates, sw_dtype_t out, ops::Unary activation, sw_dtype_t acc) {
   const sw_dtype_t dt = w.gate->dtype();
-  Ref<Tensor> a = wait_tensor(w.gate->expert_matmul(w.gate_full, x, ids, nullptr, dt));
-  Ref<Tensor> b = wait_tensor(w.up->expert_matmul(w.up_full, x, ids, nullptr, dt));
+  Ref<Tensor> a, b;
+  if (w.fused()) {
+    // gate, up = (x @ gate_up).chunk(2, -1): the halves of the (T, k, 2F)
+    // product, as views that carry the gradient back.
+    Ref<Tensor> ab = wait_tensor(w.gate->expert_matmul(w.gate_full, x, ids, nullptr, dt));
+    const int64_t F = ab->shape()[2] / 2;
+    a = ops::slice(ab, 2, 0, F, 1);
+    b = ops::slice(ab, 2, F, 2 * F, 1);
+  } else {
+    a = wait_tensor(w.gate->expert_matmul(w.gate_full, x, ids, nullptr, dt));
+    b = wait_tensor(w.up->expert_matmul(w.up_full, x, ids, nullptr, dt));
+  }
   Ref<Tensor> h = ops::binary(ops::Binary::kMul, ops::unary(activation, a), b);
   Ref<Tensor> y = wait_tensor(w.down->expert_matmul(w.down_full, h, ids, nullptr, out));
   if (!gates) return y;
@@ -216,23 +244,37 @@ Ref<Tensor> composed(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<
 Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<Tensor>& ids,
                       const Ref<Tensor>& gates, sw_dtype_t out_dtype, ops::Unary activation) {
   const UnaryOp act = kernel_of(activation);
-  check_experts(*w.gate, *w.gate_full, kOp, "the gate experts");
-  check_experts(*w.up, *w.up_full, kOp, "the up experts");
+  const bool fused = w.fused();
+  if (fused != !w.up_full)
+    value_error(std::string(kOp) + ": the up experts and their tensor must both be given, or both be null (the " +
+                "fused gate_up form)");
+  check_experts(*w.gate, *w.gate_full, kOp, fused ? "the gate_up experts" : "the gate experts");
+  if (!fused) check_experts(*w.up, *w.up_full, kOp, "the up experts");
   check_experts(*w.down, *w.down_full, kOp, "the down experts");
-  const TileGeometry &gg = w.gate->geometry(), &ug = w.up->geometry(), &dg = w.down->geometry();
-  const int64_t H = gg.tile[0], F = gg.tile[1], E = gg.grid[2];
-  if (ug.tile != gg.tile || ug.grid != gg.grid)
-    value_error(std::string(kOp) + ": the up experts must have the gate experts' geometry, grid " + shape_text(gg.grid) +
-                " and tile " + shape_text(gg.tile) + "; they have grid " + shape_text(ug.grid) + " and tile " +
-                shape_text(ug.tile));
+  const TileGeometry &gg = w.gate->geometry(), &dg = w.down->geometry();
+  const int64_t H = gg.tile[0], E = gg.grid[2];
+  if (fused && gg.tile[1] % 2 != 0)
+    value_error(std::string(kOp) + ": the gate_up experts (gate, with up null: the fused form) must be tile (H, 2F, " +
+                "1), the gate's F output features then the up's; they have tile " + shape_text(gg.tile) +
+                ", an odd second extent");
+  const int64_t F = fused ? gg.tile[1] / 2 : gg.tile[1];
+  if (!fused) {
+    const TileGeometry& ug = w.up->geometry();
+    if (ug.tile != gg.tile || ug.grid != gg.grid)
+      value_error(std::string(kOp) + ": the up experts must have the gate experts' geometry, grid " +
+                  shape_text(gg.grid) + " and tile " + shape_text(gg.tile) + "; they have grid " + shape_text(ug.grid) +
+                  " and tile " + shape_text(ug.tile));
+  }
   if (dg.grid != gg.grid || dg.tile[0] != F || dg.tile[1] != H)
     value_error(std::string(kOp) + ": the down experts must be grid " + shape_text(gg.grid) + " and tile " +
-                shape_text({F, H, 1}) + " (the gate's (H, F) transposed); they have grid " + shape_text(dg.grid) +
-                " and tile " + shape_text(dg.tile));
+                shape_text({F, H, 1}) +
+                (fused ? " (a half of the gate_up's (H, 2F), transposed)" : " (the gate's (H, F) transposed)") +
+                "; they have grid " + shape_text(dg.grid) + " and tile " + shape_text(dg.tile));
   const sw_dtype_t dt = w.gate->dtype();
-  if (w.up->dtype() != dt || w.down->dtype() != dt)
-    type_error(std::string(kOp) + ": the experts must share one dtype; gate " + dtype_name(dt) + ", up " +
-               dtype_name(w.up->dtype()) + ", down " + dtype_name(w.down->dtype()));
+  if ((!fused && w.up->dtype() != dt) || w.down->dtype() != dt)
+    type_error(std::string(kOp) + ": the experts must share one dtype; " + (fused ? "gate_up " : "gate ") +
+               dtype_name(dt) + (fused ? "" : ", up " + std::string(dtype_name(w.up->dtype()))) + ", down " +
+               dtype_name(w.down->dtype()));
   std::vector<StoragePin> pins;
   out_dtype = check_call(kOp, dt, out_dtype, *x, *ids, gates.get(), &pins);
 
@@ -242,11 +284,11 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   route(kOp, *ids, *x, gates.get(), E, "H", r.get());
   const sw_dtype_t acc = acc_dtype(dt);
 
-  const bool record = grad_enabled() && (w.gate_full->requires_grad() || w.up_full->requires_grad() ||
-                                         w.down_full->requires_grad() || x->requires_grad() ||
-                                         (gates && gates->requires_grad()));
+  const bool record = grad_enabled() &&
+                      (w.gate_full->requires_grad() || (w.up_full && w.up_full->requires_grad()) ||
+                       w.down_full->requires_grad() || x->requires_grad() || (gates && gates->requires_grad()));
   if (record) {
-    // Its three expert matmuls commit together, or not at all.
+    // Its expert matmuls commit together, or not at all.
     auto done = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
     Ref<Tensor> out;
     run_as_step([&] { out = composed(w, x, ids, gates, out_dtype, activation, acc); });
@@ -277,7 +319,7 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   call->down_left = U;
 
   // Each request's callbacks hold the call; the group holds the requests
-  // until all three are terminal.
+  // until all are terminal.
   auto await = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
   auto group = std::make_shared<CommitGroup>(w.down->runtime_ref(), await);
   auto side = [&](TiledEvictable& te, std::function<void(const Experts&)> each) {
@@ -286,18 +328,25 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
     req->group = group;
     return req;
   };
-  auto gate_req = side(*w.gate, [call](const Experts& e) { call->gate_or_up(e, true); });
-  auto up_req = side(*w.up, [call](const Experts& e) { call->gate_or_up(e, false); });
+  // In product order: gate and up (or gate_up), then down.
+  std::vector<std::shared_ptr<TileRequest>> reqs;
+  if (fused) {
+    reqs.push_back(side(*w.gate, [call](const Experts& e) { call->gate_up(e, Part::kGateUp); }));
+  } else {
+    reqs.push_back(side(*w.gate, [call](const Experts& e) { call->gate_up(e, Part::kGate); }));
+    reqs.push_back(side(*w.up, [call](const Experts& e) { call->gate_up(e, Part::kUp); }));
+  }
   auto down_req = side(*w.down, [call](const Experts& e) { call->down_tiles(e); });
   down_req->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
-  // A conflict in any of the three (a tile the call reads or its plan
-  // evicts covered by another request) refuses the call before anything is
+  reqs.push_back(down_req);
+  // A conflict in any of them (a tile the call reads or its plan evicts
+  // covered by another request) refuses the call before anything is
   // submitted.
-  for (const auto* req : {gate_req.get(), up_req.get(), down_req.get()}) req->check();
-  // Gate, up, down: each runs inline when it can, the others start together
-  // in that order at launch(), so that their reads queue in product order.
-  // One that failed inline stops the call: the others are never submitted.
-  for (const auto& req : {gate_req, up_req, down_req}) {
+  for (const auto& req : reqs) req->check();
+  // Each runs inline when it can, the others start together in product
+  // order at launch(), so that their reads queue in that order. One that
+  // failed inline stops the call: the others are never submitted.
+  for (const auto& req : reqs) {
     if (group->failed()) break;
     Status st = capture([&] { req->submit(); });
     if (!st.ok()) {

@@ -1,7 +1,9 @@
-// The gated expert feed-forward over three TiledEvictables of one expert per
-// tile (sw_tiled_expert_ffn): down(act(x gate) * (x up)) per token and
-// choice, on the tiles' memory in place, each expert's three products
-// computed as soon as its tiles are there, and their gated sum.
+// The gated expert feed-forward over TiledEvictables of one expert per tile
+// (sw_tiled_expert_ffn): down(act(x gate) * (x up)) per token and choice, on
+// the tiles' memory in place, each expert's three products computed as soon
+// as its tiles are there, and their gated sum. Gate and up are two
+// TiledEvictables, or one fused gate_up (Hugging Face transformers 5's
+// `gate_up_proj`: the gate's F output features, then the up's F).
 #pragma once
 
 #include "async/await.hpp"
@@ -12,9 +14,13 @@ namespace sw {
 
 struct ExpertFfnWeights {
   // gate (w1) and up (w3): tile (H, F, 1); down (w2): tile (F, H, 1); each
-  // with its full tensor.
+  // with its full tensor. The fused form: up and up_full null, and gate the
+  // gate_up experts, tile (H, 2F, 1), tile e's first H*F elements expert
+  // e's gate matrix and the next H*F its up matrix.
   Ref<TiledEvictable> gate, up, down;
   Ref<Tensor> gate_full, up_full, down_full;
+
+  bool fused() const { return !up; }
 };
 
 // x (T, H) or (T, k, H), ids (T, k), gates (T, k) or null; out_dtype

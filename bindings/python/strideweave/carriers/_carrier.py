@@ -255,7 +255,12 @@ class File(Carrier):
         of names, those tensors (one dtype and shape S, e.g. one per expert of
         a Hugging Face checkpoint) as one carrier over their file regions: the
         stack of shape (len(names), *S), tile i being tensor names[i].
-        ValueError for a name the file lacks or tensors that differ."""
+        With a list of names, `path` may also be a list of paths of the same
+        length, tensor names[i] then lying in file path[i] (a checkpoint
+        sharded over several files; paths may repeat, each file is opened
+        once). ValueError for a name its file lacks, tensors that differ, the
+        same tensor of one file twice or lists of different lengths;
+        TypeError for a list of paths with one name."""
         return _model_files.open_safetensors(cls, path, name, direct_io=direct_io, chunk_bytes=chunk_bytes,
                                              requests_in_flight=requests_in_flight, runtime=runtime)
 

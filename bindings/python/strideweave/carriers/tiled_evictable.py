@@ -372,32 +372,42 @@ def expert_ffn(x, ids, gate, up, down, gates=None, *, activation="silu", out_dty
     `gate`, `up` and `down` are the full tensors of TiledEvictables of one
     expert per tile: gate and up grid (1, 1, E), tile (H, F, 1); down grid
     (1, 1, E), tile (F, H, 1) (a Hugging Face checkpoint's per-expert
-    tensors as they lie, see docs/moe-offload.md). `x` is (T, H), or
-    (T, k, H) one row per choice; `ids` (T, k) int32/int64. Without `gates`
-    the result is Y, (T, k, H); with `gates` (T, k) it is (T, H), the
-    gate-weighted sum over j (in f32, rounded once). a, b, act(a), h and each
-    Y[t, j] are rounded to the experts' dtype as the unfused layer rounds
-    them. `activation`: "silu" (default), "gelu", "relu", "sigmoid" or
-    "tanh". `out_dtype`: float32 keeps each expert's output and the sum of
-    half experts unrounded.
+    tensors as they lie, see docs/moe-offload.md). With ``up=None``, `gate`
+    is the fused gate_up of Hugging Face transformers 5 (``gate_up_proj``,
+    torch shape (E, 2F, H), and ``down_proj`` (E, H, F)): grid (1, 1, E),
+    tile (H, 2F, 1), whose first F output features are the gate's and the
+    next F the up's (``gate, up = (x @ gate_up_proj[e].T).chunk(2, -1)``);
+    each expert's two products are computed on the halves of its one tile
+    in place, equal bit for bit to the three-TiledEvictable form on the same
+    values. An odd second tile extent is a StrideWeaveValueError.
+
+    `x` is (T, H), or (T, k, H) one row per choice; `ids` (T, k)
+    int32/int64. Without `gates` the result is Y, (T, k, H); with `gates`
+    (T, k) it is (T, H), the gate-weighted sum over j (in f32, rounded
+    once). a, b, act(a), h and each Y[t, j] are rounded to the experts'
+    dtype as the unfused layer rounds them. `activation`: "silu" (default),
+    "gelu", "relu", "sigmoid" or "tanh". `out_dtype`: float32 keeps each
+    expert's output and the sum of half experts unrounded.
 
     Each expert's products run on its tiles in place as soon as its inputs
-    are there; a missing expert's gate, up and down tiles are read in that
-    order, each product starting as its tile lands. Each TiledEvictable's
-    policy is consulted with the experts the call uses. Under grad mode with
-    an input requiring grad the unfused layer runs instead (blocking) and
-    records its nodes. Returns an AwaitProjection whose result is the
-    tensor."""
+    are there; a missing expert's gate (or gate_up), up and down tiles are
+    read in that order, each product starting as its tile lands. Each
+    TiledEvictable's policy is consulted with the experts the call uses.
+    Under grad mode with an input requiring grad the unfused layer runs
+    instead (blocking) and records its nodes (in the fused form, the gate_up
+    expert matmul and its two halves as differentiable slices). Returns an
+    AwaitProjection whose result is the tensor."""
     x = _tensor(x, "x")
     ids = _tensor(ids, "ids")
     gate_te, gate = _experts_of(gate, "gate")
-    up_te, up = _experts_of(up, "up")
+    up_te, up = (None, None) if up is None else _experts_of(up, "up")
     down_te, down = _experts_of(down, "down")
     gates = None if gates is None else _tensor(gates, "gates")
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise StrideWeaveValueError(
             f"expert_ffn: activation must be one of {', '.join(map(repr, _ACTIVATIONS))}, not {activation!r}")
     code = _out_dtype_code(out_dtype, "expert_ffn")
-    h = N.tiled_expert_ffn(gate_te._h, gate._h, up_te._h, up._h, down_te._h, down._h, x._h, ids._h,
-                           None if gates is None else gates._h, _ACTIVATIONS[activation], code)
+    h = N.tiled_expert_ffn(gate_te._h, gate._h, None if up is None else up_te._h, None if up is None else up._h,
+                           down_te._h, down._h, x._h, ids._h, None if gates is None else gates._h,
+                           _ACTIVATIONS[activation], code)
     return AwaitProjection._adopt(h, gate_te._rt)

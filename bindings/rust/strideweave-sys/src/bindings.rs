@@ -1432,6 +1432,15 @@ unsafe extern "C" {
         out_info: *mut sw_file_tensor_info_t,
         out_carrier: *mut *mut sw_carrier_t,
     ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_safetensors_stack_files(
+        runtime: *mut sw_runtime_t,
+        paths: *const *const ::std::os::raw::c_char,
+        names: *const *const ::std::os::raw::c_char,
+        count: usize,
+        desc: *const sw_file_carrier_desc_t,
+        out_info: *mut sw_file_tensor_info_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
     pub fn sw_carrier_open_raw_tensor(
         runtime: *mut sw_runtime_t,
         path: *const ::std::os::raw::c_char,

@@ -585,6 +585,70 @@ impl TiledEvictable {
         gates: Option<&Tensor>,
         options: &ExpertFfnOptions,
     ) -> Result<AwaitProjection> {
+        Self::expert_ffn_of(gate, Some(up), down, x, ids, gates, options)
+    }
+
+    /// [`expert_ffn`](Self::expert_ffn) in the fused form of Hugging Face
+    /// transformers 5 (`sw_tiled_expert_ffn` with `up` and `up_experts`
+    /// NULL): `gate_up` is one TiledEvictable of grid (1, 1, E) and tile
+    /// (H, 2F, 1) with its full tensor (`gate_up_proj`, torch shape
+    /// (E, 2F, H), as it lies), whose expert e holds Gate_e in its first F
+    /// output features and Up_e in the next F (`gate, up = (x @
+    /// gate_up_proj[e].T).chunk(2, dim=-1)`); `down` is as for
+    /// [`expert_ffn`](Self::expert_ffn) (`down_proj`, (E, H, F)). Both
+    /// products are computed on the halves of the one gate_up tile in place,
+    /// equal bit for bit to [`expert_ffn`](Self::expert_ffn) over the two
+    /// halves as separate TiledEvictables, and the call is two requests
+    /// (gate_up, then down) instead of three; everything else is as there.
+    /// A second tile extent that is odd is VALUE.
+    ///
+    /// ```
+    /// use strideweave::{Carrier, DType, ExpertFfnOptions, Policy, Runtime, Tensor, TiledEvictable, UnaryOp};
+    ///
+    /// # fn main() -> strideweave::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// let tiled = |values: &[f32], tile: &[i64]| -> strideweave::Result<(TiledEvictable, Tensor)> {
+    ///     let file = Carrier::host(&rt, DType::F32, values.len())?;
+    ///     file.write(0, values)?;
+    ///     let cpu = Carrier::cpu(&rt, DType::F32, 0)?;
+    ///     let te = TiledEvictable::new(&cpu, &file, &[1, 1, 2], tile, Policy::None)?;
+    ///     let full = te.full_tensor()?;
+    ///     Ok((te, full))
+    /// };
+    /// // expert_ffn's example with its gate and up stacked: tile e is expert
+    /// // e's (2, 1) gate matrix, then its (2, 1) up matrix.
+    /// let (gate_up, gate_up_w) = tiled(&[1., 2., 1., 1., -1., 1., 2., 0.], &[2, 2, 1])?;
+    /// let (down, down_w) = tiled(&[1., -1., 2., 3.], &[1, 2, 1])?;
+    /// let x = Tensor::from_slice(&rt, &[1, 2], &[1f32, 10.])?;
+    /// let ids = Tensor::from_slice(&rt, &[1, 2], &[1i32, 0])?;
+    /// let relu = ExpertFfnOptions { activation: UnaryOp::Relu, ..Default::default() };
+    /// let (gu, d) = ((&gate_up, &gate_up_w), (&down, &down_w));
+    /// let each = TiledEvictable::expert_ffn_fused(gu, d, &x, &ids, None, &relu)?.wait()?;
+    /// assert_eq!(each.to_vec::<f32>()?, vec![36., 231., 54., -231.]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn expert_ffn_fused(
+        gate_up: (&TiledEvictable, &Tensor),
+        down: (&TiledEvictable, &Tensor),
+        x: &Tensor,
+        ids: &Tensor,
+        gates: Option<&Tensor>,
+        options: &ExpertFfnOptions,
+    ) -> Result<AwaitProjection> {
+        Self::expert_ffn_of(gate_up, None, down, x, ids, gates, options)
+    }
+
+    /// `sw_tiled_expert_ffn`, with up NULL (the fused form) when `up` is None.
+    fn expert_ffn_of(
+        gate: (&TiledEvictable, &Tensor),
+        up: Option<(&TiledEvictable, &Tensor)>,
+        down: (&TiledEvictable, &Tensor),
+        x: &Tensor,
+        ids: &Tensor,
+        gates: Option<&Tensor>,
+        options: &ExpertFfnOptions,
+    ) -> Result<AwaitProjection> {
         let mut desc = sys::sw_expert_ffn_desc_t::default();
         unsafe { sys::sw_expert_ffn_desc_init(&mut desc) };
         desc.activation = options.activation.to_raw();
@@ -597,8 +661,8 @@ impl TiledEvictable {
             sys::sw_tiled_expert_ffn(
                 gate.0.as_raw(),
                 gate.1.as_raw(),
-                up.0.as_raw(),
-                up.1.as_raw(),
+                up.map_or(ptr::null_mut(), |u| u.0.as_raw()),
+                up.map_or(ptr::null_mut(), |u| u.1.as_raw()),
                 down.0.as_raw(),
                 down.1.as_raw(),
                 x.as_raw(),
@@ -608,12 +672,13 @@ impl TiledEvictable {
                 &mut out.0,
             )
         });
-        let carriers = [gate.0, up.0, down.0];
-        for te in carriers {
+        let carriers: Vec<&TiledEvictable> =
+            [Some(gate.0), up.map(|u| u.0), Some(down.0)].into_iter().flatten().collect();
+        for te in &carriers {
             te.after();
         }
         r?;
-        // The await re-raises a panic of any of the three policies.
+        // The await re-raises a panic of any of their policies.
         let mut policies: Vec<Arc<PolicyShared>> = Vec::new();
         for s in carriers.iter().filter_map(|te| te.shared.as_ref()) {
             if !policies.iter().any(|p| Arc::ptr_eq(p, s)) {

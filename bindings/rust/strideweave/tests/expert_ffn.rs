@@ -6,7 +6,9 @@
 //! through this crate (three expert matmuls, the unary op, mul, the gated
 //! sum in f32 in choice order), f32 and bf16 (whose mul is `sw_binary`);
 //! the await's kind and the result shapes; a panic of any of the three policies re-raised; and its
-//! errors, each refused before any work with no state changed.
+//! errors, each refused before any work with no state changed. The fused
+//! gate_up form (`expert_ffn_fused`) gives the three-matrix values bit for
+//! bit.
 mod common;
 use common::*;
 use strideweave::*;
@@ -517,6 +519,53 @@ fn a_panic_in_any_of_the_three_policies_surfaces_in_the_caller() {
         panic::set_hook(hook);
         assert_eq!(payload.downcast_ref::<Boom>(), Some(&Boom("outcome")), "{which:?}");
     }
+}
+
+/// transformers' fused gate_up weights: expert after expert, its gate
+/// matrix then its up matrix (tile (H, 2F, 1)).
+fn gate_up_weights() -> Vec<f32> {
+    let (g, u, n) = (weights(Gate), weights(Up), (H * F) as usize);
+    (0..E as usize).flat_map(|e| g[e * n..(e + 1) * n].iter().chain(&u[e * n..(e + 1) * n]).copied()).collect()
+}
+
+#[test]
+fn the_fused_gate_up_form_gives_the_three_matrix_values_bit_for_bit() {
+    let rt = Runtime::new().unwrap();
+    let layer = Layer::new(&rt);
+    let gate_up = seeded_file(&rt, &gate_up_weights(), &[1, 1, E], &[H, 2 * F, 1], Policy::None);
+    let gate_up_full = gate_up.full_tensor().unwrap();
+    let (x, ids, g) = (shared_x(&rt), ids_tensor(&rt, &IDS), gates(&rt));
+    let fused = |gated: Option<&Tensor>, options: &ExpertFfnOptions| {
+        let (gu, d) = ((&gate_up, &gate_up_full), (&layer.down.0, &layer.down.1));
+        TiledEvictable::expert_ffn_fused(gu, d, &x, &ids, gated, options)
+            .unwrap()
+            .wait()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    // Exact relu values, every expert read, then resident.
+    assert_eq!(fused(None, &relu()), expected_ungated(&IDS, shared));
+    assert_eq!(fused(Some(&g), &relu()), expected_gated(&IDS, shared));
+    for options in [relu(), ExpertFfnOptions::default()] {
+        for gated in [None, Some(&g)] {
+            let want = layer.ffn(&x, &ids, gated, &options).unwrap().wait().unwrap().to_vec::<f32>().unwrap();
+            assert_eq!(bits(&fused(gated, &options)), bits(&want));
+        }
+    }
+    // VALUE: the gate's (H, F) = (4, 3) as a gate_up.
+    let message = expect_code(
+        TiledEvictable::expert_ffn_fused(
+            (&layer.gate.0, &layer.gate.1),
+            (&layer.down.0, &layer.down.1),
+            &x,
+            &ids,
+            None,
+            &Default::default(),
+        ),
+        ErrorCode::Value,
+    );
+    assert!(message.contains("an odd second extent"), "{message}");
 }
 
 #[test]

@@ -442,8 +442,12 @@ public final class TiledEvictable extends Carrier {
    * dtype with a CPU primary tier: gate and up with grid {@code (1, 1, E)} and tile
    * {@code (H, F, 1)}, down with grid {@code (1, 1, E)} and tile {@code (F, H, 1)} (a row-major
    * {@code (E, F, H)} gate or up file and {@code (E, H, F)} down file are these tensors as they
-   * lie; see {@code docs/moe-offload.md}); each one's TiledEvictable is its tensor's carrier. The
-   * result, a CPU tensor, is
+   * lie; see {@code docs/moe-offload.md}); each one's TiledEvictable is its tensor's carrier.
+   * With {@code up} null, {@code gate} is the fused gate_up of Hugging Face transformers 5
+   * ({@code gate_up_proj}, torch shape {@code (E, 2F, H)}): tile {@code (H, 2F, 1)}, whose first
+   * {@code F} output features are the gate's and the next {@code F} the up's; both products are
+   * computed on the halves of its one tile in place, equal bit for bit to the three-matrix form,
+   * and the call is two requests (gate_up, down) instead of three. The result, a CPU tensor, is
    * <ul>
    *   <li>{@code gates == null}: {@code Y}, {@code (T, k, H)};
    *   <li>{@code gates (T, k)}: {@code (T, H)}, the sum over {@code j} of
@@ -473,7 +477,8 @@ public final class TiledEvictable extends Carrier {
    * @param ids a CPU {@code (T, k)} {@link DType#I32} or {@link DType#I64} tensor of expert ids,
    *     token {@code t}'s {@code j}-th choice at {@code (t, j)}
    * @param gate the full tensor of the gate projections' TiledEvictable, tile {@code (H, F, 1)}
-   * @param up the full tensor of the up projections' TiledEvictable, tile {@code (H, F, 1)}
+   * @param up the full tensor of the up projections' TiledEvictable, tile {@code (H, F, 1)}, or
+   *     null for the fused form ({@code gate} then the gate_up experts, tile {@code (H, 2F, 1)})
    * @param down the full tensor of the down projections' TiledEvictable, tile {@code (F, H, 1)}
    * @param gates null, or a CPU {@code (T, k)} float tensor of gate weights
    * @param activation the activation of the gate product: {@link Activation#SILU} (SwiGLU),
@@ -488,8 +493,8 @@ public final class TiledEvictable extends Carrier {
    *     experts' or f32), for experts of different dtypes, or for an experts tensor not on a
    *     TiledEvictable
    * @throws InvalidValueException for a geometry other than the above (naming the
-   *     TiledEvictable at fault), a view instead of the full tensor, or the shapes of x, ids or
-   *     gates
+   *     TiledEvictable at fault; a fused gate_up whose second tile extent is odd), a view instead
+   *     of the full tensor, or the shapes of x, ids or gates
    * @throws UnsupportedFeatureException for a primary tier other than CPU
    * @throws InvalidStateException when disposed, for an expert owned by a residency request or
    *     an invalid expert tile
@@ -499,18 +504,22 @@ public final class TiledEvictable extends Carrier {
     Objects.requireNonNull(x, "x");
     Objects.requireNonNull(ids, "ids");
     Objects.requireNonNull(gate, "gate");
-    Objects.requireNonNull(up, "up");
     Objects.requireNonNull(down, "down");
     Objects.requireNonNull(activation, "activation");
     int out = outDtype == null ? 0 : outDtype.value();
-    return x.call(xh -> ids.call(i -> gate.call(g -> up.call(u -> down.call(d -> {
-      long gh = beginOrZero(gates);
+    return x.call(xh -> ids.call(i -> gate.call(g -> down.call(d -> {
+      long u = beginOrZero(up); // 0: the fused form
       try {
-        return new AwaitProjection(Native.tiled_expert_ffn(g, u, d, xh, i, gh, activation.value(), out));
+        long gh = beginOrZero(gates);
+        try {
+          return new AwaitProjection(Native.tiled_expert_ffn(g, u, d, xh, i, gh, activation.value(), out));
+        } finally {
+          endIfNotNull(gates);
+        }
       } finally {
-        endIfNotNull(gates);
+        endIfNotNull(up);
       }
-    })))));
+    }))));
   }
 
   /**
@@ -519,8 +528,9 @@ public final class TiledEvictable extends Carrier {
    *
    * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
    * @param ids {@code (T, k)} i32 or i64 expert ids
-   * @param gate the gate projections' full tensor, tile {@code (H, F, 1)}
-   * @param up the up projections' full tensor, tile {@code (H, F, 1)}
+   * @param gate the gate projections' full tensor, tile {@code (H, F, 1)}, or the fused gate_up
+   *     experts', tile {@code (H, 2F, 1)}
+   * @param up the up projections' full tensor, tile {@code (H, F, 1)}, or null for the fused form
    * @param down the down projections' full tensor, tile {@code (F, H, 1)}
    * @param gates null for {@code Y (T, k, H)}, or {@code (T, k)} gate weights for the
    *     {@code (T, H)} gated sum
@@ -536,8 +546,8 @@ public final class TiledEvictable extends Carrier {
    *
    * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
    * @param ids {@code (T, k)} i32 or i64 expert ids
-   * @param gate the gate projections' full tensor
-   * @param up the up projections' full tensor
+   * @param gate the gate projections' full tensor (or the fused gate_up experts')
+   * @param up the up projections' full tensor, or null for the fused form
    * @param down the down projections' full tensor
    * @return the PROJECTION await
    */

@@ -374,6 +374,43 @@ class ExpertFfnTest extends Fixtures {
     }
   }
 
+  /** Fused gate_up tiles, each (H, 2F) first mode fastest: expert e's gate tile, then its up tile. */
+  static float[] gateUpValues() {
+    float[] g = gateValues(false);
+    float[] u = gateValues(true);
+    float[] v = new float[2 * E * F * H];
+    for (int e = 0; e < E; ++e) {
+      System.arraycopy(g, e * F * H, v, 2 * e * F * H, F * H);
+      System.arraycopy(u, e * F * H, v, (2 * e + 1) * F * H, F * H);
+    }
+    return v;
+  }
+
+  @Test
+  void aFusedGateUpTileWithANullUpGivesTheSameValues() {
+    try (TiledEvictable gateUp = seeded(gateUpValues(), GRID, l(H, 2 * F, 1), Tier.FILE, null);
+         TiledEvictable down = seeded(downValues(), GRID, DOWN_TILE, Tier.FILE, null);
+         Tensor gateUpFull = gateUp.fullTensor(); Tensor downFull = down.fullTensor();
+         Tensor x = xTensor(false); Tensor ids = ids64(IDS); Tensor gates = gatesTensor()) {
+      down.promote(expertTiles(0, 1)); // partly resident, partly read during the call
+      try (AwaitProjection p1 = TiledEvictable.expertFfn(x, ids, gateUpFull, null, downFull, null, Activation.RELU,
+               null);
+           Tensor y = p1.get()) {
+        assertArrayEquals(l(T, C, H), y.shape());
+        assertArrayEquals(reference(xValues(false, T, 0), false, IDS, null), y.toFloatArray());
+      }
+      assertEquals(expertTiles(0, 1, 3, 4), gateUp.primaryTiles());
+      // Every expert used resident in both: done on return.
+      try (AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, gateUpFull, null, downFull, gates, Activation.RELU,
+               null)) {
+        assertTrue(p2.isDone());
+        try (Tensor y = p2.get()) {
+          assertArrayEquals(reference(xValues(false, T, 0), false, IDS, GATES), y.toFloatArray());
+        }
+      }
+    }
+  }
+
   // ---- bit for bit the unfused layer ----
 
   /** Pseudo-random weights in (-1, 1), tiles one after another. */
@@ -722,7 +759,9 @@ class ExpertFfnTest extends Fixtures {
       // Checked in Java before the call.
       exact(NullPointerException.class,
           () -> TiledEvictable.expertFfn(null, ids, layer.gateFull, layer.upFull, layer.downFull));
-      exact(NullPointerException.class, () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, null, layer.downFull));
+      // A null up is the fused form: the gate's (4, 3) tile is no gate_up.
+      refused(layer, InvalidValueException.class, "they have tile (4, 3, 1), an odd second extent",
+          () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, null, layer.downFull));
       exact(NullPointerException.class, () -> layer.ffn(x, ids, gates, (Activation) null));
       assertEquals(before, layer.states());
 
