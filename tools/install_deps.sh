@@ -90,8 +90,12 @@ PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib safetensors zstandard)
 PIP_PACKAGES+=(auditwheel)
 # tinygrad: tests/python/test_tinygrad.py checks strideweave.interop.to_tinygrad on its CPU device.
 PIP_PACKAGES+=(tinygrad)
-# The demo's imports (examples/python/mixtral_offload.py).
-PIP_MAIN=(numpy torch safetensors matplotlib zstandard)
+# transformers 5 (its experts interface) builds the Hugging Face models of
+# strideweave.hf, its tests and the main demo; accelerate is the demo's
+# disk-offload peer.
+PIP_PACKAGES+=(transformers accelerate)
+# The main demo's imports (tools/hf_demo.py; examples/python/mixtral_offload.py).
+PIP_MAIN=(numpy torch safetensors matplotlib zstandard transformers accelerate)
 if [ "$set_name" = main ]; then
   APT_PACKAGES=("${APT_MAIN[@]}")
   PIP_PACKAGES=("${PIP_MAIN[@]}")
@@ -112,6 +116,12 @@ fi
 PY=${PYTHON:-python3}
 pip_missing=()
 for p in "${PIP_PACKAGES[@]}"; do
+  if [ "$p" = transformers ]; then
+    # strideweave.hf needs transformers 5 (transformers.integrations.moe).
+    "$PY" -c "import sys, transformers; sys.exit(int(transformers.__version__.split('.')[0]) < 5)" 2>/dev/null \
+      || pip_missing+=("transformers>=5,<6")
+    continue
+  fi
   "$PY" -c "import $p" 2>/dev/null || pip_missing+=("$p")
 done
 if ((${#pip_missing[@]})); then

@@ -1,0 +1,368 @@
+"""strideweave.hf: Hugging Face MoE checkpoints inside transformers, checked
+against transformers itself on tiny random models it builds and saves
+(sharded so that a layer's experts span shards, in the per-expert Hub keys
+and in the fused gate_up_proj/down_proj layout)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+if int(transformers.__version__.split(".")[0]) < 5:
+    pytest.skip("strideweave.hf needs transformers 5", allow_module_level=True)
+
+import strideweave as sw  # noqa: E402
+import strideweave.hf as swhf  # noqa: E402
+
+COMMON = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=128)
+DEEPSEEK = dict(moe_intermediate_size=48, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+                first_k_dense_replace=1, n_group=2, topk_group=1, routed_scaling_factor=2.5, kv_lora_rank=16,
+                q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, intermediate_size=96)
+
+
+def _configs():
+    return {
+        "mixtral": lambda: transformers.MixtralConfig(intermediate_size=96, num_local_experts=4,
+                                                      num_experts_per_tok=2, **COMMON),
+        # A shared expert with its sigmoid gate; the top-k weights not renormalised.
+        "qwen2_moe": lambda: transformers.Qwen2MoeConfig(intermediate_size=96, moe_intermediate_size=48,
+                                                         shared_expert_intermediate_size=80, num_experts=4,
+                                                         num_experts_per_tok=2, norm_topk_prob=False,
+                                                         decoder_sparse_step=1, **COMMON),
+        "qwen3_moe": lambda: transformers.Qwen3MoeConfig(intermediate_size=96, moe_intermediate_size=48, num_experts=4,
+                                                         num_experts_per_tok=2, head_dim=16, **COMMON),
+        "olmoe": lambda: transformers.OlmoeConfig(intermediate_size=48, num_experts=4, num_experts_per_tok=2,
+                                                  eos_token_id=1, pad_token_id=0, **COMMON),
+        # Grouped routing, routed_scaling_factor, shared experts, a dense first layer.
+        "deepseek_v2": lambda: transformers.DeepseekV2Config(topk_method="group_limited_greedy", **DEEPSEEK,
+                                                             **{**COMMON, "num_hidden_layers": 3}),
+        "deepseek_v3": lambda: transformers.DeepseekV3Config(**DEEPSEEK, **{**COMMON, "num_hidden_layers": 3}),
+    }
+
+
+ARCHS = sorted(_configs())
+LAYOUTS = ("hub", "fused")
+PROMPT = [[1, 5, 9, 3, 17, 4]]
+GREEDY = dict(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
+
+
+def _save(model, path, layout, shard="40KB"):
+    """Saves `model` as transformers does; the per-expert ("hub") layout is
+    then re-sharded in key order, five tensors per file, as checkpoints
+    written before transformers 5 are (transformers 5 keeps a layer's
+    experts of one matrix in one shard, the Hub's files often do not)."""
+    model.save_pretrained(path, max_shard_size=shard, save_original_format=(layout == "hub"))
+    if layout == "hub":
+        _reshard(path, 5)
+    return str(path)
+
+
+def _reshard(path, per_file):
+    from safetensors.torch import load_file, save_file
+
+    index_path = os.path.join(path, "model.safetensors.index.json")
+    files = sorted(set(_index(path).values())) if os.path.exists(index_path) else ["model.safetensors"]
+    tensors = {}
+    for name in files:
+        tensors.update(load_file(os.path.join(path, name)))
+        os.unlink(os.path.join(path, name))
+    keys = sorted(tensors)
+    chunks = [keys[i:i + per_file] for i in range(0, len(keys), per_file)]
+    weight_map = {}
+    for n, chunk in enumerate(chunks):
+        name = f"model-{n + 1:05d}-of-{len(chunks):05d}.safetensors"
+        save_file({k: tensors[k].contiguous() for k in chunk}, os.path.join(path, name), metadata={"format": "pt"})
+        weight_map.update({k: name for k in chunk})
+    with open(index_path, "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """{(arch, layout): directory}, each a float32 model saved sharded."""
+    out = {}
+    root = tmp_path_factory.mktemp("hf")
+    for arch, make in _configs().items():
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(make())
+        for layout in LAYOUTS:
+            out[arch, layout] = _save(model, root / f"{arch}-{layout}", layout)
+    return out
+
+
+@pytest.fixture(scope="module")
+def references(checkpoints):
+    cache = {}
+
+    def get(key):
+        if key not in cache:
+            cache[key] = transformers.AutoModelForCausalLM.from_pretrained(checkpoints[key], dtype=torch.float32)
+        return cache[key]
+
+    return get
+
+
+def _index(path):
+    with open(os.path.join(path, "model.safetensors.index.json")) as f:
+        return json.load(f)["weight_map"]
+
+
+def test_the_hub_checkpoints_spread_a_layers_experts_over_shards(checkpoints):
+    for arch in ARCHS:
+        files = {}
+        for key, name in _index(checkpoints[arch, "hub"]).items():
+            if ".experts." in key and (key.endswith(".w1.weight") or key.endswith(".gate_proj.weight")):
+                layer = key.split(".experts.")[0]
+                files.setdefault(layer, set()).add(name)
+        assert files, arch
+        assert max(len(v) for v in files.values()) >= 2, f"{arch}: no layer's experts span two shards"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_generate_gives_transformers_tokens_and_logits(arch, layout, checkpoints, references):
+    ref = references((arch, layout))
+    model = swhf.from_pretrained(checkpoints[arch, layout], budget=0.5)
+    assert type(model) is type(ref)
+    assert isinstance(model, transformers.PreTrainedModel)
+    ids = torch.tensor(PROMPT)
+    with torch.no_grad():
+        want, got = ref(ids).logits, model(ids).logits
+    rel = ((want - got).abs().max() / want.abs().max()).item()
+    assert rel <= 1e-4, rel
+    assert ref.generate(ids, **GREEDY).tolist() == model.generate(ids, **GREEDY).tolist()
+    s = swhf.stats(model)
+    assert s["total"]["misses"] > 0 and s["total"]["calls"] == len(s["layers"]) * (1 + GREEDY["max_new_tokens"])
+    # The experts' weights are nowhere in the model's memory.
+    assert not [n for n, _ in model.named_parameters() if n.endswith(("gate_up_proj", "experts.down_proj"))]
+    swhf.release(model)
+
+
+@pytest.mark.parametrize("tier", ["direct", "page-cache", "zstd"])
+def test_every_tier_and_budget_gives_the_same_tokens(tier, checkpoints, references):
+    ref = references(("mixtral", "hub"))
+    ids = torch.tensor(PROMPT)
+    want = ref.generate(ids, **GREEDY).tolist()
+    for layout in LAYOUTS:
+        for budget in (2, 3, 4, 0.5, 1.0):
+            model = swhf.from_pretrained(checkpoints["mixtral", layout], budget=budget, tier=tier)
+            assert model.generate(ids, **GREEDY).tolist() == want, (layout, budget)
+            s = swhf.stats(model)
+            assert all(r["budget_experts"] == (budget if isinstance(budget, int) else round(budget * 4))
+                       for r in s["layers"])
+            if budget in (4, 1.0):  # everything fits: each expert tile read at most once
+                assert s["total"]["bytes_read"] <= 4 * 3 * 64 * 96 * 4 * len(s["layers"])
+            swhf.release(model)
+
+
+def test_bf16_logits_agree_within_bf16_rounding(tmp_path):
+    torch.manual_seed(1)
+    cfg = _configs()["mixtral"]()
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    path = _save(model, tmp_path / "bf16", "hub")
+    ref = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+    ours = swhf.from_pretrained(path, budget=2)
+    assert ours.dtype == torch.bfloat16
+    ids = torch.tensor(PROMPT)
+    with torch.no_grad():
+        want, got = ref(ids).logits.float(), ours(ids).logits.float()
+    # bf16 keeps 8 significant bits: the two round a layer's sum at
+    # different points (transformers per expert, StrideWeave once), a few
+    # units of 2^-8 of the logits' scale apart.
+    assert ((want - got).abs().max() / want.abs().max()).item() <= 4 * 2.0 ** -8
+
+
+def test_float16_checkpoint_runs(tmp_path):
+    torch.manual_seed(2)
+    model = transformers.AutoModelForCausalLM.from_config(_configs()["qwen3_moe"]()).to(torch.float16)
+    path = _save(model, tmp_path / "f16", "fused")
+    ours = swhf.from_pretrained(path, budget=2)
+    ref = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16)
+    with torch.no_grad():
+        want, got = ref(torch.tensor(PROMPT)).logits.float(), ours(torch.tensor(PROMPT)).logits.float()
+    assert ((want - got).abs().max() / want.abs().max()).item() <= 4 * 2.0 ** -11
+
+
+def test_offload_experts_on_a_model_built_on_meta(checkpoints, references):
+    path = checkpoints["qwen2_moe", "hub"]
+    config = transformers.AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    # Buffers built on meta (rotary frequencies) are the caller's to make real.
+    model.model.rotary_emb = type(model.model.rotary_emb)(config)
+    assert swhf.offload_experts(model, path, budget=2) is model
+    ids = torch.tensor(PROMPT)
+    assert model.generate(ids, **GREEDY).tolist() == references(("qwen2_moe", "hub")).generate(ids, **GREEDY).tolist()
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _fails(exc, match, *args, **kwargs):
+    before = _open_fds()
+    with pytest.raises(exc, match=match) as info:
+        swhf.from_pretrained(*args, **kwargs)
+    assert _open_fds() == before, "a failed load left files open"
+    return info.value
+
+
+def test_bad_input_names_the_problem(tmp_path, checkpoints):
+    good = checkpoints["mixtral", "hub"]
+    e = _fails(FileNotFoundError, "no such model directory", tmp_path / "missing")
+    assert str(tmp_path / "missing") in str(e)
+    (tmp_path / "empty").mkdir()
+    _fails(FileNotFoundError, "config.json", tmp_path / "empty")
+    for budget, exc, text in ((0, ValueError, "at least 1"), (1, ValueError, "top-k = 2"), (1.5, ValueError, r"\(0, 1\]"),
+                              (0.0, ValueError, r"\(0, 1\]"), (float("nan"), ValueError, r"\(0, 1\]"),
+                              ("all", TypeError, "budget"), (True, TypeError, "budget")):
+        _fails(exc, text, good, budget=budget)
+    _fails(ValueError, "tier", good, tier="ssd")
+    _fails(TypeError, "prefetch", good, prefetch="yes")
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_model_without_routed_experts_is_refused(tmp_path):
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "llama")
+    _fails(ValueError, "LlamaForCausalLM has no routed experts", tmp_path / "llama")
+
+
+def test_damaged_checkpoints_fail_with_the_file_named(tmp_path, checkpoints):
+    src = checkpoints["mixtral", "hub"]
+    index = _index(src)
+    shard = sorted(set(index.values()))[1]
+    # Truncated shard.
+    d = _copy(src, tmp_path / "truncated")
+    p = d / shard
+    p.write_bytes(p.read_bytes()[:-100])
+    e = _fails(sw.DataCorruptError, "truncated", d)
+    assert shard in str(e)
+    # Corrupted header.
+    d = _copy(src, tmp_path / "corrupt")
+    p = d / shard
+    raw = bytearray(p.read_bytes())
+    raw[8:12] = b"\xff\xfe{["
+    p.write_bytes(bytes(raw))
+    e = _fails(sw.DataCorruptError, "JSON", d)
+    assert shard in str(e)
+    # Not a safetensors file at all.
+    d = _copy(src, tmp_path / "notst")
+    (d / shard).write_bytes(b"\x01\x00")
+    _fails(sw.DataCorruptError, "not a safetensors file", d)
+    # An index naming a missing file.
+    d = _copy(src, tmp_path / "missing-shard")
+    (d / shard).unlink()
+    e = _fails(FileNotFoundError, "names a shard that is missing", d)
+    assert shard in str(e)
+    # An index placing a tensor in a shard that lacks it.
+    d = _copy(src, tmp_path / "bad-index")
+    with open(d / "model.safetensors.index.json") as f:
+        data = json.load(f)
+    key = next(k for k in data["weight_map"] if ".experts.0.w1" in k)
+    other = next(n for n in sorted(set(index.values())) if n != index[key])
+    data["weight_map"][key] = other
+    with open(d / "model.safetensors.index.json", "w") as f:
+        json.dump(data, f)
+    _fails(sw.DataCorruptError, "has no tensor", d)
+
+
+def test_the_experts_are_inference_only(checkpoints):
+    model = swhf.from_pretrained(checkpoints["mixtral", "fused"], budget=2)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    out = model(torch.tensor(PROMPT)).logits.sum()
+    with pytest.raises(NotImplementedError, match="inference-only"):
+        out.backward()
+
+
+def test_prefetch_predicts_and_keeps_the_tokens(checkpoints, references):
+    ref = references(("olmoe", "hub"))
+    model = swhf.from_pretrained(checkpoints["olmoe", "hub"], budget=2, prefetch=True)
+    ids = torch.tensor(PROMPT)
+    assert model.generate(ids, **GREEDY).tolist() == ref.generate(ids, **GREEDY).tolist()
+    t = swhf.stats(model)["total"]
+    assert t["predicted"] == 2 * GREEDY["max_new_tokens"] * 2 - 2 * 2  # decode steps x layers x top-k
+    assert 0 <= t["predicted_right"] <= t["predicted"]
+    assert t["prefetch_used"] <= t["prefetch_issued"]
+    assert t["prefetch_wasted"] == t["prefetch_issued"] - t["prefetch_used"]
+
+
+def test_the_command_line_generates_and_reports(checkpoints, references):
+    path = checkpoints["deepseek_v3", "fused"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-m", "strideweave.hf", "generate", path, "--budget", "2",
+                        "--max-new-tokens", "5", "--prompt-ids", "1,5,9,3,17,4", "--json"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "token 5/5" in r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    want = references(("deepseek_v3", "fused")).generate(torch.tensor(PROMPT), max_new_tokens=5, do_sample=False,
+                                                           pad_token_id=0)
+    assert report["tokens"] == want[0, len(PROMPT[0]):].tolist()
+    assert report["stats"]["total"]["calls"] > 0
+    r = subprocess.run([sys.executable, "-m", "strideweave.hf", "generate", path, "--budget", "1", "--prompt-ids", "1"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "top-k = 2" in r.stderr
+
+
+MEMORY_SCRIPT = r"""
+import json, sys, torch, transformers
+import strideweave.hf as swhf
+def hwm():  # this process's peak resident set (ru_maxrss would carry the parent's over fork)
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
+path, mode = sys.argv[1], sys.argv[2]
+base = hwm()
+if mode == "transformers":
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+else:
+    model = swhf.from_pretrained(path, budget=0.25, tier="direct")
+model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)
+print(json.dumps({"base": base, "peak": hwm()}))
+"""
+
+
+def test_peak_memory_stays_within_non_experts_plus_budget(tmp_path):
+    """Loading and generating holds the non-expert weights, the budget and a
+    fixed slack (docs/transformers.md), where transformers' own load holds
+    every expert: checked in fresh processes."""
+    cfg = transformers.MixtralConfig(vocab_size=256, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+                                     num_attention_heads=8, num_key_value_heads=4, num_local_experts=8,
+                                     num_experts_per_tok=2, max_position_embeddings=64)
+    with torch.device("meta"):
+        shape_model = transformers.AutoModelForCausalLM.from_config(cfg)
+    expert_bytes = sum(p.numel() * 2 for n, p in shape_model.named_parameters() if ".experts." in n)
+    dense_bytes = sum(p.numel() * 2 for n, p in shape_model.named_parameters() if ".experts." not in n)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    path = _save(model, tmp_path / "mem", "hub", shard="40MB")
+    del model
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+    def run(mode):
+        r = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, path, mode], capture_output=True, text=True,
+                           env=env, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    ours, theirs = run("strideweave"), run("transformers")
+    budget = expert_bytes // 4
+    slack = swhf.MEMORY_SLACK_BYTES
+    grown = ours["peak"] - ours["base"]
+    print(f"grown {grown >> 20} MiB: dense {dense_bytes >> 20} MiB + budget {budget >> 20} MiB; transformers grew "
+          f"{(theirs['peak'] - theirs['base']) >> 20} MiB")
+    assert grown <= dense_bytes + budget + slack, (grown, dense_bytes, budget, slack)
+    # transformers' own load holds every expert.
+    assert theirs["peak"] - theirs["base"] >= expert_bytes
+    assert grown < theirs["peak"] - theirs["base"] - expert_bytes // 2
