@@ -4,6 +4,8 @@ fastest), PyTorch's spellings (size(), dim(), float(), device, ...), NumPy
 arrays on the left of an operator, NumPy arrays and torch tensors taken as
 op arguments without a copy, and a clear error for indexing an offloaded
 tensor."""
+import asyncio
+
 import numpy as np
 import pytest
 from conftest import seeded_tiled
@@ -388,3 +390,22 @@ def test_indexing_an_offloaded_expert_table_along_its_first_axis():
                                       full.numpy()[1])
     finally:
         te.release()
+
+
+def test_runtime_and_carriers_are_context_managers():
+    with sw.Runtime() as rt:
+        with sw.carriers.CPU(4, runtime=rt) as c:
+            assert not c.is_released()
+        assert c.is_released()
+    # The runtime is shut down: work that needs its loop is cancelled.
+    te = sw.TiledEvictable(sw.carriers.CPU(0, runtime=rt), sw.carriers.Host(8, runtime=rt), (2,), (4,))
+    with pytest.raises(sw.StrideWeaveCancelledError, match="shut down"):
+        te.promote(te.secondary_tiles)
+
+
+def test_a_star_import_does_not_shadow_asyncio_cancelled_error():
+    scope = {"CancelledError": asyncio.CancelledError}
+    exec("from strideweave import *", scope)
+    assert scope["CancelledError"] is asyncio.CancelledError
+    assert scope["StrideWeaveCancelledError"] is sw.CancelledError
+    assert issubclass(sw.StrideWeaveCancelledError, RuntimeError)

@@ -10,9 +10,9 @@ from ._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
 from ._device import Device, DeviceAllocation, DeviceView
 from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8
 from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, ErrorCode, InternalError,
-                      StaleHandleError, StrideWeaveIndexError, StrideWeaveMemoryError, StrideWeaveNotImplementedError,
-                      StrideWeaveOSError, StrideWeaveRuntimeError, StrideWeaveTimeoutError, StrideWeaveTypeError,
-                      StrideWeaveValueError)
+                      StaleHandleError, StrideWeaveCancelledError, StrideWeaveIndexError, StrideWeaveMemoryError,
+                      StrideWeaveNotImplementedError, StrideWeaveOSError, StrideWeaveRuntimeError,
+                      StrideWeaveTimeoutError, StrideWeaveTypeError, StrideWeaveValueError)
 from ._interop import from_dlpack, from_numpy
 from ._layout import Layout, Shape, Stride
 from ._model_files import FileTensor, save_npy, save_safetensors
@@ -33,7 +33,7 @@ __version__ = _lib.native.sw_version_string()
 __all__ = [
     "Error", "ErrorCode", "StrideWeaveTypeError", "StrideWeaveValueError", "StrideWeaveRuntimeError",
     "StrideWeaveNotImplementedError", "StrideWeaveIndexError", "StrideWeaveMemoryError", "StrideWeaveOSError",
-    "DataCorruptError", "DeviceLostError", "StaleHandleError", "StrideWeaveTimeoutError", "CancelledError",
+    "DataCorruptError", "DeviceLostError", "StaleHandleError", "StrideWeaveTimeoutError", "StrideWeaveCancelledError",
     "InternalError",
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
     "Runtime", "default_runtime", "Shape", "Stride", "Layout", "Tensor",

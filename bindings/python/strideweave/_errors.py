@@ -79,10 +79,15 @@ class StrideWeaveTimeoutError(Error, TimeoutError):
     code = ErrorCode.TIMEOUT
 
 
-class CancelledError(Error, RuntimeError):
-    """Work cancelled, e.g. by runtime shutdown."""
+class StrideWeaveCancelledError(Error, RuntimeError):
+    """Work cancelled, e.g. by runtime shutdown. Also reachable as
+    strideweave.CancelledError, a name `from strideweave import *` leaves
+    out so that it does not shadow asyncio.CancelledError."""
 
     code = ErrorCode.CANCELLED
+
+
+CancelledError = StrideWeaveCancelledError
 
 
 class InternalError(Error, RuntimeError):
@@ -105,6 +110,6 @@ CLASSES_BY_CODE = (
     DeviceLostError,
     StaleHandleError,
     StrideWeaveTimeoutError,
-    CancelledError,
+    StrideWeaveCancelledError,
     InternalError,
 )

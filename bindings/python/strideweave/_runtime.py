@@ -44,6 +44,14 @@ class Runtime:
         """Cancels pending work (CancelledError), stops the threads. Idempotent."""
         N.sw_runtime_shutdown(self._h)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """`with Runtime() as rt:` shuts the runtime down at the end."""
+        self.shutdown()
+        return False
+
     def __del__(self):
         try:
             N.sw_runtime_release(self._h)

@@ -110,6 +110,14 @@ class Carrier:
                 "drop them before release()")
         N.sw_carrier_dispose(self._h)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """`with carrier:` releases it at the end."""
+        self.release()
+        return False
+
     def _slot(self, slot):
         slot = integer(slot, "slot")
         size = self.size()
