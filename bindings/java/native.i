@@ -1153,5 +1153,279 @@ void fake_device_complete(JNIEnv* env, jlong device, jlongArray event) {
 }
 %}
 
+/* ------------------------------------------------------------------------ */
+/* Model files (.npy, .safetensors, raw tensors)                             */
+/* ------------------------------------------------------------------------ */
+
+%{
+/* The options of a read-only File carrier (sw_file_carrier_desc_t). */
+static sw_file_carrier_desc_t sw_j_file_desc(jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  sw_file_carrier_desc_t desc;
+  sw_file_carrier_desc_init(&desc);
+  desc.direct_io = direct_io;
+  desc.chunk_bytes = (size_t)chunk_bytes;
+  desc.requests_in_flight = (uint32_t)requests_in_flight;
+  return desc;
+}
+
+/* Strings pass as byte[]s of exact UTF-8 ending in their NUL (CStrings
+ * makes them): a malloc'd copy (free it), or NULL with VALUE or
+ * OUT_OF_MEMORY pending. */
+static char* sw_j_utf8(JNIEnv* env, jbyteArray bytes, const char* what) {
+  jsize n = bytes ? (*env)->GetArrayLength(env, bytes) : 0;
+  char* s = n > 0 ? (char*)malloc((size_t)n) : NULL;
+  if (n > 0 && !s) {
+    sw_j_throw_code(env, SW_ERROR_OUT_OF_MEMORY, "out of memory");
+    return NULL;
+  }
+  if (s) (*env)->GetByteArrayRegion(env, bytes, 0, n, (jbyte*)s);
+  if (!s || s[n - 1] != 0 || memchr(s, 0, (size_t)n - 1)) {
+    char text[160];
+    snprintf(text, sizeof text, "%s is not one NUL-terminated string", what);
+    free(s);
+    sw_j_throw_code(env, SW_ERROR_VALUE, text);
+    return NULL;
+  }
+  return s;
+}
+
+static void sw_j_free_utf8s(char** strings, size_t count) {
+  if (!strings) return;
+  for (size_t i = 0; i < count; ++i) free(strings[i]);
+  free(strings);
+}
+
+/* An Object[] of such byte[]s (null: none) as `count` C strings; free with
+ * sw_j_free_utf8s. -1 with an exception pending. */
+static int sw_j_utf8s(JNIEnv* env, jobjectArray array, char*** out, size_t* out_count, const char* what) {
+  jsize n = array ? (*env)->GetArrayLength(env, array) : 0;
+  char** strings = (char**)calloc((size_t)n + 1, sizeof(char*));
+  *out = NULL;
+  *out_count = 0;
+  if (!strings) {
+    sw_j_throw_code(env, SW_ERROR_OUT_OF_MEMORY, "out of memory");
+    return -1;
+  }
+  for (jsize i = 0; i < n; ++i) {
+    jbyteArray item = (jbyteArray)(*env)->GetObjectArrayElement(env, array, i);
+    char name[96];
+    snprintf(name, sizeof name, "%s[%d]", what, (int)i);
+    strings[i] = sw_j_utf8(env, item, name);
+    if (item) (*env)->DeleteLocalRef(env, item);
+    if (!strings[i]) {
+      sw_j_free_utf8s(strings, (size_t)i);
+      return -1;
+    }
+  }
+  *out = strings;
+  *out_count = (size_t)n;
+  return 0;
+}
+
+/* What an opener made, as {carrier, dtype, rank, order, data_offset,
+ * data_bytes, segments, shape[rank], logical_shape[rank], grid_shape[rank],
+ * tile_shape[rank], permutation[rank]} (FileTensor reads it); or NULL with
+ * the error thrown. The caller owns the carrier's reference; it is released
+ * here when the array cannot be made. */
+static jlongArray sw_j_opened(JNIEnv* env, sw_error_t* e, sw_carrier_t* carrier, const sw_file_tensor_info_t* info) {
+  if (sw_j_failed(env, e)) return NULL;
+  size_t rank = info->rank > SW_MAX_RANK ? SW_MAX_RANK : info->rank;
+  int64_t v[7 + 5 * SW_MAX_RANK];
+  v[0] = (int64_t)(intptr_t)carrier;
+  v[1] = (int64_t)info->dtype;
+  v[2] = (int64_t)rank;
+  v[3] = (int64_t)info->order;
+  v[4] = (int64_t)info->data_offset;
+  v[5] = (int64_t)info->data_bytes;
+  v[6] = (int64_t)info->segments;
+  for (size_t i = 0; i < rank; ++i) {
+    v[7 + i] = info->shape[i];
+    v[7 + rank + i] = info->logical_shape[i];
+    v[7 + 2 * rank + i] = info->grid_shape[i];
+    v[7 + 3 * rank + i] = info->tile_shape[i];
+    v[7 + 4 * rank + i] = (int64_t)info->permutation[i];
+  }
+  jlongArray a = sw_j_long_array(env, v, 7 + 5 * rank);
+  if (!a) sw_carrier_release(carrier); /* OutOfMemoryError pending */
+  return a;
+}
+%}
+
+%inline %{
+/* sw_carrier_open_npy: the opened array (sw_j_opened). */
+jlongArray carrier_open_npy(JNIEnv* env, jlong runtime, jbyteArray path, jboolean direct_io, jlong chunk_bytes,
+                            jlong requests_in_flight) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_npy((sw_runtime_t*)(intptr_t)runtime, p, &desc, &info, &carrier);
+  free(p);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors: tensor `name` of one file. */
+jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
+                                    jlong chunk_bytes, jlong requests_in_flight) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  char* n = sw_j_utf8(env, name, "the tensor name");
+  if (!n) {
+    free(p);
+    return NULL;
+  }
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_safetensors((sw_runtime_t*)(intptr_t)runtime, p, n, &desc, &info, &carrier);
+  free(p);
+  free(n);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors_stack: the tensors `names` of one file. */
+jlongArray carrier_open_safetensors_stack(JNIEnv* env, jlong runtime, jbyteArray path, jobjectArray names,
+                                          jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  char** list = NULL;
+  size_t count = 0;
+  if (sw_j_utf8s(env, names, &list, &count, "names") < 0) {
+    free(p);
+    return NULL;
+  }
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_safetensors_stack((sw_runtime_t*)(intptr_t)runtime, p, (const char* const*)list,
+                                                    count, &desc, &info, &carrier);
+  free(p);
+  sw_j_free_utf8s(list, count);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors_stack_files: tensor names[i] of file
+ * paths[i]; the two arrays have one length. */
+jlongArray carrier_open_safetensors_stack_files(JNIEnv* env, jlong runtime, jobjectArray paths, jobjectArray names,
+                                                jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  char** files = NULL;
+  char** list = NULL;
+  size_t nfiles = 0, count = 0;
+  if (sw_j_utf8s(env, paths, &files, &nfiles, "paths") < 0) return NULL;
+  if (sw_j_utf8s(env, names, &list, &count, "names") < 0) {
+    sw_j_free_utf8s(files, nfiles);
+    return NULL;
+  }
+  jlongArray result = NULL;
+  if (nfiles != count) {
+    char text[128];
+    snprintf(text, sizeof text, "%zu paths for %zu tensor names: give one path per name", nfiles, count);
+    sw_j_throw_code(env, SW_ERROR_VALUE, text);
+  } else {
+    sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+    sw_file_tensor_info_t info;
+    sw_file_tensor_info_init(&info);
+    sw_carrier_t* carrier = NULL;
+    sw_error_t* e = sw_carrier_open_safetensors_stack_files((sw_runtime_t*)(intptr_t)runtime,
+                                                            (const char* const*)files, (const char* const*)list,
+                                                            count, &desc, &info, &carrier);
+    result = sw_j_opened(env, e, carrier, &info);
+  }
+  sw_j_free_utf8s(files, nfiles);
+  sw_j_free_utf8s(list, count);
+  return result;
+}
+
+/* sw_carrier_open_raw_tensor; `order` is a sw_file_order_t. */
+jlongArray carrier_open_raw_tensor(JNIEnv* env, jlong runtime, jbyteArray path, jint dtype, jlong byte_offset,
+                                   jlongArray shape, jint order, jboolean direct_io, jlong chunk_bytes,
+                                   jlong requests_in_flight) {
+  int64_t extents[SW_MAX_RANK];
+  jsize rank = sw_j_longs(env, shape, extents, SW_MAX_RANK, "the shape");
+  if (rank < 0) return NULL;
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_raw_tensor((sw_runtime_t*)(intptr_t)runtime, p, (sw_dtype_t)dtype,
+                                             (uint64_t)byte_offset, extents, (size_t)rank, (sw_file_order_t)order,
+                                             &desc, &info, &carrier);
+  free(p);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_file_tensor_view with the permutation of an opener's info (a negative
+ * entry is no permutation: VALUE from the library). A tensor handle. */
+jlong file_tensor_view(JNIEnv* env, jlong tensor, jlongArray permutation) {
+  int64_t perm[SW_MAX_RANK];
+  jsize rank = sw_j_longs(env, permutation, perm, SW_MAX_RANK, "the permutation");
+  if (rank < 0) return 0;
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  info.rank = (size_t)rank;
+  for (jsize i = 0; i < rank; ++i) info.permutation[i] = perm[i] < 0 ? SIZE_MAX : (size_t)perm[i];
+  sw_tensor_t* view = NULL;
+  if (sw_j_failed(env, sw_file_tensor_view((sw_tensor_t*)(intptr_t)tensor, &info, &view))) return 0;
+  return (jlong)(intptr_t)view;
+}
+
+/* sw_save_safetensors: names[i] holds tensors[i] (handles the caller keeps
+ * for the call); metadata keys and values of one length (null: none). */
+void save_safetensors(JNIEnv* env, jbyteArray path, jobjectArray names, jlongArray tensors,
+                      jobjectArray metadata_keys, jobjectArray metadata_values) {
+  char* p = NULL;
+  char **list = NULL, **keys = NULL, **values = NULL;
+  size_t count = 0, nkeys = 0, nvalues = 0;
+  sw_tensor_t** handles = NULL;
+  jsize ntensors = tensors ? (*env)->GetArrayLength(env, tensors) : 0;
+  if (!(p = sw_j_utf8(env, path, "the path"))) goto done;
+  if (sw_j_utf8s(env, names, &list, &count, "names") < 0) goto done;
+  if (sw_j_utf8s(env, metadata_keys, &keys, &nkeys, "metadata keys") < 0) goto done;
+  if (sw_j_utf8s(env, metadata_values, &values, &nvalues, "metadata values") < 0) goto done;
+  if ((size_t)ntensors != count || nkeys != nvalues) {
+    sw_j_throw_code(env, SW_ERROR_VALUE, "names and tensors (metadata keys and values) differ in length");
+    goto done;
+  }
+  handles = (sw_tensor_t**)calloc(count + 1, sizeof(sw_tensor_t*));
+  if (!handles) {
+    sw_j_throw_code(env, SW_ERROR_OUT_OF_MEMORY, "out of memory");
+    goto done;
+  }
+  for (jsize i = 0; i < ntensors; ++i) {
+    jlong h = 0;
+    (*env)->GetLongArrayRegion(env, tensors, i, 1, &h);
+    handles[i] = (sw_tensor_t*)(intptr_t)h;
+  }
+  {
+    sw_safetensors_save_desc_t desc;
+    sw_safetensors_save_desc_init(&desc);
+    desc.metadata_keys = (const char* const*)keys;
+    desc.metadata_values = (const char* const*)values;
+    desc.metadata_count = nkeys;
+    sw_j_failed(env, sw_save_safetensors(p, (const char* const*)list, handles, count, &desc));
+  }
+done:
+  free(p);
+  free(handles);
+  sw_j_free_utf8s(list, count);
+  sw_j_free_utf8s(keys, nkeys);
+  sw_j_free_utf8s(values, nvalues);
+}
+
+/* sw_save_npy. */
+void save_npy(JNIEnv* env, jbyteArray path, jlong tensor) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return;
+  sw_j_failed(env, sw_save_npy(p, (sw_tensor_t*)(intptr_t)tensor));
+  free(p);
+}
+%}
+
 /* Last: the API itself, under the typemaps above. */
 %include "strideweave.i"

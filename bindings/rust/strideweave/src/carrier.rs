@@ -105,12 +105,12 @@ impl Default for ZstdOptions {
     }
 }
 
-fn path_cstring(path: &Path) -> Result<CString> {
+pub(crate) fn path_cstring(path: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
     CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::value("a path holds a NUL byte"))
 }
 
-fn file_desc(options: &FileOptions) -> Result<(sys::sw_file_carrier_desc_t, Option<CString>)> {
+pub(crate) fn file_desc(options: &FileOptions) -> Result<(sys::sw_file_carrier_desc_t, Option<CString>)> {
     let mut desc = sys::sw_file_carrier_desc_t::default();
     unsafe { sys::sw_file_carrier_desc_init(&mut desc) };
     let dir = options.directory.as_deref().map(path_cstring).transpose()?;

@@ -56,6 +56,7 @@ mod dtype;
 mod error;
 mod ffi;
 mod layout;
+mod model_files;
 #[cfg(feature = "ndarray")]
 mod ndarray_support;
 mod ops;
@@ -73,6 +74,7 @@ pub use device::{CopyEvent, CopyStatus, Device, DeviceAllocation, DeviceKind, De
 pub use dtype::{BF16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorCode, Result};
 pub use layout::Layout;
+pub use model_files::{save_npy, save_safetensors, FileOrder, FileTensor};
 pub use ops::{BinaryOp, ScalarOp, UnaryOp};
 pub use policy::{LruPolicy, LruStats, Outcome, Policy, Purpose, ResidencyPolicy};
 pub use runtime::{version, version_string, Runtime, RuntimeOptions};

@@ -3,6 +3,7 @@ package org.strideweave;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -172,6 +173,230 @@ public class Carrier extends NativeHandle {
     long r = rt(runtime);
     try {
       return new Carrier(Native.carrier_open_file(r, dtype.value(), path.toString(), byteOffset, size, false));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * The array of a {@code .npy} file (format 1.0 or 2.0, C or Fortran order) as a read-only File
+   * carrier ({@code sw_carrier_open_npy}), with the geometry that makes each tile one index of
+   * the file's slowest mode (one expert). See {@link FileTensor}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @return the carrier and what the header says
+   * @throws StorageIOException when the file cannot be opened or read
+   * @throws DataCorruptException for a bad header
+   * @throws UnsupportedFeatureException for a dtype, version or rank StrideWeave cannot hold
+   * @throws InvalidValueException for an array with no elements or of rank 0
+   */
+  public static FileTensor openNpy(StrideWeaveRuntime runtime, Path path) {
+    return openNpy(runtime, path, false, 0, 0);
+  }
+
+  /**
+   * {@link #openNpy(StrideWeaveRuntime, Path)} with the options of {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param directIo read through O_DIRECT where the file system allows it
+   * @param chunkBytes bytes per read request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openNpy(StrideWeaveRuntime runtime, Path path, boolean directIo, long chunkBytes,
+                                   int requestsInFlight) {
+    byte[] p = CStrings.of(path, "path");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_npy(r, p, directIo, chunkBytes, requestsInFlight));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * Tensor {@code name} of a {@code .safetensors} file as a read-only File carrier
+   * ({@code sw_carrier_open_safetensors}; {@code "__metadata__"} is ignored).
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param name the tensor's name
+   * @return the carrier and what the header says
+   * @throws StorageIOException when the file cannot be opened or read
+   * @throws DataCorruptException for a bad header
+   * @throws UnsupportedFeatureException for a dtype or rank StrideWeave cannot hold
+   * @throws InvalidValueException for a name the file lacks, a tensor with no elements or of
+   *     rank 0
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, String name) {
+    return openSafetensors(runtime, path, name, false, 0, 0);
+  }
+
+  /**
+   * {@link #openSafetensors(StrideWeaveRuntime, Path, String)} with the options of
+   * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param name the tensor's name
+   * @param directIo read through O_DIRECT where the file system allows it
+   * @param chunkBytes bytes per read request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, String name, boolean directIo,
+                                           long chunkBytes, int requestsInFlight) {
+    byte[] p = CStrings.of(path, "path");
+    byte[] n = CStrings.of(name, "name");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime,
+          Native.carrier_open_safetensors(r, p, n, directIo, chunkBytes, requestsInFlight));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * Several tensors of one {@code .safetensors} file, all of one dtype and shape {@code S}, as one
+   * read-only carrier over their regions in the order given ({@code
+   * sw_carrier_open_safetensors_stack}): the tensor of shape {@code (names.size(), *S)} that
+   * stacks them, tile i being {@code names.get(i)} (a Hugging Face checkpoint storing each expert
+   * as its own tensor).
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param names the tensors' names, in tile order
+   * @return the carrier and what the header says
+   * @throws InvalidValueException for a name the file lacks, tensors that differ in dtype or
+   *     shape, a name given twice, or no names
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, List<String> names) {
+    return openSafetensors(runtime, path, names, false, 0, 0);
+  }
+
+  /**
+   * {@link #openSafetensors(StrideWeaveRuntime, Path, List)} with the options of
+   * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param names the tensors' names, in tile order
+   * @param directIo read through O_DIRECT where the file system allows it
+   * @param chunkBytes bytes per read request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, List<String> names,
+                                           boolean directIo, long chunkBytes, int requestsInFlight) {
+    byte[] p = CStrings.of(path, "path");
+    Object[] n = CStrings.strings(names, "names");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime,
+          Native.carrier_open_safetensors_stack(r, p, n, directIo, chunkBytes, requestsInFlight));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * The stack of {@link #openSafetensors(StrideWeaveRuntime, Path, List)} over several
+   * {@code .safetensors} files, for a checkpoint sharded into files ({@code
+   * sw_carrier_open_safetensors_stack_files}): tensor {@code names.get(i)} of file
+   * {@code paths.get(i)}, tile i being that tensor. Paths may repeat and come in any order; each
+   * file is opened and its header read once.
+   *
+   * @param runtime the runtime
+   * @param paths one file per name (a {@code weight_map} lookup of each name)
+   * @param names the tensors' names, in tile order
+   * @return the carrier and what the headers say
+   * @throws InvalidValueException for lists of two lengths, a name its file lacks, tensors that
+   *     differ in dtype or shape, one tensor of one file given twice, or no names
+   * @throws StorageIOException when a file cannot be opened or read
+   * @throws DataCorruptException for a bad header
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, List<Path> paths, List<String> names) {
+    return openSafetensors(runtime, paths, names, false, 0, 0);
+  }
+
+  /**
+   * {@link #openSafetensors(StrideWeaveRuntime, List, List)} with the options of
+   * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param paths one file per name
+   * @param names the tensors' names, in tile order
+   * @param directIo read through O_DIRECT where the file system allows it (each file falls back
+   *     to buffered reads on its own)
+   * @param chunkBytes bytes per read request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
+   * @return the carrier and what the headers say
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, List<Path> paths, List<String> names,
+                                           boolean directIo, long chunkBytes, int requestsInFlight) {
+    Object[] p = CStrings.paths(paths, "paths");
+    Object[] n = CStrings.strings(names, "names");
+    if (p.length != n.length) {
+      throw new InvalidValueException(p.length + " paths for " + n.length
+          + " tensor names: give one path per name");
+    }
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime,
+          Native.carrier_open_safetensors_stack_files(r, p, n, directIo, chunkBytes, requestsInFlight));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A raw tensor of {@code shape} and {@code dtype} at {@code byteOffset} of a file, laid out in
+   * {@code order}, as a read-only File carrier ({@code sw_carrier_open_raw_tensor}).
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param dtype the element type
+   * @param byteOffset where element 0 is
+   * @param shape the shape as the file indexes it
+   * @param order how the file lays out the elements
+   * @return the carrier and its geometry
+   * @throws StorageIOException when the file cannot be opened
+   * @throws InvalidValueException for a region past the end of the file, a rank above
+   *     {@link StrideWeave#MAX_RANK}, or no elements
+   */
+  public static FileTensor openRaw(StrideWeaveRuntime runtime, Path path, DType dtype, long byteOffset, long[] shape,
+                                   FileOrder order) {
+    return openRaw(runtime, path, dtype, byteOffset, shape, order, false, 0, 0);
+  }
+
+  /**
+   * {@link #openRaw(StrideWeaveRuntime, Path, DType, long, long[], FileOrder)} with the options
+   * of {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param dtype the element type
+   * @param byteOffset where element 0 is
+   * @param shape the shape as the file indexes it
+   * @param order how the file lays out the elements
+   * @param directIo read through O_DIRECT where the file system allows it
+   * @param chunkBytes bytes per read request; 0 for 4 MiB
+   * @param requestsInFlight requests in flight per transfer; 0 for 4
+   * @return the carrier and its geometry
+   */
+  public static FileTensor openRaw(StrideWeaveRuntime runtime, Path path, DType dtype, long byteOffset, long[] shape,
+                                   FileOrder order, boolean directIo, long chunkBytes, int requestsInFlight) {
+    byte[] p = CStrings.of(path, "path");
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(shape, "shape");
+    Objects.requireNonNull(order, "order");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_raw_tensor(r, p, dtype.value(), byteOffset, shape.clone(),
+          order.value(), directIo, chunkBytes, requestsInFlight));
     } finally {
       runtime.end();
     }
