@@ -1,14 +1,31 @@
 #include "async/loop.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+
 #include "base/error.hpp"
 
 namespace sw {
 
+Loop::Shared::~Shared() {
+  if (wake_fd >= 0) close(wake_fd);
+}
+
 Loop::Loop() : shared_(std::make_shared<Shared>()) {
-  if (uv_loop_init(&shared_->loop) != 0) throw_error(SW_ERROR_INTERNAL, "cannot initialise the libuv loop");
-  shared_->wake.data = shared_.get();
-  if (uv_async_init(&shared_->loop, &shared_->wake, &Loop::on_wake) != 0) {
-    uv_loop_close(&shared_->loop);
+  Shared& s = *shared_;
+  s.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s.wake_fd < 0) throw_error(SW_ERROR_INTERNAL, "cannot create the loop's wake-up eventfd");
+  if (uv_loop_init(&s.loop) != 0) throw_error(SW_ERROR_INTERNAL, "cannot initialise the libuv loop");
+  s.wake.data = &s;
+  const bool polled = uv_poll_init(&s.loop, &s.wake, s.wake_fd) == 0;
+  if (!polled || uv_poll_start(&s.wake, UV_READABLE, &Loop::on_wake) != 0) {
+    if (polled) {
+      uv_close(reinterpret_cast<uv_handle_t*>(&s.wake), nullptr);
+      uv_run(&s.loop, UV_RUN_NOWAIT);
+    }
+    uv_loop_close(&s.loop);
     throw_error(SW_ERROR_INTERNAL, "cannot initialise the loop's wake-up handle");
   }
   thread_ = std::thread([s = shared_] {
@@ -20,14 +37,26 @@ Loop::Loop() : shared_(std::make_shared<Shared>()) {
 
 Loop::~Loop() { stop_and_join(); }
 
-void Loop::on_wake(uv_async_t* handle) {
+void Loop::wake(Shared& s) {
+  const uint64_t one = 1;
+  ssize_t n = write(s.wake_fd, &one, sizeof one);
+  (void)n;  // EAGAIN only when the counter is saturated: still readable
+}
+
+void Loop::on_wake(uv_poll_t* handle, int, int) {
   auto* s = static_cast<Shared*>(handle->data);
+  uint64_t count;
+  ssize_t n = read(s->wake_fd, &count, sizeof count);
+  (void)n;  // EAGAIN: a write whose tasks an earlier turn already ran
   for (;;) {
     std::deque<std::function<void()>> batch;
     {
       std::lock_guard<std::mutex> lock(s->mutex);
       batch.swap(s->tasks);
       if (batch.empty()) {
+        // Until here wake_pending stays set, so tasks posted meanwhile (from
+        // the tasks themselves too) are taken by this loop without a write.
+        s->wake_pending = false;
         // With the handle closed, uv_run returns once in-flight requests finish.
         if (s->stopping && !uv_is_closing(reinterpret_cast<uv_handle_t*>(handle)))
           uv_close(reinterpret_cast<uv_handle_t*>(handle), nullptr);
@@ -39,21 +68,30 @@ void Loop::on_wake(uv_async_t* handle) {
 }
 
 bool Loop::post(std::function<void()> task) {
-  // Sent under the lock so that the handle cannot be closed in between.
-  std::lock_guard<std::mutex> lock(shared_->mutex);
-  if (shared_->stopping) return false;
-  shared_->tasks.push_back(std::move(task));
-  uv_async_send(&shared_->wake);
+  bool send;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->stopping) return false;
+    shared_->tasks.push_back(std::move(task));
+    send = !shared_->wake_pending;
+    shared_->wake_pending = true;
+  }
+  // Outside the lock: the woken loop takes the queue at once. The eventfd
+  // stays open as long as shared_, so a write after the loop stopped is harmless.
+  if (send) wake(*shared_);
   return true;
 }
 
 void Loop::stop_and_join() {
   if (!thread_.joinable()) return;
+  bool send;
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     shared_->stopping = true;
-    uv_async_send(&shared_->wake);
+    send = !shared_->wake_pending;
+    shared_->wake_pending = true;
   }
+  if (send) wake(*shared_);
   if (on_loop_thread()) {
     thread_.detach();
   } else {

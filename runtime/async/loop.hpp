@@ -1,7 +1,13 @@
 // The runtime's libuv loop thread. The loop thread owns every uv handle and
 // request; other threads reach it only through post(), which queues a task
-// and wakes the loop with uv_async_send. Wake-ups coalesce, so each wake-up
-// drains the whole queue.
+// and wakes the loop through an eventfd the loop polls. Wake-ups coalesce:
+// one write wakes the loop while it has not yet taken the queue, and each
+// wake-up drains the whole queue, tasks the drained ones post included.
+//
+// Not uv_async_t: libuv before 1.45 makes the woken loop thread busy-wait
+// (spinning, then sched_yield) until the sending thread has returned from
+// its write(), which on two cores costs tens of microseconds whenever the
+// sender is preempted, and our post() would have to send under its lock.
 #pragma once
 
 #include <uv.h>
@@ -23,7 +29,8 @@ class Loop {
   Loop& operator=(const Loop&) = delete;
 
   // Runs `task` on the loop thread. Thread-safe. Returns false (and drops the
-  // task) once the loop is stopping.
+  // task) once the loop is stopping. Posted from a task the loop is running,
+  // `task` runs later in the same turn, with no wake-up.
   bool post(std::function<void()> task);
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_id_.load(std::memory_order_acquire); }
   // Only on the loop thread.
@@ -33,13 +40,20 @@ class Loop {
 
  private:
   struct Shared {
+    ~Shared();
     uv_loop_t loop;
-    uv_async_t wake;
+    uv_poll_t wake;    // polls wake_fd
+    int wake_fd = -1;  // an eventfd; open until the last reference goes
     std::mutex mutex;
     std::deque<std::function<void()>> tasks;
     bool stopping = false;
+    // Set by the post that writes wake_fd, cleared once on_wake finds the
+    // queue empty: while set, a post needs no write of its own.
+    bool wake_pending = false;
   };
-  static void on_wake(uv_async_t* handle);
+  static void on_wake(uv_poll_t* handle, int status, int events);
+  // Makes the loop's poll of wake_fd ready.
+  static void wake(Shared& s);
   std::shared_ptr<Shared> shared_;
   std::thread thread_;
   // Cleared once the thread is joined: a later thread may get the same id.

@@ -133,14 +133,23 @@ void Carrier::write_async(size_t first, size_t count, const std::byte* src, IoDo
   issue_write(first, count, src, runtime().hold_point(FaultKind::kWrite, std::move(done)));
 }
 
+// Plain host memory is a copy: a small one runs on the loop thread (run_copy).
 void Carrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority, bool) {
   Ref<Carrier> self(this);
-  runtime().run_on_worker([self, first, count, dst] { self->read_slots(first, count, dst); }, std::move(done));
+  auto work = [self, first, count, dst] { self->read_slots(first, count, dst); };
+  if (host_data())
+    runtime().run_copy(count * element_size(), std::move(work), std::move(done));
+  else
+    runtime().run_on_worker(std::move(work), std::move(done));
 }
 
 void Carrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
   Ref<Carrier> self(this);
-  runtime().run_on_worker([self, first, count, src] { self->write_slots(first, count, src); }, std::move(done));
+  auto work = [self, first, count, src] { self->write_slots(first, count, src); };
+  if (host_data())
+    runtime().run_copy(count * element_size(), std::move(work), std::move(done));
+  else
+    runtime().run_on_worker(std::move(work), std::move(done));
 }
 
 void Carrier::write_runs(const std::vector<SlotRun>& runs, const std::byte* src) {

@@ -170,7 +170,8 @@ class Carrier : public Object {
 
  protected:
   // The transfers behind read_async / write_async. The default runs
-  // read_slots / write_slots on a background worker.
+  // read_slots / write_slots on a background worker, or, for a small range
+  // of a carrier over host memory, on the loop thread (Runtime::run_copy).
   virtual void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
                           bool whole_blocks);
   virtual void issue_write(size_t first, size_t count, const std::byte* src, IoDone done);

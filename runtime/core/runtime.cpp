@@ -92,11 +92,26 @@ void Runtime::run_on_worker(std::function<void()> work, std::function<void(Statu
   Ref<Runtime> self(this);
   workers_->submit([self, work = std::move(work), done = std::move(done)]() mutable {
     Status st = capture(work);
+    // What `work` holds goes before its completion is posted: once the loop
+    // completes the operation, the caller may drop what it holds at once,
+    // and the last references (a TiledEvictable, a device) must not then
+    // fall to this worker.
+    work = nullptr;
     auto finish = [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); };
     if (!self->loop_->post(std::move(finish))) {
       // The loop only stops after every operation finished, so nothing is waiting.
     }
   });
+}
+
+void Runtime::run_copy(size_t bytes, std::function<void()> work, std::function<void(Status)> done) {
+  if (bytes > kInlineCopyBytes || !loop_->on_loop_thread()) return run_on_worker(std::move(work), std::move(done));
+  Status st = capture(work);
+  // Never `done` here: the issuer's state machine expects it later.
+  auto finish = [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); };
+  if (!loop_->post(std::move(finish))) {
+    // As run_on_worker: the loop only stops after every operation finished.
+  }
 }
 
 void Runtime::on_loop(std::function<void()> task) {

@@ -75,6 +75,13 @@ class Runtime final : public CompletionHost {
   void finished(Operation* op);
   // Runs `work` on a worker, then `done` with its status on the loop thread.
   void run_on_worker(std::function<void()> work, std::function<void(Status)> done);
+  // The same for `work` that copies `bytes` bytes of host memory: issued on
+  // the loop thread and small enough (kInlineCopyBytes) to cost less than
+  // the hand-off to a worker and back, it runs there at once, and `done`
+  // follows as a task of its own (in the same turn when the issuer is a
+  // posted task, Loop::post).
+  void run_copy(size_t bytes, std::function<void()> work, std::function<void(Status)> done);
+  static constexpr size_t kInlineCopyBytes = size_t{64} << 10;
   // Runs `task` on the loop thread (now, if already there).
   void on_loop(std::function<void()> task) override;
   bool on_loop_thread() const override;

@@ -111,10 +111,28 @@ def rows_zstd(parsed):
 
 def rows_await(parsed):
     j = parsed["bench"][-1]
-    peer = next(p for p in j["paths"] if p["path"] == "peer")
-    return [row(f"await round trip: {p['path']}", p["median_us"], peer["median_us"], "us (lower is better)",
-                p["ratio_peer"], "cross-thread round trip", note=f"p99 {p['p99_us']:.1f} us")
-            for p in j["paths"] if p["path"] != "peer"]
+    paths = {p["path"]: p for p in j["paths"]}
+    peer_names = {"peer_cond": "eventfd + epoll_wait, then a condition variable",
+                  "peer_cb": "eventfd + epoll_wait, then a condition variable, with loop_cb's callback protocol",
+                  "peer_fd": "eventfd + epoll_wait, then an eventfd the caller polls"}
+    same = j.get("same_cpu_pct") or {}
+    placement = (f"; loop thread on the woken caller's CPU in {same['loop_cb']:.0f}% of iterations, the peer's "
+                 f"helper in {same['peer_cond']:.0f}%" if same else "")
+    out = []
+    for p in j["paths"]:
+        if p["peer"] is None:
+            continue
+        peer = paths[p["peer"]]
+        late = (f", {2 * j['hand_offs']} when the callback comes after the completion"
+                if p["path"] == "loop_cb" else "")
+        what = f"await round trip: {p['path']} ({j['hand_offs']} hand-offs{late})"
+        peer_name = f"{j['hand_offs']} bare hand-offs: {peer_names.get(p['peer'], p['peer'])}"
+        out.append(row(what + ", median", p["median_us"], peer["median_us"], "us (lower is better)", p["ratio_peer"],
+                       peer_name, p["ratio_min_peer"], ("<=", j["target_ratio_peer"]),
+                       note=f"p99 {p['p99_us']:.1f} us, peer's {peer['p99_us']:.1f} us{placement}"))
+        out.append(row(what + ", p99", p["p99_us"], peer["p99_us"], "us (lower is better)", p["ratio_p99_peer"],
+                       peer_name, target=("<=", j["target_ratio_p99_peer"])))
+    return out
 
 
 def rows_tiled(parsed):
@@ -224,7 +242,7 @@ BENCHMARKS = [
     Benchmark("bench_projection", "projection of resident experts vs torch.index_select(out=) and numpy.take(out=)",
               [sys.executable, "tools/bench/bench_projection.py", "--repeats", "15"], rows_projection,
               env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
-    Benchmark("bench_await", "await round-trip latency vs a cross-thread round trip",
+    Benchmark("bench_await", "await round-trip latency vs the same thread hand-offs made bare",
               ["{build}/tools/bench/bench_await", "--iters", "10000", "--warmup", "500"], rows_await),
     Benchmark("bench_tiled", "projection vs memcpy; MoE step vs max(compute, transfer)",
               ["{build}/tools/bench/bench_tiled", "--reps", "15"], rows_tiled),
