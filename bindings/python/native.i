@@ -437,6 +437,13 @@ static PyObject* sw_py_rows(const int64_t* values, size_t count, size_t rank) {
     }                            \
   } while (0)
 
+/* Frees an error that is only a "no" to the caller; true if there was one. */
+static int sw_py_ignore(sw_error_t* e) {
+  if (!e) return 0;
+  sw_error_free(e);
+  return 1;
+}
+
 static PyObject* sw_py_handle(void* handle, swig_type_info* type) {
   return SWIG_NewPointerObj(handle, type, 0);
 }
@@ -497,14 +504,77 @@ PyObject* runtime_create(unsigned int compute_threads, unsigned int worker_threa
   return sw_py_handle(runtime, SWIGTYPE_p_sw_runtime_t);
 }
 
-/* sw_matmul_ex with the desc field Python exposes: the result's dtype code
- * (0: the operands'). The GIL is released: the product may be large. */
-PyObject* matmul_ex(sw_tensor_t* a, sw_tensor_t* b, int out_dtype) {
+/* Whether sw.matmul computes a @ b as (b^T a^T)^T: b a row-major matrix in
+ * NumPy's sense (last mode N of unit stride, the one before it, K, of
+ * another; both extents > 1), a of rank >= 2 too, and the product at least
+ * 2^15 multiply-adds (below that the library's own small kernels run it
+ * whatever the orientation, and the two extra views would cost more than
+ * they save). Errors read as "no": the plain call then reports them. */
+static int sw_py_matmul_flips(const sw_tensor_t* a, const sw_tensor_t* b, size_t* ra, size_t* rb) {
+  int64_t ea[SW_MAX_RANK], eb[SW_MAX_RANK];
+  if (sw_py_ignore(sw_tensor_rank(b, rb)) || *rb < 2 || *rb > SW_MAX_RANK) return 0;
+  if (sw_py_ignore(sw_tensor_rank(a, ra)) || *ra < 2 || *ra > SW_MAX_RANK) return 0;
+  if (sw_py_ignore(sw_tensor_shape(b, eb, SW_MAX_RANK)) || sw_py_ignore(sw_tensor_shape(a, ea, SW_MAX_RANK)))
+    return 0;
+  const int64_t k = eb[*rb - 2], n = eb[*rb - 1], m = ea[*ra - 2];
+  if (k < 2 || n < 2 || m < 1 || (double)m * (double)n * (double)k < 32768.0) return 0;
+  sw_layout_t* layout = NULL;
+  if (sw_py_ignore(sw_tensor_layout(b, &layout))) return 0;
+  int64_t coord[SW_MAX_RANK] = {0}, at0 = 0, at_n = 0, at_k = 0;
+  int ok = !sw_py_ignore(sw_layout_index(layout, coord, *rb, &at0));
+  coord[*rb - 1] = 1;
+  ok = ok && !sw_py_ignore(sw_layout_index(layout, coord, *rb, &at_n));
+  coord[*rb - 1] = 0;
+  coord[*rb - 2] = 1;
+  ok = ok && !sw_py_ignore(sw_layout_index(layout, coord, *rb, &at_k));
+  sw_layout_release(layout);
+  return ok && at_n - at0 == 1 && at_k - at0 != 1;
+}
+
+/* sw.matmul: sw_matmul, or sw_matmul_ex with the desc field Python exposes
+ * (out_dtype: the result's dtype code; 0, the operands', is sw_matmul), with
+ * the GIL released around the product. When b is row major (NumPy's and
+ * PyTorch's layout: a (K, N) weight as PyTorch holds it; see
+ * sw_py_matmul_flips) it computes the same product transposed, (b^T a^T)^T,
+ * through free views: the C ABI's result is dense first mode fastest, so the
+ * transposed product's result seen through the last view is the row-major
+ * (M, N) matrix NumPy and PyTorch give, written in place by the GEMM, and
+ * the GEMM gets the weight in the orientation its fast kernels take when
+ * the product is split over threads (split by columns, a row-major weight
+ * is a strided source that oneDNN's bf16 kernels refuse; docs/matmul.md).
+ * The values are the same; autograd sees two transposes around the
+ * product. An operand that takes no view (a TiledEvictable's) gets the
+ * plain call. */
+PyObject* matmul_rows(sw_tensor_t* a, sw_tensor_t* b, int out_dtype) {
   sw_matmul_desc_t desc;
   sw_matmul_desc_init(&desc);
   desc.out_dtype = (sw_dtype_t)out_dtype;
+  size_t ra = 0, rb = 0;
   sw_tensor_t* result = NULL;
-  SW_PY_CHECK_NOGIL(sw_matmul_ex(a, b, &desc, &result));
+  if (sw_py_matmul_flips(a, b, &ra, &rb)) {
+    sw_tensor_t *at = NULL, *bt = NULL, *ct = NULL;
+    sw_error_t* e = sw_tensor_transpose(a, ra - 2, ra - 1, &at);
+    if (!e) e = sw_tensor_transpose(b, rb - 2, rb - 1, &bt);
+    if (!e) {
+      Py_BEGIN_ALLOW_THREADS
+      e = out_dtype ? sw_matmul_ex(bt, at, &desc, &ct) : sw_matmul(bt, at, &ct);
+      Py_END_ALLOW_THREADS
+    }
+    if (at) sw_tensor_release(at);
+    if (bt) sw_tensor_release(bt);
+    if (!e) {
+      const size_t rc = ra > rb ? ra : rb;
+      e = sw_tensor_transpose(ct, rc - 2, rc - 1, &result);
+      sw_tensor_release(ct);
+    }
+    if (!e) return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
+    /* Operands the transposed call refuses: the plain call reports them as
+     * they were given (the transposed call names them and their extents
+     * swapped). */
+    sw_error_free(e);
+    result = NULL;
+  }
+  SW_PY_CHECK_NOGIL(out_dtype ? sw_matmul_ex(a, b, &desc, &result) : sw_matmul(a, b, &result));
   return sw_py_handle(result, SWIGTYPE_p_sw_tensor_t);
 }
 

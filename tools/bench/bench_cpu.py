@@ -17,14 +17,25 @@ and right after it, in this process, the peers on the same shapes:
 StrideWeave gets the same bytes: x row major (a transposed view of a dense
 tensor) and the weight dense (K, N), K fastest.
 
+The Python path, beside PyTorch on the very same tensors: sw.matmul of
+sw.from_dlpack(x) and of the weight as PyTorch users hold it, at the MoE
+and decode shapes, f32 and bf16, on a runtime with the thread count's
+compute threads. Two weight layouts: "row-major", w (K, N) contiguous
+(x @ w); "linear", an nn.Linear weight (N, K) contiguous passed transposed
+(x @ w.T, for StrideWeave sw.from_dlpack(w).T). Both operands are the
+PyTorch tensors' memory, taken without a copy; the calls of the two
+libraries alternate. Target (the row-major issue's): >= 0.90x PyTorch at
+every shape, dtype and thread count.
+
 Ratios are taken per run, StrideWeave over the peer, and the summary prints
 their medians over the runs, "ok" or "MISS" against the targets:
 f32 >= 0.90x PyTorch at every shape; bf16 >= 0.80x PyTorch on the MoE and
 decode shapes and >= 0.65x at 1024^3; decode >= 0.80x the DRAM read roof in
-weight bytes; elementwise >= 0.70x the read roof. The system cblas_sgemm and
+weight bytes; elementwise >= 0.70x the read roof; the Python path >= 0.90x
+PyTorch. The system cblas_sgemm and
 NumPy rows are informational.
 
-    python3 tools/bench/bench_cpu.py [--build build] [--runs 3] [--reps 15]
+    python3 tools/bench/bench_cpu.py [--build build] [--runs 3] [--reps 15] [--no-python]
 
 Exits 0 whether or not the targets are met; the last line is SUMMARY_JSON.
 """
@@ -43,6 +54,13 @@ THREADS = (1, 2)
 DECODE_BYTES = 768 << 20
 STREAM_TARGET = 0.70  # of the DRAM read roof
 DECODE_ROOF_TARGET = 0.80
+PYTHON_TARGET = 0.90  # sw.matmul on PyTorch's row-major tensors, over torch.matmul on them
+PYTHON_SHAPES = ({"shape": "moe 64x4096->1024", "m": 64, "k": 4096, "n": 1024, "decode": False},
+                 {"shape": "moe 64x1024->3584", "m": 64, "k": 1024, "n": 3584, "decode": False},
+                 {"shape": "decode 1x4096->1024", "m": 1, "k": 4096, "n": 1024, "decode": True})
+PYTHON_LAYOUTS = ("row-major", "linear")
+PYTHON_SAMPLE_S = 0.02  # each sample of the Python path: passes over the weight copies lasting about this long
+PYTHON_SETTLE_S = 0.02  # pause before each sample, for the other library's spinning threads to park
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -159,6 +177,127 @@ def run_c_tool(exe, threads, reps, mib):
     sys.exit("bench_cpu printed no BENCH_JSON line:\n" + proc.stdout)
 
 
+def import_strideweave(build):
+    """The build tree's Python package (or $STRIDEWEAVE_PYTHONPATH, else an
+    installed one); None when there is none."""
+    path = os.environ.get("STRIDEWEAVE_PYTHONPATH") or os.path.join(build, "bindings", "python")
+    if os.path.isdir(os.path.join(path, "strideweave")) and path not in sys.path:
+        sys.path.insert(0, path)
+    try:
+        import strideweave
+    except ImportError:
+        return None
+    return strideweave
+
+
+class PythonInputs:
+    """PyTorch tensors for the Python path, made once and shared by every run
+    and thread count: per (shape, dtype), x (M, K) and the weights in both
+    layouts; a decode shape's weights rotate through DECODE_BYTES, half in
+    each layout (far more than the last-level cache either way)."""
+
+    def __init__(self):
+        import torch
+
+        self.tensors = {}
+        g = torch.Generator().manual_seed(11)
+        for sh in PYTHON_SHAPES:
+            m, k, n = sh["m"], sh["k"], sh["n"]
+            for dtype, tdt, es in (("f32", torch.float32, 4), ("bf16", torch.bfloat16, 2)):
+                copies = min(128, DECODE_BYTES // (k * n * es)) if sh["decode"] else 1
+                x = (torch.rand(m, k, generator=g) * 2 - 1).to(tdt)
+                # Half the copies per layout: the rotation still spans DECODE_BYTES in all.
+                per = max(1, copies // 2) if sh["decode"] else 1
+                ws = {"row-major": [(torch.rand(k, n, generator=g) * 2 - 1).to(tdt) for _ in range(per)],
+                      "linear": [(torch.rand(n, k, generator=g) * 2 - 1).to(tdt) for _ in range(per)]}
+                self.tensors[(sh["shape"], dtype)] = (x, ws)
+
+
+def python_matmul(sw, inputs, threads, reps):
+    """[{shape, dtype, layout, sw_gflops, torch_gflops, ratio_torch, ...}]:
+    sw.matmul through the Python package on the PyTorch tensors' memory
+    (sw.from_dlpack, no copy) against torch.matmul on the same tensors, the
+    two timed alternately, `reps` samples each; per sample one pass over the
+    weight copies. A runtime of `threads` compute threads and
+    torch.set_num_threads(threads)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    rt = sw.Runtime(compute_threads=threads)
+    out = []
+    try:
+        for sh in PYTHON_SHAPES:
+            m, k, n = sh["m"], sh["k"], sh["n"]
+            for dtype in ("f32", "bf16"):
+                x, ws = inputs.tensors[(sh["shape"], dtype)]
+                sx = sw.from_dlpack(x, runtime=rt)
+                for layout in PYTHON_LAYOUTS:
+                    if layout == "row-major":
+                        tw = ws[layout]
+                        sws = [sw.from_dlpack(w, runtime=rt) for w in tw]
+                    else:
+                        tw = [w.t() for w in ws[layout]]
+                        sws = [sw.from_dlpack(w, runtime=rt).T for w in ws[layout]]
+                    copies = len(tw)
+
+                    def run_torch():
+                        for c in range(copies):
+                            torch.matmul(x, tw[c])
+
+                    def run_sw():
+                        for c in range(copies):
+                            sw.matmul(sx, sws[c])
+
+                    with torch.inference_mode():
+                        t0 = time.perf_counter()
+                        for _ in range(2):
+                            run_torch()
+                            run_sw()
+                        passes = max(1, int(PYTHON_SAMPLE_S / max((time.perf_counter() - t0) / 4, 1e-6)))
+                        t_torch, t_sw = [], []
+                        for _ in range(reps):  # alternate, so that both see the same machine
+                            for fn, times in ((run_torch, t_torch), (run_sw, t_sw)):
+                                # The other library's idle threads spin for a while after its last
+                                # call (PyTorch's OpenMP team, the runtime's compute threads): let
+                                # them park, so neither is timed against the other's spinning.
+                                time.sleep(PYTHON_SETTLE_S)
+                                t0 = time.perf_counter()
+                                for _ in range(passes):
+                                    fn()
+                                times.append((time.perf_counter() - t0) / (copies * passes))
+                    flops = 2.0 * m * n * k
+                    es = 4 if dtype == "f32" else 2
+                    med_sw, med_torch = statistics.median(t_sw), statistics.median(t_torch)
+                    out.append({"threads": threads, "shape": sh["shape"], "dtype": dtype, "layout": layout,
+                                "decode": sh["decode"], "sw_gflops": flops / med_sw * 1e-9,
+                                "torch_gflops": flops / med_torch * 1e-9, "ratio_torch": med_torch / med_sw,
+                                "ratio_torch_best": min(t_torch) / min(t_sw),
+                                "sw_weight_gbs": k * n * es / med_sw * 1e-9,
+                                "torch_weight_gbs": k * n * es / med_torch * 1e-9})
+                    del sws
+                del sx
+    finally:
+        rt.shutdown()
+    return out
+
+
+def cpu_isa():
+    """The model name and the matmul-relevant ISA flags of /proc/cpuinfo."""
+    model, flags = "?", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "?":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = [x for x in line.split(":", 1)[1].split()
+                             if x in ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_bf16",
+                                      "amx_tile", "amx_int8")]
+    except OSError:
+        pass
+    return model, flags
+
+
 def verdict(ratio, target):
     return "ok" if ratio >= target else "MISS"
 
@@ -171,6 +310,7 @@ def main():
     parser.add_argument("--reps", type=int, default=15, help="timed repetitions per figure within a run")
     parser.add_argument("--mib", type=int, default=64, help="elementwise operand size in MiB")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--no-python", action="store_true", help="skip the Python path (sw.matmul on PyTorch tensors)")
     parser.add_argument("--numpy-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.numpy_worker:
@@ -184,8 +324,16 @@ def main():
     tconf = torch_config()
     print("peers: %s; NumPy %s on %s, measured %s" % (tconf or "PyTorch not installed", np.__version__,
                                                       numpy_blas_name(), how))
+    model, isa = cpu_isa()
+    print("CPU: %s; %s" % (model, " ".join(isa) or "no AVX2"))
+    sw = None if args.no_python or not tconf else import_strideweave(args.build)
+    if sw is None and not args.no_python:
+        print("Python path skipped: %s" % ("no PyTorch" if not tconf else "no strideweave package in %s"
+                                           % os.path.join(args.build, "bindings", "python")))
+    inputs = PythonInputs() if sw is not None else None
 
     runs = {t: [] for t in THREADS}  # threads -> [(c_json, torch, numpy)]
+    py_runs = {t: [] for t in THREADS}  # threads -> [[python rows]]
     for run in range(args.runs):
         for t in THREADS:
             text, c = run_c_tool(exe, t, args.reps, args.mib)
@@ -194,15 +342,21 @@ def main():
             tor = torch_matmul(shapes, t, reps) if tconf else {}
             npy = numpy_runner(shapes, t, reps)
             runs[t].append((c, tor, npy))
+            if inputs is not None:
+                py_runs[t].append(python_matmul(sw, inputs, t, reps))
             if not args.quiet:
                 print("\n=== run %d/%d, %d thread(s) ===" % (run + 1, args.runs, t))
                 print(text.rstrip())
                 print("PyTorch GFLOP/s: " + ", ".join("%s %s %.1f" % (k[0], k[1], v["gflops"]) for k, v in tor.items()))
                 print("NumPy np.dot GFLOP/s: " + ", ".join("%s %.1f" % (k, v) for k, v in npy.items()))
+                if inputs is not None:
+                    print("Python sw.matmul / torch.matmul on the same PyTorch tensors: " + ", ".join(
+                        "%s %s %s %.3f" % (p["shape"], p["dtype"], p["layout"], p["ratio_torch"])
+                        for p in py_runs[t][-1]))
 
     med = statistics.median
-    summary = {"runs": args.runs, "reps": args.reps, "mib": args.mib, "torch": tconf, "matmul": [],
-               "experts": [], "elementwise": []}
+    summary = {"runs": args.runs, "reps": args.reps, "mib": args.mib, "torch": tconf, "cpu": model, "isa": isa,
+               "matmul": [], "experts": [], "elementwise": [], "python_matmul": []}
     loads = [x for t in THREADS for c, _, _ in runs[t] for x in c.get("load", [])]
     print("\n==== summary: medians over %d run(s) per thread count ====" % args.runs)
     if loads:
@@ -249,6 +403,26 @@ def main():
                                               verdict(item["ratio_roof"], DECODE_ROOF_TARGET))
             print(line)
             summary["matmul"].append(item)
+    if inputs is not None:
+        print("\nPython path: sw.matmul(sw.from_dlpack(x), weight) on the PyTorch tensors' memory vs torch.matmul on "
+              "them, GFLOP/s (decode: weight GB/s)")
+        print("threads dtype shape                 weight      sw.matmul  PyTorch  sw/torch   best target >= %.2f"
+              % PYTHON_TARGET)
+        for t in THREADS:
+            for first in py_runs[t][0]:
+                key = (first["shape"], first["dtype"], first["layout"])
+                ps = [next(p for p in rows if (p["shape"], p["dtype"], p["layout"]) == key) for rows in py_runs[t]]
+                item = dict(first)
+                for field in ("sw_gflops", "torch_gflops", "ratio_torch", "ratio_torch_best", "sw_weight_gbs",
+                              "torch_weight_gbs"):
+                    item[field] = med(p[field] for p in ps)
+                item["target_torch"] = PYTHON_TARGET
+                rate = ("%10.2f %8.2f" % (item["sw_weight_gbs"], item["torch_weight_gbs"]) if item["decode"] else
+                        "%10.1f %8.1f" % (item["sw_gflops"], item["torch_gflops"]))
+                print("%7d %-5s %-21s %-10s %s %9.3f %6.3f  %s" % (t, item["dtype"], item["shape"], item["layout"], rate,
+                                                                  item["ratio_torch"], item["ratio_torch_best"],
+                                                                  verdict(item["ratio_torch"], PYTHON_TARGET)))
+                summary["python_matmul"].append(item)
     print("\nexperts: batched matmul over resident experts (ms), one block per expert vs plain and interleaved")
     for t in THREADS:
         es = [c["experts"] for c, _, _ in runs[t]]

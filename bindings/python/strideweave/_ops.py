@@ -22,7 +22,7 @@ _mul_scalar = N.sw_mul_scalar
 _scalar_mul = N.sw_scalar_mul
 _relu = N.sw_relu
 _reduce_sum = N.sw_reduce_sum
-_matmul = N.sw_matmul
+_matmul = N.matmul_rows  # sw_matmul / sw_matmul_ex; a row-major b computed transposed (native.i)
 
 
 # Python floats and ints are checked by exact type first: the abstract
@@ -115,16 +115,25 @@ def matmul(a, b, *, out_dtype=None):
 
     The result has the operands' dtype, as in PyTorch (bfloat16 @ bfloat16 is
     bfloat16, rounded once from float32 sums); ``out_dtype=sw.float32`` with
-    float16 or bfloat16 operands returns those float32 sums instead."""
+    float16 or bfloat16 operands returns those float32 sums instead.
+
+    Operands are read where they lie, whatever their strides. When ``b`` is
+    a row-major matrix (a NumPy array or PyTorch tensor as they come: a
+    (K, N) weight) and the product is not tiny (M N K >= 2**15), it is
+    computed transposed, into a dense first-mode-fastest (..., N, M) tensor
+    returned as its transposed view: a row-major (M, N) result for
+    matrices, as NumPy's and PyTorch's (docs/matmul.md). Otherwise the
+    result is dense first mode fastest. The values are the same either
+    way."""
     if type(a) is not Tensor:
         a = as_tensor(a, "matmul: a")
     if type(b) is not Tensor:
         b = as_tensor(b, "matmul: b")
     if out_dtype is None:
-        return _wrap(_matmul(a._h, b._h), a)
+        return _wrap(_matmul(a._h, b._h, 0), a)
     if not isinstance(out_dtype, _dtypes.DType):
         raise TypeError(f"matmul: out_dtype must be a strideweave dtype, not {type(out_dtype).__name__}")
-    return _wrap(N.matmul_ex(a._h, b._h, out_dtype.code), a)
+    return _wrap(_matmul(a._h, b._h, out_dtype.code), a)
 
 
 

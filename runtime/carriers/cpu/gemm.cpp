@@ -144,10 +144,45 @@ SW_INLINE void dot_form(const W* w, int64_t ldw, int64_t k, int64_t n, const Acc
 }
 
 // y[j] += sum_p x[p] w(p, j), j < n, with w(p, j) at w[p * ldw + j]: the
-// output contiguous, four rows of w per pass over y.
+// output contiguous. Rows are added four at a time (their four products
+// summed, then added to y), sixteen rows per pass over y: sixteen row
+// streams keep enough reads in flight for a weight read from DRAM (with
+// four, one thread reads a row-major bf16 weight at about 70 % of the rate,
+// two threads at about 75 %). A pass adds its four groups to y one after
+// another, so the sums are the same, bit for bit, as four rows per pass.
 template <typename W, typename Acc>
 SW_INLINE void axpy_form(const W* w, int64_t ldw, int64_t k, int64_t n, const Acc* __restrict x, Acc* __restrict y) {
   int64_t p = 0;
+  for (; p + 16 <= k; p += 16) {
+    const W* __restrict r0 = w + p * ldw;
+    const W* __restrict r1 = r0 + ldw;
+    const W* __restrict r2 = r1 + ldw;
+    const W* __restrict r3 = r2 + ldw;
+    const W* __restrict r4 = r3 + ldw;
+    const W* __restrict r5 = r4 + ldw;
+    const W* __restrict r6 = r5 + ldw;
+    const W* __restrict r7 = r6 + ldw;
+    const W* __restrict r8 = r7 + ldw;
+    const W* __restrict r9 = r8 + ldw;
+    const W* __restrict r10 = r9 + ldw;
+    const W* __restrict r11 = r10 + ldw;
+    const W* __restrict r12 = r11 + ldw;
+    const W* __restrict r13 = r12 + ldw;
+    const W* __restrict r14 = r13 + ldw;
+    const W* __restrict r15 = r14 + ldw;
+    const Acc x0 = x[p], x1 = x[p + 1], x2 = x[p + 2], x3 = x[p + 3], x4 = x[p + 4], x5 = x[p + 5], x6 = x[p + 6],
+              x7 = x[p + 7], x8 = x[p + 8], x9 = x[p + 9], x10 = x[p + 10], x11 = x[p + 11], x12 = x[p + 12],
+              x13 = x[p + 13], x14 = x[p + 14], x15 = x[p + 15];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      Acc t = y[j];
+      t += x0 * widen(r0[j]) + x1 * widen(r1[j]) + x2 * widen(r2[j]) + x3 * widen(r3[j]);
+      t += x4 * widen(r4[j]) + x5 * widen(r5[j]) + x6 * widen(r6[j]) + x7 * widen(r7[j]);
+      t += x8 * widen(r8[j]) + x9 * widen(r9[j]) + x10 * widen(r10[j]) + x11 * widen(r11[j]);
+      t += x12 * widen(r12[j]) + x13 * widen(r13[j]) + x14 * widen(r14[j]) + x15 * widen(r15[j]);
+      y[j] = t;
+    }
+  }
   for (; p + 4 <= k; p += 4) {
     const W* __restrict r0 = w + p * ldw;
     const W* __restrict r1 = r0 + ldw;
@@ -350,45 +385,121 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, dnnl::memory::data_ty
   return dnnl::memory::desc({rows, cols}, dt, {row_stride(x), col_stride(x)});
 }
 
-// C = A B on oneDNN's matmul primitive with bf16 operands; false, with
-// nothing written, when oneDNN offers only its reference kernel for them here
-// (a CPU without bf16 instructions, or strides its kernels do not take).
-// Tries both ways of stating the product. oneDNN's fast kernels want a
-// row-major destination and a source contiguous along K, so C^T = B^T A^T
-// comes first (C is column major, so C^T is row major, and B^T is contiguous
-// along K when B is column major: x @ W^T of an nn.Linear weight, or an
-// expert of the recommended geometry); C = A B is the other. oneDNN caches
-// the primitives it creates.
-bool bf16_matmul(const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k, sw_dtype_t out, void* c,
-                 int64_t ldc) {
-  using dt = dnnl::memory::data_type;
-  const dt out_dt = out == SW_DTYPE_F32 ? dt::f32 : dt::bf16;
-  OneOmpThread one;
-  struct Form {
-    Matrix a, b, c;
-    int64_t m, n;
-  };
-  const Matrix cm{c, false, ldc};
-  const Form forms[2] = {{transpose(b), transpose(a), transpose(cm), n, m}, {a, b, cm, m, n}};
-  for (const Form& f : forms) {
-    dnnl::memory::desc src = matrix_desc(f.m, k, dt::bf16, f.a), wei = matrix_desc(k, f.n, dt::bf16, f.b),
-                       dst = matrix_desc(f.m, f.n, out_dt, f.c);
-    dnnl::matmul::primitive_desc pd;
-    try {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), cpu_engine());
-    } catch (const dnnl::error&) {
-      continue;
+// oneDNN matmul primitives, made once per thread and product geometry.
+// Making one (its descriptor, then the primitive out of oneDNN's own cache)
+// costs about 2.5 us, more than a 64^3 product computes in: so each thread
+// keeps the primitives it made, keyed on everything a primitive depends on,
+// the strides included (dtypes, extents, each operand's orientation and
+// leading dimension), with memory objects whose data pointers are set per
+// call. A key oneDNN has only its reference kernel for is kept too, as
+// such. Primitives are immutable and per thread, so nothing is shared.
+struct PrimitiveKey {
+  sw_dtype_t in, out;
+  int64_t m, n, k;
+  bool a_transposed, b_transposed;
+  int64_t lda, ldb, ldc;
+  bool operator==(const PrimitiveKey&) const = default;
+};
+
+struct PrimitiveEntry {
+  PrimitiveKey key;
+  bool fast = false;     // false: only oneDNN's reference kernel takes it
+  bool swapped = false;  // computed as C^T = B^T A^T
+  dnnl::matmul primitive;
+  dnnl::memory src, wei, dst;
+};
+
+class PrimitiveCache {
+ public:
+  static constexpr size_t kCapacity = 32;  // a model's few shapes, split over a few threads
+
+  // The entry of `key`, made by `make` when missing, moved to the front.
+  template <typename Make>
+  PrimitiveEntry& find(const PrimitiveKey& key, Make&& make) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (!(entries_[i].key == key)) continue;
+      if (i) std::rotate(entries_.begin(), entries_.begin() + i, entries_.begin() + i + 1);
+      return entries_.front();
     }
-    if (std::strncmp(pd.impl_info_str(), "ref", 3) == 0) continue;
-    const dnnl::engine& engine = cpu_engine();
-    dnnl::memory ms(src, engine, const_cast<void*>(f.a.data)), mw(wei, engine, const_cast<void*>(f.b.data)),
-        md(dst, engine, const_cast<void*>(f.c.data));
-    dnnl::stream stream(engine);
-    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
-    stream.wait();
-    return true;
+    if (entries_.size() == kCapacity) entries_.pop_back();
+    entries_.insert(entries_.begin(), make());
+    return entries_.front();
   }
-  return false;
+
+  dnnl::stream& stream() {
+    if (!stream_) stream_ = dnnl::stream(cpu_engine());
+    return stream_;
+  }
+
+ private:
+  std::vector<PrimitiveEntry> entries_;
+  dnnl::stream stream_;
+};
+
+PrimitiveCache& primitive_cache() {
+  thread_local PrimitiveCache cache;
+  return cache;
+}
+
+// C = A B on oneDNN's matmul primitive, f32 or bf16 operands (`in`), the
+// matrices' memory descriptors stating each operand's strides as it lies
+// (a row-major operand is its (rows, cols) matrix with strides (ld, 1), a
+// column-major one (1, ld)), so nothing is copied or re-laid out first.
+// False, with nothing written, when oneDNN offers only its reference kernel
+// for them here (a CPU without the instructions, or strides its kernels do
+// not take). oneDNN's fast (brgemm) kernels need a row-major destination:
+// C column major (ldc) is C^T = B^T A^T row major, and a C that is row major
+// is C = A B itself; the form whose destination is row major comes first,
+// the other is tried too. Their sources take either orientation, so
+// transposed operands cost nothing: measured here, f32 products of row- or
+// column-major A and B all run at 90-110 GFLOP/s on one thread, where sgemm
+// runs 63-78 when A is row major (its 'T' kernels). A source that is a
+// column block of a transposed matrix (padded: B^T of a row-major B split
+// by columns over threads) is one the bf16 brgemm kernels refuse, and oneDNN
+// takes its slower gemm kernel for it (docs/matmul.md).
+bool primitive_matmul(sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, int64_t n, int64_t k,
+                      sw_dtype_t out, void* c, int64_t ldc) {
+  using dt = dnnl::memory::data_type;
+  OneOmpThread one;
+  const Matrix cm{c, false, ldc};
+  PrimitiveCache& cache = primitive_cache();
+  const PrimitiveKey key{in, out, m, n, k, a.transposed, b.transposed, a.ld, b.ld, ldc};
+  PrimitiveEntry& e = cache.find(key, [&] {
+    const dt in_dt = in == SW_DTYPE_F32 ? dt::f32 : dt::bf16;
+    const dt out_dt = out == SW_DTYPE_F32 ? dt::f32 : dt::bf16;
+    const dnnl::engine& engine = cpu_engine();
+    PrimitiveEntry made;
+    made.key = key;
+    for (const bool swapped : {true, false}) {
+      const Matrix fa = swapped ? transpose(b) : a, fb = swapped ? transpose(a) : b, fc = swapped ? transpose(cm) : cm;
+      const int64_t fm = swapped ? n : m, fn = swapped ? m : n;
+      dnnl::memory::desc src = matrix_desc(fm, k, in_dt, fa), wei = matrix_desc(k, fn, in_dt, fb),
+                         dst = matrix_desc(fm, fn, out_dt, fc);
+      dnnl::matmul::primitive_desc pd;
+      try {
+        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine);
+      } catch (const dnnl::error&) {
+        continue;
+      }
+      if (std::strncmp(pd.impl_info_str(), "ref", 3) == 0) continue;
+      made.fast = true;
+      made.swapped = swapped;
+      made.primitive = dnnl::matmul(pd);
+      made.src = dnnl::memory(src, engine, DNNL_MEMORY_NONE);
+      made.wei = dnnl::memory(wei, engine, DNNL_MEMORY_NONE);
+      made.dst = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
+      break;
+    }
+    return made;
+  });
+  if (!e.fast) return false;
+  e.src.set_data_handle(const_cast<void*>(e.swapped ? b.data : a.data));
+  e.wei.set_data_handle(const_cast<void*>(e.swapped ? a.data : b.data));
+  e.dst.set_data_handle(c);
+  dnnl::stream& stream = cache.stream();
+  e.primitive.execute(stream, {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.wei}, {DNNL_ARG_DST, e.dst}});
+  stream.wait();
+  return true;
 }
 
 // ---- blocks of C -----------------------------------------------------------------
@@ -462,13 +573,14 @@ void multiply_block(sw_dtype_t in, const Matrix& a, const Matrix& b, int64_t m, 
     case SW_DTYPE_F32:
       if (vector) return vector_block<float>(a, b, m, n, k, out, c, ldc);
       if (m * n * k < kSmallProduct) return column_products(a, b, m, n, k, static_cast<float*>(c), ldc);
+      if (primitive_matmul(in, a, b, m, n, k, out, c, ldc)) return;
       return sgemm(a, b, m, n, k, 0.0f, static_cast<float*>(c), ldc);
     case SW_DTYPE_F64:
       if (vector) return vector_block<double>(a, b, m, n, k, out, c, ldc);
       return column_products(a, b, m, n, k, static_cast<double*>(c), ldc);
     case SW_DTYPE_BF16:
       if (vector) return vector_block<Bf16>(a, b, m, n, k, out, c, ldc);
-      if (bf16_matmul(a, b, m, n, k, out, c, ldc)) return;
+      if (primitive_matmul(in, a, b, m, n, k, out, c, ldc)) return;
       return widened_sgemm<Bf16>(a, b, m, n, k, out, c, ldc);
     case SW_DTYPE_F16:
       if (vector) return vector_block<F16>(a, b, m, n, k, out, c, ldc);
@@ -488,19 +600,35 @@ bool supports(sw_dtype_t in, sw_dtype_t out) {
   }
 }
 
+// A product of a vector (M or N 1): multiply_all streams these together.
+bool is_vector(const Product& p) { return p.m == 1 || p.n == 1; }
+
 // A product's C split along its longer side (N when M = 1, M when N = 1)
-// into 64-wide units, so that every block keeps whole kernel tiles.
+// into units of `width` (a multiple of 64), so that every block keeps whole
+// kernel tiles. 64 wide, except for a vector product whose weights are
+// contiguous along that side (a row-major (K, N) weight times one token):
+// a 64-wide unit would read 64 values of each weight row and jump to the
+// next, which the hardware prefetchers follow badly (two threads read less
+// than one), so those units span kRowUnit values of each row. The split
+// never changes a sum: every kernel adds up each output along K in the same
+// order whatever the block.
+constexpr int64_t kRowUnit = 512;
+
 struct Split {
   const Product* p;
   bool along_n;
-  int64_t side, units;
+  int64_t side, width, units;
   double flops;
 };
 
 Split split(const Product& p) {
   const bool along_n = p.m == 1 || (p.n != 1 && p.n >= p.m);
   const int64_t side = along_n ? p.n : p.m;
-  return {&p, along_n, side, (side + 63) / 64,
+  // The weights of a vector product: B when M = 1 (contiguous along N when
+  // row major), A when N = 1 (contiguous along M when column major).
+  const bool rows = is_vector(p) && (along_n ? p.b.transposed : !p.a.transposed);
+  const int64_t width = rows ? kRowUnit : 64;
+  return {&p, along_n, side, width, (side + width - 1) / width,
           2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k)};
 }
 
@@ -522,9 +650,6 @@ void span(sw_dtype_t in, sw_dtype_t out, const Split& s, int64_t lo, int64_t hi)
 
 // A product with something to multiply (C not empty, K > 0).
 bool nonempty(const Product& p) { return p.m != 0 && p.n != 0 && p.k != 0; }
-
-// A product of a vector (M or N 1): multiply_all streams these together.
-bool is_vector(const Product& p) { return p.m == 1 || p.n == 1; }
 
 // nonempty(p); zeros C when K = 0 (oneDNN's sgemm would leave it as it was).
 bool has_work(const Product& p, sw_dtype_t out) {
@@ -557,7 +682,7 @@ void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product
     }
     const int64_t parts = s.flops < kParallelFlops ? 1 : std::min<int64_t>(pool.threads(), s.units);
     auto block = [&](int64_t part) {
-      span(in, out, s, s.units * part / parts * 64, std::min(s.side, s.units * (part + 1) / parts * 64));
+      span(in, out, s, s.units * part / parts * s.width, std::min(s.side, s.units * (part + 1) / parts * s.width));
     };
     if (parts == 1) {
       block(0);
@@ -585,7 +710,7 @@ void multiply_all(ThreadPool& pool, sw_dtype_t in, sw_dtype_t out, const Product
     for (size_t i = 0; i < count; ++i) {
       if (!live_vector(products[i])) continue;
       const Split s = split(products[i]);
-      if (u < s.units) return span(in, out, s, u * 64, std::min(s.side, u * 64 + 64));
+      if (u < s.units) return span(in, out, s, u * s.width, std::min(s.side, (u + 1) * s.width));
       u -= s.units;
     }
   };
