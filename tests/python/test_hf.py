@@ -358,11 +358,13 @@ def test_peak_memory_stays_within_non_experts_plus_budget(tmp_path):
 
     ours, theirs = run("strideweave"), run("transformers")
     budget = expert_bytes // 4
+    # One call's reads: the top-k experts of a layer, held until the call's evictions commit.
+    reads = expert_bytes // (cfg.num_hidden_layers * cfg.num_local_experts) * cfg.num_experts_per_tok
     slack = swhf.MEMORY_SLACK_BYTES
     grown = ours["peak"] - ours["base"]
-    print(f"grown {grown >> 20} MiB: dense {dense_bytes >> 20} MiB + budget {budget >> 20} MiB; transformers grew "
-          f"{(theirs['peak'] - theirs['base']) >> 20} MiB")
-    assert grown <= dense_bytes + budget + slack, (grown, dense_bytes, budget, slack)
+    print(f"grown {grown >> 20} MiB: dense {dense_bytes >> 20} MiB + budget {budget >> 20} MiB + reads "
+          f"{reads >> 20} MiB; transformers grew {(theirs['peak'] - theirs['base']) >> 20} MiB")
+    assert grown <= dense_bytes + budget + reads + slack, (grown, dense_bytes, budget, reads, slack)
     # transformers' own load holds every expert.
     assert theirs["peak"] - theirs["base"] >= expert_bytes
     assert grown < theirs["peak"] - theirs["base"] - expert_bytes // 2

@@ -39,10 +39,11 @@ __all__ = ["from_pretrained", "offload_experts", "stats", "release", "IMPLEMENTA
 # transformers' experts interface (config._experts_implementation).
 IMPLEMENTATION = "strideweave"
 
-# What loading and generating holds beyond the non-expert weights and the
-# experts budget, measured by tests/python/test_hf.py in a fresh process:
-# the runtime's read buffers, the tiles of a layer's transient reads, the
-# KV cache and activations of a short generation, and allocator slack.
+# What loading and generating holds beyond the non-expert weights, the
+# experts budget and the top-k experts one call reads (docs/transformers.md),
+# measured by tests/python/test_hf.py in a fresh process: the runtime's read
+# buffers, the KV cache and activations of a short generation, transformers'
+# first-call caches, and allocator slack.
 MEMORY_SLACK_BYTES = 128 << 20
 
 _FLOAT_STORAGE = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}

@@ -135,8 +135,21 @@ class OffloadedExperts:
             self.predicted = None
         t0 = time.perf_counter()
         self._settle_ahead(chosen)
+        if len(chosen) <= self.budget_tiles:
+            y = torch.from_dlpack(self._call(x, ids, weights))
+        else:
+            y = self._waves(x, ids, weights, chosen)
+        st.wait_s += time.perf_counter() - t0
+        if y.dtype != out_dtype:
+            y = y.to(out_dtype)
+        return y.reshape(shape)
+
+    def _call(self, x, ids, weights):
+        """expert_ffn on the layer's experts, waited for: (T, H) with
+        `weights`, else (T, k, H)."""
         m = self.matrices
-        sx, sids, sg = as_tensor(x, "hidden_states"), as_tensor(ids, "top_k_index"), as_tensor(weights, "top_k_weights")
+        sx, sids = as_tensor(x, "hidden_states"), as_tensor(ids, "top_k_index")
+        sg = None if weights is None else as_tensor(weights, "top_k_weights")
         gate, up = (m["gate_up"].full, None) if self.fused else (m["gate"].full, m["up"].full)
         try:
             a = expert_ffn(sx, sids, gate, up, m["down"].full, sg, activation=self.activation)
@@ -147,11 +160,25 @@ class OffloadedExperts:
                 raise
             self._settle_ahead(None)
             a = expert_ffn(sx, sids, gate, up, m["down"].full, sg, activation=self.activation)
-        y = torch.from_dlpack(a.wait())
-        st.wait_s += time.perf_counter() - t0
-        if y.dtype != out_dtype:
-            y = y.to(out_dtype)
-        return y.reshape(shape)
+        return a.wait()
+
+    def _waves(self, x, ids, weights, chosen):
+        """The layer for a call choosing more experts than the budget holds
+        (a prompt's prefill): the chosen experts in waves of at most the
+        budget, each wave one expert_ffn on the (token, choice) pairs routed
+        to it, so that no more tiles than the budget are ever held (the LRU
+        policy evicts the last wave's to read the next). Each expert's output
+        rounded to the dtype, then gated and summed in f32 and rounded once,
+        as the one-call form does."""
+        tokens, k = ids.shape
+        acc = torch.zeros(tokens, k, x.shape[-1], dtype=torch.float32)
+        n = self.budget_tiles
+        for i in range(0, len(chosen), n):
+            t, j = torch.isin(ids, torch.tensor(chosen[i:i + n], dtype=ids.dtype)).nonzero(as_tuple=True)
+            y = torch.from_dlpack(self._call(x[t].unsqueeze(1).contiguous(), ids[t, j].unsqueeze(1).contiguous(),
+                                             None))
+            acc[t, j] = y[:, 0].float() * weights[t, j].float().unsqueeze(-1)
+        return acc.sum(dim=1).to(x.dtype)
 
     # ---- prefetch ----
 
