@@ -1,6 +1,9 @@
 #include "async/await.hpp"
 
+#include <algorithm>
 #include <chrono>
+
+#include "base/spin.hpp"
 
 
 namespace sw {
@@ -26,6 +29,7 @@ void Await::complete(sw_await_status_t status, Ref<Object> result, Status error)
     status_ = status;
     result_ = std::move(result);
     error_ = std::move(error);
+    terminal_.store(true, std::memory_order_release);
     if (has_callback_ && !callback_fired_) {
       if (callback_.mode == SW_CALLBACK_MODE_LOOP_THREAD) {
         callback_fired_ = true;
@@ -44,8 +48,18 @@ void Await::complete(sw_await_status_t status, Ref<Object> result, Status error)
   if (!owe) host_->signal_event();
 }
 
+// How long wait() spins before it blocks: a small move's completion comes
+// within it (docs/threading.md), and a waiter still on its CPU is not woken.
+constexpr auto kWaitSpin = std::chrono::microseconds(50);
+
 Status Await::wait(int64_t timeout_ns) {
   Status result;
+  if (timeout_ns != 0)
+    spin_until([this] { return terminal_.load(std::memory_order_acquire); },
+               timeout_ns > 0 ? std::min(kWaitSpin, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                        std::chrono::nanoseconds(timeout_ns)))
+                              : kWaitSpin,
+               true);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     auto terminal = [&] { return status_ != SW_AWAIT_PENDING; };

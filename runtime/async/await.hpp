@@ -1,6 +1,7 @@
 // Await state: terminal once, observed identically by every waiter.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -42,6 +43,8 @@ class Await : public Object {
   mutable std::mutex mutex_;
   std::condition_variable done_;
   sw_await_status_t status_ = SW_AWAIT_PENDING;
+  // Set with status_ leaving PENDING: what wait() spins on before it blocks.
+  std::atomic<bool> terminal_{false};
   Ref<Object> result_;
   Status error_;
   bool has_callback_ = false;

@@ -50,6 +50,8 @@ class Loop {
     // Set by the post that writes wake_fd, cleared once on_wake finds the
     // queue empty: while set, a post needs no write of its own.
     bool wake_pending = false;
+    // Tasks queued since the loop last took the queue: what it spins on.
+    std::atomic<size_t> queued{0};
   };
   static void on_wake(uv_poll_t* handle, int status, int events);
   // Makes the loop's poll of wake_fd ready.

@@ -4,12 +4,7 @@
 #include <chrono>
 #include <utility>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define SW_CPU_RELAX() _mm_pause()
-#else
-#define SW_CPU_RELAX() ((void)0)
-#endif
+#include "base/spin.hpp"
 
 namespace sw {
 
@@ -23,15 +18,7 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // Spins until ready() or kSpin has passed; returns ready().
 template <typename Ready>
 bool spin_until(Ready ready) {
-  if (ready()) return true;
-  const auto end = std::chrono::steady_clock::now() + kSpin;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (ready()) return true;
-      SW_CPU_RELAX();
-    }
-    if (std::chrono::steady_clock::now() >= end) return ready();
-  }
+  return sw::spin_until(ready, kSpin, false);
 }
 
 }  // namespace
