@@ -655,7 +655,8 @@ def worker(o):
         def end(self):
             pass
 
-    prompt = torch.tensor([spec["prompt"]])
+    batch = spec.get("batch", 1)
+    prompt = torch.tensor([spec["prompt"]] + spec.get("more_prompts", [])[:batch - 1])
     with torch.no_grad():
         t0 = time.perf_counter()
         res = model.generate(prompt, do_sample=False, max_new_tokens=n_new, min_new_tokens=n_new, eos_token_id=None,
@@ -674,18 +675,21 @@ def worker(o):
     # parent compares with the resident run's own forced pass: greedy tokens
     # from the first divergence on follow different prefixes, so this is
     # what checks every position on the same inputs.
-    forced = spec.get("reference_tokens") or tokens
-    seq = torch.tensor([spec["prompt"] + forced[:-1]])
-    with torch.no_grad():
-        logits = model(seq).logits[0, len(spec["prompt"]) - 1:].float()
-    top2f = logits.topk(2, dim=-1)
-    out["forced_argmax"] = top2f.indices[:, 0].tolist()
-    out["forced_gaps"] = (top2f.values[:, 0] - top2f.values[:, 1]).tolist()
+    if batch == 1:
+        forced = spec.get("reference_tokens") or tokens
+        seq = torch.tensor([spec["prompt"] + forced[:-1]])
+        with torch.no_grad():
+            logits = model(seq).logits[0, len(spec["prompt"]) - 1:].float()
+        top2f = logits.topk(2, dim=-1)
+        out["forced_argmax"] = top2f.indices[:, 0].tolist()
+        out["forced_gaps"] = (top2f.values[:, 0] - top2f.values[:, 1]).tolist()
     # stamps[0]: generate's start (the prompt), stamps[i]: token i.
     t_first = stamps[1][0]
     out.update(tokens=tokens, n_tokens=len(tokens), ttft_s=t_first - t0, total_s=t_end - t0,
                decode_s=stamps[-1][0] - t_first)
     out["decode_tps"] = (len(stamps) - 2) / out["decode_s"] if len(stamps) > 2 and out["decode_s"] > 0 else None
+    out["batch"] = batch
+    out["aggregate_tps"] = None if out["decode_tps"] is None else batch * out["decode_tps"]
     out["decode_read_bytes"] = stamps[-1][1] - stamps[1][1]
     out["prefill_read_bytes"] = stamps[1][1] - stamps[0][1]
     out["gen_read_bytes"] = stamps[-1][1] - stamps[0][1]
@@ -716,15 +720,16 @@ def worker(o):
 
 # ---- the parent ----------------------------------------------------------------------------------------------
 
-def run_worker(kind, spec, workdir, cgroups=None, limit=None, env=None):
+def run_worker(kind, spec, workdir, cgroups=None, limit=None, env=None, label=None):
     spec = dict(spec, kind=kind)
-    out_path = workdir / f"{kind.replace('+', '-')}.json"
+    label = label or kind
+    out_path = workdir / f"{label.replace('+', '-')}.json"
     spec["out"] = str(out_path)
     group = None
     if cgroups is not None:
-        group = cgroups.make(kind, limit)
+        group = cgroups.make(label, limit)
         spec["cgroup"] = str(group)
-    spec_path = workdir / f"{kind.replace('+', '-')}.spec.json"
+    spec_path = workdir / f"{label.replace('+', '-')}.spec.json"
     spec_path.write_text(json.dumps(spec))
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", "--spec",
@@ -793,6 +798,8 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=0.25, help="fraction of each layer's experts kept (default 0.25)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"runs to make (default {','.join(RUNS)})")
     p.add_argument("--no-limit", action="store_true", help="run without the memory cgroup")
+    p.add_argument("--batches", default="1,4,8",
+                   help="batch sizes StrideWeave also decodes at, B sequences together (default 1,4,8; 1: none)")
     p.add_argument("--limit-mib", type=float, default=None,
                    help="the memory limit in MiB instead of the computed one (for experiments)")
     p.add_argument("--threads", type=int, default=0, help="torch (and StrideWeave compute) threads; 0: the default")
@@ -915,14 +922,30 @@ def main(argv=None):
             log(f"  accelerate's device map: {r['device_counts']} (offload folder: {r['offload_folder_files']} files, "
                 f"{mib(r['offload_folder_bytes']):.0f} MiB)")
 
+    # Batches: StrideWeave decoding B sequences together (B prompts; each
+    # layer's call reads the union of their experts once).
+    batches = {}
+    if "strideweave" in results and not results["strideweave"].get("failed"):
+        batches[1] = results["strideweave"]
+        for b in sorted({int(x) for x in o.batches.split(",") if x.strip()} - {1}):
+            s = dict(spec, batch=b, more_prompts=[prompt_ids(o.seed + 1000 + i) for i in range(b - 1)])
+            drop_page_cache(shards)
+            log(f"batch run: strideweave, {b} sequences of {s['tokens']} tokens"
+                + (f", memory limit {mib(limit):.0f} MiB" if enforced else ""))
+            r = run_worker("strideweave", s, workdir, cgroups if enforced else None, limit if enforced else None,
+                           env=env, label=f"strideweave-B{b}")
+            batches[b] = r
+            if not r.get("failed"):
+                log(f"  B={b}: {r['aggregate_tps']:.2f} tokens/s in all")
+
     report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, budget_experts, baseline, slack_lib,
-           limit, enforced, limit_note, results_dir, t_demo, load0, baseline_charge)
+           limit, enforced, limit_note, results_dir, t_demo, load0, baseline_charge, batches)
     shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
 def report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, budget_experts, baseline, slack_lib,
-           limit, enforced, limit_note, results_dir, t_demo, load0, baseline_charge):
+           limit, enforced, limit_note, results_dir, t_demo, load0, baseline_charge, batches):
     import torch
 
     ref = results.get("resident")
@@ -1100,6 +1123,34 @@ def report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, bu
     for n in notes:
         print(textwrap.fill(n, 118, initial_indent="note: ", subsequent_indent="      "))
 
+    # Batches.
+    batch_rows = {}
+    b1 = batches.get(1)
+    for b, r in sorted(batches.items()):
+        if r.get("failed"):
+            batch_rows[b] = {"failed": r["failed"]}
+            continue
+        n = r["n_tokens"]
+        seqs = r.get("batch", 1)
+        st = r.get("sw_stats") or {}
+        batch_rows[b] = {
+            "aggregate_tps": r["aggregate_tps"],
+            "vs_b1": ratio(r["aggregate_tps"], b1.get("aggregate_tps") if b1 and not b1.get("failed") else None),
+            "decode_read_per_token": r["decode_read_bytes"] / (seqs * (n - 1)) if n > 1 else None,
+            "hit_rate": st.get("hit_rate"), "sw_bytes_read": st.get("bytes_read"), "maxrss": r["maxrss"],
+            "cgroup_peak_bytes": r["cgroup"].get("peak")}
+    if len(batch_rows) > 1:
+        print()
+        print("StrideWeave decoding B sequences together (each layer's call reads the union of their experts once):")
+        print(f"{'B':>3}  {'tok/s in all':>12}  {'vs B=1':>7}  {'read/tok MiB':>12}  {'hit rate':>8}  {'peak RSS':>8}")
+        for b, row in batch_rows.items():
+            if "failed" in row:
+                print(f"{b:>3}  FAILED: {row['failed']}")
+                continue
+            print(f"{b:>3}  {fmt(row['aggregate_tps'], '12.2f')}  {fmt(row['vs_b1'], '7.2f')}  "
+                  f"{fmt(mib(row['decode_read_per_token']), '12.1f')}  {pct(row['hit_rate']):>8}  "
+                  f"{fmt(mib(row['maxrss']), '8.0f')}")
+
     def tps(name):
         r = results.get(name)
         return None if r is None or r.get("failed") else r["decode_tps"]
@@ -1124,6 +1175,8 @@ def report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, bu
         "demo_seconds": time.perf_counter() - t_demo, "load_average_start": load0, "load_average_end": os.getloadavg(),
         "runs": {},
     }
+    summary["batches"] = {str(b): row for b, row in batch_rows.items()}
+    summary["b4_vs_b1"] = batch_rows.get(4, {}).get("vs_b1")
     summary["targets"] = {
         "vs_accelerate>=5": None if summary["vs_accelerate"] is None else summary["vs_accelerate"] >= 5,
         "vs_naive>=1.5": None if summary["vs_naive"] is None else summary["vs_naive"] >= 1.5,

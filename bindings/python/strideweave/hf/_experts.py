@@ -173,6 +173,9 @@ class OffloadedExperts:
         tokens, k = ids.shape
         acc = torch.zeros(tokens, k, x.shape[-1], dtype=torch.float32)
         n = self.budget_tiles
+        # The cached experts first: they are hits before a wave evicts them.
+        missing = set(self.matrices["down"].missing(chosen))
+        chosen = [e for e in chosen if e not in missing] + [e for e in chosen if e in missing]
         for i in range(0, len(chosen), n):
             t, j = torch.isin(ids, torch.tensor(chosen[i:i + n], dtype=ids.dtype)).nonzero(as_tuple=True)
             y = torch.from_dlpack(self._call(x[t].unsqueeze(1).contiguous(), ids[t, j].unsqueeze(1).contiguous(),
