@@ -374,6 +374,7 @@ def machine(build):
         "cpu_model": model,
         "logical_cpus": os.cpu_count(),
         "avx512": "avx512f" in flags,
+        "isa": isa_of(flags),
         "memory_gib": round(mem / (1 << 20), 1),
         "load_average_start": list(os.getloadavg()),
         "kernel": platform.release(),
@@ -386,6 +387,27 @@ def machine(build):
         "numpy": numpy_version,
         "torch": have_torch(),
     }
+
+
+def isa_of(flags):
+    """The instruction sets the CPU kernels dispatch on, as /proc/cpuinfo names them."""
+    names = [("avx2", "AVX2"), ("fma", "FMA"), ("avx512f", "AVX-512F"), ("avx512bw", "AVX-512BW"),
+             ("avx512_vnni", "AVX512_VNNI"), ("avx512_bf16", "AVX512_BF16"), ("avx512_fp16", "AVX512_FP16"),
+             ("amx_tile", "AMX"), ("amx_bf16", "AMX-BF16"), ("amx_int8", "AMX-INT8")]
+    have = set(flags.split()) if isinstance(flags, str) else set(flags)
+    return [label for flag, label in names if flag in have]
+
+
+def isa_kernels(isa):
+    """Which kernels the figures ran, from the ISA (runtime/carriers/cpu/gemm.cpp's dispatch)."""
+    if "AMX-BF16" in isa:
+        bf16 = "bf16 GEMM on oneDNN's AMX kernels"
+    elif "AVX512_BF16" in isa:
+        bf16 = "bf16 GEMM on oneDNN's AVX512_BF16 kernels"
+    else:
+        bf16 = "bf16 GEMM widened to f32 (no bf16 dot-product instructions)"
+    vec = "x86-64-v4 (AVX-512)" if "AVX-512BW" in isa else "x86-64-v3 (AVX2)" if "AVX2" in isa else "baseline"
+    return f"f32 GEMM on oneDNN; {bf16}; elementwise, reductions and decode GEMV in the {vec} variants"
 
 
 # ---- the report ------------------------------------------------------------------------------------------------
@@ -413,6 +435,7 @@ def markdown(report):
         f"- commit: `{m['git_commit']}` ({m['git_branch']}{', with uncommitted changes' if m['git_dirty'] else ''})",
         f"- machine: {m['cpu_model']}, {m['logical_cpus']} logical CPUs{', AVX-512' if m['avx512'] else ''}, "
         f"{m['memory_gib']} GiB, Linux {m['kernel']}",
+        f"- ISA: {', '.join(m.get('isa') or ['baseline x86-64'])}; CPU kernels by it: {isa_kernels(m.get('isa') or [])}",
         f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; at end: "
         f"{' '.join(f'{x:.2f}' for x in report['load_average_end'])}"
         + (" (the machine was busy: medians are noisy, prefer the \"best\" ratios)" if load[0] > 1.0 else ""),
