@@ -105,23 +105,25 @@ SW_API sw_error_t* sw_matmul_ex(sw_tensor_t* a, sw_tensor_t* b, const sw_matmul_
 
 // ---- The tensor surface ---------------------------------------------------
 
+// The op of a public code, looked up in the op table (ops/op_table.def).
 ops::Unary sw::api::unary_of(sw_unary_op_t op) {
-  if (op < SW_UNARY_NEG || op > SW_UNARY_RELU) value_error("unknown sw_unary_op_t " + std::to_string(static_cast<int>(op)));
-  return static_cast<ops::Unary>(op - SW_UNARY_NEG);
+  const auto u = ops::op_of(op);
+  if (!u) value_error("unknown sw_unary_op_t " + std::to_string(static_cast<int>(op)));
+  return *u;
 }
 
 namespace {
 
 ops::Binary binary_of(sw_binary_op_t op) {
-  if (op < SW_BINARY_ADD || op > SW_BINARY_GE)
-    value_error("unknown sw_binary_op_t " + std::to_string(static_cast<int>(op)));
-  return static_cast<ops::Binary>(op - SW_BINARY_ADD);
+  const auto b = ops::op_of(op);
+  if (!b) value_error("unknown sw_binary_op_t " + std::to_string(static_cast<int>(op)));
+  return *b;
 }
 
 ops::Reduce reduce_of(sw_reduce_op_t op) {
-  if (op < SW_REDUCE_SUM || op > SW_REDUCE_MIN)
-    value_error("unknown sw_reduce_op_t " + std::to_string(static_cast<int>(op)));
-  return static_cast<ops::Reduce>(op - SW_REDUCE_SUM);
+  const auto r = ops::op_of(op);
+  if (!r) value_error("unknown sw_reduce_op_t " + std::to_string(static_cast<int>(op)));
+  return *r;
 }
 
 std::vector<int64_t> axes_arg(const int64_t* axes, size_t count) {

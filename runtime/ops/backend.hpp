@@ -9,51 +9,9 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "ops/op_table.hpp"  // UnaryOp, BinaryOp, ReduceOp (what each computes: ops/op_table.def)
 
 namespace sw {
-
-enum class BinaryOp {
-  kAdd,       // a + b (bool: a or b)
-  kMul,       // a * b (bool: a and b)
-  kReluGrad,  // a * (b > 0): the relu VJP, a = cotangent, b = input
-  kSub,       // a - b
-  kDiv,       // a / b (floating dtypes only)
-  kPow,       // a ** b (integers: exact; a negative exponent gives 1 / a**-b truncated)
-  kMaximum,   // max(a, b), NaN if either is
-  kMinimum,   // min(a, b), NaN if either is
-  // Comparisons: `out` is bool.
-  kEq, kNe, kLt, kLe, kGt, kGe,
-  // VJPs of unary ops (floating dtypes): a = cotangent, b = the input x or
-  // the output y named.
-  kAbsGrad,      // a * sign(x)
-  kSiluGrad,     // a * silu'(x)
-  kGeluGrad,     // a * gelu'(x)
-  kSigmoidGrad,  // a * y * (1 - y)
-  kTanhGrad,     // a * (1 - y * y)
-  kSqrtGrad,     // a * 0.5 / y
-  kRsqrtGrad,    // a * -0.5 * y^3
-};
-
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kGe; }
-
-enum class UnaryOp {
-  kRelu,   // max(a, 0)
-  kScale,  // a * scalar
-  kCopy,   // a, converted to out's dtype
-  kNeg, kAbs,  // every dtype but bool
-  // Floating dtypes only:
-  kExp, kLog, kSqrt, kRsqrt,
-  kSilu,     // x * sigmoid(x)
-  kGelu,     // x * Phi(x), the exact (erf) form
-  kSigmoid,  // 1 / (1 + exp(-x))
-  kTanh,
-};
-
-enum class ReduceOp {
-  kSum,
-  kMax,  // NaN if any is
-  kMin,
-};
 
 class ComputeBackend {
  public:

@@ -8,43 +8,7 @@
 namespace sw::ops {
 namespace {
 
-BinaryOp kernel_of(Binary op) {
-  switch (op) {
-    case Binary::kAdd: return BinaryOp::kAdd;
-    case Binary::kSub: return BinaryOp::kSub;
-    case Binary::kMul: return BinaryOp::kMul;
-    case Binary::kDiv: return BinaryOp::kDiv;
-    case Binary::kPow: return BinaryOp::kPow;
-    case Binary::kMaximum: return BinaryOp::kMaximum;
-    case Binary::kMinimum: return BinaryOp::kMinimum;
-    case Binary::kEq: return BinaryOp::kEq;
-    case Binary::kNe: return BinaryOp::kNe;
-    case Binary::kLt: return BinaryOp::kLt;
-    case Binary::kLe: return BinaryOp::kLe;
-    case Binary::kGt: return BinaryOp::kGt;
-    case Binary::kGe: return BinaryOp::kGe;
-  }
-  internal_error("binary: bad op");
-}
-
-UnaryOp kernel_of(Unary op) {
-  switch (op) {
-    case Unary::kNeg: return UnaryOp::kNeg;
-    case Unary::kAbs: return UnaryOp::kAbs;
-    case Unary::kExp: return UnaryOp::kExp;
-    case Unary::kLog: return UnaryOp::kLog;
-    case Unary::kSqrt: return UnaryOp::kSqrt;
-    case Unary::kRsqrt: return UnaryOp::kRsqrt;
-    case Unary::kSilu: return UnaryOp::kSilu;
-    case Unary::kGelu: return UnaryOp::kGelu;
-    case Unary::kSigmoid: return UnaryOp::kSigmoid;
-    case Unary::kTanh: return UnaryOp::kTanh;
-    case Unary::kRelu: return UnaryOp::kRelu;
-  }
-  internal_error("unary: bad op");
-}
-
-bool compares(Binary op) { return op >= Binary::kEq; }
+bool compares(Binary op) { return is_comparison(kernel_of(op)); }
 // The ops a TiledEvictable tensor takes directly (the six: add, mul).
 bool direct(Binary op) { return op == Binary::kAdd || op == Binary::kMul; }
 

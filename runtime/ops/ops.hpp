@@ -8,6 +8,7 @@
 
 #include "autograd/node.hpp"
 #include "core/tensor.hpp"
+#include "ops/op_table.hpp"
 
 namespace sw {
 class ComputeBackend;
@@ -34,13 +35,9 @@ Ref<Tensor> permute(const Ref<Tensor>& a, const std::vector<size_t>& perm);
 // of the six direct ops (add, mul, relu, sum); every other op on one is
 // UNSUPPORTED (require_plain).
 
-// The public op codes (sw_unary_op_t, ...) as validated values.
-enum class Unary { kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSilu, kGelu, kSigmoid, kTanh, kRelu };
-enum class Binary { kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kEq, kNe, kLt, kLe, kGt, kGe };
-enum class Reduce { kSum, kMean, kMax, kMin };
-const char* op_name(Unary op);
-const char* op_name(Binary op);
-const char* op_name(Reduce op);
+// The public op codes (sw_unary_op_t, ...) as validated values, ops::Unary,
+// ops::Binary and ops::Reduce, their names (op_name) and kernel ops
+// (kernel_of) come from the op table: ops/op_table.hpp.
 
 Ref<Tensor> unary(Unary op, const Ref<Tensor>& a);
 Ref<Tensor> binary(Binary op, const Ref<Tensor>& a, const Ref<Tensor>& b);

@@ -105,7 +105,7 @@ Ref<Tensor> reduce(Reduce op, const Ref<Tensor>& a, const std::vector<int64_t>* 
   const sw_dtype_t out_dtype = op == Reduce::kSum && !dtype_is_float(d) ? SW_DTYPE_I64 : d;
   const sw_dtype_t compute = compute_dtype(out_dtype);
   Ref<Tensor> x = as_dtype(resolve(a, SW_PURPOSE_OPERATION, name), compute);
-  const ReduceOp kop = op == Reduce::kMax ? ReduceOp::kMax : op == Reduce::kMin ? ReduceOp::kMin : ReduceOp::kSum;
+  const ReduceOp kop = kernel_of(op);
   Ref<Tensor> out = reduce_raw(kop, x, kept);
   int64_t count = 1;
   for (size_t i = 0; i < kept.size(); ++i)

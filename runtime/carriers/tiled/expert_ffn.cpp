@@ -57,13 +57,12 @@ constexpr const char* kOp = "expert_ffn";
 // or (a fused gate_up tile) both.
 enum class Part { kGate, kUp, kGateUp };
 
-UnaryOp kernel_of(ops::Unary a) {
+// The kernel op of an activation (the op table's), for the activations the
+// expert feed-forward takes.
+UnaryOp activation_kernel(ops::Unary a) {
   switch (a) {
-    case ops::Unary::kSilu: return UnaryOp::kSilu;
-    case ops::Unary::kGelu: return UnaryOp::kGelu;
-    case ops::Unary::kRelu: return UnaryOp::kRelu;
-    case ops::Unary::kSigmoid: return UnaryOp::kSigmoid;
-    case ops::Unary::kTanh: return UnaryOp::kTanh;
+    case ops::Unary::kSilu: case ops::Unary::kGelu: case ops::Unary::kRelu: case ops::Unary::kSigmoid:
+    case ops::Unary::kTanh: return ops::kernel_of(a);
     default: break;
   }
   value_error(std::string(kOp) + ": the activation must be silu, gelu, relu, sigmoid or tanh, not " + ops::op_name(a));
@@ -243,7 +242,7 @@ Ref<Tensor> composed(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<
 
 Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref<Tensor>& ids,
                       const Ref<Tensor>& gates, sw_dtype_t out_dtype, ops::Unary activation) {
-  const UnaryOp act = kernel_of(activation);
+  const UnaryOp act = activation_kernel(activation);
   const bool fused = w.fused();
   if (fused != !w.up_full)
     value_error(std::string(kOp) + ": the up experts and their tensor must both be given, or both be null (the " +

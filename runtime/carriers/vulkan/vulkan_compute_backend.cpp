@@ -34,7 +34,7 @@ using vk::PipelineKey;
 using vk::Push;
 
 constexpr uint32_t kFlat = 0, kScalar = 1, kGeneral = 2, k2D = 3;
-constexpr uint32_t kWhereCode = 21;  // binary.comp's masked copy
+constexpr uint32_t kWhereCode = SW_VULKAN_WHERE_CODE;  // binary.comp's masked copy (ops/op_table.def)
 constexpr uint32_t kGroup = 256;  // invocations per workgroup of the 1-D kernels
 constexpr uint32_t kVec4 = 4;    // 16-byte words per invocation on dense elementwise paths
 constexpr int64_t kTileM = 64, kTileN = 64;  // matmul.comp's BM, BN
@@ -153,6 +153,15 @@ void grid(uint64_t groups, uint32_t* gx, uint32_t* gy) {
   if (*gy > 65535) unsupported_error("vulkan: a kernel of more than 2^32 workgroups");
 }
 
+// A kernel op's OP code in its shader: the op table's, which the shaders
+// define as OP_<Name> from the same table (ops/op_table.def).
+template <typename Op>
+uint32_t vulkan_code(Op op) {
+  const int code = kernel_row(op).vulkan;
+  if (code < 0) internal_error(std::string("vulkan: no shader op for ") + kernel_row(op).what);
+  return static_cast<uint32_t>(code);
+}
+
 class VulkanComputeBackend final : public ComputeBackend {
  public:
   VulkanComputeBackend(Device* device, vk::Pipelines* pipelines) : device_(device), pipelines_(pipelines) {}
@@ -166,7 +175,7 @@ class VulkanComputeBackend final : public ComputeBackend {
   }
 
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
-    const char* what = binary_name(op);
+    const char* what = kernel_row(op).what;
     const bool compare = is_comparison(op);
     const bool f64 = compare ? arithmetic(what, {&a, &b}) : arithmetic(what, {&a, &b, &out});
     if (compare) check_carriers(what, {&out});
@@ -185,7 +194,7 @@ class VulkanComputeBackend final : public ComputeBackend {
     p.set(4, static_cast<uint32_t>(out.offset()));
     p.set(5, da.desc);
     p.set(6, db.desc);
-    const uint32_t code = static_cast<uint32_t>(op);  // binary.comp's OP follows BinaryOp's order
+    const uint32_t code = vulkan_code(op);
     if (compare) {
       // One invocation per output word of four bools.
       const uint64_t first = static_cast<uint64_t>(out.offset()), n = static_cast<uint64_t>(out.numel());
@@ -200,7 +209,7 @@ class VulkanComputeBackend final : public ComputeBackend {
 
   void unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) override {
     if (op == UnaryOp::kCopy) return copy(a, out);
-    const char* what = unary_name(op);
+    const char* what = kernel_row(op).what;
     const bool f64 = arithmetic(what, {&a, &out});
     const bool exponential = op == UnaryOp::kExp || op == UnaryOp::kLog || op == UnaryOp::kSilu ||
                              op == UnaryOp::kGelu || op == UnaryOp::kSigmoid || op == UnaryOp::kTanh;
@@ -223,9 +232,7 @@ class VulkanComputeBackend final : public ComputeBackend {
     } else {
       p.set_float(7, static_cast<float>(scalar));  // as the CPU carrier rounds it
     }
-    // unary.comp's OP follows UnaryOp's order without kCopy.
-    const uint32_t index = static_cast<uint32_t>(op);
-    const uint32_t code = index < static_cast<uint32_t>(UnaryOp::kCopy) ? index : index - 1;
+    const uint32_t code = vulkan_code(op);
     const uint32_t per = !f64 && aligned4(da) && out.offset() % 4 == 0 ? kVec4 : 0;
     run_1d({Kernel::kUnary, f64, {code, da.mode, kFlat, per}}, out, a, a, meta, p,
            per ? (out.numel() + 4 * per - 1) / (4 * per) : out.numel());
@@ -262,9 +269,9 @@ class VulkanComputeBackend final : public ComputeBackend {
   void reduce_sum(const Tensor& a, const Tensor& out) override { reduce(ReduceOp::kSum, a, out); }
 
   void reduce(ReduceOp op, const Tensor& a, const Tensor& out) override {
-    const char* what = op == ReduceOp::kSum ? "sum" : op == ReduceOp::kMax ? "max" : "min";
+    const char* what = kernel_row(op).what;
     const bool f64 = arithmetic(what, {&a, &out});
-    const uint32_t rop = static_cast<uint32_t>(op);
+    const uint32_t rop = vulkan_code(op);
     // Split a's leaves into kept ones (out's ordinal decodes over them) and
     // reduced ones, each coalesced.
     std::vector<Leaf> kept, reduced;
@@ -306,7 +313,7 @@ class VulkanComputeBackend final : public ComputeBackend {
       p.set(12, shift);
     }
     const int64_t kept_stride = kept.empty() ? 0 : kept[0].stride;
-    const uint32_t vec4 = !f64 && rop == 0 && !outer && inner.stride == 1 && kept_mode == kFlat && a.offset() % 4 == 0 &&
+    const uint32_t vec4 = !f64 && op == ReduceOp::kSum && !outer && inner.stride == 1 && kept_mode == kFlat && a.offset() % 4 == 0 &&
                           kept_stride % 4 == 0;
     // One invocation per output when outputs are many, else workgroups of
     // 256 share an output. GPUs also share when an output's slots are
@@ -454,39 +461,6 @@ class VulkanComputeBackend final : public ComputeBackend {
   [[noreturn]] static void not_on_vulkan(const char* what) {
     unsupported_error(std::string(what) + " are not supported on a Vulkan carrier; move the tensors to a CPU "
                       "carrier (sw_move_async) first");
-  }
-
-  static const char* binary_name(BinaryOp op) {
-    switch (op) {
-      case BinaryOp::kAdd: return "add";
-      case BinaryOp::kMul: return "mul";
-      case BinaryOp::kSub: return "sub";
-      case BinaryOp::kDiv: return "div";
-      case BinaryOp::kPow: return "pow";
-      case BinaryOp::kMaximum: return "maximum";
-      case BinaryOp::kMinimum: return "minimum";
-      case BinaryOp::kEq: case BinaryOp::kNe: case BinaryOp::kLt: case BinaryOp::kLe: case BinaryOp::kGt:
-      case BinaryOp::kGe: return "comparison";
-      default: return "a VJP";
-    }
-  }
-
-  static const char* unary_name(UnaryOp op) {
-    switch (op) {
-      case UnaryOp::kRelu: return "relu";
-      case UnaryOp::kScale: return "mul";
-      case UnaryOp::kNeg: return "neg";
-      case UnaryOp::kAbs: return "abs";
-      case UnaryOp::kExp: return "exp";
-      case UnaryOp::kLog: return "log";
-      case UnaryOp::kSqrt: return "sqrt";
-      case UnaryOp::kRsqrt: return "rsqrt";
-      case UnaryOp::kSilu: return "silu";
-      case UnaryOp::kGelu: return "gelu";
-      case UnaryOp::kSigmoid: return "sigmoid";
-      case UnaryOp::kTanh: return "tanh";
-      default: return "unary op";
-    }
   }
 
   Ref<Tensor> dense_copy(const Tensor& t) {

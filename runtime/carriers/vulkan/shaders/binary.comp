@@ -1,47 +1,49 @@
 #version 450
-// out = a OP b, elementwise. OP (BinaryOp's order): 0 a + b, 1 a * b, 2 the
-// relu VJP (b > 0 ? a : 0), 3 a - b, 4 a / b, 5 a ** b, 6 max, 7 min (NaN if
-// either is), 8-13 the comparisons eq ne lt le gt ge (out bool, four per
-// word), 14-20 unary VJPs with a the cotangent and b the input x or output y
-// (abs: a * sign(x); silu, gelu: a * f'(x); sigmoid: a * y * (1 - y); tanh:
-// a * (1 - y^2); sqrt: a / (2y); rsqrt: -a y^3 / 2), 21 a masked copy
-// (out = a where b, a bool, is true; out keeps its value elsewhere).
+// out = a OP b, elementwise, for a BinaryOp; OP is its code, OP_<Name>,
+// from the op table (runtime/ops/op_table.def, which describes each op):
+// the arithmetic ops, the relu VJP (b > 0 ? a : 0), the comparisons OP_Eq to
+// OP_Ge (out bool, four per word), the unary VJPs with a the cotangent and b
+// the input x or output y, and OP_WHERE, a masked copy (out = a where b, a
+// bool, is true; out keeps its value elsewhere).
 // The f64 variant has no pow, silu or gelu VJP (GLSL has no double exp).
 #include "common.glsl"
 #include "elementwise.glsl"
 #include "math.glsl"
+#include "op_table.def"
 
-const uint OP_EQ = 8u, OP_GE = 13u, OP_WHERE = 21u;
+#define SW_OP_CODE(Name, what, vk) const uint OP_##Name = uint(vk);
+SW_KERNEL_BINARY_OPS(SW_OP_CODE)
+const uint OP_WHERE = uint(SW_VULKAN_WHERE_CODE);
 
 bool compare(T a, T b) {
-  if (OP == 8u) return a == b;
-  if (OP == 9u) return !(a == b);
-  if (OP == 10u) return a < b;
-  if (OP == 11u) return a <= b;
-  if (OP == 12u) return a > b;
+  if (OP == OP_Eq) return a == b;
+  if (OP == OP_Ne) return !(a == b);
+  if (OP == OP_Lt) return a < b;
+  if (OP == OP_Le) return a <= b;
+  if (OP == OP_Gt) return a > b;
   return a >= b;
 }
 
 T apply(T a, T b) {
-  if (OP == 0u) return a + b;
-  if (OP == 1u) return a * b;
-  if (OP == 2u) return b > T(0) ? a : T(0);
-  if (OP == 3u) return a - b;
-  if (OP == 4u) return a / b;
-  if (OP == 6u) return (a > b || isnan(a)) ? a : b;
-  if (OP == 7u) return (a < b || isnan(a)) ? a : b;
-  if (OP == 14u) return b > T(0) ? a : (b < T(0) ? -a : T(0));
-  if (OP == 17u) return a * (b * (T(1) - b));
-  if (OP == 18u) return a * (T(1) - b * b);
-  if (OP == 19u) return a / (T(2) * b);
-  if (OP == 20u) return T(-0.5) * a * (b * b * b);
+  if (OP == OP_Add) return a + b;
+  if (OP == OP_Mul) return a * b;
+  if (OP == OP_ReluGrad) return b > T(0) ? a : T(0);
+  if (OP == OP_Sub) return a - b;
+  if (OP == OP_Div) return a / b;
+  if (OP == OP_Maximum) return (a > b || isnan(a)) ? a : b;
+  if (OP == OP_Minimum) return (a < b || isnan(a)) ? a : b;
+  if (OP == OP_AbsGrad) return b > T(0) ? a : (b < T(0) ? -a : T(0));
+  if (OP == OP_SigmoidGrad) return a * (b * (T(1) - b));
+  if (OP == OP_TanhGrad) return a * (T(1) - b * b);
+  if (OP == OP_SqrtGrad) return a / (T(2) * b);
+  if (OP == OP_RsqrtGrad) return T(-0.5) * a * (b * b * b);
 #ifndef SW_F64
-  if (OP == 5u) return pow_f(a, b);
-  if (OP == 15u) {
+  if (OP == OP_Pow) return pow_f(a, b);
+  if (OP == OP_SiluGrad) {
     float s = sigmoid_f(b);
     return a * (s * (1.0 + b * (1.0 - s)));
   }
-  if (OP == 16u) {
+  if (OP == OP_GeluGrad) {
     float cdf = 0.5 * (1.0 + erf_f(b * 0.70710678118654752));
     float pdf = exp(-0.5 * b * b) * 0.3989422804014327;
     return a * (cdf + b * pdf);
@@ -54,7 +56,7 @@ uint bool_at(uint s) { return (b_words[s >> 2] >> (8u * (s & 3u))) & 0xffu; }
 
 void main() {
   uint i = linear_invocation();
-  if (OP >= OP_EQ && OP <= OP_GE) {
+  if (OP >= OP_Eq && OP <= OP_Ge) {
     // One invocation per output word of four bools; a word the output only
     // partly covers keeps its other bytes.
     uint word = pc.out_offset / 4u + i, first = 4u * word, end = pc.out_offset + pc.n;

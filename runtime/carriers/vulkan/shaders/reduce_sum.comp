@@ -1,6 +1,7 @@
 #version 450
-// Reduces a over its reduced slots into dense out: ROP 0 sums, 1 takes the
-// max, 2 the min (NaN if any is; VEC4 only for sums). Output o starts at slot
+// Reduces a over its reduced slots into dense out: ROP is the ReduceOp's
+// code from the op table (runtime/ops/op_table.def): OP_Sum sums, OP_Max
+// takes the max, OP_Min the min (NaN if any is; VEC4 only for sums). Output o starts at slot
 // a_offset + kept(o): kept_stride * o (KEPT_MODE FLAT) or o decoded over the
 // kept leaves at kept_desc (GENERAL; meta words as in common.glsl). Its reduced slots are
 // inner(j) + outer(r): j < inner_extent at stride inner_stride (no division)
@@ -12,6 +13,10 @@
 //          memory; with groups > 1 `out` receives the parts (o * groups + g),
 //          which a second SPLIT 0 pass adds up.
 #include "common.glsl"
+#include "op_table.def"
+
+#define SW_OP_CODE(Name, what, vk) const uint OP_##Name = uint(vk);
+SW_KERNEL_REDUCE_OPS(SW_OP_CODE)
 
 layout(local_size_x = 256) in;
 
@@ -24,14 +29,14 @@ layout(constant_id = 3) const uint VEC4 = 0u;
 layout(constant_id = 4) const uint ROP = 0u;
 
 T identity() {
-  if (ROP == 0u) return T(0);
+  if (ROP == OP_Sum) return T(0);
   float inf = uintBitsToFloat(0x7f800000u);
-  return T(ROP == 1u ? -inf : inf);
+  return T(ROP == OP_Max ? -inf : inf);
 }
 
 T combine(T acc, T x) {
-  if (ROP == 0u) return acc + x;
-  if (ROP == 1u) return (x > acc || isnan(x)) ? x : acc;
+  if (ROP == OP_Sum) return acc + x;
+  if (ROP == OP_Max) return (x > acc || isnan(x)) ? x : acc;
   return (x < acc || isnan(x)) ? x : acc;
 }
 

@@ -1,26 +1,29 @@
 #version 450
-// out = f(a). OP (UnaryOp's order after copy): 0 relu, 1 a * scalar, 2 -a,
-// 3 |a|, 4 exp, 5 log, 6 sqrt, 7 1 / sqrt, 8 silu, 9 gelu (erf form),
-// 10 sigmoid, 11 tanh. The f64 variant has 0-3, 6 and 7 (GLSL has no
-// double exp or log).
+// out = f(a) for a UnaryOp but copy; OP is its code, OP_<Name>, from the op
+// table (runtime/ops/op_table.def). The f64 variant has relu, scale, neg,
+// abs, sqrt and rsqrt (GLSL has no double exp or log).
 #include "common.glsl"
 #include "elementwise.glsl"
 #include "math.glsl"
+#include "op_table.def"
+
+#define SW_OP_CODE(Name, what, vk) const uint OP_##Name = uint(vk);
+SW_KERNEL_UNARY_OPS(SW_OP_CODE)
 
 T apply(T a) {
-  if (OP == 0u) return a > T(0) ? a : T(0);
-  if (OP == 1u) return a * SCALAR;
-  if (OP == 2u) return -a;
-  if (OP == 3u) return abs(a);
-  if (OP == 6u) return sqrt(a);
-  if (OP == 7u) return T(1) / sqrt(a);
+  if (OP == OP_Relu) return a > T(0) ? a : T(0);
+  if (OP == OP_Scale) return a * SCALAR;
+  if (OP == OP_Neg) return -a;
+  if (OP == OP_Abs) return abs(a);
+  if (OP == OP_Sqrt) return sqrt(a);
+  if (OP == OP_Rsqrt) return T(1) / sqrt(a);
 #ifndef SW_F64
-  if (OP == 4u) return exp(a);
-  if (OP == 5u) return log(a);
-  if (OP == 8u) return a / (1.0 + exp(-a));
-  if (OP == 9u) return a * 0.5 * (1.0 + erf_f(a * 0.70710678118654752));
-  if (OP == 10u) return sigmoid_f(a);
-  if (OP == 11u) return tanh_f(a);
+  if (OP == OP_Exp) return exp(a);
+  if (OP == OP_Log) return log(a);
+  if (OP == OP_Silu) return a / (1.0 + exp(-a));
+  if (OP == OP_Gelu) return a * 0.5 * (1.0 + erf_f(a * 0.70710678118654752));
+  if (OP == OP_Sigmoid) return sigmoid_f(a);
+  if (OP == OP_Tanh) return tanh_f(a);
 #endif
   return T(0);
 }
