@@ -23,7 +23,7 @@ from . import _runtime
 from ._errors import StrideWeaveNotImplementedError, StrideWeaveTypeError, StrideWeaveValueError
 from ._layout import Layout, Stride, flat_strides
 from ._lib import native as N
-from ._tensor import Tensor
+from ._tensor import Tensor, provide
 from .carriers import CPU
 
 _UNSUPPORTED = N.SW_ERROR_UNSUPPORTED
@@ -305,20 +305,8 @@ def _array(t, dtype=None, copy=None):
     return a if dtype is None else a.astype(dtype, copy=bool(copy))
 
 
-def _dlpack_device(t):
-    return (_DL_CPU, 0)
-
-
-def _from_numpy(array, carrier_class=None, *, runtime=None):
-    """strideweave.from_numpy: a tensor sharing the array's memory on a CPU
-    carrier where the array allows, else a copy."""
-    return from_numpy(array, carrier_class, runtime=runtime)
-
-
-Tensor.numpy = to_numpy
-Tensor.__array__ = _array
-Tensor.__array_interface__ = property(array_interface)
-Tensor.__dlpack__ = dlpack_export
-Tensor.__dlpack_device__ = _dlpack_device
-Tensor.from_numpy = staticmethod(_from_numpy)
+# The functions behind Tensor's numpy(), from_numpy() and NumPy and DLPack
+# protocols (strideweave._tensor).
+provide(to_numpy=to_numpy, from_numpy=from_numpy, array=_array, array_interface=array_interface,
+        dlpack_export=dlpack_export)
 _coerce.register_importers(from_numpy, from_dlpack)

@@ -1,7 +1,7 @@
-"""The six central operations, and the Tensor operators and methods they
-back (attached to Tensor here: +, -, *, @, unary -, relu(), sum()). A
-Python number on either side is a weak scalar that takes the tensor's
-dtype."""
+"""The six central operations (Tensor's @ calls matmul; its +, -, *, unary -,
+relu() and sum() reach add, mul, relu and reduce_sum through
+strideweave._surface). A Python number on either side is a weak scalar that
+takes the tensor's dtype."""
 import numbers
 
 import numpy as np
@@ -12,7 +12,7 @@ from ._coerce import as_tensor
 from ._errors import StrideWeaveTypeError
 from ._layout import Layout
 from ._lib import native as N
-from ._tensor import Tensor, _new
+from ._tensor import Tensor, _new, provide
 from .carriers import CPU, Vulkan
 
 _add = N.sw_add
@@ -175,36 +175,8 @@ _tensor_zeros, _tensor_set, _tensor_release = N.sw_tensor_zeros, N.sw_tensor_set
 _CPU_KIND = N.SW_CARRIER_CPU
 
 
-# ---- Tensor's operators --------------------------------------------------------------------
-
-
-def _radd(self, other):
-    return add(other, self)
-
-
-def _rmul(self, other):
-    return mul(other, self)
-
-
-def _rmatmul(self, other):
-    return matmul(other, self)
-
-
-def _neg(self):
-    return mul(self, -1.0)
-
-
-def _sub(self, other):
-    return add(self, -other if _is_number(other) else mul(other, -1.0))
-
-
-def _rsub(self, other):
-    return add(other, mul(self, -1.0))
-
-
-Tensor.__add__, Tensor.__radd__ = add, _radd
-Tensor.__mul__, Tensor.__rmul__ = mul, _rmul
-Tensor.__matmul__, Tensor.__rmatmul__ = matmul, _rmatmul
-Tensor.__sub__, Tensor.__rsub__, Tensor.__neg__ = _sub, _rsub, _neg
-Tensor.relu = relu
-Tensor.sum = reduce_sum
+# The function behind Tensor.__matmul__ and __rmatmul__ (strideweave._tensor);
+# strideweave._surface gives those of the other operators (__add__, __mul__, ...),
+# which promote dtypes and take the six ops' path (add, mul, relu, reduce_sum)
+# where they can.
+provide(matmul=matmul)

@@ -28,7 +28,7 @@ from ._layout import flat_strides
 from ._lib import native as N
 from ._ops import _is_number, _wrap, add, mul, reduce_sum
 from ._ops import relu as _relu
-from ._tensor import Tensor
+from ._tensor import Tensor, element_get, element_set, provide
 from .carriers import TiledEvictable
 
 MinMax = collections.namedtuple("MinMax", ["values", "indices"])
@@ -229,24 +229,6 @@ def astype(t, dtype):
     return _wrap(N.sw_tensor_to_dtype(t._h, d.code), t)
 
 
-def _to(t, dtype):
-    """t.to(dtype): as astype (carriers are changed with sw.move_async)."""
-    return astype(t, dtype)
-
-
-def _cast(dtype, name, torch_name):
-    def f(self):
-        return astype(self, dtype)
-
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"t.astype(sw.{dtype.name}), as PyTorch's Tensor.{torch_name}(): `t` itself when it already is."
-    return f
-
-
-_to_float32 = _cast(_dtypes.float32, "float", "float")
-_to_float64 = _cast(_dtypes.float64, "double", "double")
-_to_float16 = _cast(_dtypes.float16, "half", "half")
-_to_bfloat16 = _cast(_dtypes.bfloat16, "bfloat16", "bfloat16")
 _DEVICE_NAMES = {N.SW_CARRIER_CPU: "cpu", N.SW_CARRIER_HOST: "cpu", N.SW_CARRIER_FILE: "file",
                  N.SW_CARRIER_ZSTD: "zstd", N.SW_CARRIER_VULKAN: "vulkan:0"}
 
@@ -529,10 +511,6 @@ def _index_view(t, key):
     return out
 
 
-_element_get = Tensor.__getitem__
-_element_set = Tensor.__setitem__
-
-
 def _tiled_index_error(t, key):
     """The error for indexing a tensor on a TiledEvictable with `key`:
     NotImplementedError saying how to project the tiles it names."""
@@ -588,13 +566,13 @@ def _getitem(self, key):
         if not isinstance(self.carrier, TiledEvictable):
             raise
         raise _tiled_index_error(self, key) from None
-    return _element_get(self, key) if v is None else v
+    return element_get(self, key) if v is None else v
 
 
 def _setitem(self, key, value):
     v = _index_view(self, key)
     if v is None:
-        return _element_set(self, key, value)
+        return element_set(self, key, value)
     if isinstance(value, Tensor):
         N.sw_tensor_copy_from(v._h, value._h)
     elif isinstance(value, (numbers.Real, np.generic)):
@@ -769,11 +747,6 @@ def _operator_sub(a, b):
         if isinstance(b, Tensor):
             return add(a, mul(b, -1.0))
         return add(a, -b)
-
-
-def _operator_rsub(self, other):
-    """other - self (the reflected form)."""
-    return _operator_sub(other, self)
 
 
 def _operator_neg(t):
@@ -1059,45 +1032,16 @@ def _all(self):
     return bool(amin(astype(self, _dtypes.bool_)).item()) if self.numel() else True
 
 
-def _rev(f):
-    def r(self, other):
-        return f(other, self)
-
-    r.__name__ = r.__qualname__ = "__r" + f.__name__ + "__"
-    r.__doc__ = f"other {f.__name__} self (the reflected form)."
-    return r
-
-
-def _attach():
-    T = Tensor
-    T.__getitem__, T.__setitem__ = _getitem, _setitem
-    T.__getitem__.__doc__ = """t[...]: a full integer coordinate reads one element (a Python number);
-ints, slices (with steps, negative indices), ... and None give a view."""
-    T.__setitem__.__doc__ = """t[...] = value: one element, or every element of the view t[...] (a
-number, or a Tensor broadcast to it)."""
-    T.__add__, T.__radd__ = _add, _rev(_add)
-    T.__mul__, T.__rmul__ = _mul, _rev(_mul)
-    T.__sub__, T.__rsub__ = _operator_sub, _operator_rsub
-    T.__truediv__, T.__rtruediv__ = div, _rev(div)
-    T.__pow__, T.__rpow__ = pow, _rev(pow)
-    T.__neg__, T.__abs__ = _operator_neg, abs
-    T.__eq__, T.__ne__, T.__lt__, T.__le__, T.__gt__, T.__ge__ = _operator_eq, _operator_ne, lt, le, gt, ge
-    # Elementwise == makes value hashing meaningless: tensors hash by identity, as in PyTorch.
-    T.__hash__ = object.__hash__
-    T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__, T.__ipow__ = add_, sub_, mul_, div_, pow_
-    T.add_, T.sub_, T.mul_, T.div_, T.pow_ = add_, sub_, mul_, div_, pow_
-    T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
-    T.__bool__, T.__float__, T.__int__, T.__index__ = _bool, _float, _int, _index
-    T.any, T.all = _any, _all
-    for f in (relu, neg, abs, exp, log, sqrt, rsqrt, silu, gelu, sigmoid, tanh, sub, div, pow, maximum, minimum, eq,
-              ne, lt, le, gt, ge, mean, amax, amin, max, min, argmax, argmin, softmax, log_softmax, topk,
-              index_select, gather, index_add, scatter_add, astype, reshape, view, flatten, unsqueeze, squeeze,
-              expand, contiguous, clone, detach, sum):
-        setattr(T, f.__name__, f)
-    T.to = _to
-    T.float, T.double, T.half, T.bfloat16 = _to_float32, _to_float64, _to_float16, _to_bfloat16
-    T.device = property(_device)
-    T.__array_priority__ = 1000  # NumPy defers binary operators with a Tensor to it
-
-
-_attach()
+# The functions behind Tensor's methods and operators (strideweave._tensor):
+# t[key] (__getitem__, __setitem__), +, -, *, the in-place forms (__iadd__, add_, ...)
+# and the named methods.
+provide(
+    getitem=_getitem, setitem=_setitem, add=_add, mul=_mul, operator_sub=_operator_sub, operator_neg=_operator_neg,
+    operator_eq=_operator_eq, operator_ne=_operator_ne, add_=add_, sub_=sub_, mul_=mul_, div_=div_, pow_=pow_,
+    fill_=fill_, zero_=zero_, copy_=copy_, to_bool=_bool, to_float=_float, to_int=_int, to_index=_index, any=_any,
+    all=_all, device=_device, relu=relu, neg=neg, abs=abs, exp=exp, log=log, sqrt=sqrt, rsqrt=rsqrt, silu=silu,
+    gelu=gelu, sigmoid=sigmoid, tanh=tanh, sub=sub, div=div, pow=pow, maximum=maximum, minimum=minimum, eq=eq,
+    ne=ne, lt=lt, le=le, gt=gt, ge=ge, mean=mean, amax=amax, amin=amin, max=max, min=min, argmax=argmax,
+    argmin=argmin, softmax=softmax, log_softmax=log_softmax, topk=topk, index_select=index_select, gather=gather,
+    index_add=index_add, scatter_add=scatter_add, astype=astype, reshape=reshape, view=view, flatten=flatten,
+    unsqueeze=unsqueeze, squeeze=squeeze, expand=expand, contiguous=contiguous, clone=clone, detach=detach, sum=sum)
