@@ -7,8 +7,9 @@ here reads source text only; nothing is built or imported.
 A binding "references" a header function when its sources call it through
 the binding's call convention:
   python  `N.sw_x(...)` on the SWIG layer (`from ._lib import native as N`),
-          or `N.helper(...)` where `helper` is a function of
-          bindings/python/native.i whose body calls sw_x;
+          or `N.helper(...)` where `helper` is a function declared in
+          bindings/python/native/module.h (which native.i wraps) whose body
+          in bindings/python/native/*.c calls sw_x;
   java    `Native.sw_x(...)` or `Native::sw_x` (or NativeJNI), or `Native.helper(...)` where
           `helper` is a function of bindings/java/native.i calling sw_x;
   rust    `sw_x` in the code of the safe crate (`sys::sw_x`,
@@ -29,6 +30,7 @@ LANGUAGES = ("python", "java", "rust")
 
 PYTHON_PACKAGE = ROOT / "bindings/python/strideweave"
 PYTHON_NATIVE_I = ROOT / "bindings/python/native.i"
+PYTHON_NATIVE_DIR = ROOT / "bindings/python/native"
 JAVA_SOURCES = ROOT / "bindings/java/src/main/java"
 JAVA_NATIVE_I = ROOT / "bindings/java/native.i"
 RUST_SOURCES = ROOT / "bindings/rust/strideweave/src"
@@ -99,6 +101,23 @@ def swig_helpers(path: Path, known: set[str]) -> dict[str, set[str]]:
             bodies[name] = bodies.get(name, "") + body
             if inline and not static:
                 exposed.add(name)
+    return _helper_refs(bodies, exposed, known)
+
+
+def c_module_helpers(declarations: Path, sources: list[Path], known: set[str]) -> dict[str, set[str]]:
+    """Functions a header an interface file %includes declares, defined in
+    plain C sources, each with the header functions its body calls (through
+    the sources' other functions too)."""
+    bodies: dict[str, str] = {}
+    for source in sources:
+        for name, _static, body in _c_functions(strip_c_comments(source.read_text())):
+            bodies[name] = bodies.get(name, "") + body
+    header = strip_c_comments(declarations.read_text())
+    declared = set(re.findall(r"\b(\w+)\s*\([^;{}()]*\)\s*;", header))
+    return _helper_refs(bodies, declared & bodies.keys(), known)
+
+
+def _helper_refs(bodies: dict[str, str], exposed: set[str], known: set[str]) -> dict[str, set[str]]:
     direct = {name: set(re.findall(r"\b(sw_\w+)\b", body)) & known for name, body in bodies.items()}
     calls = {name: set(re.findall(r"\b(\w+)\s*\(", body)) & bodies.keys() for name, body in bodies.items()}
     # Function pointers passed to a local helper count as calls too.
@@ -115,6 +134,14 @@ def swig_helpers(path: Path, known: set[str]) -> dict[str, set[str]]:
                 todo.append(callee)
         closed[name] = refs
     return {name: closed[name] for name in exposed}
+
+
+def python_helpers(known: set[str]) -> dict[str, set[str]]:
+    """The helpers of strideweave._native: native/module.h's functions (and
+    any %inline function native.i itself defines)."""
+    helpers = c_module_helpers(PYTHON_NATIVE_DIR / "module.h", sorted(PYTHON_NATIVE_DIR.glob("*.c")), known)
+    helpers.update(swig_helpers(PYTHON_NATIVE_I, known))
+    return helpers
 
 
 def _c_functions(code: str):
@@ -229,7 +256,7 @@ def python_code_only(text: str) -> str:
 
 def bindings(known: set[str]) -> dict[str, Binding]:
     return {
-        "python": Binding("python", sorted(PYTHON_PACKAGE.rglob("*.py")), swig_helpers(PYTHON_NATIVE_I, known), known),
+        "python": Binding("python", sorted(PYTHON_PACKAGE.rglob("*.py")), python_helpers(known), known),
         "java": Binding("java", sorted(JAVA_SOURCES.rglob("*.java")), swig_helpers(JAVA_NATIVE_I, known), known),
         "rust": Binding("rust", sorted(RUST_SOURCES.rglob("*.rs")), {}, known),
     }
