@@ -25,6 +25,10 @@
  *                wait on Vulkan, us
  *   roundtrip    a 1-element write then read, us
  *   batched      16 dependent 1-element ops and one read, us per op
+ *   bare_submit  the peer of `submit`: a bare vkQueueSubmit of one recorded
+ *                4-byte vkCmdFillBuffer, a fence wait and a read of the
+ *                mapped result, on the first physical device (the one the
+ *                runtime picks by default), through the Vulkan API alone
  *
  * Usage: build/tools/bench/bench_vulkan [--reps R]
  * Every figure is the best of R repetitions (robust when other processes
@@ -40,6 +44,10 @@
 #include <time.h>
 
 #include "strideweave/strideweave.h"
+
+#ifdef SW_BENCH_VULKAN_PEER
+#include <vulkan/vulkan.h>
+#endif
 
 #define BENCH_NAME "bench_vulkan"
 #include "bench_util.h"
@@ -297,6 +305,127 @@ static figures_t run(sw_runtime_t* rt, sw_device_t* dev) {
   return f;
 }
 
+#ifdef SW_BENCH_VULKAN_PEER
+static void fail(const char* what) {
+  fprintf(stderr, "%s\n", what);
+  exit(1);
+}
+
+static void check_vk(VkResult r, const char* what) {
+  if (r != VK_SUCCESS) {
+    fprintf(stderr, "bench_vulkan: bare peer: %s returned %d\n", what, (int)r);
+    exit(1);
+  }
+}
+
+/* The bare peer of `submit`: what any Vulkan program pays for one tiny
+ * command buffer's submit, fence wait and host read, with nothing of this
+ * runtime in the way. Returns {-1, -1} when Vulkan cannot be set up. */
+static timing_t time_bare_submit(void) {
+  timing_t none = {-1, -1};
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_1};
+  VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+  VkInstance inst;
+  if (vkCreateInstance(&ici, NULL, &inst) != VK_SUCCESS) return none;
+  uint32_t ndev = 1;
+  VkPhysicalDevice phys = VK_NULL_HANDLE;
+  VkResult pr = vkEnumeratePhysicalDevices(inst, &ndev, &phys);
+  if ((pr != VK_SUCCESS && pr != VK_INCOMPLETE) || ndev == 0) {
+    vkDestroyInstance(inst, NULL);
+    return none;
+  }
+  uint32_t nfam = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &nfam, NULL);
+  VkQueueFamilyProperties fams[16];
+  if (nfam > 16) nfam = 16;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &nfam, fams);
+  uint32_t family = UINT32_MAX;
+  for (uint32_t i = 0; i < nfam && family == UINT32_MAX; ++i)
+    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = i;
+  if (family == UINT32_MAX) {
+    vkDestroyInstance(inst, NULL);
+    return none;
+  }
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                 .queueFamilyIndex = family,
+                                 .queueCount = 1,
+                                 .pQueuePriorities = &prio};
+  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
+                            .pQueueCreateInfos = &qci};
+  VkDevice dev;
+  if (vkCreateDevice(phys, &dci, NULL, &dev) != VK_SUCCESS) {
+    vkDestroyInstance(inst, NULL);
+    return none;
+  }
+  VkQueue queue;
+  vkGetDeviceQueue(dev, family, 0, &queue);
+  VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 256,
+                            .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT, .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkBuffer buf;
+  check_vk(vkCreateBuffer(dev, &bci, NULL, &buf), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev, buf, &req);
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+  const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  uint32_t type = UINT32_MAX;
+  for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; ++i)
+    if ((req.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want) type = i;
+  if (type == UINT32_MAX) fail("bench_vulkan: bare peer: no host-visible coherent memory type");
+  VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                              .memoryTypeIndex = type};
+  VkDeviceMemory mem;
+  check_vk(vkAllocateMemory(dev, &mai, NULL, &mem), "vkAllocateMemory");
+  check_vk(vkBindBufferMemory(dev, buf, mem, 0), "vkBindBufferMemory");
+  void* mapped;
+  check_vk(vkMapMemory(dev, mem, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = family};
+  VkCommandPool pool;
+  check_vk(vkCreateCommandPool(dev, &pci, NULL, &pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkCommandBuffer cb;
+  check_vk(vkAllocateCommandBuffers(dev, &cai, &cb), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  check_vk(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+  float value = 1.5f;
+  uint32_t bits;
+  memcpy(&bits, &value, 4);
+  vkCmdFillBuffer(cb, buf, 0, 4, bits);
+  VkMemoryBarrier to_host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                             .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0,
+                       NULL);
+  check_vk(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+  VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFence fence;
+  check_vk(vkCreateFence(dev, &fci, NULL, &fence), "vkCreateFence");
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+  double t[64];
+  /* A warm-up round, as `submit`'s op has run before it is timed. */
+  for (int round = 0; round < 2; ++round)
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now_seconds();
+      check_vk(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
+      check_vk(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+      float got;
+      memcpy(&got, mapped, 4);
+      t[r] = now_seconds() - t0;
+      if (got != value) fail("bench_vulkan: bare peer read a wrong value");
+      check_vk(vkResetFences(dev, 1, &fence), "vkResetFences");
+    }
+  vkDestroyFence(dev, fence, NULL);
+  vkDestroyCommandPool(dev, pool, NULL);
+  vkUnmapMemory(dev, mem);
+  vkDestroyBuffer(dev, buf, NULL);
+  vkFreeMemory(dev, mem, NULL);
+  vkDestroyDevice(dev, NULL);
+  vkDestroyInstance(inst, NULL);
+  return summarise(t, reps);
+}
+#endif
+
 /* Rates; 0 for an op that did not run. */
 static double gbs(double bytes, timing_t t) { return t.best > 0 ? bytes / t.best / 1e9 : 0; }
 static double gbs_med(double bytes, timing_t t) { return t.median > 0 ? bytes / t.median / 1e9 : 0; }
@@ -315,6 +444,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   figures_t cpu = run(rt, NULL), vk = run(rt, dev);
+#ifdef SW_BENCH_VULKAN_PEER
+  timing_t bare = time_bare_submit();
+#else
+  timing_t bare = {-1, -1};
+#endif
   const double n4 = 4.0 * (4 << 20), sq4 = 4.0 * 2048 * 2048, tiles4 = 4.0 * PICKED * EXPERT_DIM * EXPERT_DIM;
   struct {
     const char* name;
@@ -357,6 +491,11 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < nlat; ++i)
     printf("%-12s %8s %8.2f (%7.2f) %8.2f (%7.2f)\n", lat[i].name, lat[i].unit, lat[i].cpu.best * lat[i].scale,
            lat[i].cpu.median * lat[i].scale, lat[i].vk.best * lat[i].scale, lat[i].vk.median * lat[i].scale);
+  if (bare.best > 0)
+    printf("%-12s %8s %19s %8.2f (%7.2f)   submit / bare = %.2f\n", "bare_submit", "us", "", bare.best * 1e6,
+           bare.median * 1e6, vk.submit.best / bare.best);
+  else
+    printf("bare_submit: not measured (this build has no Vulkan headers, or Vulkan could not be set up)\n");
   printf("BENCH_JSON {\"bench\":\"vulkan\",\"reps\":%d,\"statistic\":\"best\"", reps);
   for (int side = 0; side < 2; ++side) {
     printf(",\"%s\":{", side ? "vulkan" : "cpu");
@@ -366,6 +505,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < nlat; ++i)
       printf(",\"%s_%s\":%.2f", lat[i].name, lat[i].scale == 1e3 ? "ms" : "us",
              (side ? lat[i].vk.best : lat[i].cpu.best) * lat[i].scale);
+    if (side && bare.best > 0) printf(",\"bare_submit_us\":%.2f", bare.best * 1e6);
     printf("}");
   }
   printf("}\n");

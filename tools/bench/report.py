@@ -178,6 +178,10 @@ def rows_vulkan(parsed):
         ratio = value / cpu[key] if value and cpu[key] else None
         out.append(row(name.replace("_", " "), value, cpu[key], units[suffix], ratio, "CPU carrier",
                        note="" if ratio is not None else "refused or not measured"))
+    if vk.get("bare_submit_us") and vk.get("submit_us"):
+        out.append(row("Vulkan submit: one 1-element op and its read", vk["submit_us"], vk["bare_submit_us"],
+                       "us (lower is better)", vk["submit_us"] / vk["bare_submit_us"],
+                       "bare vkQueueSubmit + fence + mapped read", target=("<=", 1.5)))
     return out
 
 
