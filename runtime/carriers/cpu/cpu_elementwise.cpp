@@ -1,142 +1,21 @@
 // The CPU backend's elementwise op tables: every binary op but the
 // comparisons, and every unary op but the copy, for each dtype the kernels
-// compute in (cpu_kernels.hpp's walkers instantiated per op).
-#include <cmath>
-#include <cstdint>
-
-#include "base/error.hpp"
-#include "carriers/cpu/cpu_kernels.hpp"
+// compute in. The tables themselves are templates in cpu_elementwise_ops.hpp,
+// instantiated in cpu_elementwise_{f32,f64,unary,int}.cpp.
+#include "carriers/cpu/cpu_elementwise_ops.hpp"
 
 namespace sw::cpu {
-namespace {
-
-template <typename T>
-T sigmoid_of(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-
-template <typename T>
-void float_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  switch (op) {
-    case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return x + y; });
-    case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return x * y; });
-    case BinaryOp::kReluGrad: return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : T(0); });
-    case BinaryOp::kSub: return binary_typed<T>(a, b, out, [](T x, T y) { return x - y; });
-    case BinaryOp::kDiv: return binary_typed<T>(a, b, out, [](T x, T y) { return x / y; });
-    case BinaryOp::kPow: return binary_typed<T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
-    case BinaryOp::kMaximum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return (x > y || is_nan(x)) ? x : y; });
-    case BinaryOp::kMinimum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return (x < y || is_nan(x)) ? x : y; });
-    case BinaryOp::kAbsGrad:
-      return binary_typed<T>(a, b, out, [](T g, T x) { return x > T(0) ? g : x < T(0) ? -g : T(0); });
-    case BinaryOp::kSiluGrad:
-      return binary_typed<T>(a, b, out, [](T g, T x) {
-        const T s = sigmoid_of(x);
-        return g * (s * (T(1) + x * (T(1) - s)));
-      });
-    case BinaryOp::kGeluGrad:
-      return binary_typed<T>(a, b, out, [](T g, T x) {
-        const T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-        const T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1 / sqrt(2 pi)
-        return g * (cdf + x * pdf);
-      });
-    case BinaryOp::kSigmoidGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g * (y * (T(1) - y)); });
-    case BinaryOp::kTanhGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g * (T(1) - y * y); });
-    case BinaryOp::kSqrtGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return g / (T(2) * y); });
-    case BinaryOp::kRsqrtGrad: return binary_typed<T>(a, b, out, [](T g, T y) { return T(-0.5) * g * (y * y * y); });
-    default: internal_error("CPU binary: not a floating op");
-  }
-}
-
-// An integer power, exactly (modulo 2^bits); a negative exponent gives
-// 1 / base^-e truncated toward zero (0 unless |base| is 1).
-template <typename T>
-T int_pow(T base, T e) {
-  if constexpr (std::is_signed_v<T>) {
-    if (e < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (e & 1) ? T(-1) : T(1);
-      return 0;
-    }
-  }
-  T result = 1;
-  while (e) {
-    if (e & 1) result = wrap_mul(result, base);
-    base = wrap_mul(base, base);
-    e = static_cast<T>(e >> 1);
-  }
-  return result;
-}
-
-template <typename T>
-void int_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  switch (op) {
-    case BinaryOp::kAdd: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_add(x, y); });
-    case BinaryOp::kSub: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_sub(x, y); });
-    case BinaryOp::kMul: return binary_typed<T>(a, b, out, [](T x, T y) { return wrap_mul(x, y); });
-    case BinaryOp::kPow: return binary_typed<T>(a, b, out, [](T x, T y) { return int_pow(x, y); });
-    case BinaryOp::kMaximum: return binary_typed<T>(a, b, out, [](T x, T y) { return x > y ? x : y; });
-    case BinaryOp::kMinimum: return binary_typed<T>(a, b, out, [](T x, T y) { return x < y ? x : y; });
-    default: internal_error("CPU binary: not an integer op");
-  }
-}
-
-void bool_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  using T = uint8_t;
-  switch (op) {
-    case BinaryOp::kAdd: case BinaryOp::kMaximum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<T>(x | y); });
-    case BinaryOp::kMul: case BinaryOp::kMinimum:
-      return binary_typed<T>(a, b, out, [](T x, T y) { return static_cast<T>(x & y); });
-    default: internal_error("CPU binary: not a bool op");
-  }
-}
-
-
-template <typename T>
-void float_unary(UnaryOp op, const Tensor& a, double scalar, const Tensor& out) {
-  const T s = static_cast<T>(scalar);
-  switch (op) {
-    case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
-    case UnaryOp::kScale: return unary_typed<T>(a, out, [s](T x) { return x * s; });
-    case UnaryOp::kNeg: return unary_typed<T>(a, out, [](T x) { return -x; });
-    case UnaryOp::kAbs: return unary_typed<T>(a, out, [](T x) { return std::abs(x); });
-    case UnaryOp::kExp: return unary_typed<T>(a, out, [](T x) { return std::exp(x); });
-    case UnaryOp::kLog: return unary_typed<T>(a, out, [](T x) { return std::log(x); });
-    case UnaryOp::kSqrt: return unary_typed<T>(a, out, [](T x) { return std::sqrt(x); });
-    case UnaryOp::kRsqrt: return unary_typed<T>(a, out, [](T x) { return T(1) / std::sqrt(x); });
-    case UnaryOp::kSilu: return unary_typed<T>(a, out, [](T x) { return x / (T(1) + std::exp(-x)); });
-    case UnaryOp::kGelu:
-      return unary_typed<T>(a, out, [](T x) { return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2))); });
-    case UnaryOp::kSigmoid: return unary_typed<T>(a, out, [](T x) { return sigmoid_of(x); });
-    case UnaryOp::kTanh: return unary_typed<T>(a, out, [](T x) { return std::tanh(x); });
-    default: internal_error("CPU unary: not a floating op");
-  }
-}
-
-template <typename T>
-void int_unary(UnaryOp op, const Tensor& a, const Tensor& out) {
-  switch (op) {
-    case UnaryOp::kRelu: return unary_typed<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
-    case UnaryOp::kNeg: return unary_typed<T>(a, out, [](T x) { return wrap_sub(T(0), x); });
-    case UnaryOp::kAbs: return unary_typed<T>(a, out, [](T x) { return x < T(0) ? wrap_sub(T(0), x) : x; });
-    default: internal_error("CPU unary: not an integer op");
-  }
-}
-
-}  // namespace
 
 void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_compute(a.dtype(), "binary", [&](auto dt) {
     constexpr sw_dtype_t D = decltype(dt)::value;
     using T = typename Elem<D>::T;
     if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64)
-      float_binary<T>(op, a, b, out);
+      elementwise::float_binary<T>(op, a, b, out);
     else if constexpr (D == SW_DTYPE_BOOL)
-      bool_binary(op, a, b, out);
+      elementwise::bool_binary(op, a, b, out);
     else
-      int_binary<T>(op, a, b, out);
+      elementwise::int_binary<T>(op, a, b, out);
   });
 }
 
@@ -145,11 +24,11 @@ void unary_kernel(UnaryOp op, const Tensor& a, double scalar, const Tensor& out)
     constexpr sw_dtype_t D = decltype(dt)::value;
     using T = typename Elem<D>::T;
     if constexpr (D == SW_DTYPE_F32 || D == SW_DTYPE_F64)
-      float_unary<T>(op, a, scalar, out);
+      elementwise::float_unary<T>(op, a, scalar, out);
     else if constexpr (D == SW_DTYPE_BOOL)
       internal_error("CPU unary: no bool variant");
     else
-      int_unary<T>(op, a, out);
+      elementwise::int_unary<T>(op, a, out);
   });
 }
 
