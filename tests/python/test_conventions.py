@@ -403,6 +403,26 @@ def test_runtime_and_carriers_are_context_managers():
         te.promote(te.secondary_tiles)
 
 
+def test_every_carrier_class_is_a_context_manager_that_releases_it(tmp_path):
+    with sw.Runtime() as rt:
+        made = [sw.carriers.CPU(4, runtime=rt), sw.carriers.Host(4, runtime=rt),
+                sw.carriers.File(4, directory=tmp_path, runtime=rt), sw.carriers.Zstd(4, runtime=rt)]
+        for carrier in made:
+            with carrier as entered:
+                assert entered is carrier and not carrier.is_released()
+            assert carrier.is_released()
+        primary, secondary = sw.carriers.CPU(0, runtime=rt), sw.carriers.Host(8, runtime=rt)
+        with sw.TiledEvictable(primary, secondary, (2,), (4,)) as te:
+            assert isinstance(te, sw.TiledEvictable) and primary.is_owned() and secondary.is_owned()
+        assert te.is_released()
+        # An exception inside the block still releases the carrier, and propagates.
+        c = sw.carriers.CPU(4, runtime=rt)
+        with pytest.raises(KeyError):
+            with c:
+                raise KeyError("x")
+        assert c.is_released()
+
+
 def test_a_star_import_does_not_shadow_asyncio_cancelled_error():
     scope = {"CancelledError": asyncio.CancelledError}
     exec("from strideweave import *", scope)

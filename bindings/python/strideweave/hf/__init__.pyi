@@ -1,0 +1,29 @@
+# Type stubs of strideweave.hf (see strideweave/__init__.pyi); the module
+# needs torch and transformers 5.
+from typing import Any, Final, Literal, TypeVar
+
+from typing_extensions import TypeAlias
+
+import torch
+import transformers
+
+from .. import Runtime, _StrPath
+
+__all__ = ["from_pretrained", "offload_experts", "stats", "release", "IMPLEMENTATION", "MEMORY_SLACK_BYTES"]
+
+IMPLEMENTATION: Final = "strideweave"
+MEMORY_SLACK_BYTES: Final[int]
+
+_Model = TypeVar("_Model", bound=torch.nn.Module)
+_Tier: TypeAlias = Literal["direct", "page-cache", "zstd"]
+# torch.float32, torch.float16, torch.bfloat16 or their names ("bfloat16", "bf16", "half", ...).
+_DType: TypeAlias = torch.dtype | str
+
+def from_pretrained(model_dir: _StrPath, *, budget: float = 0.25, tier: _Tier = "direct", dtype: _DType | None = None,
+                    prefetch: bool | None = None, runtime: Runtime | None = None) -> transformers.PreTrainedModel: ...
+def offload_experts(model: _Model, model_dir: _StrPath, *, budget: float = 0.25, tier: _Tier = "direct",
+                    dtype: _DType | None = None, prefetch: bool | None = None,
+                    runtime: Runtime | None = None) -> _Model: ...
+# {"layers": [one dict per MoE layer], "total": {...}} (docs/transformers.md).
+def stats(model: torch.nn.Module) -> dict[str, Any]: ...
+def release(model: torch.nn.Module) -> None: ...
