@@ -82,11 +82,12 @@ import sys
 import tempfile
 import textwrap
 import time
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-GEOMETRY = {"vocab": 32000, "hidden": 1024, "ffn": 2816, "layers": 8, "experts": 8, "top_k": 2, "heads": 16,
-            "kv_heads": 4, "dtype": "bfloat16", "max_shard_size": "200MB", "format": 1}
+GEOMETRY: dict[str, Any] = {"vocab": 32000, "hidden": 1024, "ffn": 2816, "layers": 8, "experts": 8, "top_k": 2,
+                            "heads": 16, "kv_heads": 4, "dtype": "bfloat16", "max_shard_size": "200MB", "format": 1}
 if os.environ.get("SW_HF_DEMO_TINY"):
     # A small model for the test suite's run of the whole demo (tests/python/test_hf_demo.py).
     GEOMETRY = dict(GEOMETRY, vocab=512, hidden=128, ffn=256, layers=2, experts=4, heads=4, kv_heads=2,
@@ -317,6 +318,7 @@ class MemoryCgroups:
         self.available, self.version, self.base = True, version, base
 
     def make(self, name, limit):
+        assert self.base is not None  # made only once available
         path = self.base / f"strideweave-hf-demo-{os.getpid()}-{name.replace('+', '-')}"
         if path.exists():
             path.rmdir()
@@ -502,7 +504,7 @@ def load_peer_model(torch, transformers, ckpt_dir, kind):
     model.eval()
     weight_map = json.loads((ckpt_dir / "model.safetensors.index.json").read_text())["weight_map"]
     params = dict(model.named_parameters())
-    by_shard = {}
+    by_shard: dict[str, list[str]] = {}
     for key, shard in weight_map.items():
         if ".experts." not in key:
             by_shard.setdefault(shard, []).append(key)
@@ -572,7 +574,6 @@ def worker(o):
     transformers.utils.logging.disable_progress_bar()
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
-    swhf = None
     if kind.startswith("strideweave") or kind == "baseline":
         import strideweave.hf as swhf
     ckpt_dir = pathlib.Path(spec["checkpoint"])
@@ -604,10 +605,11 @@ def worker(o):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             ckpt_dir, device_map="auto", max_memory={"cpu": spec["accelerate_cpu_bytes"]},
             offload_folder=spec["offload_folder"], dtype=torch.bfloat16)
-        devices = {}
-        for _, d in model.hf_device_map.items():
+        device_map = getattr(model, "hf_device_map")  # set by accelerate's dispatch, not a declared attribute
+        devices: dict[str, int] = {}
+        for _, d in device_map.items():
             devices[str(d)] = devices.get(str(d), 0) + 1
-        out["device_map"] = {k: str(v) for k, v in model.hf_device_map.items()}
+        out["device_map"] = {k: str(v) for k, v in device_map.items()}
         out["device_counts"] = devices
         folder = pathlib.Path(spec["offload_folder"])
         out["offload_folder_bytes"] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
@@ -699,7 +701,7 @@ def worker(o):
     out["step_read_bytes"] = [stamps[i][1] - stamps[i - 1][1] for i in range(1, len(stamps))]
     out["step_expert_s"] = [stamps[i][2] - stamps[i - 1][2] for i in range(1, len(stamps))]
     out["max_rss_during_gen"] = max(s[3] for s in stamps)
-    if swhf is not None:
+    if kind.startswith("strideweave"):
         st = swhf.stats(model)
         out["sw_stats"] = st["total"]
         out["sw_layers"] = st["layers"]
@@ -709,7 +711,7 @@ def worker(o):
     if timer is not None:
         out["peer_read_s"], out["peer_compute_s"] = timer.read_s, timer.compute_s
         if kind == "naive":
-            out["naive_o_direct"] = model._demo_reader.direct
+            out["naive_o_direct"] = getattr(model, "_demo_reader").direct
     out["read_bytes"] = read_bytes() - io_start
     out["wall_s"] = time.perf_counter() - t_start
     out["maxrss"] = maxrss()
@@ -734,6 +736,7 @@ def run_worker(kind, spec, workdir, cgroups=None, limit=None, env=None, label=No
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", "--spec",
                              str(spec_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None  # a pipe
     lines = []
     for line in proc.stdout:  # the worker's progress lines, as they come
         lines.append(line)
@@ -879,8 +882,10 @@ def main(argv=None):
     if o.no_limit:
         limit_note = "not enforced (--no-limit)"
     elif not enforced:
+        assert cgroups is not None
         limit_note = f"NOT enforced: {cgroups.why}; the runs are unlimited"
     else:
+        assert cgroups is not None
         limit_note = f"enforced with a cgroup v{cgroups.version} memory limit under {cgroups.base}"
     log(f"  interpreter and libraries: peak RSS {mib(baseline_rss):.0f} MiB"
         + (f" (a memory cgroup is charged {mib(baseline_charge):.0f} MiB for it: the library pages cached before it "
@@ -890,7 +895,7 @@ def main(argv=None):
         f"+ strideweave.hf.MEMORY_SLACK_BYTES "
         f"{mib(slack_lib):.0f}: {limit_note}")
 
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     offload = None
     for i, kind in enumerate(runs):
         s = dict(spec)
@@ -960,7 +965,7 @@ def report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, bu
         r["tokens_equal"] = r["tokens"] == ref["tokens"][:len(r["tokens"])] if ref_ok else None
         d = first_divergence(r["tokens"], ref["tokens"]) if ref_ok else None
         r["first_divergence"] = d
-        if ref_ok and name != "resident":
+        if ref_scores is not None and name != "resident":
             scores = torch.load(r["scores"])
             same = len(r["tokens"]) if d is None else d + 1  # steps whose inputs were identical
             diff = (scores[:same] - ref_scores[:same]).abs().max().item()
@@ -1041,8 +1046,8 @@ def report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, bu
           f"{mib(baseline):.0f} + MEMORY_SLACK_BYTES {mib(slack_lib):.0f}: {limit_note}")
     print(line)
     print("-" * len(line))
-    for row in rows:
-        print("  ".join(str(x).rjust(w) if i else str(x).ljust(w) for i, (x, w) in enumerate(zip(row, widths))))
+    for cells in rows:
+        print("  ".join(str(x).rjust(w) if i else str(x).ljust(w) for i, (x, w) in enumerate(zip(cells, widths))))
     print()
     legend = [
         ("run", "resident: transformers, every weight in memory (no limit; the reference). strideweave: "
@@ -1124,7 +1129,7 @@ def report(o, results, ckpt, shards, expert_bytes, other_bytes, budget_bytes, bu
         print(textwrap.fill(n, 118, initial_indent="note: ", subsequent_indent="      "))
 
     # Batches.
-    batch_rows = {}
+    batch_rows: dict[int, dict[str, Any]] = {}
     b1 = batches.get(1)
     for b, r in sorted(batches.items()):
         if r.get("failed"):

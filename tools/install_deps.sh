@@ -9,8 +9,8 @@
 #                                  and the Java binding's JDK and Maven, the
 #                                  Vulkan tools, the Rust toolchain and bindgen,
 #                                  valgrind, clang/libFuzzer, abigail-tools,
-#                                  OpenBLAS, and the wheel check's patchelf and
-#                                  auditwheel
+#                                  OpenBLAS, mypy, and the wheel check's patchelf
+#                                  and auditwheel
 # Supports Debian 12 (bookworm) on x86-64 with apt-get, run as root or by a
 # user with sudo; the Python packages go to the python3 on the PATH (or
 # $PYTHON) through its pip.
@@ -88,6 +88,9 @@ PIP_PACKAGES=(numpy pytest torch threadpoolctl matplotlib safetensors zstandard)
 # auditwheel: repairs the wheel tools/wheel/build_wheel.sh builds (bundles its
 # native libraries), with PyPI's patchelf (below).
 PIP_PACKAGES+=(auditwheel)
+# mypy: the type check of the Python examples, the demo and the docs' Python
+# against the package's stubs (tools/typecheck/check_types.py).
+PIP_PACKAGES+=(mypy)
 # tinygrad: tests/python/test_tinygrad.py checks strideweave.interop.to_tinygrad on its CPU device.
 PIP_PACKAGES+=(tinygrad)
 # transformers 5 (its experts interface) builds the Hugging Face models of

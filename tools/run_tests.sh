@@ -11,6 +11,8 @@
 # soak are tests too (the soak also under TSan), the fuzz targets run for a
 # short time under libFuzzer (clang), and the Python examples run under
 # valgrind.
+# mypy type-checks the Python examples, the main demo and the docs' Python
+# blocks against the package's stubs (tools/typecheck/check_types.py).
 # Every code block of the README and docs/ is compiled and run
 # (tools/docs/run_docs_check.sh).
 #
@@ -133,6 +135,9 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # conftest.py imports the package from the release build tree (build/bindings/python).
   python3 -m pytest -q tests/python
   record python $?
+  stage "type check: the Python examples, the main demo and the docs' Python blocks against the stubs (mypy)"
+  python3 tools/typecheck/check_types.py
+  record typecheck $?
   stage "leaks: Python examples (valgrind memcheck)"
   python3 tools/leaks/check_python_examples.py
   record leaks-python-examples $?

@@ -137,7 +137,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -375,7 +377,7 @@ class Stats:
         self.required = 0
         self.predicted = 0
         self.predicted_right = 0
-        self.bytes_read = 0
+        self.bytes_read: int | None = 0  # None where the kernel does not count them
         self.wait_ms = 0.0
         self.prefetch_skipped = 0
         self.outputs = None
@@ -388,6 +390,7 @@ class Stats:
         self.start_rss_bytes = None  # the run's process's resident set when the run began
         self.peak_rss_bytes = None  # its peak resident set
         self.budget_bytes = None  # the expert bytes it keeps in memory by design (None: unbudgeted)
+        self.layer_times: list[Any] = []  # the offloaded run's per-layer times
 
     def reset(self):
         """Forgets the warm-up: counters restart."""
@@ -397,8 +400,9 @@ class Stats:
         if self.on_reset:
             self.on_reset()
 
-    on_reset = None
-    on_step = None  # refreshes the counters after each timed step (policy statistics)
+    # Hooks the runs set: on_reset() after the warm-up, on_step() after each timed step.
+    on_reset: Callable[[], None] | None = None
+    on_step: Callable[..., Any] | None = None  # refreshes the counters after each timed step (policy statistics)
 
     @property
     def seconds(self):
@@ -722,7 +726,7 @@ def run_offloaded(o, shared, stream, path, probe=None):
     (tokens decoded, bytes read so far, bandwidth) at each)."""
     st = Stats("offloaded")
     model = StrideWeaveModel(o, path, policy_for=lambda: sw.LRUPolicy(o.budget_tiles), tier=o.tier)
-    pending = {}  # layer -> the experts predicted for it, not yet scored
+    pending: dict[int, set[int]] = {}  # layer -> the experts predicted for it, not yet scored
     current = {}
 
     def before_layer(layer, h, ids):
@@ -762,14 +766,14 @@ def run_offloaded(o, shared, stream, path, probe=None):
     # Without --prefetch the predictions are only scored, and nothing the
     # run does depends on them: the scoring replays after each token, out of
     # its time, in the order the calls came (with --prefetch they run inside).
-    deferred = []
+    deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
     if o.prefetch:
         model.after_submit, layer_hook = prefetch, before_layer
     else:
         model.after_submit = lambda layer: deferred.append((prefetch, (layer,)))
         layer_hook = lambda layer, h, ids: deferred.append((before_layer, (layer, h, ids)))  # noqa: E731
 
-    before = {}
+    before: dict[Any, Any] = {}
 
     def on_reset():
         before.update({(layer, w): dict(p.stats()) for layer, w, p in model.policies})
@@ -819,11 +823,9 @@ def run_offloaded(o, shared, stream, path, probe=None):
         return waited
 
     st.on_step = count
-    on_reset_counters = st.on_reset
-
     def reset_and_log():
         deferred.clear()  # the warm-up's predictions are not scored (no token starts with one pending)
-        on_reset_counters()
+        on_reset()
         model.read_log = []  # the warm-up's reads are not the run's
         model.layer_times = []
 
@@ -972,7 +974,7 @@ def run_mmap(o, shared, stream, path, regions):
     # Its reads are the page faults': the bytes the kernel read from the
     # device for this process over the timed tokens (/proc/self/io), None
     # where the kernel does not count them.
-    at = {}
+    at: dict[str, int | None] = {}
     st.on_reset = lambda: at.update(start=storage_read_bytes())
 
     import warnings
@@ -981,7 +983,8 @@ def run_mmap(o, shared, stream, path, regions):
         warnings.simplefilter("ignore")  # read-only buffers: torch warns that it cannot write them
         st.outputs = decode(o, shared, stream, st, moe)
     end = storage_read_bytes()
-    st.bytes_read = None if end is None or at.get("start") is None else end - at["start"]
+    start = at.get("start")
+    st.bytes_read = None if end is None or start is None else end - start
     views.clear()
     mm.close()
     f.close()
@@ -1016,7 +1019,9 @@ class TierProbe:
     def __init__(self, o, path, regions):
         self.o, self.regions = o, regions
         self.replayed = 0  # bytes the file probes read (each replay)
-        self.frames = self.readers = self.disk = self.model = None
+        self.frames = self.disk = None
+        self.readers: list[DirectReader] | None = None
+        self.model: StrideWeaveModel | None = None
         self.history = []  # (the preads' bandwidth, the file carrier's) per measured pause
         self.local = threading.local()
         if o.tier == "zstd":
@@ -1067,11 +1072,13 @@ class TierProbe:
             pieces += [(at, min(self.CHUNK, off + count - at)) for at in range(off, off + count, self.CHUNK)]
             self.replayed += count
 
+        readers = self.readers
+
         def read(piece):
             r = getattr(self.local, "reader", None)
             if r is None:  # one reader (one buffer) per pool thread
                 with self.lock:
-                    r = self.local.reader = self.readers[self.assigned]
+                    r = self.local.reader = readers[self.assigned]
                     self.assigned += 1
             return len(r.read(*piece))
 
@@ -1086,7 +1093,10 @@ class TierProbe:
         """The bandwidth at which StrideWeave's file carrier reads these
         experts again: promoted BATCH at a time (a batch ends early at a
         tile it already holds), waited for, then evicted untimed."""
-        batches, batch = [], []
+        model = self.model
+        assert model is not None  # the file tiers replay through the file carrier
+        batches: list[list[str]] = []
+        batch: list[str] = []
         for n in names:
             if n in batch or len(batch) == self.BATCH:
                 batches.append(batch)
@@ -1095,19 +1105,19 @@ class TierProbe:
         batches.append(batch)
         total, seconds = 0, 0.0
         for batch in batches:
-            groups = {}
+            groups: dict[tuple[int, str], list[int]] = {}
             for n in batch:
                 layer, w, e = self.where[n]
                 groups.setdefault((layer, w), []).append(e)
             t0 = time.perf_counter()
-            awaits = [self.model.layers[layer][w][0].promote_async(sw.TileSet([(0, 0, e) for e in es]))
+            awaits = [model.layers[layer][w][0].promote_async(sw.TileSet([(0, 0, e) for e in es]))
                       for (layer, w), es in groups.items()]
             for a in awaits:
                 a.wait()
             seconds += time.perf_counter() - t0
             total += sum(self.regions[n][1] for n in batch)
             for (layer, w), es in groups.items():
-                self.model.layers[layer][w][0].evict(sw.TileSelection([[0], [0], es]))
+                model.layers[layer][w][0].evict(sw.TileSelection([[0], [0], es]))
         return total / seconds if seconds > 0 else None
 
     def close(self):
@@ -1187,6 +1197,7 @@ class Workers:
         self.started = False
 
     def run(self, name):
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
         if not self.started:
             if self.proc.stdout.readline().strip() != READY:
                 raise RuntimeError(f"the runs' process did not start (exit status {self.proc.wait()})")
@@ -1220,7 +1231,8 @@ class Workers:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stdout.close()
+        if self.proc.stdout:
+            self.proc.stdout.close()
 
 
 def forked(work):
@@ -1366,7 +1378,7 @@ def lru_hit_rate(o, routing):
     routing (no prefetch): routing[t][layer] is a list of expert ids."""
     hits = total = 0
     for layer in range(o.layers):
-        cache = []
+        cache: list[int] = []
         for t in range(len(routing)):
             for e in routing[t][layer]:
                 total += 1
@@ -1577,6 +1589,7 @@ class TrainingTier:
         src = ft.tiled()
         K, N = ft.tile_shape[0], ft.tile_shape[1]
         self.K, self.N, self.tile_bytes = K, N, K * N * 4
+        secondary: carriers.Carrier
         if o.tier == "zstd":
             secondary = carriers.Zstd(src.size(), dtype=sw.float32, level=1, frame_elements=K * N)
         else:
@@ -1625,7 +1638,8 @@ class TrainingTier:
         TiledEvictable: the experts no token used are implicit zeros), one
         expert at a time into the tiles in place (update_async "add").
         Returns how many experts it updated."""
-        grad = self.full.grad
+        grad = self.full.grad  # on a TiledEvictable of the experts' geometry, as the experts
+        assert grad is not None and isinstance(grad.carrier, sw.TiledEvictable)
         touched = [e for e in range(self.o.experts) if grad.carrier.tile_state((0, 0, e)).location != "implicit"]
         with sw.no_grad():
             for e in touched:
@@ -2007,7 +2021,7 @@ def decode_main(o, path, workers):
     off, res = by.get("offloaded"), by.get("resident")
     bandwidths = [b for _, _, b in off.probes if b] if off else []
     bandwidth = None
-    if bandwidths:  # over the whole run: the bytes read / the time the probes' bandwidths give them
+    if off and bandwidths:  # over the whole run: the bytes read / the time the probes' bandwidths give them
         segs = [(b1 - b0, w1) for (_, b0, _), (_, b1, w1) in zip(off.probes, off.probes[1:]) if w1]
         bandwidth = sum(b for b, _ in segs) / sum(b / w for b, w in segs) if sum(b for b, _ in segs) else None
         what = "decompressing" if o.tier == "zstd" else "reading again each segment's reads"

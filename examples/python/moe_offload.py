@@ -72,7 +72,7 @@ def route_all(o):
     total = sum(weight)
     picks = []
     for _ in range(o.batches):
-        chosen = []
+        chosen: list[int] = []
         while len(chosen) < o.topk:
             u, acc, r = rng.uniform() * total, 0.0, 0
             while r < o.experts - 1:
@@ -116,6 +116,7 @@ def expert_values(o, seed=0xA11CE5):
 def make_secondary(o):
     """The secondary tier holding every expert (moved in from a CPU tensor)."""
     total, tile = o.experts * o.dim * o.dim, o.dim * o.dim
+    carrier: sw.carriers.Carrier
     if o.tier == "file":
         carrier = File(total, dtype=o.dtype, directory=o.dir)
     elif o.tier == "zstd":

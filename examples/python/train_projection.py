@@ -46,10 +46,12 @@ def main(argv=None):
         loss.backward()
         losses.append(loss.item())
         grad = weights.grad  # full-shaped, tiled; only `rows` are non-zero
+        assert grad is not None and isinstance(grad.carrier, sw.TiledEvictable)
         with sw.no_grad():
             step_grad = grad.carrier.project(grad, everything).wait()
             updated = table.scatter(step_grad * -args.lr, weights, everything, reduction="add").wait()
-        new_table = updated.carrier
+        new_table = updated.carrier  # the scatter's result lives on a new TiledEvictable
+        assert isinstance(new_table, sw.TiledEvictable)
         new_table.evict(everything)  # the updated rows go to the file tier
         table.release()
         table, weights = new_table, updated

@@ -152,6 +152,56 @@ def directive(block, name):
     return None
 
 
+def page_programs(path, langs):
+    """What each code block of a page in one of `langs` asks to be checked:
+    (block, "program", the whole program it is checked as: a harness with
+    the fragment in place, or the blocks it continues then it), (block,
+    "skip", reason), (block, "excerpt", path) or (block, "fail", why).
+    Harness blocks are checked through their fragments only."""
+    blocks = parse_page(path)
+    harnesses = {}
+    for b in blocks:
+        h = directive(b, "harness")
+        if isinstance(h, str):
+            harnesses[(b.lang, h)] = b
+    last_program = {}
+    for b in blocks:
+        if b.lang not in LANGS or b.lang not in langs:
+            continue
+        if isinstance(directive(b, "harness"), str):
+            continue
+        reason = directive(b, "skip")
+        if reason is not None:
+            yield b, "skip", reason.strip("()") if isinstance(reason, str) else "marked skip"
+            continue
+        excerpt = directive(b, "excerpt of")
+        if isinstance(excerpt, str):
+            yield b, "excerpt", excerpt
+            continue
+        program = b.text
+        of = directive(b, "fragment of")
+        if isinstance(of, str):
+            h = harnesses.get((b.lang, of))
+            if h is None:
+                yield b, "fail", f"no {b.lang} harness '{of}' on the page"
+                continue
+            lines = h.text.split("\n")
+            marks = [k for k, l in enumerate(lines) if "@snippet" in l]
+            if len(marks) != 1:
+                yield b, "fail", f"harness '{of}' has {len(marks)} '@snippet' lines, not one"
+                continue
+            indent = re.match(r"\s*", lines[marks[0]]).group(0)
+            snippet = [indent + l if l else l for l in b.text.rstrip("\n").split("\n")]
+            program = "\n".join(lines[:marks[0]] + snippet + lines[marks[0] + 1:])
+        elif directive(b, "continues") is True:
+            if b.lang not in last_program:
+                yield b, "fail", "continues, but no block of its language comes before it"
+                continue
+            program = last_program[b.lang] + b.text
+        last_program[b.lang] = program
+        yield b, "program", program
+
+
 def run(cmd, cwd, env=None, timeout=TIMEOUT):
     try:
         p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
@@ -375,50 +425,15 @@ class Checker:
     # ---- pages ----------------------------------------------------------
 
     def check_page(self, path):
-        blocks = parse_page(path)
-        harnesses = {}
-        for b in blocks:
-            h = directive(b, "harness")
-            if isinstance(h, str):
-                harnesses[(b.lang, h)] = b
-        last_program = {}
-        for b in blocks:
-            if b.lang not in LANGS:
-                continue
-            if b.lang not in self.args.langs:
-                continue
-            if isinstance(directive(b, "harness"), str):
-                continue
-            reason = directive(b, "skip")
-            if reason is not None:
-                self.skip(b, reason.strip("()") if isinstance(reason, str) else "marked skip")
-                continue
-            excerpt = directive(b, "excerpt of")
-            if isinstance(excerpt, str):
-                self.check_excerpt(b, excerpt)
-                continue
-            program = b.text
-            of = directive(b, "fragment of")
-            if isinstance(of, str):
-                h = harnesses.get((b.lang, of))
-                if h is None:
-                    self.fail(b, f"no {b.lang} harness '{of}' on the page")
-                    continue
-                lines = h.text.split("\n")
-                marks = [k for k, l in enumerate(lines) if "@snippet" in l]
-                if len(marks) != 1:
-                    self.fail(b, f"harness '{of}' has {len(marks)} '@snippet' lines, not one")
-                    continue
-                indent = re.match(r"\s*", lines[marks[0]]).group(0)
-                snippet = [indent + l if l else l for l in b.text.rstrip("\n").split("\n")]
-                program = "\n".join(lines[:marks[0]] + snippet + lines[marks[0] + 1:])
-            elif directive(b, "continues") is True:
-                if b.lang not in last_program:
-                    self.fail(b, "continues, but no block of its language comes before it")
-                    continue
-                program = last_program[b.lang] + b.text
-            last_program[b.lang] = program
-            getattr(self, "check_" + b.lang)(b, program)
+        for b, what, arg in page_programs(path, self.args.langs):
+            if what == "skip":
+                self.skip(b, arg)
+            elif what == "fail":
+                self.fail(b, arg)
+            elif what == "excerpt":
+                self.check_excerpt(b, arg)
+            else:
+                getattr(self, "check_" + b.lang)(b, arg)
 
 
 def main(argv=None):

@@ -5,7 +5,7 @@ from typing import Any, Final, Literal, TypeVar
 from typing_extensions import TypeAlias
 
 import torch
-import transformers
+from transformers.models.auto.modeling_auto import _BaseModelWithGenerate
 
 from .. import Runtime, _StrPath
 
@@ -19,8 +19,10 @@ _Tier: TypeAlias = Literal["direct", "page-cache", "zstd"]
 # torch.float32, torch.float16, torch.bfloat16 or their names ("bfloat16", "bf16", "half", ...).
 _DType: TypeAlias = torch.dtype | str
 
+# The model of the class config.json names, as transformers' AutoModelForCausalLM
+# types the models it makes (a PreTrainedModel with GenerationMixin's generate).
 def from_pretrained(model_dir: _StrPath, *, budget: float = 0.25, tier: _Tier = "direct", dtype: _DType | None = None,
-                    prefetch: bool | None = None, runtime: Runtime | None = None) -> transformers.PreTrainedModel: ...
+                    prefetch: bool | None = None, runtime: Runtime | None = None) -> _BaseModelWithGenerate: ...
 def offload_experts(model: _Model, model_dir: _StrPath, *, budget: float = 0.25, tier: _Tier = "direct",
                     dtype: _DType | None = None, prefetch: bool | None = None,
                     runtime: Runtime | None = None) -> _Model: ...
