@@ -11,7 +11,9 @@ the binding's call convention:
           bindings/python/native/module.h (which native.i wraps) whose body
           in bindings/python/native/*.c calls sw_x;
   java    `Native.sw_x(...)` or `Native::sw_x` (or NativeJNI), or `Native.helper(...)` where
-          `helper` is a function of bindings/java/native.i calling sw_x;
+          `helper` is a function declared in bindings/java/native/module.h
+          (which native.i wraps) whose body in bindings/java/native/*.c
+          calls sw_x;
   rust    `sw_x` in the code of the safe crate (`sys::sw_x`,
           `t::sw_x` for the testing hooks, or the retain/release pair of a
           `handle!` declaration).
@@ -33,6 +35,7 @@ PYTHON_NATIVE_I = ROOT / "bindings/python/native.i"
 PYTHON_NATIVE_DIR = ROOT / "bindings/python/native"
 JAVA_SOURCES = ROOT / "bindings/java/src/main/java"
 JAVA_NATIVE_I = ROOT / "bindings/java/native.i"
+JAVA_NATIVE_DIR = ROOT / "bindings/java/native"
 RUST_SOURCES = ROOT / "bindings/rust/strideweave/src"
 
 
@@ -141,6 +144,14 @@ def python_helpers(known: set[str]) -> dict[str, set[str]]:
     any %inline function native.i itself defines)."""
     helpers = c_module_helpers(PYTHON_NATIVE_DIR / "module.h", sorted(PYTHON_NATIVE_DIR.glob("*.c")), known)
     helpers.update(swig_helpers(PYTHON_NATIVE_I, known))
+    return helpers
+
+
+def java_helpers(known: set[str]) -> dict[str, set[str]]:
+    """The helpers of org.strideweave.Native: native/module.h's functions (and
+    any %inline function native.i itself defines)."""
+    helpers = c_module_helpers(JAVA_NATIVE_DIR / "module.h", sorted(JAVA_NATIVE_DIR.glob("*.c")), known)
+    helpers.update(swig_helpers(JAVA_NATIVE_I, known))
     return helpers
 
 
@@ -257,6 +268,6 @@ def python_code_only(text: str) -> str:
 def bindings(known: set[str]) -> dict[str, Binding]:
     return {
         "python": Binding("python", sorted(PYTHON_PACKAGE.rglob("*.py")), python_helpers(known), known),
-        "java": Binding("java", sorted(JAVA_SOURCES.rglob("*.java")), swig_helpers(JAVA_NATIVE_I, known), known),
+        "java": Binding("java", sorted(JAVA_SOURCES.rglob("*.java")), java_helpers(known), known),
         "rust": Binding("rust", sorted(RUST_SOURCES.rglob("*.rs")), {}, known),
     }

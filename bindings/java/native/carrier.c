@@ -1,0 +1,265 @@
+/* The native methods of Carrier: slots through direct buffers, CPU carriers
+ * over or copied from a direct buffer, file and zstd carriers, and the
+ * model-file openers (.npy, .safetensors, raw tensors). direct_buffer serves
+ * DeviceView too. */
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "module.h"
+
+/* sw_carrier_read / sw_carrier_write of `count` slots through a direct
+ * buffer's range of count * dtype size bytes. */
+void carrier_read_buffer(JNIEnv* env, jlong carrier, jlong first_slot, jlong count, jobject buffer, jlong byte_offset,
+                         jlong bytes) {
+  void* p = sw_j_buffer_range(env, buffer, byte_offset, bytes);
+  if (p) sw_j_failed(env, sw_carrier_read((const sw_carrier_t*)(intptr_t)carrier, (size_t)first_slot, (size_t)count, p));
+}
+
+void carrier_write_buffer(JNIEnv* env, jlong carrier, jlong first_slot, jlong count, jobject buffer, jlong byte_offset,
+                          jlong bytes) {
+  void* p = sw_j_buffer_range(env, buffer, byte_offset, bytes);
+  if (p) sw_j_failed(env, sw_carrier_write((sw_carrier_t*)(intptr_t)carrier, (size_t)first_slot, (size_t)count, p));
+}
+
+/* A direct buffer over `bytes` bytes at `address` (no copy). */
+jobject direct_buffer(JNIEnv* env, jlong address, jlong bytes) {
+  return (*env)->NewDirectByteBuffer(env, (void*)(intptr_t)address, bytes);
+}
+
+/* sw_carrier_host_pointer as a long. */
+jlong carrier_host_pointer(JNIEnv* env, jlong carrier) {
+  void* p = NULL;
+  if (sw_j_failed(env, sw_carrier_host_pointer((sw_carrier_t*)(intptr_t)carrier, &p))) return 0;
+  return (jlong)(intptr_t)p;
+}
+
+/* The external memory's release callback: drops the global reference that
+ * kept the Java buffer (the memory's owner) alive. Any thread. */
+static void sw_j_release_buffer(void* user_data) {
+  JNIEnv* env = sw_j_env();
+  if (env && user_data) (*env)->DeleteGlobalRef(env, (jobject)user_data);
+}
+
+/* A CPU carrier over a direct buffer's memory, without a copy; the carrier
+ * keeps the buffer alive until it releases the memory. */
+jlong carrier_create_cpu_external(JNIEnv* env, jlong runtime, jint dtype, jobject buffer, jboolean read_only) {
+  jlong capacity = buffer ? (*env)->GetDirectBufferCapacity(env, buffer) : -1;
+  void* data = sw_j_buffer_range(env, buffer, 0, capacity < 0 ? 0 : capacity);
+  if (!data) return 0;
+  jobject owner = (*env)->NewGlobalRef(env, buffer);
+  if (!owner) return 0;
+  sw_external_memory_desc_t desc;
+  sw_external_memory_desc_init(&desc);
+  desc.data = capacity ? data : NULL;
+  desc.bytes = (size_t)capacity;
+  desc.read_only = read_only;
+  desc.release = sw_j_release_buffer;
+  desc.user_data = owner;
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_create_cpu_external((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, &desc, &carrier);
+  if (e) {
+    (*env)->DeleteGlobalRef(env, owner); /* on failure the library did not take the memory */
+    sw_j_throw(env, e);
+    return 0;
+  }
+  return (jlong)(intptr_t)carrier;
+}
+
+/* A CPU carrier holding a copy of `size` elements from a direct buffer. */
+jlong carrier_create_cpu_from(JNIEnv* env, jlong runtime, jint dtype, jobject buffer, jlong byte_offset, jlong size) {
+  void* p = sw_j_buffer_range(env, buffer, byte_offset, size * (jlong)sw_dtype_size((sw_dtype_t)dtype));
+  if (!p) return 0;
+  sw_carrier_t* carrier = NULL;
+  if (sw_j_failed(env, sw_carrier_create_cpu_from((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, p,
+                                                  (size_t)size, &carrier)))
+    return 0;
+  return (jlong)(intptr_t)carrier;
+}
+
+jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, const char* directory,
+                          jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  sw_file_carrier_desc_t desc;
+  sw_file_carrier_desc_init(&desc);
+  desc.directory = directory;
+  desc.direct_io = direct_io;
+  desc.chunk_bytes = (size_t)chunk_bytes;
+  desc.requests_in_flight = (uint32_t)requests_in_flight;
+  sw_carrier_t* carrier = NULL;
+  if (sw_j_failed(env, sw_carrier_create_file((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, (size_t)size,
+                                              &desc, &carrier)))
+    return 0;
+  return (jlong)(intptr_t)carrier;
+}
+
+jlong carrier_open_file(JNIEnv* env, jlong runtime, jint dtype, const char* path, jlong byte_offset, jlong size,
+                        jboolean direct_io) {
+  sw_file_carrier_desc_t desc;
+  sw_file_carrier_desc_init(&desc);
+  desc.direct_io = direct_io;
+  sw_carrier_t* carrier = NULL;
+  if (sw_j_failed(env, sw_carrier_open_file((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, path,
+                                            (uint64_t)byte_offset, (size_t)size, &desc, &carrier)))
+    return 0;
+  return (jlong)(intptr_t)carrier;
+}
+
+jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, jint level, jlong frame_elements,
+                          jint shuffle) {
+  sw_zstd_carrier_desc_t desc;
+  sw_zstd_carrier_desc_init(&desc);
+  desc.level = level;
+  desc.frame_elements = (size_t)frame_elements;
+  desc.shuffle = shuffle;
+  sw_carrier_t* carrier = NULL;
+  if (sw_j_failed(env, sw_carrier_create_zstd((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, (size_t)size,
+                                              &desc, &carrier)))
+    return 0;
+  return (jlong)(intptr_t)carrier;
+}
+
+/* The options of a read-only File carrier (sw_file_carrier_desc_t). */
+static sw_file_carrier_desc_t sw_j_file_desc(jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  sw_file_carrier_desc_t desc;
+  sw_file_carrier_desc_init(&desc);
+  desc.direct_io = direct_io;
+  desc.chunk_bytes = (size_t)chunk_bytes;
+  desc.requests_in_flight = (uint32_t)requests_in_flight;
+  return desc;
+}
+
+/* What an opener made, as {carrier, dtype, rank, order, data_offset,
+ * data_bytes, segments, shape[rank], logical_shape[rank], grid_shape[rank],
+ * tile_shape[rank], permutation[rank]} (FileTensor reads it); or NULL with
+ * the error thrown. The caller owns the carrier's reference; it is released
+ * here when the array cannot be made. */
+static jlongArray sw_j_opened(JNIEnv* env, sw_error_t* e, sw_carrier_t* carrier, const sw_file_tensor_info_t* info) {
+  if (sw_j_failed(env, e)) return NULL;
+  size_t rank = info->rank > SW_MAX_RANK ? SW_MAX_RANK : info->rank;
+  int64_t v[7 + 5 * SW_MAX_RANK];
+  v[0] = (int64_t)(intptr_t)carrier;
+  v[1] = (int64_t)info->dtype;
+  v[2] = (int64_t)rank;
+  v[3] = (int64_t)info->order;
+  v[4] = (int64_t)info->data_offset;
+  v[5] = (int64_t)info->data_bytes;
+  v[6] = (int64_t)info->segments;
+  for (size_t i = 0; i < rank; ++i) {
+    v[7 + i] = info->shape[i];
+    v[7 + rank + i] = info->logical_shape[i];
+    v[7 + 2 * rank + i] = info->grid_shape[i];
+    v[7 + 3 * rank + i] = info->tile_shape[i];
+    v[7 + 4 * rank + i] = (int64_t)info->permutation[i];
+  }
+  jlongArray a = sw_j_long_array(env, v, 7 + 5 * rank);
+  if (!a) sw_carrier_release(carrier); /* OutOfMemoryError pending */
+  return a;
+}
+
+/* sw_carrier_open_npy: the opened array (sw_j_opened). */
+jlongArray carrier_open_npy(JNIEnv* env, jlong runtime, jbyteArray path, jboolean direct_io, jlong chunk_bytes,
+                            jlong requests_in_flight) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_npy((sw_runtime_t*)(intptr_t)runtime, p, &desc, &info, &carrier);
+  free(p);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors: tensor `name` of one file. */
+jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
+                                    jlong chunk_bytes, jlong requests_in_flight) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  char* n = sw_j_utf8(env, name, "the tensor name");
+  if (!n) {
+    free(p);
+    return NULL;
+  }
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_safetensors((sw_runtime_t*)(intptr_t)runtime, p, n, &desc, &info, &carrier);
+  free(p);
+  free(n);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors_stack: the tensors `names` of one file. */
+jlongArray carrier_open_safetensors_stack(JNIEnv* env, jlong runtime, jbyteArray path, jobjectArray names,
+                                          jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  char** list = NULL;
+  size_t count = 0;
+  if (sw_j_utf8s(env, names, &list, &count, "names") < 0) {
+    free(p);
+    return NULL;
+  }
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_safetensors_stack((sw_runtime_t*)(intptr_t)runtime, p, (const char* const*)list,
+                                                    count, &desc, &info, &carrier);
+  free(p);
+  sw_j_free_utf8s(list, count);
+  return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors_stack_files: tensor names[i] of file
+ * paths[i]; the two arrays have one length. */
+jlongArray carrier_open_safetensors_stack_files(JNIEnv* env, jlong runtime, jobjectArray paths, jobjectArray names,
+                                                jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  char** files = NULL;
+  char** list = NULL;
+  size_t nfiles = 0, count = 0;
+  if (sw_j_utf8s(env, paths, &files, &nfiles, "paths") < 0) return NULL;
+  if (sw_j_utf8s(env, names, &list, &count, "names") < 0) {
+    sw_j_free_utf8s(files, nfiles);
+    return NULL;
+  }
+  jlongArray result = NULL;
+  if (nfiles != count) {
+    char text[128];
+    snprintf(text, sizeof text, "%zu paths for %zu tensor names: give one path per name", nfiles, count);
+    sw_j_throw_code(env, SW_ERROR_VALUE, text);
+  } else {
+    sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+    sw_file_tensor_info_t info;
+    sw_file_tensor_info_init(&info);
+    sw_carrier_t* carrier = NULL;
+    sw_error_t* e = sw_carrier_open_safetensors_stack_files((sw_runtime_t*)(intptr_t)runtime,
+                                                            (const char* const*)files, (const char* const*)list,
+                                                            count, &desc, &info, &carrier);
+    result = sw_j_opened(env, e, carrier, &info);
+  }
+  sw_j_free_utf8s(files, nfiles);
+  sw_j_free_utf8s(list, count);
+  return result;
+}
+
+/* sw_carrier_open_raw_tensor; `order` is a sw_file_order_t. */
+jlongArray carrier_open_raw_tensor(JNIEnv* env, jlong runtime, jbyteArray path, jint dtype, jlong byte_offset,
+                                   jlongArray shape, jint order, jboolean direct_io, jlong chunk_bytes,
+                                   jlong requests_in_flight) {
+  int64_t extents[SW_MAX_RANK];
+  jsize rank = sw_j_longs(env, shape, extents, SW_MAX_RANK, "the shape");
+  if (rank < 0) return NULL;
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) return NULL;
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_raw_tensor((sw_runtime_t*)(intptr_t)runtime, p, (sw_dtype_t)dtype,
+                                             (uint64_t)byte_offset, extents, (size_t)rank, (sw_file_order_t)order,
+                                             &desc, &info, &carrier);
+  free(p);
+  return sw_j_opened(env, e, carrier, &info);
+}
