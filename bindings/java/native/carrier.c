@@ -13,7 +13,8 @@
 void carrier_read_buffer(JNIEnv* env, jlong carrier, jlong first_slot, jlong count, jobject buffer, jlong byte_offset,
                          jlong bytes) {
   void* p = sw_j_buffer_range(env, buffer, byte_offset, bytes);
-  if (p) sw_j_failed(env, sw_carrier_read((const sw_carrier_t*)(intptr_t)carrier, (size_t)first_slot, (size_t)count, p));
+  if (p)
+    sw_j_failed(env, sw_carrier_read((const sw_carrier_t*)(intptr_t)carrier, (size_t)first_slot, (size_t)count, p));
 }
 
 void carrier_write_buffer(JNIEnv* env, jlong carrier, jlong first_slot, jlong count, jobject buffer, jlong byte_offset,
@@ -71,14 +72,14 @@ jlong carrier_create_cpu_from(JNIEnv* env, jlong runtime, jint dtype, jobject bu
   void* p = sw_j_buffer_range(env, buffer, byte_offset, size * (jlong)sw_dtype_size((sw_dtype_t)dtype));
   if (!p) return 0;
   sw_carrier_t* carrier = NULL;
-  if (sw_j_failed(env, sw_carrier_create_cpu_from((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, p,
-                                                  (size_t)size, &carrier)))
+  if (sw_j_failed(env, sw_carrier_create_cpu_from((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, p, (size_t)size,
+                                                  &carrier)))
     return 0;
   return (jlong)(intptr_t)carrier;
 }
 
-jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, const char* directory,
-                          jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, const char* directory, jboolean direct_io,
+                          jlong chunk_bytes, jlong requests_in_flight) {
   sw_file_carrier_desc_t desc;
   sw_file_carrier_desc_init(&desc);
   desc.directory = directory;
@@ -86,8 +87,8 @@ jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, co
   desc.chunk_bytes = (size_t)chunk_bytes;
   desc.requests_in_flight = (uint32_t)requests_in_flight;
   sw_carrier_t* carrier = NULL;
-  if (sw_j_failed(env, sw_carrier_create_file((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, (size_t)size,
-                                              &desc, &carrier)))
+  if (sw_j_failed(env, sw_carrier_create_file((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, (size_t)size, &desc,
+                                              &carrier)))
     return 0;
   return (jlong)(intptr_t)carrier;
 }
@@ -112,8 +113,8 @@ jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, ji
   desc.frame_elements = (size_t)frame_elements;
   desc.shuffle = shuffle;
   sw_carrier_t* carrier = NULL;
-  if (sw_j_failed(env, sw_carrier_create_zstd((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, (size_t)size,
-                                              &desc, &carrier)))
+  if (sw_j_failed(env, sw_carrier_create_zstd((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, (size_t)size, &desc,
+                                              &carrier)))
     return 0;
   return (jlong)(intptr_t)carrier;
 }
@@ -234,9 +235,8 @@ jlongArray carrier_open_safetensors_stack_files(JNIEnv* env, jlong runtime, jobj
     sw_file_tensor_info_t info;
     sw_file_tensor_info_init(&info);
     sw_carrier_t* carrier = NULL;
-    sw_error_t* e = sw_carrier_open_safetensors_stack_files((sw_runtime_t*)(intptr_t)runtime,
-                                                            (const char* const*)files, (const char* const*)list,
-                                                            count, &desc, &info, &carrier);
+    sw_error_t* e = sw_carrier_open_safetensors_stack_files((sw_runtime_t*)(intptr_t)runtime, (const char* const*)files,
+                                                            (const char* const*)list, count, &desc, &info, &carrier);
     result = sw_j_opened(env, e, carrier, &info);
   }
   sw_j_free_utf8s(files, nfiles);

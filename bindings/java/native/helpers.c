@@ -45,10 +45,12 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   sw_j_policy = sw_j_global_class(env, "org/strideweave/PolicyBridge");
   sw_j_await = sw_j_global_class(env, "org/strideweave/AwaitBridge");
   if (!sw_j_errors || !sw_j_policy || !sw_j_await) return JNI_ERR;
-  sw_j_errors_create = (*env)->GetStaticMethodID(env, sw_j_errors, "create", "(ILjava/lang/String;)Ljava/lang/Throwable;");
+  sw_j_errors_create = (*env)->GetStaticMethodID(env, sw_j_errors, "create",
+                                                 "(ILjava/lang/String;)Ljava/lang/Throwable;");
   sw_j_policy_plan = (*env)->GetStaticMethodID(env, sw_j_policy, "plan", "(Ljava/lang/Object;JI[J)J");
   sw_j_policy_outcome = (*env)->GetStaticMethodID(env, sw_j_policy, "outcome", "(Ljava/lang/Object;JZJJ)V");
-  sw_j_await_complete = (*env)->GetStaticMethodID(env, sw_j_await, "complete", "(Ljava/lang/Object;ILjava/lang/String;J)V");
+  sw_j_await_complete = (*env)->GetStaticMethodID(env, sw_j_await, "complete",
+                                                  "(Ljava/lang/Object;ILjava/lang/String;J)V");
   if (!sw_j_errors_create || !sw_j_policy_plan || !sw_j_policy_outcome || !sw_j_await_complete) return JNI_ERR;
   return JNI_VERSION_1_8;
 }

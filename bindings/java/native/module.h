@@ -26,8 +26,8 @@ jlong error_create(jint code, const char* message);
 jlong runtime_create(JNIEnv* env, jlong compute_threads, jlong worker_threads, jlong pool_limit_bytes);
 
 /* strideweave.c */
-void save_safetensors(JNIEnv* env, jbyteArray path, jobjectArray names, jlongArray tensors,
-                      jobjectArray metadata_keys, jobjectArray metadata_values);
+void save_safetensors(JNIEnv* env, jbyteArray path, jobjectArray names, jlongArray tensors, jobjectArray metadata_keys,
+                      jobjectArray metadata_values);
 void save_npy(JNIEnv* env, jbyteArray path, jlong tensor);
 
 /* carrier.c */
@@ -39,8 +39,8 @@ jobject direct_buffer(JNIEnv* env, jlong address, jlong bytes);
 jlong carrier_host_pointer(JNIEnv* env, jlong carrier);
 jlong carrier_create_cpu_external(JNIEnv* env, jlong runtime, jint dtype, jobject buffer, jboolean read_only);
 jlong carrier_create_cpu_from(JNIEnv* env, jlong runtime, jint dtype, jobject buffer, jlong byte_offset, jlong size);
-jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, const char* directory,
-                          jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight);
+jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, const char* directory, jboolean direct_io,
+                          jlong chunk_bytes, jlong requests_in_flight);
 jlong carrier_open_file(JNIEnv* env, jlong runtime, jint dtype, const char* path, jlong byte_offset, jlong size,
                         jboolean direct_io);
 jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, jint level, jlong frame_elements,
@@ -94,8 +94,8 @@ jlong tiled_residency(JNIEnv* env, jlong tiled, jlong tiles, jboolean evict, jbo
 jlong tiled_prefetch(JNIEnv* env, jlong tiled, jlong tiles);
 jlong tiled_expert_ffn(JNIEnv* env, jlong gate_experts, jlong up_experts, jlong down_experts, jlong x, jlong ids,
                        jlong gates, jint activation, jint out_dtype);
-jlong tiled_create(JNIEnv* env, jlong primary, jlong secondary, jlongArray grid_shape, jlongArray tile_shape,
-                   jlong lru, jobject policy);
+jlong tiled_create(JNIEnv* env, jlong primary, jlong secondary, jlongArray grid_shape, jlongArray tile_shape, jlong lru,
+                   jobject policy);
 
 /* lru_policy.c */
 jlong lru_policy_plan(JNIEnv* env, jlong policy, jlong required, jint purpose);

@@ -7,8 +7,8 @@
 
 /* sw_save_safetensors: names[i] holds tensors[i] (handles the caller keeps
  * for the call); metadata keys and values of one length (null: none). */
-void save_safetensors(JNIEnv* env, jbyteArray path, jobjectArray names, jlongArray tensors,
-                      jobjectArray metadata_keys, jobjectArray metadata_values) {
+void save_safetensors(JNIEnv* env, jbyteArray path, jobjectArray names, jlongArray tensors, jobjectArray metadata_keys,
+                      jobjectArray metadata_values) {
   char* p = NULL;
   char **list = NULL, **keys = NULL, **values = NULL;
   size_t count = 0, nkeys = 0, nvalues = 0;

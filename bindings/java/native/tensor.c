@@ -39,8 +39,7 @@ jlong tensor_from_buffer(JNIEnv* env, jlong runtime, jint dtype, jlongArray exte
   void* p = sw_j_buffer_range(env, buffer, byte_offset, bytes);
   if (!p) return 0;
   sw_tensor_t* t = NULL;
-  if (sw_j_failed(env, sw_tensor_from_data((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, ext, (size_t)n, p,
-                                           &t)))
+  if (sw_j_failed(env, sw_tensor_from_data((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, ext, (size_t)n, p, &t)))
     return 0;
   return (jlong)(intptr_t)t;
 }

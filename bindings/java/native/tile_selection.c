@@ -25,7 +25,8 @@ jlong tile_selection_create(JNIEnv* env, jobjectArray per_axis) {
     counts[i] = (size_t)n;
     if (axis) (*env)->DeleteLocalRef(env, axis);
   }
-  if (ok) ok = !sw_j_failed(env, sw_tile_selection_create((const int64_t* const*)axes, counts, (size_t)rank, &selection));
+  if (ok)
+    ok = !sw_j_failed(env, sw_tile_selection_create((const int64_t* const*)axes, counts, (size_t)rank, &selection));
   if (axes)
     for (jsize i = 0; i < rank; ++i) free(axes[i]);
   free(axes);

@@ -6,7 +6,8 @@
 
 #include "module.h"
 
-static jlongArray sw_j_tiled_shape(JNIEnv* env, jlong tiled, sw_error_t* (*get)(const sw_carrier_t*, int64_t*, size_t)) {
+static jlongArray sw_j_tiled_shape(JNIEnv* env, jlong tiled,
+                                   sw_error_t* (*get)(const sw_carrier_t*, int64_t*, size_t)) {
   size_t rank = 0;
   int64_t v[SW_MAX_RANK + 1];
   if (sw_j_failed(env, sw_tiled_rank((const sw_carrier_t*)(intptr_t)tiled, &rank))) return NULL;
@@ -49,8 +50,8 @@ jlong tiled_residency(JNIEnv* env, jlong tiled, jlong tiles, jboolean evict, jbo
 /* sw_tiled_prefetch_async: an await handle. */
 jlong tiled_prefetch(JNIEnv* env, jlong tiled, jlong tiles) {
   sw_await_t* a = NULL;
-  if (sw_j_failed(env, sw_tiled_prefetch_async((sw_carrier_t*)(intptr_t)tiled, (const sw_tile_set_t*)(intptr_t)tiles,
-                                               &a)))
+  if (sw_j_failed(env,
+                  sw_tiled_prefetch_async((sw_carrier_t*)(intptr_t)tiled, (const sw_tile_set_t*)(intptr_t)tiles, &a)))
     return 0;
   return (jlong)(intptr_t)a;
 }
@@ -75,9 +76,8 @@ jlong tiled_expert_ffn(JNIEnv* env, jlong gate_experts, jlong up_experts, jlong 
     sw_expert_ffn_desc_init(&desc);
     desc.activation = (sw_unary_op_t)activation;
     desc.out_dtype = (sw_dtype_t)out_dtype;
-    e = sw_tiled_expert_ffn(tiled[0], experts[0], tiled[1], experts[1], tiled[2], experts[2],
-                            (sw_tensor_t*)(intptr_t)x, (sw_tensor_t*)(intptr_t)ids, (sw_tensor_t*)(intptr_t)gates,
-                            &desc, &a);
+    e = sw_tiled_expert_ffn(tiled[0], experts[0], tiled[1], experts[1], tiled[2], experts[2], (sw_tensor_t*)(intptr_t)x,
+                            (sw_tensor_t*)(intptr_t)ids, (sw_tensor_t*)(intptr_t)gates, &desc, &a);
   }
   for (int i = 0; i < 3; ++i) sw_carrier_release(tiled[i]);
   if (sw_j_failed(env, e)) return 0;
@@ -135,8 +135,8 @@ static void sw_j_policy_destroy_fn(void* user_data) {
 
 /* sw_tiled_create with no policy (lru 0, policy null), the built-in LRU
  * policy (lru != 0) or a Java ResidencyPolicy (policy != null). */
-jlong tiled_create(JNIEnv* env, jlong primary, jlong secondary, jlongArray grid_shape, jlongArray tile_shape,
-                   jlong lru, jobject policy) {
+jlong tiled_create(JNIEnv* env, jlong primary, jlong secondary, jlongArray grid_shape, jlongArray tile_shape, jlong lru,
+                   jobject policy) {
   int64_t grid[SW_MAX_RANK], tile[SW_MAX_RANK];
   jsize n = sw_j_longs(env, grid_shape, grid, SW_MAX_RANK, "grid_shape");
   if (n < 0) return 0;
