@@ -17,7 +17,9 @@
 # (tools/docs/run_docs_check.sh).
 #
 # --quick: the quick tier of TESTING.md instead: the release build, its C
-# suites and the Python suite (a couple of minutes once the build exists).
+# suites and the Python suite without its end-to-end programs (the tests
+# marked e2e: the examples, the main demo, the hf command line), a few
+# minutes with the first build.
 #
 # Prints one closing line "tests: N passed, N failed, N skipped".
 set -uo pipefail
@@ -81,8 +83,8 @@ bash tools/build.sh build || { echo "tests: 0 passed, 1 failed"; exit 1; }
 if [ "$quick" -eq 1 ]; then
   stage "C suites (release)"
   run_meson c-release build
-  stage "Python suites"
-  python3 -m pytest -q tests/python
+  stage "Python suites (without the end-to-end programs, marked e2e)"
+  python3 -m pytest -q -m "not e2e" tests/python
   record python $?
   echo
   stage "end (quick tier)"

@@ -15,6 +15,12 @@ import numpy as np  # noqa: E402
 import strideweave as sw  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "e2e: runs a whole program in a subprocess (an example, the main demo, the hf command line); "
+                   "the full test command runs these, the quick tier (-m 'not e2e') does not")
+
+
 @pytest.fixture
 def runtime():
     rt = sw.Runtime()

@@ -21,6 +21,8 @@ def load(name):
 MOE_SMALL = ["--experts", "8", "--dim", "16", "--tokens", "4", "--batches", "6", "--quiet"]
 
 
+pytestmark = pytest.mark.e2e  # every example runs as a program
+
 def test_moe_offload(capsys, tmp_path):
     csv = tmp_path / "moe.csv"
     assert load("moe_offload").main(MOE_SMALL + ["--csv", str(csv)]) == 0

@@ -298,6 +298,7 @@ def test_prefetch_predicts_and_keeps_the_tokens(checkpoints, references):
     assert t["prefetch_wasted"] == t["prefetch_issued"] - t["prefetch_used"]
 
 
+@pytest.mark.e2e
 def test_the_command_line_generates_and_reports(checkpoints, references):
     path = checkpoints["deepseek_v3", "fused"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -333,6 +334,7 @@ print(json.dumps({"base": base, "peak": hwm()}))
 """
 
 
+@pytest.mark.e2e
 def test_peak_memory_stays_within_non_experts_plus_budget(tmp_path):
     """Loading and generating holds the non-expert weights, the budget and a
     fixed slack (docs/transformers.md), where transformers' own load holds

@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
 
 
 def test_demo_runs_every_peer_and_reports(tmp_path):
