@@ -1,7 +1,10 @@
 package org.strideweave;
 
 /**
- * Stored data failed its checksum or decode: a corrupt zstd frame reads as this, never as garbage ({@code SW_ERROR_DATA_CORRUPT}). An {@link InvalidValueException}, as the Python binding's {@code DataCorruptError} is a {@code ValueError}.
+ * Stored data failed its checksum or decode: a corrupt zstd frame reads as this, never as
+ * garbage ({@code SW_ERROR_DATA_CORRUPT}). An {@link InvalidValueException} (and so an
+ * {@link IllegalArgumentException}), as the Python binding's {@code DataCorruptError} is a
+ * {@code ValueError}.
  *
  * <p>See {@link StrideWeaveError} for the exception hierarchy.
  */

@@ -1,12 +1,18 @@
 package org.strideweave;
 
+import java.util.Objects;
+
 /**
- * A coordinate, slot or axis out of range ({@code SW_ERROR_INDEX}).
+ * A coordinate, slot or axis out of range ({@code SW_ERROR_INDEX}). An
+ * {@link IndexOutOfBoundsException}, as Java code expects for an index out of range.
  *
  * <p>See {@link StrideWeaveError} for the exception hierarchy.
  */
-public class IndexOutOfRangeException extends StrideWeaveException {
+public class IndexOutOfRangeException extends IndexOutOfBoundsException implements StrideWeaveError {
   private static final long serialVersionUID = 1L;
+
+  /** The code (INDEX, or a subclass's own); an enum, so it serialises by name. */
+  private final ErrorCode code;
 
   /**
    * An exception of this kind.
@@ -14,7 +20,7 @@ public class IndexOutOfRangeException extends StrideWeaveException {
    * @param message what went wrong, naming the problem
    */
   public IndexOutOfRangeException(String message) {
-    super(ErrorCode.INDEX, message);
+    this(ErrorCode.INDEX, message);
   }
 
   /**
@@ -24,14 +30,22 @@ public class IndexOutOfRangeException extends StrideWeaveException {
    * @param cause the exception that caused it
    */
   public IndexOutOfRangeException(String message, Throwable cause) {
-    super(ErrorCode.INDEX, message, cause);
+    this(ErrorCode.INDEX, message, cause);
   }
 
   IndexOutOfRangeException(ErrorCode code, String message) {
-    super(code, message);
+    super(message);
+    this.code = Objects.requireNonNull(code, "code");
   }
 
   IndexOutOfRangeException(ErrorCode code, String message, Throwable cause) {
-    super(code, message, cause);
+    super(message);
+    initCause(cause);
+    this.code = Objects.requireNonNull(code, "code");
+  }
+
+  @Override
+  public ErrorCode code() {
+    return code;
   }
 }

@@ -9,7 +9,7 @@ package org.strideweave;
  * <p>{@link #plan} is called on the thread that makes the request (a Java thread), at most once
  * per request, before any transfer starts. An exception it throws fails that request before
  * any work, changing nothing, and reaches the caller of the request as the same exception
- * object (a checked exception arrives as the cause of the {@link StrideWeaveException} of its
+ * object (a checked exception arrives as the cause of the StrideWeave exception of its
  * kind); the library sees it as an error of the exception's kind (a {@link StrideWeaveError}'s
  * code, VALUE for IllegalArgumentException, STATE for IllegalStateException, ... INTERNAL
  * otherwise). Returning null fails the request with {@link TypeMismatchException}; a plan that

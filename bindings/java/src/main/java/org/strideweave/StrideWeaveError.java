@@ -2,30 +2,38 @@ package org.strideweave;
 
 /**
  * What every StrideWeave exception is: an unchecked exception carrying the library's stable
- * {@link ErrorCode}.
+ * {@link ErrorCode}. This interface is the common type of every kind; each class also extends
+ * the JDK exception Java code expects for its kind:
  *
- * <p>The hierarchy. Java has no multiple inheritance, so the kinds that Java code expects as
- * {@link IllegalStateException} extend it, and every other kind extends
- * {@link StrideWeaveException}; both roots implement this interface:
+ * <table>
+ *   <caption>Error kinds</caption>
+ *   <tr><th>code</th><th>class</th><th>JDK superclass</th></tr>
+ *   <tr><td>TYPE</td><td>{@link TypeMismatchException}</td><td>{@link IllegalArgumentException}</td></tr>
+ *   <tr><td>VALUE</td><td>{@link InvalidValueException}</td><td>{@link IllegalArgumentException}</td></tr>
+ *   <tr><td>DATA_CORRUPT</td><td>{@link DataCorruptException}</td><td>{@link InvalidValueException}</td></tr>
+ *   <tr><td>INDEX</td><td>{@link IndexOutOfRangeException}</td><td>{@link IndexOutOfBoundsException}</td></tr>
+ *   <tr><td>UNSUPPORTED</td><td>{@link UnsupportedFeatureException}</td>
+ *       <td>{@link UnsupportedOperationException}</td></tr>
+ *   <tr><td>STATE</td><td>{@link InvalidStateException}</td><td>{@link IllegalStateException}</td></tr>
+ *   <tr><td>STALE_HANDLE</td><td>{@link StaleHandleException}</td><td>{@link InvalidStateException}</td></tr>
+ *   <tr><td>DEVICE_LOST</td><td>{@link DeviceLostException}</td><td>{@link InvalidStateException}</td></tr>
+ *   <tr><td>CANCELLED</td><td>{@link CancelledException}</td><td>{@link InvalidStateException}</td></tr>
+ *   <tr><td>OUT_OF_MEMORY</td><td>{@link NativeOutOfMemoryException}</td>
+ *       <td>{@link StrideWeaveException}</td></tr>
+ *   <tr><td>IO</td><td>{@link StorageIOException}</td><td>{@link StrideWeaveException}</td></tr>
+ *   <tr><td>TIMEOUT</td><td>{@link WaitTimeoutException}</td><td>{@link StrideWeaveException}</td></tr>
+ *   <tr><td>INTERNAL</td><td>{@link InternalErrorException}</td><td>{@link StrideWeaveException}</td></tr>
+ * </table>
  *
- * <ul>
- *   <li>{@link StrideWeaveException} ({@link RuntimeException}): {@link TypeMismatchException}
- *       (TYPE), {@link InvalidValueException} (VALUE) and its {@link DataCorruptException}
- *       (DATA_CORRUPT), {@link IndexOutOfRangeException} (INDEX),
- *       {@link UnsupportedFeatureException} (UNSUPPORTED), {@link NativeOutOfMemoryException}
- *       (OUT_OF_MEMORY), {@link StorageIOException} (IO), {@link WaitTimeoutException} (TIMEOUT),
- *       {@link InternalErrorException} (INTERNAL).
- *   <li>{@link InvalidStateException} ({@link IllegalStateException}; STATE: released, pending,
- *       owned, pinned, conflicting, modified in place, and every use of a closed handle) and its
- *       {@link StaleHandleException} (STALE_HANDLE), {@link DeviceLostException} (DEVICE_LOST)
- *       and {@link CancelledException} (CANCELLED).
- * </ul>
- *
- * <p>To catch every kind, catch both roots; the multi-catch variable is then a
- * {@code RuntimeException} and a {@code StrideWeaveError} at once:
+ * <p>({@link StrideWeaveException} is a {@link RuntimeException}, the root of the kinds the JDK
+ * has no matching exception for.) Every kind is a {@link RuntimeException}, so catching them
+ * all is one catch and one test:
  *
  * <pre>{@code
- * try { ... } catch (StrideWeaveException | InvalidStateException e) { log(e.code(), e.getMessage()); }
+ * try { ... } catch (RuntimeException e) {
+ *   if (!(e instanceof StrideWeaveError err)) throw e;
+ *   log(err.code(), err.getMessage());
+ * }
  * }</pre>
  *
  * <p>Errors are thrown from the native library through JNI (never unwinding through C), one

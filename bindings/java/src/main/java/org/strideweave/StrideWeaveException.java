@@ -3,9 +3,13 @@ package org.strideweave;
 import java.util.Objects;
 
 /**
- * The root of every StrideWeave exception except the state kinds (which are
- * {@link InvalidStateException}, an {@link IllegalStateException}). Unchecked; carries the
- * library's {@link ErrorCode}. See {@link StrideWeaveError} for the hierarchy.
+ * The root of the kinds the JDK has no matching exception for: {@link NativeOutOfMemoryException}
+ * (OUT_OF_MEMORY), {@link StorageIOException} (IO), {@link WaitTimeoutException} (TIMEOUT) and
+ * {@link InternalErrorException} (INTERNAL). Unchecked; carries the library's {@link ErrorCode}.
+ * The other kinds extend their JDK counterparts ({@link IllegalArgumentException},
+ * {@link IndexOutOfBoundsException}, {@link UnsupportedOperationException},
+ * {@link IllegalStateException}); {@link StrideWeaveError} is the type common to all of them and
+ * has the table.
  */
 public class StrideWeaveException extends RuntimeException implements StrideWeaveError {
   private static final long serialVersionUID = 1L;

@@ -1,12 +1,20 @@
 package org.strideweave;
 
+import java.util.Objects;
+
 /**
- * A wrong handle kind, dtype or class: a carrier of another kind where a tiled one is needed, operands of different dtypes, a policy that returned something other than a plan ({@code SW_ERROR_TYPE}).
+ * A wrong handle kind, dtype or class: a carrier of another kind where a tiled one is needed,
+ * operands of different dtypes, a policy that returned something other than a plan
+ * ({@code SW_ERROR_TYPE}). An {@link IllegalArgumentException}, as Java code expects for an
+ * argument of the wrong kind.
  *
  * <p>See {@link StrideWeaveError} for the exception hierarchy.
  */
-public class TypeMismatchException extends StrideWeaveException {
+public class TypeMismatchException extends IllegalArgumentException implements StrideWeaveError {
   private static final long serialVersionUID = 1L;
+
+  /** The code (TYPE, or a subclass's own); an enum, so it serialises by name. */
+  private final ErrorCode code;
 
   /**
    * An exception of this kind.
@@ -14,7 +22,7 @@ public class TypeMismatchException extends StrideWeaveException {
    * @param message what went wrong, naming the problem
    */
   public TypeMismatchException(String message) {
-    super(ErrorCode.TYPE, message);
+    this(ErrorCode.TYPE, message);
   }
 
   /**
@@ -24,14 +32,21 @@ public class TypeMismatchException extends StrideWeaveException {
    * @param cause the exception that caused it
    */
   public TypeMismatchException(String message, Throwable cause) {
-    super(ErrorCode.TYPE, message, cause);
+    this(ErrorCode.TYPE, message, cause);
   }
 
   TypeMismatchException(ErrorCode code, String message) {
-    super(code, message);
+    super(message);
+    this.code = Objects.requireNonNull(code, "code");
   }
 
   TypeMismatchException(ErrorCode code, String message, Throwable cause) {
-    super(code, message, cause);
+    super(message, cause);
+    this.code = Objects.requireNonNull(code, "code");
+  }
+
+  @Override
+  public ErrorCode code() {
+    return code;
   }
 }
