@@ -1,9 +1,9 @@
 package org.strideweave;
 
 /**
- * The activation of the gate product in
- * {@link TiledEvictable#expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Activation, DType)}
- * ({@code sw_expert_ffn_desc_t.activation}): the {@code sw_unary_op_t} ops the C function takes.
+ * The activation of the gate product in {@link TiledEvictable#expertFfn(Tensor, Tensor, Tensor,
+ * Tensor, Tensor, ExpertFfnOptions)} ({@link ExpertFfnOptions#activation()},
+ * {@code sw_expert_ffn_desc_t.activation}): the {@code sw_unary_op_t} ops the C function takes.
  * The numbers are the C ABI's, pinned forever; the activation rounds as {@code sw_unary} of that
  * op does.
  */

@@ -130,11 +130,36 @@ public class Carrier extends NativeHandle {
    * @throws StorageIOException when the file cannot be created
    */
   public static Carrier file(StrideWeaveRuntime runtime, DType dtype, long size, Path directory) {
-    return file(runtime, dtype, size, directory, false, 0, 0);
+    return file(runtime, dtype, size, directory, FileOptions.DEFAULTS);
   }
 
   /**
-   * A file carrier with every option of {@code sw_file_carrier_desc_t}.
+   * A file carrier with the I/O options of {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots
+   * @param directory where the file is created; null for {@code $TMPDIR} or /tmp
+   * @param options the I/O options ({@link FileOptions#DEFAULTS}: buffered, 4 MiB requests, 4
+   *     in flight)
+   * @return the carrier
+   * @throws StorageIOException when the file cannot be created
+   */
+  public static Carrier file(StrideWeaveRuntime runtime, DType dtype, long size, Path directory,
+                             FileOptions options) {
+    Objects.requireNonNull(options, "options");
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_create_file(r, dtype.value(), size,
+          directory == null ? null : directory.toString(), options.directIo(), options.chunkBytes(),
+          options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A file carrier with every option of {@code sw_file_carrier_desc_t}, given one by one.
    *
    * @param runtime the runtime
    * @param dtype the element type
@@ -144,16 +169,12 @@ public class Carrier extends NativeHandle {
    * @param chunkBytes bytes per read or write request; 0 for 4 MiB
    * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier
+   * @deprecated use {@link #file(StrideWeaveRuntime, DType, long, Path, FileOptions)}
    */
+  @Deprecated
   public static Carrier file(StrideWeaveRuntime runtime, DType dtype, long size, Path directory, boolean directIo,
                              long chunkBytes, int requestsInFlight) {
-    long r = rt(runtime);
-    try {
-      return new Carrier(Native.carrier_create_file(r, dtype.value(), size,
-          directory == null ? null : directory.toString(), directIo, chunkBytes, requestsInFlight));
-    } finally {
-      runtime.end();
-    }
+    return file(runtime, dtype, size, directory, new FileOptions(directIo, chunkBytes, requestsInFlight));
   }
 
   /**
@@ -192,11 +213,33 @@ public class Carrier extends NativeHandle {
    * @throws InvalidValueException for an array with no elements or of rank 0
    */
   public static FileTensor openNpy(StrideWeaveRuntime runtime, Path path) {
-    return openNpy(runtime, path, false, 0, 0);
+    return openNpy(runtime, path, FileOptions.DEFAULTS);
   }
 
   /**
-   * {@link #openNpy(StrideWeaveRuntime, Path)} with the options of {@code sw_file_carrier_desc_t}.
+   * {@link #openNpy(StrideWeaveRuntime, Path)} with the I/O options of
+   * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param options the I/O options (direct I/O reads through O_DIRECT where the file system
+   *     allows it)
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openNpy(StrideWeaveRuntime runtime, Path path, FileOptions options) {
+    byte[] p = CStrings.of(path, "path");
+    Objects.requireNonNull(options, "options");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_npy(r, p, options.directIo(), options.chunkBytes(),
+          options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * {@link #openNpy(StrideWeaveRuntime, Path, FileOptions)} with the options given one by one.
    *
    * @param runtime the runtime
    * @param path the file
@@ -204,16 +247,12 @@ public class Carrier extends NativeHandle {
    * @param chunkBytes bytes per read request; 0 for 4 MiB
    * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier and what the header says
+   * @deprecated use {@link #openNpy(StrideWeaveRuntime, Path, FileOptions)}
    */
+  @Deprecated
   public static FileTensor openNpy(StrideWeaveRuntime runtime, Path path, boolean directIo, long chunkBytes,
                                    int requestsInFlight) {
-    byte[] p = CStrings.of(path, "path");
-    long r = rt(runtime);
-    try {
-      return FileTensor.adopt(runtime, Native.carrier_open_npy(r, p, directIo, chunkBytes, requestsInFlight));
-    } finally {
-      runtime.end();
-    }
+    return openNpy(runtime, path, new FileOptions(directIo, chunkBytes, requestsInFlight));
   }
 
   /**
@@ -231,12 +270,35 @@ public class Carrier extends NativeHandle {
    *     rank 0
    */
   public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, String name) {
-    return openSafetensors(runtime, path, name, false, 0, 0);
+    return openSafetensors(runtime, path, name, FileOptions.DEFAULTS);
   }
 
   /**
-   * {@link #openSafetensors(StrideWeaveRuntime, Path, String)} with the options of
+   * {@link #openSafetensors(StrideWeaveRuntime, Path, String)} with the I/O options of
    * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param name the tensor's name
+   * @param options the I/O options
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, String name, FileOptions options) {
+    byte[] p = CStrings.of(path, "path");
+    byte[] n = CStrings.of(name, "name");
+    Objects.requireNonNull(options, "options");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_safetensors(r, p, n, options.directIo(),
+          options.chunkBytes(), options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * {@link #openSafetensors(StrideWeaveRuntime, Path, String, FileOptions)} with the options
+   * given one by one.
    *
    * @param runtime the runtime
    * @param path the file
@@ -245,18 +307,12 @@ public class Carrier extends NativeHandle {
    * @param chunkBytes bytes per read request; 0 for 4 MiB
    * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier and what the header says
+   * @deprecated use {@link #openSafetensors(StrideWeaveRuntime, Path, String, FileOptions)}
    */
+  @Deprecated
   public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, String name, boolean directIo,
                                            long chunkBytes, int requestsInFlight) {
-    byte[] p = CStrings.of(path, "path");
-    byte[] n = CStrings.of(name, "name");
-    long r = rt(runtime);
-    try {
-      return FileTensor.adopt(runtime,
-          Native.carrier_open_safetensors(r, p, n, directIo, chunkBytes, requestsInFlight));
-    } finally {
-      runtime.end();
-    }
+    return openSafetensors(runtime, path, name, new FileOptions(directIo, chunkBytes, requestsInFlight));
   }
 
   /**
@@ -274,12 +330,36 @@ public class Carrier extends NativeHandle {
    *     shape, a name given twice, or no names
    */
   public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, List<String> names) {
-    return openSafetensors(runtime, path, names, false, 0, 0);
+    return openSafetensors(runtime, path, names, FileOptions.DEFAULTS);
   }
 
   /**
-   * {@link #openSafetensors(StrideWeaveRuntime, Path, List)} with the options of
+   * {@link #openSafetensors(StrideWeaveRuntime, Path, List)} with the I/O options of
    * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param names the tensors' names, in tile order
+   * @param options the I/O options
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, List<String> names,
+                                           FileOptions options) {
+    byte[] p = CStrings.of(path, "path");
+    Object[] n = CStrings.strings(names, "names");
+    Objects.requireNonNull(options, "options");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_safetensors_stack(r, p, n, options.directIo(),
+          options.chunkBytes(), options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * {@link #openSafetensors(StrideWeaveRuntime, Path, List, FileOptions)} with the options given
+   * one by one.
    *
    * @param runtime the runtime
    * @param path the file
@@ -288,18 +368,12 @@ public class Carrier extends NativeHandle {
    * @param chunkBytes bytes per read request; 0 for 4 MiB
    * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier and what the header says
+   * @deprecated use {@link #openSafetensors(StrideWeaveRuntime, Path, List, FileOptions)}
    */
+  @Deprecated
   public static FileTensor openSafetensors(StrideWeaveRuntime runtime, Path path, List<String> names,
                                            boolean directIo, long chunkBytes, int requestsInFlight) {
-    byte[] p = CStrings.of(path, "path");
-    Object[] n = CStrings.strings(names, "names");
-    long r = rt(runtime);
-    try {
-      return FileTensor.adopt(runtime,
-          Native.carrier_open_safetensors_stack(r, p, n, directIo, chunkBytes, requestsInFlight));
-    } finally {
-      runtime.end();
-    }
+    return openSafetensors(runtime, path, names, new FileOptions(directIo, chunkBytes, requestsInFlight));
   }
 
   /**
@@ -319,12 +393,41 @@ public class Carrier extends NativeHandle {
    * @throws DataCorruptException for a bad header
    */
   public static FileTensor openSafetensors(StrideWeaveRuntime runtime, List<Path> paths, List<String> names) {
-    return openSafetensors(runtime, paths, names, false, 0, 0);
+    return openSafetensors(runtime, paths, names, FileOptions.DEFAULTS);
   }
 
   /**
-   * {@link #openSafetensors(StrideWeaveRuntime, List, List)} with the options of
-   * {@code sw_file_carrier_desc_t}.
+   * {@link #openSafetensors(StrideWeaveRuntime, List, List)} with the I/O options of
+   * {@code sw_file_carrier_desc_t} (with direct I/O, each file falls back to buffered reads on
+   * its own).
+   *
+   * @param runtime the runtime
+   * @param paths one file per name
+   * @param names the tensors' names, in tile order
+   * @param options the I/O options
+   * @return the carrier and what the headers say
+   */
+  public static FileTensor openSafetensors(StrideWeaveRuntime runtime, List<Path> paths, List<String> names,
+                                           FileOptions options) {
+    Object[] p = CStrings.paths(paths, "paths");
+    Object[] n = CStrings.strings(names, "names");
+    Objects.requireNonNull(options, "options");
+    if (p.length != n.length) {
+      throw new InvalidValueException(p.length + " paths for " + n.length
+          + " tensor names: give one path per name");
+    }
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_safetensors_stack_files(r, p, n, options.directIo(),
+          options.chunkBytes(), options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * {@link #openSafetensors(StrideWeaveRuntime, List, List, FileOptions)} with the options
+   * given one by one.
    *
    * @param runtime the runtime
    * @param paths one file per name
@@ -334,27 +437,122 @@ public class Carrier extends NativeHandle {
    * @param chunkBytes bytes per read request; 0 for 4 MiB
    * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier and what the headers say
+   * @deprecated use {@link #openSafetensors(StrideWeaveRuntime, List, List, FileOptions)}
    */
+  @Deprecated
   public static FileTensor openSafetensors(StrideWeaveRuntime runtime, List<Path> paths, List<String> names,
                                            boolean directIo, long chunkBytes, int requestsInFlight) {
-    Object[] p = CStrings.paths(paths, "paths");
-    Object[] n = CStrings.strings(names, "names");
-    if (p.length != n.length) {
-      throw new InvalidValueException(p.length + " paths for " + n.length
-          + " tensor names: give one path per name");
+    return openSafetensors(runtime, paths, names, new FileOptions(directIo, chunkBytes, requestsInFlight));
+  }
+
+  /**
+   * What {@link #openRaw(StrideWeaveRuntime, Path, RawSpec)} reads: a tensor of {@code shape}
+   * and {@code dtype} whose element 0 is at {@code byteOffset} of the file, laid out in
+   * {@code order}.
+   *
+   * @param dtype the element type
+   * @param byteOffset where element 0 is
+   * @param shape the shape as the file indexes it (copied)
+   * @param order how the file lays out the elements
+   */
+  public record RawSpec(DType dtype, long byteOffset, long[] shape, FileOrder order) {
+    /**
+     * A spec; the shape is copied.
+     *
+     * @param dtype the element type
+     * @param byteOffset where element 0 is
+     * @param shape the shape as the file indexes it
+     * @param order how the file lays out the elements
+     */
+    public RawSpec {
+      Objects.requireNonNull(dtype, "dtype");
+      Objects.requireNonNull(order, "order");
+      shape = Objects.requireNonNull(shape, "shape").clone();
     }
+
+    /**
+     * A row-major tensor at the start of the file ({@link FileOrder#ROW_MAJOR}, byte offset 0);
+     * {@link #at} and {@link #inOrder} change either.
+     *
+     * @param dtype the element type
+     * @param shape the shape as the file indexes it
+     * @return the spec
+     */
+    public static RawSpec of(DType dtype, long... shape) {
+      return new RawSpec(dtype, 0, shape, FileOrder.ROW_MAJOR);
+    }
+
+    /**
+     * This spec with element 0 at {@code byteOffset}.
+     *
+     * @param byteOffset where element 0 is
+     * @return a new spec
+     */
+    public RawSpec at(long byteOffset) {
+      return new RawSpec(dtype, byteOffset, shape, order);
+    }
+
+    /**
+     * This spec laid out in {@code order}.
+     *
+     * @param order how the file lays out the elements
+     * @return a new spec
+     */
+    public RawSpec inOrder(FileOrder order) {
+      return new RawSpec(dtype, byteOffset, shape, order);
+    }
+
+    /**
+     * The shape (a copy).
+     *
+     * @return the extents
+     */
+    @Override
+    public long[] shape() {
+      return shape.clone();
+    }
+  }
+
+  /**
+   * A raw tensor of a file as a read-only File carrier ({@code sw_carrier_open_raw_tensor}).
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param spec the tensor's dtype, byte offset, shape and order
+   * @return the carrier and its geometry
+   * @throws StorageIOException when the file cannot be opened
+   * @throws InvalidValueException for a region past the end of the file, a rank above
+   *     {@link StrideWeave#MAX_RANK}, or no elements
+   */
+  public static FileTensor openRaw(StrideWeaveRuntime runtime, Path path, RawSpec spec) {
+    return openRaw(runtime, path, spec, FileOptions.DEFAULTS);
+  }
+
+  /**
+   * {@link #openRaw(StrideWeaveRuntime, Path, RawSpec)} with the I/O options of
+   * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param spec the tensor's dtype, byte offset, shape and order
+   * @param options the I/O options
+   * @return the carrier and its geometry
+   */
+  public static FileTensor openRaw(StrideWeaveRuntime runtime, Path path, RawSpec spec, FileOptions options) {
+    byte[] p = CStrings.of(path, "path");
+    Objects.requireNonNull(spec, "spec");
+    Objects.requireNonNull(options, "options");
     long r = rt(runtime);
     try {
-      return FileTensor.adopt(runtime,
-          Native.carrier_open_safetensors_stack_files(r, p, n, directIo, chunkBytes, requestsInFlight));
+      return FileTensor.adopt(runtime, Native.carrier_open_raw_tensor(r, p, spec.dtype().value(), spec.byteOffset(),
+          spec.shape(), spec.order().value(), options.directIo(), options.chunkBytes(), options.requestsInFlight()));
     } finally {
       runtime.end();
     }
   }
 
   /**
-   * A raw tensor of {@code shape} and {@code dtype} at {@code byteOffset} of a file, laid out in
-   * {@code order}, as a read-only File carrier ({@code sw_carrier_open_raw_tensor}).
+   * {@link #openRaw(StrideWeaveRuntime, Path, RawSpec)} with the spec given field by field.
    *
    * @param runtime the runtime
    * @param path the file
@@ -363,18 +561,18 @@ public class Carrier extends NativeHandle {
    * @param shape the shape as the file indexes it
    * @param order how the file lays out the elements
    * @return the carrier and its geometry
-   * @throws StorageIOException when the file cannot be opened
-   * @throws InvalidValueException for a region past the end of the file, a rank above
-   *     {@link StrideWeave#MAX_RANK}, or no elements
+   * @deprecated use {@link #openRaw(StrideWeaveRuntime, Path, RawSpec)}
    */
+  @Deprecated
   public static FileTensor openRaw(StrideWeaveRuntime runtime, Path path, DType dtype, long byteOffset, long[] shape,
                                    FileOrder order) {
-    return openRaw(runtime, path, dtype, byteOffset, shape, order, false, 0, 0);
+    CStrings.of(path, "path");
+    return openRaw(runtime, path, new RawSpec(dtype, byteOffset, shape, order), FileOptions.DEFAULTS);
   }
 
   /**
-   * {@link #openRaw(StrideWeaveRuntime, Path, DType, long, long[], FileOrder)} with the options
-   * of {@code sw_file_carrier_desc_t}.
+   * {@link #openRaw(StrideWeaveRuntime, Path, RawSpec, FileOptions)} with the spec and the
+   * options given one by one.
    *
    * @param runtime the runtime
    * @param path the file
@@ -386,20 +584,14 @@ public class Carrier extends NativeHandle {
    * @param chunkBytes bytes per read request; 0 for 4 MiB
    * @param requestsInFlight requests in flight per transfer; 0 for 4
    * @return the carrier and its geometry
+   * @deprecated use {@link #openRaw(StrideWeaveRuntime, Path, RawSpec, FileOptions)}
    */
+  @Deprecated
   public static FileTensor openRaw(StrideWeaveRuntime runtime, Path path, DType dtype, long byteOffset, long[] shape,
                                    FileOrder order, boolean directIo, long chunkBytes, int requestsInFlight) {
-    byte[] p = CStrings.of(path, "path");
-    Objects.requireNonNull(dtype, "dtype");
-    Objects.requireNonNull(shape, "shape");
-    Objects.requireNonNull(order, "order");
-    long r = rt(runtime);
-    try {
-      return FileTensor.adopt(runtime, Native.carrier_open_raw_tensor(r, p, dtype.value(), byteOffset, shape.clone(),
-          order.value(), directIo, chunkBytes, requestsInFlight));
-    } finally {
-      runtime.end();
-    }
+    CStrings.of(path, "path");
+    return openRaw(runtime, path, new RawSpec(dtype, byteOffset, shape, order),
+        new FileOptions(directIo, chunkBytes, requestsInFlight));
   }
 
   /**

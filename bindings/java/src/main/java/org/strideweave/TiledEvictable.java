@@ -480,12 +480,8 @@ public final class TiledEvictable extends Carrier {
    * @param up the full tensor of the up projections' TiledEvictable, tile {@code (H, F, 1)}, or
    *     null for the fused form ({@code gate} then the gate_up experts, tile {@code (H, 2F, 1)})
    * @param down the full tensor of the down projections' TiledEvictable, tile {@code (F, H, 1)}
-   * @param gates null, or a CPU {@code (T, k)} float tensor of gate weights
-   * @param activation the activation of the gate product: {@link Activation#SILU} (SwiGLU),
-   *     {@link Activation#GELU} (GeGLU), {@link Activation#RELU}, {@link Activation#SIGMOID} or
-   *     {@link Activation#TANH}
-   * @param outDtype the result's dtype, or null for the experts'; {@link DType#F32} with f16 or
-   *     bf16 experts keeps each expert's output and the gated sum unrounded
+   * @param options the gate weights ({@code gates}, null or a CPU {@code (T, k)} float tensor),
+   *     the activation and the result's dtype; see {@link ExpertFfnOptions}
    * @return the PROJECTION await, whose result is the tensor
    * @throws IndexOutOfRangeException for an id outside {@code [0, E)} (naming token and slot)
    * @throws TypeMismatchException for a non-CPU x, ids or gates, for dtypes (x not of the
@@ -499,14 +495,16 @@ public final class TiledEvictable extends Carrier {
    * @throws InvalidStateException when disposed, for an expert owned by a residency request or
    *     an invalid expert tile
    */
-  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down, Tensor gates,
-                                          Activation activation, DType outDtype) {
+  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down,
+                                          ExpertFfnOptions options) {
     Objects.requireNonNull(x, "x");
     Objects.requireNonNull(ids, "ids");
     Objects.requireNonNull(gate, "gate");
     Objects.requireNonNull(down, "down");
-    Objects.requireNonNull(activation, "activation");
-    int out = outDtype == null ? 0 : outDtype.value();
+    Objects.requireNonNull(options, "options");
+    Tensor gates = options.gates();
+    Activation activation = options.activation();
+    int out = options.outDtype() == null ? 0 : options.outDtype().value();
     return x.call(xh -> ids.call(i -> gate.call(g -> down.call(d -> {
       long u = beginOrZero(up); // 0: the fused form
       try {
@@ -523,26 +521,9 @@ public final class TiledEvictable extends Carrier {
   }
 
   /**
-   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Activation, DType)} with
-   * the SiLU activation (SwiGLU) and the result in the experts' dtype.
-   *
-   * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
-   * @param ids {@code (T, k)} i32 or i64 expert ids
-   * @param gate the gate projections' full tensor, tile {@code (H, F, 1)}, or the fused gate_up
-   *     experts', tile {@code (H, 2F, 1)}
-   * @param up the up projections' full tensor, tile {@code (H, F, 1)}, or null for the fused form
-   * @param down the down projections' full tensor, tile {@code (F, H, 1)}
-   * @param gates null for {@code Y (T, k, H)}, or {@code (T, k)} gate weights for the
-   *     {@code (T, H)} gated sum
-   * @return the PROJECTION await
-   */
-  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down, Tensor gates) {
-    return expertFfn(x, ids, gate, up, down, gates, Activation.SILU, null);
-  }
-
-  /**
-   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)} without gates: the result
-   * is {@code Y}, {@code (T, k, H)}, one row per token and choice.
+   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, ExpertFfnOptions)} with the
+   * defaults ({@link ExpertFfnOptions#DEFAULTS}): no gates, so the result is {@code Y},
+   * {@code (T, k, H)}, one row per token and choice; SiLU (SwiGLU); the experts' dtype.
    *
    * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
    * @param ids {@code (T, k)} i32 or i64 expert ids
@@ -552,7 +533,52 @@ public final class TiledEvictable extends Carrier {
    * @return the PROJECTION await
    */
   public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down) {
-    return expertFfn(x, ids, gate, up, down, null);
+    return expertFfn(x, ids, gate, up, down, ExpertFfnOptions.DEFAULTS);
+  }
+
+  /**
+   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, ExpertFfnOptions)} with gate
+   * weights, SiLU and the experts' dtype.
+   *
+   * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
+   * @param ids {@code (T, k)} i32 or i64 expert ids
+   * @param gate the gate projections' full tensor, or the fused gate_up experts'
+   * @param up the up projections' full tensor, or null for the fused form
+   * @param down the down projections' full tensor
+   * @param gates null for {@code Y (T, k, H)}, or {@code (T, k)} gate weights for the
+   *     {@code (T, H)} gated sum
+   * @return the PROJECTION await
+   * @deprecated use {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, ExpertFfnOptions)}
+   *     with {@code ExpertFfnOptions.builder().gates(gates).build()}
+   */
+  @Deprecated
+  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down, Tensor gates) {
+    return expertFfn(x, ids, gate, up, down, new ExpertFfnOptions(gates, Activation.SILU, null));
+  }
+
+  /**
+   * {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, ExpertFfnOptions)} with the
+   * options given one by one.
+   *
+   * @param x {@code (T, H)} or {@code (T, k, H)}, of the experts' dtype
+   * @param ids {@code (T, k)} i32 or i64 expert ids
+   * @param gate the gate projections' full tensor, or the fused gate_up experts'
+   * @param up the up projections' full tensor, or null for the fused form
+   * @param down the down projections' full tensor
+   * @param gates null, or {@code (T, k)} gate weights
+   * @param activation the activation of the gate product
+   * @param outDtype the result's dtype, or null for the experts'
+   * @return the PROJECTION await
+   * @deprecated use {@link #expertFfn(Tensor, Tensor, Tensor, Tensor, Tensor, ExpertFfnOptions)}
+   */
+  @Deprecated
+  public static AwaitProjection expertFfn(Tensor x, Tensor ids, Tensor gate, Tensor up, Tensor down, Tensor gates,
+                                          Activation activation, DType outDtype) {
+    Objects.requireNonNull(x, "x");
+    Objects.requireNonNull(ids, "ids");
+    Objects.requireNonNull(gate, "gate");
+    Objects.requireNonNull(down, "down");
+    return expertFfn(x, ids, gate, up, down, new ExpertFfnOptions(gates, activation, outDtype));
   }
 
   /**

@@ -43,6 +43,10 @@ class ExpertFfnTest extends Fixtures {
   static final int SW_UNARY_EXP = 3;
   static final int SW_BINARY_MUL = 3;
 
+  static ExpertFfnOptions opts(Tensor gates, Activation activation, DType outDtype) {
+    return ExpertFfnOptions.builder().gates(gates).activation(activation).outDtype(outDtype).build();
+  }
+
   // ---- the experts: small integers in [-2, 2] ----
 
   /** Gate_e[hh, f]. */
@@ -211,11 +215,11 @@ class ExpertFfnTest extends Fixtures {
     }
 
     AwaitProjection ffn(Tensor x, Tensor ids, Tensor gates) {
-      return TiledEvictable.expertFfn(x, ids, gateFull, upFull, downFull, gates, Activation.RELU, null);
+      return TiledEvictable.expertFfn(x, ids, gateFull, upFull, downFull, opts(gates, Activation.RELU, null));
     }
 
     AwaitProjection ffn(Tensor x, Tensor ids, Tensor gates, Activation activation) {
-      return TiledEvictable.expertFfn(x, ids, gateFull, upFull, downFull, gates, activation, null);
+      return TiledEvictable.expertFfn(x, ids, gateFull, upFull, downFull, opts(gates, activation, null));
     }
 
     List<States> states() {
@@ -393,16 +397,16 @@ class ExpertFfnTest extends Fixtures {
          Tensor gateUpFull = gateUp.fullTensor(); Tensor downFull = down.fullTensor();
          Tensor x = xTensor(false); Tensor ids = ids64(IDS); Tensor gates = gatesTensor()) {
       down.promote(expertTiles(0, 1)); // partly resident, partly read during the call
-      try (AwaitProjection p1 = TiledEvictable.expertFfn(x, ids, gateUpFull, null, downFull, null, Activation.RELU,
-               null);
+      try (AwaitProjection p1 = TiledEvictable.expertFfn(x, ids, gateUpFull, null, downFull,
+               opts(null, Activation.RELU, null));
            Tensor y = p1.get()) {
         assertArrayEquals(l(T, C, H), y.shape());
         assertArrayEquals(reference(xValues(false, T, 0), false, IDS, null), y.toFloatArray());
       }
       assertEquals(expertTiles(0, 1, 3, 4), gateUp.primaryTiles());
       // Every expert used resident in both: done on return.
-      try (AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, gateUpFull, null, downFull, gates, Activation.RELU,
-               null)) {
+      try (AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, gateUpFull, null, downFull,
+               opts(gates, Activation.RELU, null))) {
         assertTrue(p2.isDone());
         try (Tensor y = p2.get()) {
           assertArrayEquals(reference(xValues(false, T, 0), false, IDS, GATES), y.toFloatArray());
@@ -477,6 +481,7 @@ class ExpertFfnTest extends Fixtures {
   }
 
   @Test
+  @SuppressWarnings("deprecation") // p3 checks the positional overload still delegates
   void everyActivationIsBitForBitTheUnfusedLayer() {
     Random random = new Random(7);
     float[] g = randomValues(random, E * H * F);
@@ -509,7 +514,8 @@ class ExpertFfnTest extends Fixtures {
       try (Tensor want = unfused(plain, x, ids, Activation.SILU);
            AwaitProjection p1 = TiledEvictable.expertFfn(x, ids, fused.gateFull, fused.upFull, fused.downFull);
            Tensor y = p1.get();
-           AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, fused.gateFull, fused.upFull, fused.downFull, gt);
+           AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, fused.gateFull, fused.upFull, fused.downFull,
+               ExpertFfnOptions.builder().gates(gt).build());
            Tensor s = p2.get();
            AwaitProjection p3 = TiledEvictable.expertFfn(x, ids, fused.gateFull, fused.upFull, fused.downFull, gt,
                Activation.SILU, DType.F32);
@@ -556,9 +562,9 @@ class ExpertFfnTest extends Fixtures {
          TiledEvictable down = seededBf16(downValues(), DOWN_TILE);
          Tensor gf = gate.fullTensor(); Tensor uf = up.fullTensor(); Tensor df = down.fullTensor();
          Tensor x = Tensor.fromArray(rt, DType.BF16, xbits, T, H); Tensor ids = ids64(IDS);
-         AwaitProjection p1 = TiledEvictable.expertFfn(x, ids, gf, uf, df, null, Activation.RELU, null);
+         AwaitProjection p1 = TiledEvictable.expertFfn(x, ids, gf, uf, df, opts(null, Activation.RELU, null));
          Tensor y = p1.get();
-         AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, gf, uf, df, null, Activation.RELU, DType.F32);
+         AwaitProjection p2 = TiledEvictable.expertFfn(x, ids, gf, uf, df, opts(null, Activation.RELU, DType.F32));
          Tensor y32 = p2.get();
          Tensor want = unfused(gate, gf, up, uf, down, df, x, ids, Activation.RELU); // in bf16
          Tensor x32 = xTensor(false)) {
@@ -603,7 +609,8 @@ class ExpertFfnTest extends Fixtures {
          Tensor upW = up.fullTensor();
          Tensor downW = down.fullTensor();
          // x: (T, H) bf16; ids: (T, k) i64, the router's top-k; gates: (T, k) f32, its weights
-         AwaitProjection pending = TiledEvictable.expertFfn(x, ids, gateW, upW, downW, gates); // SiLU
+         AwaitProjection pending = TiledEvictable.expertFfn(x, ids, gateW, upW, downW,
+             ExpertFfnOptions.builder().gates(gates).build()); // SiLU
          Tensor y = pending.get()) { // (T, H) bf16: the gate-weighted sum over a token's k choices
       out.println(Arrays.toString(y.shape()) + " " + y.dtype());
     }
@@ -735,7 +742,8 @@ class ExpertFfnTest extends Fixtures {
       refused(layer, InvalidValueException.class, "unknown sw_unary_op_t 12", () -> ffnWithOp(layer, x, ids, 12));
 
       refused(layer, InvalidValueException.class, "the down experts must be grid (1, 1, 5) and tile (3, 4, 1)",
-          () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, layer.upFull, wrongDownFull, gates));
+          () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, layer.upFull, wrongDownFull,
+              opts(gates, Activation.SILU, null)));
       assertEquals(wrongBefore, states(wrongDown));
       refused(layer, InvalidValueException.class, "x must be (tokens, H) = (4, 4)", () -> layer.ffn(xShort, ids, null));
       refused(layer, InvalidValueException.class, "gates must be (tokens, k) = (4, 2), not (4, 1)",
@@ -751,8 +759,8 @@ class ExpertFfnTest extends Fixtures {
       assertEquals(ErrorCode.TYPE, type.code());
       refused(layer, TypeMismatchException.class, "gates must be a float tensor", () -> layer.ffn(x, ids, gatesI64));
       refused(layer, TypeMismatchException.class, "the result of f32 experts is f32, not f64",
-          () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, layer.upFull, layer.downFull, null, Activation.SILU,
-              DType.F64));
+          () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, layer.upFull, layer.downFull,
+              ExpertFfnOptions.builder().outDtype(DType.F64).build()));
       refused(layer, TypeMismatchException.class, "expected a TiledEvictable",
           () -> TiledEvictable.expertFfn(x, ids, plain, layer.upFull, layer.downFull));
 
@@ -762,6 +770,12 @@ class ExpertFfnTest extends Fixtures {
       // A null up is the fused form: the gate's (4, 3) tile is no gate_up.
       refused(layer, InvalidValueException.class, "they have tile (4, 3, 1), an odd second extent",
           () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, null, layer.downFull));
+      exact(NullPointerException.class,
+          () -> TiledEvictable.expertFfn(x, ids, layer.gateFull, layer.upFull, layer.downFull, (ExpertFfnOptions) null));
+      exact(NullPointerException.class, () -> ExpertFfnOptions.builder().activation(null));
+      exact(NullPointerException.class, () -> new ExpertFfnOptions(null, null, null));
+      assertEquals(ExpertFfnOptions.DEFAULTS, ExpertFfnOptions.builder().build());
+      assertEquals(Activation.SILU, ExpertFfnOptions.DEFAULTS.activation());
       exact(NullPointerException.class, () -> layer.ffn(x, ids, gates, (Activation) null));
       assertEquals(before, layer.states());
 

@@ -215,7 +215,8 @@ class ModelFilesTest extends Fixtures {
       projectsExperts(ft, l(3, 0, 1, 2), identity(E));
     }
     // The options reach the carrier: direct I/O (falling back where refused), small requests.
-    try (FileTensor ft = Carrier.openSafetensors(rt, List.of(a, b, a, b), names, true, 4096, 2)) {
+    FileOptions small = FileOptions.builder().directIo(true).chunkBytes(4096).requestsInFlight(2).build();
+    try (FileTensor ft = Carrier.openSafetensors(rt, List.of(a, b, a, b), names, small)) {
       projectsExperts(ft, l(1, 3), identity(E));
     }
     InvalidValueException e = exact(InvalidValueException.class,
@@ -229,14 +230,14 @@ class ModelFilesTest extends Fixtures {
   @Test
   void aRawTensorOpensInEitherOrder() throws Exception {
     Path raw = write("w.bin", concat(new byte[16], experts(0, 1, 2, 3)));
-    try (FileTensor ft = Carrier.openRaw(rt, raw, DType.F32, 16, l(E, O, I), FileOrder.ROW_MAJOR)) {
+    try (FileTensor ft = Carrier.openRaw(rt, raw, Carrier.RawSpec.of(DType.F32, E, O, I).at(16))) {
       rowMajor(ft, E);
       assertEquals(16, ft.dataOffset());
       projectsExperts(ft, l(1), identity(E));
     }
     // The same bytes read first mode fastest: (I, O, E) is the full tensor itself.
-    try (FileTensor ft = Carrier.openRaw(rt, raw, DType.F32, 16, l(I, O, E), FileOrder.FIRST_MODE_FASTEST, true, 0,
-        0)) {
+    Carrier.RawSpec fastest = new Carrier.RawSpec(DType.F32, 16, l(I, O, E), FileOrder.FIRST_MODE_FASTEST);
+    try (FileTensor ft = Carrier.openRaw(rt, raw, fastest, FileOptions.builder().directIo(true).build())) {
       assertEquals(FileOrder.FIRST_MODE_FASTEST, ft.order());
       assertArrayEquals(l(I, O, E), ft.logicalShape());
       assertArrayEquals(l(0, 1, 2), ft.permutation());
@@ -245,7 +246,41 @@ class ModelFilesTest extends Fixtures {
         assertEquals(312.0, view.get(2, 1, 3));
       }
     }
+    exact(InvalidValueException.class, () -> Carrier.openRaw(rt, raw, Carrier.RawSpec.of(DType.F32, E, O, I).at(32)));
+  }
+
+  @Test
+  void optionObjectsHoldWhatTheyWereGiven() {
+    assertEquals(FileOptions.DEFAULTS, FileOptions.builder().build());
+    assertEquals(new FileOptions(true, 4096, 2),
+        FileOptions.builder().directIo(true).chunkBytes(4096).requestsInFlight(2).build());
+    long[] shape = l(E, O, I);
+    Carrier.RawSpec spec = Carrier.RawSpec.of(DType.BF16, shape).at(64).inOrder(FileOrder.FIRST_MODE_FASTEST);
+    shape[0] = 99; // the spec copied the shape
+    assertEquals(DType.BF16, spec.dtype());
+    assertEquals(64, spec.byteOffset());
+    assertArrayEquals(l(E, O, I), spec.shape());
+    assertEquals(FileOrder.FIRST_MODE_FASTEST, spec.order());
+    spec.shape()[0] = 99; // and hands out copies
+    assertArrayEquals(l(E, O, I), spec.shape());
+    exact(NullPointerException.class, () -> Carrier.RawSpec.of(null, 1));
+    exact(NullPointerException.class, () -> new Carrier.RawSpec(DType.F32, 0, null, FileOrder.ROW_MAJOR));
+    exact(NullPointerException.class, () -> Carrier.openNpy(rt, Path.of("x.npy"), null));
+  }
+
+  @Test
+  @SuppressWarnings("deprecation")
+  void theDeprecatedPositionalOpenersDelegate() throws Exception {
+    Path raw = write("w.bin", concat(new byte[16], experts(0, 1, 2, 3)));
+    try (FileTensor ft = Carrier.openRaw(rt, raw, DType.F32, 16, l(E, O, I), FileOrder.ROW_MAJOR, true, 4096, 2)) {
+      rowMajor(ft, E);
+      projectsExperts(ft, l(2), identity(E));
+    }
     exact(InvalidValueException.class, () -> Carrier.openRaw(rt, raw, DType.F32, 32, l(E, O, I), FileOrder.ROW_MAJOR));
+    exact(NullPointerException.class, () -> Carrier.openRaw(rt, null, null, 0, null, null));
+    try (FileTensor ft = Carrier.openNpy(rt, expertsNpy(), true, 0, 0)) {
+      rowMajor(ft, E);
+    }
   }
 
   @Test
