@@ -129,6 +129,42 @@ static sw_file_carrier_desc_t sw_j_file_desc(jboolean direct_io, jlong chunk_byt
   return desc;
 }
 
+/* sw_carrier_open_file_segments: segment i is counts[i] slots at byte
+ * offsets[i] (the two arrays of one length, which Carrier checks). */
+jlong carrier_open_file_segments(JNIEnv* env, jlong runtime, jint dtype, jbyteArray path, jlongArray offsets,
+                                 jlongArray counts, jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
+  jsize n = (*env)->GetArrayLength(env, offsets);
+  if ((*env)->GetArrayLength(env, counts) != n) {
+    sw_j_throw_code(env, SW_ERROR_VALUE, "segment offsets and counts differ in length");
+    return 0;
+  }
+  sw_file_segment_t* segments = (sw_file_segment_t*)malloc(((size_t)n + 1) * sizeof *segments);
+  if (!segments) {
+    sw_j_throw_code(env, SW_ERROR_OUT_OF_MEMORY, "out of memory for the segments");
+    return 0;
+  }
+  for (jsize i = 0; i < n; ++i) {
+    jlong offset = 0, count = 0;
+    (*env)->GetLongArrayRegion(env, offsets, i, 1, &offset);
+    (*env)->GetLongArrayRegion(env, counts, i, 1, &count);
+    segments[i].byte_offset = (uint64_t)offset;
+    segments[i].count = (size_t)count;
+  }
+  char* p = sw_j_utf8(env, path, "the path");
+  if (!p) {
+    free(segments);
+    return 0;
+  }
+  sw_file_carrier_desc_t desc = sw_j_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e = sw_carrier_open_file_segments((sw_runtime_t*)(intptr_t)runtime, (sw_dtype_t)dtype, p, segments,
+                                                (size_t)n, &desc, &carrier);
+  free(p);
+  free(segments);
+  if (sw_j_failed(env, e)) return 0;
+  return (jlong)(intptr_t)carrier;
+}
+
 /* What an opener made, as {carrier, dtype, rank, order, data_offset,
  * data_bytes, segments, shape[rank], logical_shape[rank], grid_shape[rank],
  * tile_shape[rank], permutation[rank]} (FileTensor reads it); or NULL with

@@ -56,6 +56,8 @@ jlongArray carrier_open_safetensors_stack_files(JNIEnv* env, jlong runtime, jobj
 jlongArray carrier_open_raw_tensor(JNIEnv* env, jlong runtime, jbyteArray path, jint dtype, jlong byte_offset,
                                    jlongArray shape, jint order, jboolean direct_io, jlong chunk_bytes,
                                    jlong requests_in_flight);
+jlong carrier_open_file_segments(JNIEnv* env, jlong runtime, jint dtype, jbyteArray path, jlongArray offsets,
+                                 jlongArray counts, jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight);
 
 /* file_tensor.c */
 jlong file_tensor_view(JNIEnv* env, jlong tensor, jlongArray permutation);
@@ -75,9 +77,12 @@ jlongArray tensor_shape(JNIEnv* env, jlong tensor);
 jlong tensor_permute(JNIEnv* env, jlong tensor, jlongArray perm);
 jlong tensor_from_buffer(JNIEnv* env, jlong runtime, jint dtype, jlongArray extents, jobject buffer, jlong byte_offset,
                          jlong bytes);
+jlong tensor_random(JNIEnv* env, jlong runtime, jint distribution, jint dtype, jlong seed, jdouble p0, jdouble p1,
+                    jlongArray extents);
 
 /* ops.c */
 jlong matmul_ex(JNIEnv* env, jlong a, jlong b, jint out_dtype);
+jlong tensor_join(JNIEnv* env, jlongArray tensors, jlong axis, jboolean stack);
 
 /* tile_set.c */
 jlong tile_set_create(JNIEnv* env, jlongArray flat, jlong rank);

@@ -200,6 +200,69 @@ public class Carrier extends NativeHandle {
   }
 
   /**
+   * {@code count} slots at byte {@code byteOffset} of a file: one piece of
+   * {@link #openFileSegments}.
+   *
+   * @param byteOffset where the piece starts
+   * @param count slots
+   */
+  public record Segment(long byteOffset, long count) {}
+
+  /**
+   * A read-only File carrier whose slots are the segments' slots, segment after segment
+   * ({@code sw_carrier_open_file_segments}): the segments may lie anywhere in the file, in any
+   * order, and may be empty. The file is never written or removed.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param path the file
+   * @param segments the pieces, in slot order
+   * @return the carrier
+   * @throws StorageIOException when the file cannot be opened
+   * @throws InvalidValueException for a segment passing the end of the file (naming it)
+   */
+  public static Carrier openFileSegments(StrideWeaveRuntime runtime, DType dtype, Path path, List<Segment> segments) {
+    return openFileSegments(runtime, dtype, path, segments, FileOptions.DEFAULTS);
+  }
+
+  /**
+   * {@link #openFileSegments(StrideWeaveRuntime, DType, Path, List)} with the I/O options of
+   * {@code sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param path the file
+   * @param segments the pieces, in slot order
+   * @param options the I/O options
+   * @return the carrier
+   */
+  public static Carrier openFileSegments(StrideWeaveRuntime runtime, DType dtype, Path path, List<Segment> segments,
+                                         FileOptions options) {
+    Objects.requireNonNull(dtype, "dtype");
+    byte[] p = CStrings.of(path, "path");
+    Objects.requireNonNull(segments, "segments");
+    Objects.requireNonNull(options, "options");
+    long[] offsets = new long[segments.size()];
+    long[] counts = new long[offsets.length];
+    for (int i = 0; i < offsets.length; ++i) {
+      Segment seg = Objects.requireNonNull(segments.get(i), "segments[" + i + "]");
+      if (seg.byteOffset() < 0 || seg.count() < 0) {
+        throw new InvalidValueException("segment " + i + " has byte offset " + seg.byteOffset() + " and count "
+            + seg.count() + "; neither may be negative");
+      }
+      offsets[i] = seg.byteOffset();
+      counts[i] = seg.count();
+    }
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_open_file_segments(r, dtype.value(), p, offsets, counts, options.directIo(),
+          options.chunkBytes(), options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
    * The array of a {@code .npy} file (format 1.0 or 2.0, C or Fortran order) as a read-only File
    * carrier ({@code sw_carrier_open_npy}), with the geometry that makes each tile one index of
    * the file's slowest mode (one expert). See {@link FileTensor}.
