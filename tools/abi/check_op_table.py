@@ -8,14 +8,20 @@ and the bindings that hold their own lists of the ops.
   check the order and the values of the ops the table has; this check also
   catches a value added to the header and not to the table).
 - the bindings name each public op of their own: every code of the table
-  must appear in the Python package (bindings/python/strideweave/), and every
-  unary code in the Rust binding's UnaryOp (bindings/rust/strideweave/src/ops.rs).
+  must appear in the Python package (bindings/python/strideweave/) and in the
+  Rust binding's op enums (bindings/rust/strideweave/src/ops.rs: the arms of
+  UnaryOp, BinaryOp, ScalarOp and ReduceOp's to_raw), and the Java binding's
+  Ops enums (Ops.Unary, Ops.Binary, Ops.Reduce) must have a constant of the
+  code's name with its value (SW_BINARY_SUB = 2: `SUB(2)`, or
+  `ADD(Native::sw_add, 1)` for an op with a function of its own).
 
 Usage: check_op_table.py [SOURCE_ROOT]; exits 1 naming each mismatch.
 """
 import pathlib
 import re
 import sys
+
+JAVA_ENUMS = {"SW_UNARY_OPS": "Unary", "SW_BINARY_OPS": "Binary", "SW_REDUCE_OPS": "Reduce"}
 
 LISTS = {
     "SW_UNARY_OPS": "sw_unary_op_t",
@@ -52,12 +58,19 @@ def mentions(root, paths, symbol):
     return any(pat.search(p.read_text()) for p in paths)
 
 
+def java_enum_body(text, name):
+    """The constants of `public enum NAME {` in Ops.java (up to its first `;`)."""
+    m = re.search(r"public\s+enum\s+" + name + r"\s*\{(.*?);", re.sub(r"/\*.*?\*/", "", text, flags=re.S), re.S)
+    return m.group(1) if m else ""
+
+
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
     table = (root / "runtime/ops/op_table.def").read_text()
     header = (root / "include/strideweave/strideweave.h").read_text()
     python = sorted((root / "bindings/python/strideweave").rglob("*.py"))
     rust = [root / "bindings/rust/strideweave/src/ops.rs"]
+    java = (root / "bindings/java/src/main/java/org/strideweave/Ops.java").read_text()
     errors = []
     for macro, enum in LISTS.items():
         codes = table_codes(table, macro)
@@ -70,8 +83,14 @@ def main():
         for code in codes:
             if not mentions(root, python, code):
                 errors.append(f"{code}: not named in bindings/python/strideweave/ (a function per op, _surface.py)")
-            if macro == "SW_UNARY_OPS" and not mentions(root, rust, code):
-                errors.append(f"{code}: not named in bindings/rust/strideweave/src/ops.rs (UnaryOp::to_raw)")
+            if not mentions(root, rust, code):
+                errors.append(f"{code}: not named in bindings/rust/strideweave/src/ops.rs (the op enums' to_raw)")
+        java_body = java_enum_body(java, JAVA_ENUMS[macro])
+        for sym, val in values:
+            const = sym.split("_", 2)[2]
+            if not re.search(r"\b" + const + r"\((?:Native::\w+,\s*)?" + str(val) + r"\)", java_body):
+                errors.append(f"{sym}: no constant {const}({val}) in Ops.{JAVA_ENUMS[macro]} "
+                              "(bindings/java/src/main/java/org/strideweave/Ops.java)")
     for e in errors:
         print("op_table:", e)
     if errors:

@@ -88,6 +88,16 @@ pub struct FileOptions {
     pub requests_in_flight: u32,
 }
 
+/// `count` slots at byte `byte_offset` of a file: one piece of
+/// [`Carrier::open_file_segments`] (`sw_file_segment_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FileSegment {
+    /// Where the piece starts.
+    pub byte_offset: u64,
+    /// Slots.
+    pub count: usize,
+}
+
 /// Options of a zstd carrier (`sw_zstd_carrier_desc_t`).
 #[derive(Clone, Debug)]
 pub struct ZstdOptions {
@@ -217,6 +227,33 @@ impl Carrier {
             path.as_ptr(),
             byte_offset,
             size,
+            &desc,
+            o
+        ))
+    }
+
+    /// A read-only File carrier whose slots are the segments' slots, segment
+    /// after segment (`sw_carrier_open_file_segments`): the segments may lie
+    /// anywhere in the file, in any order, and may be empty; the file is
+    /// never written or removed. VALUE for a segment passing the end of the
+    /// file (naming it); IO if it cannot be opened.
+    pub fn open_file_segments(
+        runtime: &Runtime,
+        dtype: DType,
+        path: impl AsRef<Path>,
+        segments: &[FileSegment],
+        options: &FileOptions,
+    ) -> Result<Carrier> {
+        let (desc, _dir) = file_desc(options)?;
+        let path = path_cstring(path.as_ref())?;
+        let raw: Vec<sys::sw_file_segment_t> =
+            segments.iter().map(|s| sys::sw_file_segment_t { byte_offset: s.byte_offset, count: s.count }).collect();
+        new_carrier!(|o| sys::sw_carrier_open_file_segments(
+            runtime.as_raw(),
+            dtype.to_raw(),
+            path.as_ptr(),
+            raw.as_ptr(),
+            raw.len(),
             &desc,
             o
         ))

@@ -69,16 +69,16 @@ mod tiled;
 mod tiles;
 
 pub use awaits::{move_async, Await, AwaitKind, AwaitMove, AwaitOutput, AwaitProjection, AwaitResidency, AwaitUpdate};
-pub use carrier::{Carrier, CarrierKind, FileOptions, ZstdOptions};
+pub use carrier::{Carrier, CarrierKind, FileOptions, FileSegment, ZstdOptions};
 pub use device::{CopyEvent, CopyStatus, Device, DeviceAllocation, DeviceKind, DeviceView, ObjectSpec, ViewInfo};
 pub use dtype::{BF16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorCode, Result};
 pub use layout::Layout;
 pub use model_files::{save_npy, save_safetensors, FileOrder, FileTensor};
-pub use ops::{BinaryOp, ScalarOp, UnaryOp};
+pub use ops::{BinaryOp, ReduceOp, ScalarOp, UnaryOp};
 pub use policy::{LruPolicy, LruStats, Outcome, Policy, Purpose, ResidencyPolicy};
 pub use runtime::{version, version_string, Runtime, RuntimeOptions};
-pub use tensor::{is_grad_enabled, no_grad, set_grad_enabled, NoGradGuard, Tensor};
+pub use tensor::{is_grad_enabled, no_grad, set_grad_enabled, Distribution, NoGradGuard, RandomOptions, Tensor};
 pub use tiled::{ExpertFfnOptions, Reduction, TileLocation, TileSetKind, TileState, TiledEvictable};
 pub use tiles::{ResidencyPlan, TileSelection, TileSet, Tiles};
 

@@ -35,6 +35,54 @@ unsafe impl Send for Tensor {}
 // write lock of the tensor's carrier (Carrier::serialised).
 unsafe impl Sync for Tensor {}
 
+/// The distribution of [`Tensor::random`] (`sw_random_distribution_t`)
+/// with its two parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Distribution {
+    /// Uniform in `[low, high)`.
+    Uniform {
+        /// The lower bound.
+        low: f64,
+        /// The upper bound, never drawn once rounded to the dtype.
+        high: f64,
+    },
+    /// Normal (Box-Muller pairs).
+    Normal {
+        /// The mean.
+        mean: f64,
+        /// The standard deviation.
+        stddev: f64,
+    },
+}
+
+/// Options of [`Tensor::random`] (`sw_random_desc_t`). The generator is
+/// counter based: element i (first mode fastest) of a given seed,
+/// distribution and parameters is the same on every machine, for every
+/// thread count and for any shape holding it at ordinal i (the values
+/// differ from NumPy's and PyTorch's generators).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RandomOptions {
+    /// The distribution; default uniform in `[0, 1)`.
+    pub distribution: Distribution,
+    /// A floating dtype (TYPE otherwise); default f32.
+    pub dtype: DType,
+    /// The seed; default 0.
+    pub seed: u64,
+}
+
+impl Default for RandomOptions {
+    fn default() -> RandomOptions {
+        RandomOptions { distribution: Distribution::Uniform { low: 0.0, high: 1.0 }, dtype: DType::F32, seed: 0 }
+    }
+}
+
+fn out_tensor(f: impl FnOnce(*mut *mut sys::sw_tensor_t) -> *mut sys::sw_error_t) -> Result<Tensor> {
+    let mut out = ptr::null_mut();
+    call(|| f(&mut out))?;
+    // SAFETY: on success the call wrote a new tensor reference.
+    Ok(unsafe { Tensor::from_raw(out) })
+}
+
 fn shape_len(extents: &[i64]) -> Result<usize> {
     let mut n: i64 = 1;
     for &e in extents {
@@ -86,6 +134,44 @@ impl Tensor {
             sys::sw_tensor_zeros(runtime.as_raw(), dtype.to_raw(), shape.as_ptr(), shape.len(), &mut out)
         })?;
         Ok(unsafe { Tensor::from_raw(out) })
+    }
+
+    /// A dense CPU tensor with every element `value` (`sw_tensor_full`);
+    /// VALUE when the value does not fit an integer or bool dtype exactly.
+    pub fn full(runtime: &Runtime, dtype: DType, shape: &[i64], value: f64) -> Result<Tensor> {
+        out_tensor(|o| unsafe {
+            sys::sw_tensor_full(runtime.as_raw(), dtype.to_raw(), shape.as_ptr(), shape.len(), value, o)
+        })
+    }
+
+    /// A rank-1 CPU tensor of `ceil((stop - start) / step)` elements, element
+    /// i being `start + i * step` computed in f64 and converted to `dtype`
+    /// (`sw_tensor_arange`). VALUE for step 0 or a non-finite argument.
+    pub fn arange(runtime: &Runtime, dtype: DType, start: f64, stop: f64, step: f64) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_arange(runtime.as_raw(), dtype.to_raw(), start, stop, step, o) })
+    }
+
+    /// A dense CPU tensor of random values (`sw_tensor_random`; see
+    /// [`RandomOptions`]). TYPE for a dtype that is not floating; VALUE for
+    /// non-finite parameters, low > high or a negative stddev.
+    pub fn random(runtime: &Runtime, shape: &[i64], options: &RandomOptions) -> Result<Tensor> {
+        let mut desc = sys::sw_random_desc_t::default();
+        unsafe { sys::sw_random_desc_init(&mut desc) };
+        desc.dtype = options.dtype.to_raw();
+        desc.seed = options.seed;
+        match options.distribution {
+            Distribution::Uniform { low, high } => {
+                desc.distribution = sys::sw_random_distribution_t::SW_RANDOM_UNIFORM;
+                desc.low = low;
+                desc.high = high;
+            }
+            Distribution::Normal { mean, stddev } => {
+                desc.distribution = sys::sw_random_distribution_t::SW_RANDOM_NORMAL;
+                desc.mean = mean;
+                desc.stddev = stddev;
+            }
+        }
+        out_tensor(|o| unsafe { sys::sw_tensor_random(runtime.as_raw(), &desc, shape.as_ptr(), shape.len(), o) })
     }
 
     /// The carrier.
@@ -216,6 +302,95 @@ impl Tensor {
         let mut out = ptr::null_mut();
         call(|| unsafe { sys::sw_tensor_transpose(self.as_raw(), axis0, axis1, &mut out) })?;
         Ok(unsafe { Tensor::from_raw(out) })
+    }
+
+    /// A tensor of `shape` holding these elements in first-mode-fastest
+    /// order (NumPy's order='F'): a view when the layout allows one, else a
+    /// dense copy (`sw_tensor_reshape`). One extent may be -1; VALUE when the
+    /// element counts differ.
+    pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_reshape(self.as_raw(), shape.as_ptr(), shape.len(), o) })
+    }
+
+    /// [`reshape`](Self::reshape) that is always a view (`sw_tensor_view`):
+    /// VALUE where the layout cannot be viewed so.
+    pub fn view(&self, shape: &[i64]) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_view(self.as_raw(), shape.as_ptr(), shape.len(), o) })
+    }
+
+    /// Modes `start_axis..=end_axis` merged into one (`sw_tensor_flatten`;
+    /// negative counts from the end): `flatten(0, -1)` merges every mode.
+    pub fn flatten(&self, start_axis: i64, end_axis: i64) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_flatten(self.as_raw(), start_axis, end_axis, o) })
+    }
+
+    /// The view with a mode of extent 1 before mode `axis` (in
+    /// `[-rank - 1, rank]`; INDEX otherwise) (`sw_tensor_unsqueeze`).
+    pub fn unsqueeze(&self, axis: i64) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_unsqueeze(self.as_raw(), axis, o) })
+    }
+
+    /// The view without the listed modes of extent 1, or without every mode
+    /// of extent 1 when `axes` is empty (`sw_tensor_squeeze`).
+    pub fn squeeze(&self, axes: &[i64]) -> Result<Tensor> {
+        let p = if axes.is_empty() { ptr::null() } else { axes.as_ptr() };
+        out_tensor(|o| unsafe { sys::sw_tensor_squeeze(self.as_raw(), p, axes.len(), o) })
+    }
+
+    /// The broadcast view of `shape` (`sw_tensor_expand`): modes of extent 1
+    /// stretch with stride 0, new leading modes are added, -1 keeps an
+    /// extent. In-place writes to it fail VALUE.
+    pub fn expand(&self, shape: &[i64]) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_expand(self.as_raw(), shape.as_ptr(), shape.len(), o) })
+    }
+
+    /// The view of elements `start, start + step, ...` before `stop` along
+    /// `axis`, as Python's `t[start:stop:step]` (`sw_tensor_slice`):
+    /// negative bounds count from the end, both are clamped (`i64::MAX` is
+    /// "to the end"), a negative step walks backwards. VALUE for step 0.
+    pub fn slice(&self, axis: i64, start: i64, stop: i64, step: i64) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_slice(self.as_raw(), axis, start, stop, step, o) })
+    }
+
+    /// The view at `index` along `axis`, without that mode
+    /// (`sw_tensor_select`; a negative index counts from the end).
+    pub fn select(&self, axis: i64, index: i64) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_select(self.as_raw(), axis, index, o) })
+    }
+
+    /// This tensor (a new handle) when its layout is dense, else a dense
+    /// copy (`sw_tensor_contiguous`).
+    pub fn contiguous(&self) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_contiguous(self.as_raw(), o) })
+    }
+
+    /// A dense copy with its own carrier, always (`sw_tensor_clone`;
+    /// differentiable). `Clone` only makes another handle to this tensor.
+    pub fn copy(&self) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_clone(self.as_raw(), o) })
+    }
+
+    /// A view of the same values outside autograd (`sw_tensor_detach`).
+    pub fn detach(&self) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_detach(self.as_raw(), o) })
+    }
+
+    /// The values converted to `dtype` (`sw_tensor_to_dtype`): this tensor
+    /// (a new handle) when it has that dtype, else a dense copy.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        out_tensor(|o| unsafe { sys::sw_tensor_to_dtype(self.as_raw(), dtype.to_raw(), o) })
+    }
+
+    /// Writes `value` to every element (`sw_tensor_fill`): one version step;
+    /// VALUE when it does not fit the dtype.
+    pub fn fill(&self, value: f64) -> Result<()> {
+        self.carrier()?.serialised(|| call(|| unsafe { sys::sw_tensor_fill(self.as_raw(), value) }))
+    }
+
+    /// Copies `source`, broadcast to this shape and converted to this dtype,
+    /// into this tensor (`sw_tensor_copy_from`): one version step.
+    pub fn copy_from(&self, source: &Tensor) -> Result<()> {
+        self.carrier()?.serialised(|| call(|| unsafe { sys::sw_tensor_copy_from(self.as_raw(), source.as_raw()) }))
     }
 
     /// Starts moving this tensor's values into `destination` (see

@@ -38,7 +38,7 @@ public final class Ops {
    */
   public enum Unary {
     /** {@code max(a, 0)} ({@code sw_relu}). */
-    RELU(Native::sw_relu),
+    RELU(Native::sw_relu, 11),
     /** {@code -a} ({@code SW_UNARY_NEG}); every dtype but bool (u8 wraps). */
     NEG(1),
     /** {@code |a|} ({@code SW_UNARY_ABS}); every dtype but bool. */
@@ -61,13 +61,16 @@ public final class Ops {
     TANH(10);
 
     final UnaryFn fn;
+    /** The {@code sw_unary_op_t}. */
+    final int code;
 
-    Unary(UnaryFn fn) {
+    Unary(UnaryFn fn, int code) {
       this.fn = fn;
+      this.code = code;
     }
 
     Unary(int code) {
-      this.fn = (a, out) -> Native.sw_unary(code, a, out);
+      this((a, out) -> Native.sw_unary(code, a, out), code);
     }
   }
 
