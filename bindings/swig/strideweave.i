@@ -101,6 +101,11 @@
 %ignore sw_carrier_open_safetensors_stack;
 %ignore sw_carrier_open_safetensors_stack_files;
 %ignore sw_carrier_open_raw_tensor;
+%ignore sw_carrier_open_gguf;
+%ignore sw_gguf_save_desc_t;
+%ignore sw_gguf_save_desc_init;
+%ignore sw_save_gguf;
+%ignore sw_testing_parse_gguf_header;
 %ignore sw_safetensors_save_desc_t;
 %ignore sw_safetensors_save_desc_init;
 %ignore sw_save_safetensors;

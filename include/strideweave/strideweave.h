@@ -1163,6 +1163,89 @@ SW_API sw_error_t* sw_save_safetensors(const char* path, const char* const* name
 SW_API sw_error_t* sw_save_npy(const char* path, sw_tensor_t* tensor);
 
 /* ------------------------------------------------------------------------ */
+/* GGUF files (llama.cpp's format) as secondary tiers                        */
+/* ------------------------------------------------------------------------ */
+
+/* A GGUF tensor's dimensions ne[0..n) list the fastest first (ggml's order),
+ * which is this ABI's first-mode-fastest order: its NumPy shape is ne
+ * reversed. So sw_carrier_open_gguf reports `shape` = ne reversed with
+ * SW_FILE_ORDER_ROW_MAJOR, and `logical_shape` = ne: llama.cpp's stacked
+ * expert tensors (blk.L.ffn_gate_exps.weight, ffn_up_exps, ffn_down_exps, of
+ * ne (n_embd, n_ff, n_expert)) open as the full tensor (n_embd, n_ff,
+ * n_expert) with grid (1, 1, n_expert) and tile (n_embd, n_ff, 1): one
+ * expert per tile, each one contiguous block of the file. */
+
+/* Tensor `name` of a GGUF file (versions 2 and 3), as
+ * sw_carrier_open_safetensors opens one of a .safetensors file (desc,
+ * direct I/O, out_info, the error rules above). Besides those:
+ * DATA_CORRUPT for a bad magic, an unknown ggml type or metadata value
+ * type, a duplicate key or tensor name, a general.alignment that is not a
+ * UINT32 power of two, a tensor offset that is not a multiple of the
+ * alignment, a first dimension (ne[0]) its type's block does not divide,
+ * more than 4 dimensions, or a count, string length or tensor that passes
+ * the end of the file; UNSUPPORTED for GGUF versions other than 2 and 3, a
+ * big-endian file, and a tensor whose ggml type StrideWeave has no dtype for
+ * (F32, F16, BF16, F64, I32 and I64 open; quantized types such as Q8_0 and
+ * Q4_K are refused as "unsupported dtype", naming the type). */
+SW_API sw_error_t* sw_carrier_open_gguf(sw_runtime_t* runtime, const char* path, const char* name,
+                                        const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
+                                        sw_carrier_t** out_carrier);
+
+/* GGUF's metadata value types (the values are the format's). */
+typedef enum sw_gguf_value_type_t {
+  SW_GGUF_TYPE_UINT8 = 0,
+  SW_GGUF_TYPE_INT8 = 1,
+  SW_GGUF_TYPE_UINT16 = 2,
+  SW_GGUF_TYPE_INT16 = 3,
+  SW_GGUF_TYPE_UINT32 = 4,
+  SW_GGUF_TYPE_INT32 = 5,
+  SW_GGUF_TYPE_FLOAT32 = 6,
+  SW_GGUF_TYPE_BOOL = 7,
+  SW_GGUF_TYPE_STRING = 8,
+  SW_GGUF_TYPE_ARRAY = 9,
+  SW_GGUF_TYPE_UINT64 = 10,
+  SW_GGUF_TYPE_INT64 = 11,
+  SW_GGUF_TYPE_FLOAT64 = 12,
+  SW_GGUF_TYPE_FORCE32 = 0x7fffffff
+} sw_gguf_value_type_t;
+
+/* Options of sw_save_gguf; fill with sw_gguf_save_desc_init. */
+typedef struct sw_gguf_save_desc_t {
+  uint32_t struct_size;
+  /* `metadata_count` key values written in this order: value i has type
+   * metadata_types[i] and metadata_values[i] points at it, in the C type of
+   * its type (uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float,
+   * bool, uint64_t, int64_t, double), or is a NUL-terminated UTF-8 string
+   * for SW_GGUF_TYPE_STRING. Arrays are not written (UNSUPPORTED). NULL and
+   * 0 for none. */
+  const char* const* metadata_keys;
+  const sw_gguf_value_type_t* metadata_types;
+  const void* const* metadata_values;
+  size_t metadata_count;
+  /* The data alignment, a power of two; 0 = 32 (GGUF's default). Another
+   * value is written as the "general.alignment" key. */
+  uint32_t alignment;
+} sw_gguf_save_desc_t;
+
+SW_API void sw_gguf_save_desc_init(sw_gguf_save_desc_t* desc);
+
+/* Saves `count` tensors to a GGUF (version 3) file at `path` as
+ * sw_save_safetensors saves them (values read from wherever they live,
+ * TiledEvictables tile by tile without promotion, written under a temporary
+ * name and renamed): tensor names[i] holds tensors[i] with its indexing, its
+ * ne being its shape reversed, so gguf-py's GGUFReader gives its data back
+ * with the tensor's shape (save sw_file_tensor_view of a TiledEvictable
+ * opened from a GGUF file to keep that file's ne). F32, F16, BF16, F64, I32
+ * and I64 tensors of rank 0 to 4; each tensor's data starts at a multiple of
+ * the alignment. TYPE for another dtype; VALUE for a rank above 4, an empty,
+ * duplicate or non-UTF-8 name or key, the key "general.alignment", an
+ * alignment that is not a power of two, an unknown value type, a NULL
+ * value or an unknown desc->struct_size; UNSUPPORTED for an array value;
+ * otherwise errors as sw_save_safetensors. */
+SW_API sw_error_t* sw_save_gguf(const char* path, const char* const* names, sw_tensor_t* const* tensors, size_t count,
+                                const sw_gguf_save_desc_t* desc);
+
+/* ------------------------------------------------------------------------ */
 /* Tile values: TileSet, TileSelection, ResidencyPlan                        */
 /* ------------------------------------------------------------------------ */
 

@@ -204,6 +204,16 @@ SW_API sw_error_t* sw_testing_parse_safetensors_header(const void* data, size_t 
                                                        const char* name, size_t* out_count,
                                                        sw_file_tensor_info_t* out_info);
 
+/* The GGUF header parser behind sw_carrier_open_gguf, as the two above
+ * (messages name "GGUF buffer"): `out_tensor_count` and `out_metadata_count`
+ * (may be NULL) get the numbers of tensors and metadata key values; with
+ * `name` non-NULL `out_info` describes that tensor (VALUE when the header
+ * has none of that name; UNSUPPORTED when its ggml type has no StrideWeave
+ * dtype, as the opener). */
+SW_API sw_error_t* sw_testing_parse_gguf_header(const void* data, size_t size, uint64_t file_size, const char* name,
+                                                size_t* out_tensor_count, size_t* out_metadata_count,
+                                                sw_file_tensor_info_t* out_info);
+
 /* Bytes a File carrier has read or written, by path. */
 typedef struct sw_file_io_stats_t {
   uint32_t struct_size;

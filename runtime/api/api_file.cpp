@@ -244,6 +244,20 @@ SW_API sw_error_t* sw_carrier_open_raw_tensor(sw_runtime_t* runtime, const char*
   });
 }
 
+SW_API sw_error_t* sw_carrier_open_gguf(sw_runtime_t* runtime, const char* path, const char* name,
+                                        const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
+                                        sw_carrier_t** out_carrier) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    require(path, "path");
+    require(name, "name");
+    require(out_carrier, "out_carrier");
+    check_info(out_info, "sw_carrier_open_gguf: out_info");
+    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_gguf");
+    opened_out(rt, open_gguf(rt, path, name, options), out_info, out_carrier, "sw_carrier_open_gguf: out_info");
+  });
+}
+
 SW_API void sw_safetensors_save_desc_init(sw_safetensors_save_desc_t* desc) {
   if (!desc) return;
   *desc = sw_safetensors_save_desc_t{};
@@ -267,6 +281,51 @@ SW_API sw_error_t* sw_save_safetensors(const char* path, const char* const* name
     std::vector<std::pair<std::string, std::string>> metadata;
     for (size_t i = 0; i < keys.size(); ++i) metadata.emplace_back(keys[i], values[i]);
     save_safetensors(path, entries, metadata);
+  });
+}
+
+SW_API void sw_gguf_save_desc_init(sw_gguf_save_desc_t* desc) {
+  if (!desc) return;
+  *desc = sw_gguf_save_desc_t{};
+  desc->struct_size = sizeof(sw_gguf_save_desc_t);
+}
+
+SW_API sw_error_t* sw_save_gguf(const char* path, const char* const* names, sw_tensor_t* const* tensors, size_t count,
+                                const sw_gguf_save_desc_t* desc) {
+  return guard([&] {
+    require(path, "path");
+    sw_gguf_save_desc_t d;
+    sw_gguf_save_desc_init(&d);
+    if (desc) d = struct_in(desc, d, "sw_save_gguf: desc");
+    const std::vector<std::string> list = strings_arg(names, count, "names");
+    if (count && !tensors) value_error("tensors must not be NULL when count is " + std::to_string(count));
+    std::vector<std::pair<std::string, Ref<Tensor>>> entries;
+    for (size_t i = 0; i < count; ++i)
+      entries.emplace_back(list[i], ref<Tensor>(tensors[i], ("tensors[" + std::to_string(i) + "]").c_str()));
+    const std::vector<std::string> keys = strings_arg(d.metadata_keys, d.metadata_count, "desc->metadata_keys");
+    if (d.metadata_count && (!d.metadata_types || !d.metadata_values))
+      value_error("sw_save_gguf: desc->metadata_types and metadata_values must not be NULL when metadata_count is " +
+                  std::to_string(d.metadata_count));
+    std::vector<std::pair<std::string, GgufValue>> metadata;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const std::string what = "sw_save_gguf: metadata '" + keys[i] + "'";
+      const uint32_t type = static_cast<uint32_t>(d.metadata_types[i]);
+      const void* p = d.metadata_values[i];
+      if (!gguf_value_type_name(type)) value_error(what + ": unknown value type " + std::to_string(type));
+      if (type == SW_GGUF_TYPE_ARRAY) unsupported_error(what + ": array values are not written");
+      if (!p) value_error(what + ": the value must not be NULL");
+      GgufValue v;
+      v.type = type;
+      if (type == SW_GGUF_TYPE_STRING) {
+        v.text = static_cast<const char*>(p);
+      } else if (type == SW_GGUF_TYPE_BOOL) {
+        v.bits = *static_cast<const bool*>(p) ? 1 : 0;
+      } else {
+        std::memcpy(&v.bits, p, gguf_value_size(type));  // little-endian host: the low bytes
+      }
+      metadata.emplace_back(keys[i], std::move(v));
+    }
+    save_gguf(path, entries, metadata, d.alignment ? d.alignment : kGgufDefaultAlignment);
   });
 }
 
@@ -306,6 +365,29 @@ SW_API sw_error_t* sw_testing_parse_safetensors_header(const void* data, size_t 
     }
     if (out_count) *out_count = h.tensors.size();
     if (t) info_out(out_info, t->dtype, t->shape, true, t->offset, t->bytes, 1, "sw_testing_parse_safetensors_header: out_info");
+  });
+}
+
+SW_API sw_error_t* sw_testing_parse_gguf_header(const void* data, size_t size, uint64_t file_size, const char* name,
+                                                size_t* out_tensor_count, size_t* out_metadata_count,
+                                                sw_file_tensor_info_t* out_info) {
+  return guard([&] {
+    if (size && !data) value_error("data must not be NULL when size is " + std::to_string(size));
+    check_info(out_info, "sw_testing_parse_gguf_header: out_info");
+    const uint64_t whole = file_size ? file_size : size;
+    const std::string source = "GGUF buffer";
+    const GgufHeader h = parse_gguf_header(static_cast<const std::byte*>(data), size, whole, source);
+    const GgufTensor* t = nullptr;
+    sw_dtype_t dtype = SW_DTYPE_INVALID;
+    if (name) {
+      t = h.find(name);
+      if (!t) value_error(source + " holds no tensor named '" + name + "'");
+      dtype = gguf_tensor_dtype(*t, source);
+    }
+    if (out_tensor_count) *out_tensor_count = h.tensors.size();
+    if (out_metadata_count) *out_metadata_count = h.metadata.size();
+    if (t)
+      info_out(out_info, dtype, t->shape(), true, t->offset, t->bytes, 1, "sw_testing_parse_gguf_header: out_info");
   });
 }
 

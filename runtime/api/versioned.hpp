@@ -51,6 +51,7 @@ SW_STRUCT_SIZES(sw_vulkan_device_desc_t, offsetof(sw_vulkan_device_desc_t, enabl
 SW_STRUCT_SIZES(sw_vulkan_counters_t, offsetof(sw_vulkan_counters_t, buffers_made), sizeof(sw_vulkan_counters_t));
 SW_STRUCT_SIZES(sw_file_tensor_info_t, sizeof(sw_file_tensor_info_t));
 SW_STRUCT_SIZES(sw_safetensors_save_desc_t, sizeof(sw_safetensors_save_desc_t));
+SW_STRUCT_SIZES(sw_gguf_save_desc_t, sizeof(sw_gguf_save_desc_t));
 SW_STRUCT_SIZES(sw_file_io_stats_t, sizeof(sw_file_io_stats_t));
 SW_STRUCT_SIZES(sw_io_queue_stats_t, sizeof(sw_io_queue_stats_t));
 SW_STRUCT_SIZES(sw_random_desc_t, sizeof(sw_random_desc_t));

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of npy and safetensors headers under tests/corpus/.
+"""Writes the seed corpus of npy, safetensors and GGUF headers under tests/corpus/.
 
 Each file is named NAME.EXPECTED.EXT, EXPECTED being the error code the
-header parsers (sw_testing_parse_npy_header / _safetensors_header) must
-give the whole file: OK, DATA_CORRUPT or UNSUPPORTED. tests/c/test_model_files.c
-replays every file; a fuzzer can start from them. The valid files are
-written by NumPy and by the safetensors package themselves; the others are
-made by hand. Rerun after changing this script: python3 tests/corpus/make_corpus.py
+header parsers (sw_testing_parse_npy_header / _safetensors_header /
+_gguf_header) must give the whole file: OK, DATA_CORRUPT or UNSUPPORTED.
+tests/c/test_model_files.c replays the npy and safetensors files,
+tests/c/test_gguf_files.c the GGUF ones; a fuzzer can start from them. The
+valid files are written by NumPy, the safetensors package and gguf-py
+(when installed) themselves; the others are made by hand. Rerun after changing this script: python3 tests/corpus/make_corpus.py
 """
 import io
 import json
@@ -18,6 +19,7 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 NPY = HERE / "npy"
 SAFETENSORS = HERE / "safetensors"
+GGUF = HERE / "gguf"
 
 
 def npy_bytes(header, data=b"", version=(1, 0)):
@@ -46,11 +48,163 @@ INDEX_JSON = (b'{"metadata": {"total_size": 16}, '
               b'"weight_map": {"w": "model-00001-of-00001.safetensors"}}\n')
 
 
+# GGUF's value type codes (gguf-py's GGUFValueType).
+U8, I8, U16, I16, U32, I32, F32V, BOOL, STR, ARR, U64, I64, F64V = range(13)
+SCALAR_FORMATS = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32V: "<f", BOOL: "<?",
+                  U64: "<Q", I64: "<q", F64V: "<d"}
+
+
+def gguf_string(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(vtype, value):
+    if vtype == STR:
+        return gguf_string(value)
+    if vtype == ARR:
+        etype, items = value
+        return struct.pack("<IQ", etype, len(items)) + b"".join(gguf_value(etype, v) for v in items)
+    return struct.pack(SCALAR_FORMATS[vtype], value)
+
+
+def gguf_bytes(kvs=(), tensors=(), data=b"", version=3, alignment=32, magic=b"GGUF", tensor_count=None,
+               kv_count=None):
+    """A GGUF file made by hand: kvs are (key, type, value), tensors
+    (name, ne, ggml type, relative offset); the data section starts at the
+    next multiple of `alignment` after the infos."""
+    out = magic + struct.pack("<IQQ", version, len(tensors) if tensor_count is None else tensor_count,
+                              len(kvs) if kv_count is None else kv_count)
+    for key, vtype, value in kvs:
+        out += gguf_string(key) + struct.pack("<I", vtype) + gguf_value(vtype, value)
+    for name, ne, gtype, offset in tensors:
+        out += gguf_string(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", e) for e in ne)
+        out += struct.pack("<IQ", gtype, offset)
+    out += bytes(-len(out) % alignment)
+    return out + data
+
+
+def gguf_writer_file(build):
+    """The bytes gguf-py's GGUFWriter writes after build(writer)."""
+    import tempfile
+    import gguf
+    with tempfile.TemporaryDirectory() as d:
+        path = pathlib.Path(d) / "w.gguf"
+        w = gguf.GGUFWriter(str(path), "llama")
+        build(w)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return path.read_bytes()
+
+
+def gguf_corpus(gg):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    try:
+        import gguf
+
+        def writer_tensors(w):
+            w.add_uint32("llama.block_count", 2)
+            w.add_float32("llama.rope.freq_base", 10000.0)
+            w.add_array("tokenizer.ggml.tokens", ["<s>", "</s>", "a"])
+            w.add_array("tokenizer.ggml.scores", [0.0, -1.0, -2.5])
+            w.add_bool("general.flag", True)
+            w.add_tensor("a", a)
+            w.add_tensor("h", a.astype(np.float16))
+            w.add_tensor("blk.0.ffn_gate_exps.weight", np.arange(2 * 3 * 8, dtype=np.float32).reshape(2, 3, 8))
+            w.add_tensor("q", gguf.quants.quantize(np.arange(64, dtype=np.float32).reshape(2, 32),
+                                                   gguf.GGMLQuantizationType.Q8_0),
+                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+        gg("gguf-py-writer", "OK", gguf_writer_file(writer_tensors))
+
+        def writer_bf16(w):
+            w.add_tensor("a", (np.arange(6, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16).reshape(2, 3),
+                         raw_dtype=gguf.GGMLQuantizationType.BF16)
+
+        gg("gguf-py-bf16", "OK", gguf_writer_file(writer_bf16))
+    except ImportError:
+        pass
+
+    f32 = 0
+    w = ("a", (4, 3), f32, 0)
+    data = bytes(48)
+    gg("minimal", "OK", gguf_bytes(tensors=[w], data=data))
+    gg("version-2", "OK", gguf_bytes(tensors=[w], data=data, version=2))
+    gg("no-tensors", "OK", gguf_bytes(kvs=[("general.architecture", STR, "llama")]))
+    gg("empty", "OK", gguf_bytes())
+    gg("every-value-type", "OK", gguf_bytes(kvs=[
+        ("u8", U8, 1), ("i8", I8, -1), ("u16", U16, 2), ("i16", I16, -2), ("u32", U32, 3), ("i32", I32, -3),
+        ("f32", F32V, 1.5), ("bool", BOOL, True), ("str", STR, "text"), ("u64", U64, 4), ("i64", I64, -4),
+        ("f64", F64V, 2.5), ("arr", ARR, (U32, [1, 2, 3])), ("strs", ARR, (STR, ["x", "yz"])),
+        ("nested", ARR, (ARR, [(I8, [1, 2]), (STR, ["n"])])), ("empty-arr", ARR, (F32V, []))],
+        tensors=[w], data=data))
+    gg("alignment-64", "OK", gguf_bytes(kvs=[("general.alignment", U32, 64)], tensors=[w, ("b", (2,), f32, 64)],
+                                        data=bytes(72), alignment=64))
+    gg("stacked-experts", "OK", gguf_bytes(tensors=[("a", (4, 3, 2), f32, 0)], data=bytes(96)))
+    gg("bf16", "OK", gguf_bytes(tensors=[("a", (4, 3), 30, 0)], data=bytes(24)))
+    gg("zero-size", "OK", gguf_bytes(tensors=[("a", (0, 3), f32, 0), ("b", (2,), f32, 0)], data=bytes(8)))
+    gg("gap-between", "OK", gguf_bytes(tensors=[("a", (2,), f32, 0), ("b", (2,), f32, 64)], data=bytes(72)))
+    gg("q4k-other", "OK", gguf_bytes(tensors=[("a", (4,), f32, 0), ("q", (256, 2), 12, 32)], data=bytes(32 + 288)))
+
+    gg("bad-magic", "DATA_CORRUPT", gguf_bytes(tensors=[w], data=data, magic=b"GGUG"))
+    gg("short-file", "DATA_CORRUPT", b"GGU")
+    gg("truncated-counts", "DATA_CORRUPT", b"GGUF" + struct.pack("<IH", 3, 1))
+    gg("npy-file", "DATA_CORRUPT", numpy_file(np.arange(4, dtype=np.float32)))
+    gg("safetensors-file", "DATA_CORRUPT", st_bytes({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
+                                                    bytes(8)))
+    gg("offset-past-end", "DATA_CORRUPT", gguf_bytes(tensors=[w], data=bytes(40)))
+    gg("offset-huge", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (4, 3), f32, 2 ** 63)], data=data))
+    gg("overlap", "DATA_CORRUPT", gguf_bytes(tensors=[w, ("b", (4,), f32, 32)], data=data))
+    gg("misaligned", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (2,), f32, 4)], data=bytes(12)))
+    gg("block-not-dividing", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (48, 2), 8, 0)], data=bytes(204)))
+    gg("unknown-ggml-type", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (4, 3), 4, 0)], data=data))
+    gg("ggml-type-huge", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (4, 3), 1000, 0)], data=data))
+    gg("five-dims", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (1, 1, 1, 1, 1), f32, 0)], data=bytes(4)))
+    gg("dims-huge", "DATA_CORRUPT", b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + gguf_string("a") +
+       struct.pack("<I", 2 ** 31) + bytes(64))
+    gg("dim-above-int64", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (2 ** 63,), f32, 0)]))
+    gg("element-count-overflow", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (2 ** 40, 2 ** 40), f32, 0)]))
+    gg("byte-size-overflow", "DATA_CORRUPT", gguf_bytes(tensors=[("a", (2 ** 62,), f32, 0)]))
+    gg("tensor-count-huge", "DATA_CORRUPT", gguf_bytes(tensors=[w], data=data, tensor_count=2 ** 60))
+    gg("kv-count-huge", "DATA_CORRUPT", gguf_bytes(tensors=[w], data=data, kv_count=2 ** 62))
+    gg("string-length-huge", "DATA_CORRUPT", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2 ** 62) + b"k")
+    gg("array-count-huge", "DATA_CORRUPT", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") +
+       struct.pack("<IIQ", ARR, U64, 2 ** 61) + bytes(16))
+    gg("unknown-value-type", "DATA_CORRUPT", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") +
+       struct.pack("<I", 13) + bytes(8))
+    gg("unknown-element-type", "DATA_CORRUPT", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("k") +
+       struct.pack("<IIQ", ARR, 77, 1) + bytes(8))
+    deep = (U8, [1])
+    for _ in range(12):
+        deep = (ARR, [deep])
+    gg("deep-arrays", "DATA_CORRUPT", gguf_bytes(kvs=[("k", ARR, deep)]))
+    gg("duplicate-key", "DATA_CORRUPT", gguf_bytes(kvs=[("k", U8, 1), ("k", U8, 2)]))
+    gg("duplicate-tensor", "DATA_CORRUPT", gguf_bytes(tensors=[w, ("a", (4, 3), f32, 64)], data=bytes(112)))
+    gg("alignment-not-u32", "DATA_CORRUPT", gguf_bytes(kvs=[("general.alignment", U64, 64)], tensors=[w],
+                                                       data=data, alignment=64))
+    gg("alignment-zero", "DATA_CORRUPT", gguf_bytes(kvs=[("general.alignment", U32, 0)], tensors=[w], data=data))
+    gg("alignment-not-power", "DATA_CORRUPT", gguf_bytes(kvs=[("general.alignment", U32, 48)], tensors=[w],
+                                                         data=data, alignment=48))
+    gg("truncated-infos", "DATA_CORRUPT", gguf_bytes(tensors=[w], data=data)[:40])
+
+    gg("version-1", "UNSUPPORTED", gguf_bytes(tensors=[w], data=data, version=1))
+    gg("version-4", "UNSUPPORTED", gguf_bytes(tensors=[w], data=data, version=4))
+    gg("big-endian", "UNSUPPORTED", b"GGUF" + struct.pack(">IQQ", 3, 0, 0))
+
+
 def main():
     NPY.mkdir(exist_ok=True)
     SAFETENSORS.mkdir(exist_ok=True)
-    for old in list(NPY.iterdir()) + list(SAFETENSORS.iterdir()):
+    GGUF.mkdir(exist_ok=True)
+    for old in list(NPY.iterdir()) + list(SAFETENSORS.iterdir()) + list(GGUF.iterdir()):
         old.unlink()
+
+    def gg(name, code, content):
+        (GGUF / f"{name}.{code}.gguf").write_bytes(content)
+
+    gguf_corpus(gg)
 
     def npy(name, code, content):
         (NPY / f"{name}.{code}.npy").write_bytes(content)

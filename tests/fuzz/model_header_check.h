@@ -1,5 +1,5 @@
 /* The invariants of a model-file header the parsers accepted, shared by
- * fuzz_npy.c and fuzz_safetensors.c. */
+ * fuzz_npy.c, fuzz_safetensors.c and fuzz_gguf.c. */
 #ifndef MODEL_HEADER_CHECK_H_
 #define MODEL_HEADER_CHECK_H_
 

@@ -83,6 +83,11 @@ class HeaderFile {
 
 std::string npy_source(const std::string& path) { return "npy file '" + path + "'"; }
 std::string safetensors_source(const std::string& path) { return "safetensors file '" + path + "'"; }
+std::string gguf_source(const std::string& path) { return "GGUF file '" + path + "'"; }
+
+// Bytes of a GGUF file's start read first; most headers (llama.cpp's
+// tokenizer metadata included) need a few MiB at most.
+constexpr uint64_t kGgufFirstRead = uint64_t{1} << 20;
 
 // A TiledEvictable holds at least one element per mode: refuse what it cannot.
 void check_tileable(const std::vector<int64_t>& shape, const std::string& what) {
@@ -131,6 +136,22 @@ SafetensorsHeader read_safetensors_header(const HeaderFile& f, const std::string
 
 SafetensorsHeader read_safetensors_header(Runtime& runtime, const std::string& path) {
   return read_safetensors_header(HeaderFile(runtime, path), path);
+}
+
+GgufHeader read_gguf_header(Runtime& runtime, const std::string& path) {
+  const HeaderFile f(runtime, path);
+  const std::string source = gguf_source(path);
+  uint64_t want = std::min(f.size(), kGgufFirstRead);
+  for (;;) {
+    const std::vector<std::byte> head = f.head(want);
+    uint64_t more = 0;
+    GgufHeader h = parse_gguf_header(head.data(), head.size(), f.size(), source, &more);
+    if (more == 0) return h;
+    if (more > kGgufMaxHeaderBytes)
+      throw_error(SW_ERROR_DATA_CORRUPT,
+                  source + ": header: longer than the limit of " + std::to_string(kGgufMaxHeaderBytes) + " bytes");
+    want = std::min(f.size(), std::max(more, std::min(want * 2, kGgufMaxHeaderBytes)));
+  }
 }
 
 OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, const FileCarrierOptions& options) {
@@ -223,6 +244,20 @@ OpenedTensor open_safetensors_stack_files(const Ref<Runtime>& runtime, const std
         {parts[i]->offset, static_cast<size_t>(parts[i]->bytes / dtype_size(parts[i]->dtype)), shard_of[i]});
   auto carrier = FileCarrier::open_segments(runtime, parts.front()->dtype, files, segments, options);
   return finish(std::move(carrier), parts.front()->dtype, std::move(shape), true, parts.front()->offset, names.size());
+}
+
+OpenedTensor open_gguf(const Ref<Runtime>& runtime, const std::string& path, const std::string& name,
+                       const FileCarrierOptions& options) {
+  const GgufHeader h = read_gguf_header(*runtime, path);
+  const std::string source = gguf_source(path);
+  const GgufTensor* t = h.find(name);
+  if (!t) value_error(source + " holds no tensor named '" + name + "'");
+  const sw_dtype_t dtype = gguf_tensor_dtype(*t, source);
+  std::vector<int64_t> shape = t->shape();
+  check_tileable(shape, "tensor '" + name + "' of " + source);
+  auto carrier = FileCarrier::open(runtime, dtype, path, t->offset, static_cast<size_t>(t->bytes / dtype_size(dtype)),
+                                   options);
+  return finish(std::move(carrier), dtype, std::move(shape), true, t->offset, 1);
 }
 
 OpenedTensor open_raw_tensor(const Ref<Runtime>& runtime, const std::string& path, sw_dtype_t dtype, uint64_t offset,
@@ -407,6 +442,57 @@ void save_npy(const std::string& path, const Ref<Tensor>& tensor) {
   AtomicFile out(path);
   out.write(header.data(), header.size());
   write_row_major(out, *tensor);
+  out.commit();
+}
+
+void save_gguf(const std::string& path, const std::vector<std::pair<std::string, Ref<Tensor>>>& tensors,
+               const std::vector<std::pair<std::string, GgufValue>>& metadata, uint32_t alignment) {
+  const std::string target = "saving GGUF file '" + path + "'";
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    value_error(target + ": alignment " + std::to_string(alignment) + " is not a power of two");
+  std::set<std::string> names;
+  std::vector<GgufTensorOut> stored;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.empty()) value_error(target + ": a tensor name is empty");
+    if (!valid_utf8(name)) value_error(target + ": a tensor name is not valid UTF-8");
+    if (!names.insert(name).second) value_error(target + ": tensor '" + name + "' is named twice");
+    const GgufType* type = gguf_type_of(tensor->dtype());
+    if (!type)
+      type_error(target + ": tensor '" + name + "' has dtype " + dtype_name(tensor->dtype()) +
+                 ", which GGUF cannot hold");
+    if (tensor->rank() > kGgufMaxDims)
+      value_error(target + ": tensor '" + name + "' has " + std::to_string(tensor->rank()) +
+                  " modes; GGUF tensors have at most " + std::to_string(kGgufMaxDims));
+    check_saveable(*tensor, target);
+    GgufTensorOut s;
+    s.name = name;
+    s.type = type;
+    s.ne.assign(tensor->shape().rbegin(), tensor->shape().rend());
+    s.bytes = static_cast<uint64_t>(tensor->numel()) * dtype_size(tensor->dtype());
+    stored.push_back(std::move(s));
+  }
+  std::set<std::string> keys;
+  for (const auto& [key, value] : metadata) {
+    if (key.empty()) value_error(target + ": a metadata key is empty");
+    if (!valid_utf8(key)) value_error(target + ": a metadata key is not valid UTF-8");
+    if (!keys.insert(key).second) value_error(target + ": metadata key '" + key + "' is given twice");
+    if (key == "general.alignment")
+      value_error(target + ": metadata key 'general.alignment' is written from the alignment; do not give it");
+    if (value.type == static_cast<uint32_t>(GgufValueType::kString) && !valid_utf8(value.text))
+      value_error(target + ": the value of metadata key '" + key + "' is not valid UTF-8");
+  }
+  const std::string header = gguf_header(stored, metadata, alignment);
+  AtomicFile out(path);
+  out.write(header.data(), header.size());
+  uint64_t at = header.size();
+  const std::vector<char> zeros(alignment, 0);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (stored[i].offset > at) out.write(zeros.data(), static_cast<size_t>(stored[i].offset - at));
+    write_row_major(out, *tensors[i].second);
+    at = stored[i].offset + stored[i].bytes;
+  }
+  // The data section ends padded too, as llama.cpp's reader sizes it.
+  if (at % alignment) out.write(zeros.data(), static_cast<size_t>(alignment - at % alignment));
   out.commit();
 }
 

@@ -1,5 +1,5 @@
-// Model files as secondary tiers: a tensor of a .npy, .safetensors or raw
-// file opened as a read-only File carrier with the TiledEvictable geometry
+// Model files as secondary tiers: a tensor of a .npy, .safetensors, GGUF or
+// raw file opened as a read-only File carrier with the TiledEvictable geometry
 // that gives each tile one contiguous block of the file, and tensors saved
 // to .safetensors and .npy files by their logical indexing.
 #pragma once
@@ -30,6 +30,9 @@ struct OpenedTensor {
 // of `runtime`.
 StoredTensor read_npy_header(Runtime& runtime, const std::string& path);
 SafetensorsHeader read_safetensors_header(Runtime& runtime, const std::string& path);
+// The header of a GGUF file, read in growing prefixes until it is whole
+// (DATA_CORRUPT when it would pass kGgufMaxHeaderBytes).
+GgufHeader read_gguf_header(Runtime& runtime, const std::string& path);
 
 // The tensor of an npy file.
 OpenedTensor open_npy(const Ref<Runtime>& runtime, const std::string& path, const FileCarrierOptions& options);
@@ -50,6 +53,12 @@ OpenedTensor open_safetensors_stack(const Ref<Runtime>& runtime, const std::stri
 // naming the file that cannot be opened or parsed.
 OpenedTensor open_safetensors_stack_files(const Ref<Runtime>& runtime, const std::vector<std::string>& paths,
                                           const std::vector<std::string>& names, const FileCarrierOptions& options);
+// Tensor `name` of a GGUF file (VALUE naming it when missing; UNSUPPORTED for
+// a ggml type StrideWeave has no dtype for). The shape is NumPy's (ggml's ne
+// reversed), row-major: the logical shape is ne, so a stacked expert tensor
+// of ne (n_embd, n_ff, n_expert) has one expert per tile.
+OpenedTensor open_gguf(const Ref<Runtime>& runtime, const std::string& path, const std::string& name,
+                       const FileCarrierOptions& options);
 // A raw tensor at `offset` of `path`.
 OpenedTensor open_raw_tensor(const Ref<Runtime>& runtime, const std::string& path, sw_dtype_t dtype, uint64_t offset,
                              const std::vector<int64_t>& shape, bool row_major, const FileCarrierOptions& options);
@@ -63,5 +72,10 @@ OpenedTensor open_raw_tensor(const Ref<Runtime>& runtime, const std::string& pat
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Ref<Tensor>>>& tensors,
                       const std::vector<std::pair<std::string, std::string>>& metadata);
 void save_npy(const std::string& path, const Ref<Tensor>& tensor);
+// Saves `tensors` to a GGUF (version 3) file as save_safetensors does: each
+// tensor's shape is NumPy's shape of its data, its ne that shape reversed.
+// `metadata` values are scalars or strings; `alignment` a power of two.
+void save_gguf(const std::string& path, const std::vector<std::pair<std::string, Ref<Tensor>>>& tensors,
+               const std::vector<std::pair<std::string, GgufValue>>& metadata, uint32_t alignment);
 
 }  // namespace sw

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <set>
 
 #include "base/error.hpp"
 #include "base/text.hpp"
@@ -811,6 +813,385 @@ std::string safetensors_header(std::vector<StoredTensor>& tensors,
   for (int i = 0; i < 8; ++i) out += static_cast<char>((static_cast<uint64_t>(json.size()) >> (8 * i)) & 0xff);
   out += json;
   for (StoredTensor& t : tensors) t.offset += out.size();
+  return out;
+}
+
+// ---- GGUF -----------------------------------------------------------------
+
+namespace {
+
+struct GgufValueTypeInfo {
+  const char* name;
+  size_t size;  // 0: variable
+};
+
+constexpr GgufValueTypeInfo kGgufValueTypes[] = {
+    {"UINT8", 1}, {"INT8", 1},   {"UINT16", 2}, {"INT16", 2},  {"UINT32", 4}, {"INT32", 4},   {"FLOAT32", 4},
+    {"BOOL", 1},  {"STRING", 0}, {"ARRAY", 0},  {"UINT64", 8}, {"INT64", 8},  {"FLOAT64", 8},
+};
+
+// Every tensor type the format defines (gguf-py's GGML_QUANT_SIZES); the ids
+// it skips are types ggml removed. Quantized types have no StrideWeave dtype
+// yet: see gguf_tensor_dtype.
+constexpr GgufType kGgufTypes[] = {
+    {0, "F32", 1, 4, SW_DTYPE_F32},
+    {1, "F16", 1, 2, SW_DTYPE_F16},
+    {2, "Q4_0", 32, 18, SW_DTYPE_INVALID},
+    {3, "Q4_1", 32, 20, SW_DTYPE_INVALID},
+    {6, "Q5_0", 32, 22, SW_DTYPE_INVALID},
+    {7, "Q5_1", 32, 24, SW_DTYPE_INVALID},
+    {8, "Q8_0", 32, 34, SW_DTYPE_INVALID},
+    {9, "Q8_1", 32, 40, SW_DTYPE_INVALID},
+    {10, "Q2_K", 256, 84, SW_DTYPE_INVALID},
+    {11, "Q3_K", 256, 110, SW_DTYPE_INVALID},
+    {12, "Q4_K", 256, 144, SW_DTYPE_INVALID},
+    {13, "Q5_K", 256, 176, SW_DTYPE_INVALID},
+    {14, "Q6_K", 256, 210, SW_DTYPE_INVALID},
+    {15, "Q8_K", 256, 292, SW_DTYPE_INVALID},
+    {16, "IQ2_XXS", 256, 66, SW_DTYPE_INVALID},
+    {17, "IQ2_XS", 256, 74, SW_DTYPE_INVALID},
+    {18, "IQ3_XXS", 256, 98, SW_DTYPE_INVALID},
+    {19, "IQ1_S", 256, 50, SW_DTYPE_INVALID},
+    {20, "IQ4_NL", 32, 18, SW_DTYPE_INVALID},
+    {21, "IQ3_S", 256, 110, SW_DTYPE_INVALID},
+    {22, "IQ2_S", 256, 82, SW_DTYPE_INVALID},
+    {23, "IQ4_XS", 256, 136, SW_DTYPE_INVALID},
+    {24, "I8", 1, 1, SW_DTYPE_INVALID},
+    {25, "I16", 1, 2, SW_DTYPE_INVALID},
+    {26, "I32", 1, 4, SW_DTYPE_I32},
+    {27, "I64", 1, 8, SW_DTYPE_I64},
+    {28, "F64", 1, 8, SW_DTYPE_F64},
+    {29, "IQ1_M", 256, 56, SW_DTYPE_INVALID},
+    {30, "BF16", 1, 2, SW_DTYPE_BF16},
+    {34, "TQ1_0", 256, 54, SW_DTYPE_INVALID},
+    {35, "TQ2_0", 256, 66, SW_DTYPE_INVALID},
+    {39, "MXFP4", 32, 17, SW_DTYPE_INVALID},
+    {40, "NVFP4", 64, 36, SW_DTYPE_INVALID},
+    {41, "Q1_0", 128, 18, SW_DTYPE_INVALID},
+};
+
+// Thrown inside the parser when the buffer ends before the header does but
+// the file does not; parse_gguf_header turns it into *more.
+struct GgufNeedMore {
+  uint64_t bytes;
+};
+
+// A bounds-checked little-endian reader over the buffer. Every length it is
+// given is checked against the file before anything is allocated for it.
+class GgufReader {
+ public:
+  GgufReader(const std::byte* data, size_t size, uint64_t file_size, const std::string& source, bool want_more)
+      : data_(data), size_(size), file_size_(file_size), source_(source), want_more_(want_more) {}
+
+  uint64_t position() const { return pos_; }
+  // Bytes of the file after the current position.
+  uint64_t file_left() const { return file_size_ - pos_; }
+  const std::string& source() const { return source_; }
+
+  // Makes sure `n` bytes follow: DATA_CORRUPT naming `field` when they pass
+  // the end of the file; the buffer's end asks for more or is "truncated".
+  void need(uint64_t n, const std::string& field) {
+    if (n > file_size_ - pos_)
+      corrupt(source_, field,
+              "needs " + std::to_string(n) + " bytes at byte " + std::to_string(pos_) +
+                  ", which passes the end of the file (" + std::to_string(file_size_) + " bytes)");
+    if (n > size_ - pos_) {
+      if (want_more_) throw GgufNeedMore{pos_ + n};
+      corrupt(source_, field,
+              "truncated: the header needs at least " + std::to_string(pos_ + n) + " bytes, " + std::to_string(size_) +
+                  " given");
+    }
+  }
+  uint64_t u(size_t bytes, const std::string& field) {
+    need(bytes, field);
+    const uint64_t v = load_le(data_ + pos_, bytes);
+    pos_ += bytes;
+    return v;
+  }
+  uint32_t u32(const std::string& field) { return static_cast<uint32_t>(u(4, field)); }
+  uint64_t u64(const std::string& field) { return u(8, field); }
+  std::string bytes(uint64_t n, const std::string& field) {
+    need(n, field);
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
+    pos_ += n;
+    return s;
+  }
+  // A GGUF string: a 64-bit length and its bytes.
+  std::string string(const std::string& field) {
+    const uint64_t n = u64(field);
+    if (n > file_left())
+      corrupt(source_, field,
+              "string length " + std::to_string(n) + " passes the end of the file (" + std::to_string(file_size_) +
+                  " bytes)");
+    return bytes(n, field);
+  }
+
+ private:
+  const std::byte* data_;
+  size_t size_;
+  uint64_t file_size_;
+  const std::string& source_;
+  bool want_more_;
+  uint64_t pos_ = 0;
+};
+
+std::string metadata_field(const std::string& key) { return "metadata '" + printable(key) + "'"; }
+
+GgufValue gguf_value(GgufReader& r, uint32_t type, const std::string& field, int depth) {
+  GgufValue v;
+  v.type = type;
+  if (type >= std::size(kGgufValueTypes)) corrupt(r.source(), field, "unknown value type " + std::to_string(type));
+  if (type == static_cast<uint32_t>(GgufValueType::kString)) {
+    v.text = r.string(field);
+    return v;
+  }
+  if (type != static_cast<uint32_t>(GgufValueType::kArray)) {
+    v.bits = r.u(kGgufValueTypes[type].size, field);
+    return v;
+  }
+  if (depth >= kGgufMaxArrayDepth)
+    corrupt(r.source(), field, "arrays nested deeper than " + std::to_string(kGgufMaxArrayDepth));
+  v.element_type = r.u32(field);
+  v.count = r.u64(field);
+  if (v.element_type >= std::size(kGgufValueTypes))
+    corrupt(r.source(), field, "unknown array element type " + std::to_string(v.element_type));
+  // The least each element takes: its size, a string's length, an array's
+  // element type and count.
+  const size_t fixed = kGgufValueTypes[v.element_type].size;
+  const uint64_t least = fixed ? fixed : v.element_type == static_cast<uint32_t>(GgufValueType::kString) ? 8 : 12;
+  if (v.count > r.file_left() / least)
+    corrupt(r.source(), field,
+            "an array of " + std::to_string(v.count) + " " + kGgufValueTypes[v.element_type].name +
+                " values cannot fit in the " + std::to_string(r.file_left()) + " bytes left in the file");
+  if (fixed) {
+    v.raw = r.bytes(v.count * fixed, field);
+  } else if (v.element_type == static_cast<uint32_t>(GgufValueType::kString)) {
+    for (uint64_t i = 0; i < v.count; ++i) v.strings.push_back(r.string(field));
+  } else {
+    for (uint64_t i = 0; i < v.count; ++i) v.items.push_back(gguf_value(r, v.element_type, field, depth + 1));
+  }
+  return v;
+}
+
+}  // namespace
+
+const char* gguf_value_type_name(uint32_t type) {
+  return type < std::size(kGgufValueTypes) ? kGgufValueTypes[type].name : nullptr;
+}
+
+size_t gguf_value_size(uint32_t type) { return type < std::size(kGgufValueTypes) ? kGgufValueTypes[type].size : 0; }
+
+const GgufType* gguf_type(uint32_t id) {
+  for (const GgufType& t : kGgufTypes)
+    if (t.id == id) return &t;
+  return nullptr;
+}
+
+const GgufType* gguf_type_of(sw_dtype_t dtype) {
+  for (const GgufType& t : kGgufTypes)
+    if (t.dtype == dtype && dtype != SW_DTYPE_INVALID) return &t;
+  return nullptr;
+}
+
+const GgufTensor* GgufHeader::find(const std::string& name) const {
+  for (const GgufTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+GgufHeader parse_gguf_header(const std::byte* data, size_t size, uint64_t file_size, const std::string& source,
+                             uint64_t* more) {
+  if (more) *more = 0;
+  if (size > file_size) size = static_cast<size_t>(file_size);
+  GgufReader r(data, size, file_size, source, more != nullptr);
+  GgufHeader h;
+  std::vector<uint64_t> relative;  // each tensor's offset in the data section
+  try {
+    if (file_size < 4 || (size >= 4 && std::memcmp(data, "GGUF", 4) != 0))
+      corrupt(source, "magic", "not a GGUF file (it does not start with \"GGUF\")");
+    r.u(4, "magic");
+    const uint32_t version = r.u32("version");
+    // A big-endian file's version reads byte-swapped: 0x03000000.
+    if ((version & 0xffff) == 0 && (version >> 24) >= 2 && (version >> 24) <= 3)
+      unsupported(source, "version", "a big-endian GGUF file; StrideWeave reads little-endian files only");
+    if (version != 2 && version != 3)
+      unsupported(source, "version",
+                  "GGUF version " + std::to_string(version) + " is not supported; versions 2 and 3 are");
+    h.version = version;
+    const uint64_t tensor_count = r.u64("tensor count");
+    const uint64_t kv_count = r.u64("metadata count");
+    // A key value takes at least 13 bytes (a key's length, a type, a byte);
+    // a tensor info 24 (a name's length, n_dims, a type, an offset).
+    if (kv_count > r.file_left() / 13)
+      corrupt(source, "metadata count",
+              std::to_string(kv_count) + " key values cannot fit in a file of " + std::to_string(file_size) + " bytes");
+    if (tensor_count > r.file_left() / 24)
+      corrupt(source, "tensor count",
+              std::to_string(tensor_count) + " tensor infos cannot fit in a file of " + std::to_string(file_size) +
+                  " bytes");
+
+    std::set<std::string> keys;
+    for (uint64_t i = 0; i < kv_count; ++i) {
+      std::string key = r.string("metadata key " + std::to_string(i));
+      const std::string field = metadata_field(key);
+      if (!keys.insert(key).second) corrupt(source, field, "duplicate key");
+      const uint32_t type = r.u32(field);
+      GgufValue v = gguf_value(r, type, field, 0);
+      if (key == "general.alignment") {
+        if (type != static_cast<uint32_t>(GgufValueType::kUint32))
+          corrupt(source, field,
+                  std::string("is ") + (gguf_value_type_name(type) ? gguf_value_type_name(type) : "?") +
+                      ", not UINT32");
+        if (v.bits == 0 || (v.bits & (v.bits - 1)) != 0)
+          corrupt(source, field, std::to_string(v.bits) + " is not a power of two");
+        h.alignment = static_cast<uint32_t>(v.bits);
+      }
+      h.metadata.emplace_back(std::move(key), std::move(v));
+    }
+
+    std::set<std::string> names;
+    for (uint64_t i = 0; i < tensor_count; ++i) {
+      GgufTensor t;
+      t.name = r.string("tensor info " + std::to_string(i) + " name");
+      if (!names.insert(t.name).second) corrupt(source, tensor_field(t.name, ""), "duplicate tensor name");
+      const uint32_t n_dims = r.u32(tensor_field(t.name, "n_dims"));
+      if (n_dims > kGgufMaxDims)
+        corrupt(source, tensor_field(t.name, "n_dims"),
+                std::to_string(n_dims) + " dimensions; GGUF tensors have at most " + std::to_string(kGgufMaxDims));
+      for (uint32_t d = 0; d < n_dims; ++d) {
+        const uint64_t e = r.u64(tensor_field(t.name, "ne"));
+        if (e > static_cast<uint64_t>(INT64_MAX))
+          corrupt(source, tensor_field(t.name, "ne"),
+                  "dimension " + std::to_string(d) + " is " + std::to_string(e) + ", above 2^63 - 1");
+        t.ne.push_back(static_cast<int64_t>(e));
+      }
+      const uint32_t type = r.u32(tensor_field(t.name, "type"));
+      t.type = gguf_type(type);
+      if (!t.type) corrupt(source, tensor_field(t.name, "type"), "unknown ggml type " + std::to_string(type));
+      int64_t n = 1;
+      for (int64_t e : t.ne)
+        if (__builtin_mul_overflow(n, e, &n))
+          corrupt(source, tensor_field(t.name, "ne"), "the element count of ne " + shape_text(t.ne) + " overflows");
+      const int64_t first = t.ne.empty() ? 1 : t.ne[0];
+      if (first % t.type->block != 0)
+        corrupt(source, tensor_field(t.name, "ne"),
+                "the first dimension " + std::to_string(first) + " is not a multiple of " + t.type->name +
+                    "'s block of " + std::to_string(t.type->block) + " elements");
+      int64_t bytes;
+      if (__builtin_mul_overflow(n / t.type->block, static_cast<int64_t>(t.type->bytes), &bytes))
+        corrupt(source, tensor_field(t.name, "ne"),
+                "the byte size of ne " + shape_text(t.ne) + " of " + t.type->name + " overflows");
+      t.bytes = static_cast<uint64_t>(bytes);
+      const uint64_t offset = r.u64(tensor_field(t.name, "offset"));
+      if (offset % h.alignment != 0)
+        corrupt(source, tensor_field(t.name, "offset"),
+                std::to_string(offset) + " is not a multiple of the alignment " + std::to_string(h.alignment));
+      relative.push_back(offset);
+      h.tensors.push_back(std::move(t));
+    }
+    h.data_start = (r.position() + h.alignment - 1) / h.alignment * h.alignment;
+  } catch (const GgufNeedMore& need) {
+    *more = need.bytes;
+    return GgufHeader{};
+  }
+
+  const uint64_t data_bytes = file_size > h.data_start ? file_size - h.data_start : 0;
+  std::vector<size_t> order(h.tensors.size());
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    GgufTensor& t = h.tensors[i];
+    const uint64_t begin = relative[i];
+    if (begin > data_bytes || t.bytes > data_bytes - begin)
+      corrupt(source, tensor_field(t.name, "offset"),
+              "[" + std::to_string(begin) + ", +" + std::to_string(t.bytes) + ") passes the end of the file's data (" +
+                  std::to_string(data_bytes) + " bytes at byte " + std::to_string(h.data_start) + ")");
+    t.offset = h.data_start + begin;
+    order[i] = i;
+  }
+  // No two tensors share a byte.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return h.tensors[a].offset < h.tensors[b].offset; });
+  size_t last = SIZE_MAX;
+  for (size_t i : order) {
+    const GgufTensor& t = h.tensors[i];
+    if (t.bytes == 0) continue;
+    if (last != SIZE_MAX && t.offset < h.tensors[last].offset + h.tensors[last].bytes)
+      corrupt(source, tensor_field(t.name, "offset"), "overlaps tensor '" + printable(h.tensors[last].name) + "'");
+    if (last == SIZE_MAX || t.offset + t.bytes > h.tensors[last].offset + h.tensors[last].bytes) last = i;
+  }
+  return h;
+}
+
+sw_dtype_t gguf_tensor_dtype(const GgufTensor& t, const std::string& source) {
+  // Quantized tensors: the one place that refuses them. When the block
+  // dtypes (Q8_0, Q4_0, Q4_K, Q6_K, MXFP4) exist, give their rows of
+  // kGgufTypes those dtypes and remove this refusal.
+  if (t.type->block > 1)
+    unsupported(source, tensor_field(t.name, "type"),
+                std::string("unsupported dtype: ") + t.type->name +
+                    " is a quantized ggml type, which StrideWeave cannot hold yet");
+  if (t.type->dtype == SW_DTYPE_INVALID)
+    unsupported(source, tensor_field(t.name, "type"),
+                std::string("unsupported dtype: ggml type ") + t.type->name +
+                    " has no StrideWeave dtype (F32, F16, BF16, F64, I32 and "
+                    "I64 do)");
+  return t.type->dtype;
+}
+
+namespace {
+
+void put_le(std::string& out, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+void put_string(std::string& out, const std::string& s) {
+  put_le(out, s.size(), 8);
+  out += s;
+}
+
+void put_value(std::string& out, const GgufValue& v) {
+  if (v.type == static_cast<uint32_t>(GgufValueType::kString)) {
+    put_string(out, v.text);
+  } else if (v.type == static_cast<uint32_t>(GgufValueType::kArray)) {
+    put_le(out, v.element_type, 4);
+    put_le(out, v.count, 8);
+    out += v.raw;
+    for (const std::string& s : v.strings) put_string(out, s);
+    for (const GgufValue& item : v.items) put_value(out, item);
+  } else {
+    put_le(out, v.bits, gguf_value_size(v.type));
+  }
+}
+
+}  // namespace
+
+std::string gguf_header(std::vector<GgufTensorOut>& tensors,
+                        const std::vector<std::pair<std::string, GgufValue>>& metadata, uint32_t alignment) {
+  std::string out = "GGUF";
+  put_le(out, 3, 4);
+  put_le(out, tensors.size(), 8);
+  const bool add_alignment = alignment != kGgufDefaultAlignment;
+  put_le(out, metadata.size() + (add_alignment ? 1 : 0), 8);
+  for (const auto& [key, value] : metadata) {
+    put_string(out, key);
+    put_le(out, value.type, 4);
+    put_value(out, value);
+  }
+  if (add_alignment) {
+    put_string(out, "general.alignment");
+    put_le(out, static_cast<uint32_t>(GgufValueType::kUint32), 4);
+    put_le(out, alignment, 4);
+  }
+  uint64_t at = 0;
+  for (GgufTensorOut& t : tensors) {
+    put_string(out, t.name);
+    put_le(out, t.ne.size(), 4);
+    for (int64_t e : t.ne) put_le(out, static_cast<uint64_t>(e), 8);
+    put_le(out, t.type->id, 4);
+    put_le(out, at, 8);
+    t.offset = at;
+    at = (at + t.bytes + alignment - 1) / alignment * alignment;
+  }
+  out.append((alignment - out.size() % alignment) % alignment, '\0');
+  for (GgufTensorOut& t : tensors) t.offset += out.size();
   return out;
 }
 
