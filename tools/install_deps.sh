@@ -97,6 +97,9 @@ PIP_PACKAGES+=(tinygrad)
 # strideweave.hf, its tests and the main demo; accelerate is the demo's
 # disk-offload peer.
 PIP_PACKAGES+=(transformers accelerate)
+# gguf (llama.cpp's gguf-py) writes and reads the GGUF files of
+# tests/python/test_gguf_files.py and the GGUF seed corpus.
+PIP_PACKAGES+=(gguf)
 # The main demo's imports (tools/hf_demo.py; examples/python/mixtral_offload.py).
 PIP_MAIN=(numpy torch safetensors matplotlib zstandard transformers accelerate)
 if [ "$set_name" = main ]; then

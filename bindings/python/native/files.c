@@ -1,5 +1,5 @@
 /* strideweave._native: files (sw_py.h lists the module's files): file
- * carriers, the model-file openers (.npy, .safetensors, raw tensors) that
+ * carriers, the model-file openers (.npy, .safetensors, GGUF, raw tensors) that
  * return a carrier with the file's info as a dict, the savers, and the
  * header-parser and I/O-statistics test hooks. Paths go through
  * PyUnicode_FSConverter (str, bytes or os.PathLike); the GIL is released
@@ -148,6 +148,24 @@ PyObject* carrier_open_safetensors(sw_runtime_t* runtime, PyObject* path, const 
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
   e = sw_carrier_open_safetensors(runtime, p, name, &desc, &info, &carrier);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(encoded);
+  return sw_py_opened(e, carrier, &info);
+}
+
+/* sw_carrier_open_gguf: (carrier, info dict). */
+PyObject* carrier_open_gguf(sw_runtime_t* runtime, PyObject* path, const char* name, bool direct_io,
+                            size_t chunk_bytes, size_t requests_in_flight) {
+  PyObject* encoded = NULL;
+  if (!PyUnicode_FSConverter(path, &encoded)) return NULL;
+  sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  sw_carrier_t* carrier = NULL;
+  const char* p = PyBytes_AS_STRING(encoded);
+  sw_error_t* e;
+  Py_BEGIN_ALLOW_THREADS
+  e = sw_carrier_open_gguf(runtime, p, name, &desc, &info, &carrier);
   Py_END_ALLOW_THREADS
   Py_DECREF(encoded);
   return sw_py_opened(e, carrier, &info);
@@ -339,6 +357,90 @@ done:
   return result;
 }
 
+/* sw_save_gguf: metadata value i is metadata_values[i], a bytes object
+ * holding the value in its C type's little-endian bytes (a string's UTF-8
+ * bytes and a NUL), of type metadata_types[i]; the facade packs them. */
+PyObject* save_gguf(PyObject* path, PyObject* names, PyObject* tensors, PyObject* metadata_keys,
+                    PyObject* metadata_types, PyObject* metadata_values, unsigned int alignment) {
+  PyObject* result = NULL;
+  const char** list = NULL;
+  const char** keys = NULL;
+  const void** values = NULL;
+  sw_gguf_value_type_t* types = NULL;
+  size_t count = 0, nkeys = 0;
+  PyObject *keep = NULL, *keep_keys = NULL, *fast = NULL, *fast_types = NULL, *fast_values = NULL, *encoded = NULL;
+  sw_tensor_t** handles = NULL;
+  if (sw_py_strings(names, &list, &count, &keep, "tensor names") < 0) goto done;
+  if (sw_py_strings(metadata_keys, &keys, &nkeys, &keep_keys, "metadata keys") < 0) goto done;
+  fast = PySequence_Fast(tensors, "tensors must be a sequence");
+  fast_types = PySequence_Fast(metadata_types, "metadata types must be a sequence");
+  fast_values = PySequence_Fast(metadata_values, "metadata values must be a sequence");
+  if (!fast || !fast_types || !fast_values) goto done;
+  if ((size_t)PySequence_Fast_GET_SIZE(fast) != count || (size_t)PySequence_Fast_GET_SIZE(fast_types) != nkeys ||
+      (size_t)PySequence_Fast_GET_SIZE(fast_values) != nkeys) {
+    PyErr_SetString(SW_PY_VALUE_ERROR, "names and tensors (metadata keys, types and values) differ in length");
+    goto done;
+  }
+  handles = (sw_tensor_t**)calloc(count ? count : 1, sizeof(sw_tensor_t*));
+  types = (sw_gguf_value_type_t*)calloc(nkeys ? nkeys : 1, sizeof(sw_gguf_value_type_t));
+  values = (const void**)calloc(nkeys ? nkeys : 1, sizeof(void*));
+  if (!handles || !types || !values) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    void* h = NULL;
+    if (sw_py_pointer(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i), SW_PY_TENSOR, &h, "tensor") < 0)
+      goto done;
+    handles[i] = (sw_tensor_t*)h;
+  }
+  for (size_t i = 0; i < nkeys; ++i) {
+    const long type = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast_types, (Py_ssize_t)i));
+    if (type == -1 && PyErr_Occurred()) goto done;
+    types[i] = (sw_gguf_value_type_t)type;
+    PyObject* v = PySequence_Fast_GET_ITEM(fast_values, (Py_ssize_t)i);
+    if (!PyBytes_Check(v)) {
+      PyErr_Format(SW_PY_TYPE_ERROR, "metadata value %zu must be bytes, not %s", i, Py_TYPE(v)->tp_name);
+      goto done;
+    }
+    values[i] = PyBytes_AS_STRING(v);
+  }
+  if (!PyUnicode_FSConverter(path, &encoded)) goto done;
+  {
+    sw_gguf_save_desc_t desc;
+    sw_gguf_save_desc_init(&desc);
+    desc.metadata_keys = keys;
+    desc.metadata_types = types;
+    desc.metadata_values = values;
+    desc.metadata_count = nkeys;
+    desc.alignment = alignment;
+    const char* p = PyBytes_AS_STRING(encoded);
+    sw_error_t* e;
+    Py_BEGIN_ALLOW_THREADS
+    e = sw_save_gguf(p, list, handles, count, &desc);
+    Py_END_ALLOW_THREADS
+    if (e) {
+      sw_py_raise(e);
+      goto done;
+    }
+  }
+  Py_INCREF(Py_None);
+  result = Py_None;
+done:
+  free(list);
+  free(keys);
+  free(values);
+  free(types);
+  free(handles);
+  Py_XDECREF(keep);
+  Py_XDECREF(keep_keys);
+  Py_XDECREF(fast);
+  Py_XDECREF(fast_types);
+  Py_XDECREF(fast_values);
+  Py_XDECREF(encoded);
+  return result;
+}
+
 /* sw_save_npy. */
 PyObject* save_npy(PyObject* path, sw_tensor_t* tensor) {
   PyObject* encoded = NULL;
@@ -388,6 +490,25 @@ PyObject* testing_parse_safetensors_header(PyObject* data, uint64_t file_size, c
   }
   if (!name) return Py_BuildValue("(nO)", (Py_ssize_t)count, Py_None);
   return Py_BuildValue("(nN)", (Py_ssize_t)count, sw_py_file_info(&info));
+}
+
+/* sw_testing_parse_gguf_header over a bytes-like object: (tensor count,
+ * metadata count, info dict of `name` or None). */
+PyObject* testing_parse_gguf_header(PyObject* data, uint64_t file_size, const char* name) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  size_t tensors = 0, keys = 0;
+  sw_error_t* e = sw_testing_parse_gguf_header(view.buf, (size_t)view.len, file_size, name, &tensors, &keys,
+                                               name ? &info : NULL);
+  PyBuffer_Release(&view);
+  if (e) {
+    sw_py_raise(e);
+    return NULL;
+  }
+  if (!name) return Py_BuildValue("(nnO)", (Py_ssize_t)tensors, (Py_ssize_t)keys, Py_None);
+  return Py_BuildValue("(nnN)", (Py_ssize_t)tensors, (Py_ssize_t)keys, sw_py_file_info(&info));
 }
 
 /* sw_testing_file_io_stats as a dict. */

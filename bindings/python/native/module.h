@@ -100,12 +100,17 @@ PyObject* carrier_open_safetensors_stack_files(sw_runtime_t* runtime, PyObject* 
 PyObject* carrier_open_raw_tensor(sw_runtime_t* runtime, PyObject* path, sw_dtype_t dtype, uint64_t byte_offset,
                                   PyObject* shape, int order, bool direct_io, size_t chunk_bytes,
                                   size_t requests_in_flight);
+PyObject* carrier_open_gguf(sw_runtime_t* runtime, PyObject* path, const char* name, bool direct_io,
+                            size_t chunk_bytes, size_t requests_in_flight);
 PyObject* file_tensor_view(sw_tensor_t* tensor, PyObject* permutation);
 PyObject* save_safetensors(PyObject* path, PyObject* names, PyObject* tensors, PyObject* metadata_keys,
                            PyObject* metadata_values);
 PyObject* save_npy(PyObject* path, sw_tensor_t* tensor);
+PyObject* save_gguf(PyObject* path, PyObject* names, PyObject* tensors, PyObject* metadata_keys,
+                    PyObject* metadata_types, PyObject* metadata_values, unsigned int alignment);
 PyObject* testing_parse_npy_header(PyObject* data, uint64_t file_size);
 PyObject* testing_parse_safetensors_header(PyObject* data, uint64_t file_size, const char* name);
+PyObject* testing_parse_gguf_header(PyObject* data, uint64_t file_size, const char* name);
 PyObject* testing_file_io_stats(const sw_carrier_t* carrier);
 
 /* devices.c */

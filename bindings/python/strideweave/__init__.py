@@ -15,7 +15,7 @@ from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, 
                       StrideWeaveTimeoutError, StrideWeaveTypeError, StrideWeaveValueError)
 from ._interop import from_dlpack, from_numpy
 from ._layout import Layout, Shape, Stride
-from ._model_files import FileTensor, save_npy, save_safetensors
+from ._model_files import FileTensor, save_gguf, save_npy, save_safetensors
 from ._move import move_async
 from ._ops import add, elementwise_mul, matmul, mul, reduce_sum
 from ._runtime import Runtime, default_runtime
@@ -48,5 +48,5 @@ __all__ = [
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
     "TiledEvictable", "TiledResidencyFacet", "TileState", "expert_ffn", "Device", "DeviceAllocation",
     "DeviceView", "carriers", "interop",
-    "FileTensor", "save_safetensors", "save_npy",
+    "FileTensor", "save_safetensors", "save_npy", "save_gguf",
 ]

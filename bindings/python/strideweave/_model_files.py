@@ -1,6 +1,7 @@
-"""Model files as secondary tiers: .npy, .safetensors and raw tensors opened
-as File carriers with the TiledEvictable geometry that makes each tile one
-expert as the file stores it, and tensors saved to .safetensors / .npy.
+"""Model files as secondary tiers: .npy, .safetensors, GGUF and raw tensors
+opened as File carriers with the TiledEvictable geometry that makes each tile
+one expert as the file stores it, and tensors saved to .safetensors / .npy /
+GGUF.
 
 A model file indexes its tensors row-major (the last index fastest);
 StrideWeave's dense layouts are first mode fastest. So a row-major
@@ -9,6 +10,7 @@ that tensor (`logical_shape`), the geometry (`grid_shape`, `tile_shape`) and
 the permutation back to the file's own indexing (`view`). See
 docs/model-files.md."""
 import os
+import struct
 
 from . import _dtypes
 from . import _handles
@@ -20,7 +22,7 @@ from ._tensor import Tensor
 
 
 class FileTensor:
-    """What File.open_npy / open_safetensors / open_raw found: the read-only
+    """What File.open_npy / open_safetensors / open_gguf / open_raw found: the read-only
     File `carrier` and how to use it.
 
     - `shape`: the shape as the file indexes it (NumPy's shape; a stack of
@@ -121,6 +123,14 @@ def open_safetensors(cls, path, name, *, direct_io=False, chunk_bytes=0, request
     return _opened(N.carrier_open_safetensors_stack_files(rt._h, files, names, bool(direct_io), *io), cls, rt)
 
 
+def open_gguf(cls, path, name, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
+    io = file_io(chunk_bytes, requests_in_flight)
+    rt = _runtime.resolve(runtime)
+    if not isinstance(name, str):
+        raise StrideWeaveTypeError(f"name must be a str, not {type(name).__name__}")
+    return _opened(N.carrier_open_gguf(rt._h, os.fspath(path), name, bool(direct_io), *io), cls, rt)
+
+
 _ORDERS = {"C": N.SW_FILE_ORDER_ROW_MAJOR, "F": N.SW_FILE_ORDER_FIRST_MODE_FASTEST}
 
 
@@ -169,3 +179,73 @@ def save_npy(path, tensor):
     (format 1.0, C order) that numpy.load reads back with the tensor's shape
     and indexing. NotImplementedError for bfloat16, which NumPy lacks."""
     N.save_npy(os.fspath(path), _as_tensor(tensor, "tensor")._h)
+
+
+# numpy scalar types -> GGUF value types and their struct formats.
+_GGUF_NUMPY = {"uint8": (N.SW_GGUF_TYPE_UINT8, "<B"), "int8": (N.SW_GGUF_TYPE_INT8, "<b"),
+               "uint16": (N.SW_GGUF_TYPE_UINT16, "<H"), "int16": (N.SW_GGUF_TYPE_INT16, "<h"),
+               "uint32": (N.SW_GGUF_TYPE_UINT32, "<I"), "int32": (N.SW_GGUF_TYPE_INT32, "<i"),
+               "uint64": (N.SW_GGUF_TYPE_UINT64, "<Q"), "int64": (N.SW_GGUF_TYPE_INT64, "<q"),
+               "float32": (N.SW_GGUF_TYPE_FLOAT32, "<f"), "float64": (N.SW_GGUF_TYPE_FLOAT64, "<d"),
+               "bool": (N.SW_GGUF_TYPE_BOOL, "<?"), "bool_": (N.SW_GGUF_TYPE_BOOL, "<?")}
+
+
+def _gguf_value(key, value):
+    """(type, bytes) of one metadata value, as sw_save_gguf takes it."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise StrideWeaveValueError(f"metadata {key!r}: a string value must not contain NUL")
+        return N.SW_GGUF_TYPE_STRING, value.encode() + b"\0"
+    if isinstance(value, bool):
+        return N.SW_GGUF_TYPE_BOOL, struct.pack("<?", value)
+    numpy_type = type(value).__name__
+    if type(value).__module__ == "numpy" and numpy_type in _GGUF_NUMPY:
+        code, fmt = _GGUF_NUMPY[numpy_type]
+        return code, struct.pack(fmt, value.item())
+    if isinstance(value, int):
+        for code, fmt, lo, hi in ((N.SW_GGUF_TYPE_UINT32, "<I", 0, 2 ** 32), (N.SW_GGUF_TYPE_INT32, "<i", -2 ** 31, 0),
+                                  (N.SW_GGUF_TYPE_UINT64, "<Q", 0, 2 ** 64), (N.SW_GGUF_TYPE_INT64, "<q", -2 ** 63, 0)):
+            if lo <= value < hi:
+                return code, struct.pack(fmt, value)
+        raise StrideWeaveValueError(f"metadata {key!r}: {value} fits no GGUF integer type")
+    if isinstance(value, float):
+        return N.SW_GGUF_TYPE_FLOAT32, struct.pack("<f", value)
+    if isinstance(value, (list, tuple)):
+        raise NotImplementedError(f"metadata {key!r}: array values are not written")
+    raise StrideWeaveTypeError(f"metadata {key!r}: a value must be str, bool, int, float or a numpy scalar, not "
+                               f"{type(value).__name__}")
+
+
+def save_gguf(path, tensors, *, metadata=None, alignment=32):
+    """Saves `tensors` (a dict of name -> Tensor or TiledEvictable, written in
+    its order) to a GGUF (version 3) file that gguf-py's GGUFReader and
+    llama.cpp read, as save_safetensors saves them: each tensor with its own
+    indexing, GGUFReader's `data` giving it back with the tensor's shape (its
+    ggml ne is the shape reversed; save `FileTensor.view(full)` of a file
+    opened with File.open_gguf to keep that file's ne). float32, float16,
+    bfloat16, float64, int32 and int64 tensors of at most 4 modes.
+    `metadata` maps keys to str (STRING), bool (BOOL), int (UINT32, INT32 when
+    negative, UINT64 / INT64 when it does not fit), float (FLOAT32) or numpy
+    scalars (their own type: numpy.float64(x) is FLOAT64); arrays are not
+    written (NotImplementedError). Each tensor's data starts at a multiple of
+    `alignment` (a power of two; another than 32 is written as
+    "general.alignment"). The file is written under a temporary name and
+    renamed over `path` at the end."""
+    if not isinstance(tensors, dict):
+        raise StrideWeaveTypeError(f"tensors must be a dict of name -> tensor, not {type(tensors).__name__}")
+    metadata = {} if metadata is None else metadata
+    if not isinstance(metadata, dict):
+        raise StrideWeaveTypeError(f"metadata must be a dict of str -> value, not {type(metadata).__name__}")
+    names = list(tensors)
+    values = [_as_tensor(tensors[n], f"tensors[{n!r}]") for n in names]
+    keys, types, packed = [], [], []
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise StrideWeaveTypeError(f"a metadata key must be str, not {type(key).__name__}")
+        code, data = _gguf_value(key, value)
+        keys.append(key)
+        types.append(code)
+        packed.append(data)
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or not 0 < alignment < 2 ** 32:
+        raise StrideWeaveValueError(f"alignment must be a power of two below 2**32, not {alignment!r}")
+    N.save_gguf(os.fspath(path), names, [t._h for t in values], keys, types, packed, alignment)

@@ -273,6 +273,21 @@ class File(Carrier):
                                              requests_in_flight=requests_in_flight, runtime=runtime)
 
     @classmethod
+    def open_gguf(cls, path, name, *, direct_io=False, chunk_bytes=0, requests_in_flight=0, runtime=None):
+        """Tensor `name` of a GGUF file (llama.cpp's format, versions 2 and 3)
+        as open_npy does. ggml lists a tensor's dimensions ne fastest first:
+        `shape` is NumPy's (ne reversed, "C" order) and `logical_shape` is ne,
+        so a stacked expert tensor (blk.L.ffn_up_exps.weight, ne (n_embd,
+        n_ff, n_expert)) tiles one expert per tile. F32, F16, BF16, F64, I32
+        and I64 tensors open; NotImplementedError ("unsupported dtype") names
+        a quantized type (Q8_0, Q4_K, ...) or another ggml type StrideWeave
+        lacks; DataCorruptError for a lying header (offsets past the end,
+        overlapping or misaligned tensors, a block that does not divide the
+        first dimension, absurd counts), naming the file and the tensor."""
+        return _model_files.open_gguf(cls, path, name, direct_io=direct_io, chunk_bytes=chunk_bytes,
+                                      requests_in_flight=requests_in_flight, runtime=runtime)
+
+    @classmethod
     def open_raw(cls, path, shape, *, dtype=_dtypes.float32, offset=0, order="C", direct_io=False, chunk_bytes=0,
                  requests_in_flight=0, runtime=None):
         """A raw tensor of `shape` and `dtype` at byte `offset` of `path`,

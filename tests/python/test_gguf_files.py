@@ -1,0 +1,216 @@
+"""GGUF files as tiers: files written by gguf-py's GGUFWriter (llama.cpp's own
+package) opened with File.open_gguf and read back bit for bit through the
+file-indexed view and through tiled projection (a stacked expert tensor one
+expert per tile); files written by save_gguf read back by gguf-py's
+GGUFReader; errors. Skips when gguf-py is not installed."""
+import struct
+
+import numpy as np
+import pytest
+
+import strideweave as sw
+from strideweave.carriers import File
+
+gguf = pytest.importorskip("gguf", reason="gguf-py (pip install gguf) writes and reads the test files")
+
+
+def write_gguf(path, tensors, metadata=None):
+    """A GGUF file written by gguf-py: `tensors` maps names to (array,
+    raw_dtype or None)."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, value in (metadata or {}).items():
+        w.add_key_value(key, value, gguf.GGUFValueType.get_type(value))
+    for name, (array, raw) in tensors.items():
+        if raw is None:
+            w.add_tensor(name, array)
+        else:
+            w.add_tensor(name, array, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def bf16_bits(a):
+    """float32 values rounded to bfloat16 by truncation: (bits, values)."""
+    bits = (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return bits, (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def read_view(ft):
+    return ft.view(ft.tiled().full_tensor()).numpy()
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_gguf_writer_f32_f16_bf16_bit_exact(tmp_path, direct_io):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    a[0, 0] = -0.0
+    a[1, 1] = np.float32(1e-40)  # a subnormal
+    h = rng.standard_normal((3, 4, 6)).astype(np.float16)
+    bits, b_values = bf16_bits(rng.standard_normal((4, 8)))
+    path = tmp_path / "model.gguf"
+    write_gguf(path, {"a": (a, None), "h": (h, None), "b": (bits, gguf.GGMLQuantizationType.BF16)},
+               {"llama.block_count": 2})
+
+    ft = File.open_gguf(path, "a", direct_io=direct_io)
+    assert ft.dtype is sw.float32
+    assert ft.shape == (5, 7) and ft.order == "C"
+    assert ft.logical_shape == (7, 5)  # ggml's ne
+    assert ft.grid_shape == (1, 5) and ft.tile_shape == (7, 1)
+    got = read_view(ft)
+    assert got.view(np.uint32).tobytes() == a.view(np.uint32).tobytes()
+
+    ft = File.open_gguf(path, "h", direct_io=direct_io)
+    assert ft.dtype is sw.float16
+    got = read_view(ft)
+    assert got.dtype == np.float16 and got.view(np.uint16).tobytes() == h.view(np.uint16).tobytes()
+
+    ft = File.open_gguf(path, "b", direct_io=direct_io)
+    assert ft.dtype is sw.bfloat16
+    assert ft.shape == (4, 8)
+    got = read_view(ft)
+    assert got.view(np.uint32).tobytes() == b_values.view(np.uint32).tobytes()
+    # The same bytes gguf-py's reader finds.
+    reader = gguf.GGUFReader(str(path))
+    t = next(t for t in reader.tensors if t.name == "b")
+    assert ft.data_offset == t.data_offset
+    assert ft.data_bytes == t.n_bytes
+
+
+def test_gguf_stacked_experts_one_per_tile(tmp_path):
+    """llama.cpp's ffn_*_exps tensor: NumPy shape (n_expert, n_ff, n_embd),
+    ne (n_embd, n_ff, n_expert), one expert per tile."""
+    n_expert, n_ff, n_embd = 4, 6, 40
+    rng = np.random.default_rng(7)
+    experts = rng.standard_normal((n_expert, n_ff, n_embd)).astype(np.float32)
+    path = tmp_path / "experts.gguf"
+    write_gguf(path, {"blk.0.ffn_up_exps.weight": (experts, None),
+                      "blk.0.ffn_gate_inp.weight": (rng.standard_normal((n_expert, n_embd)).astype(np.float32),
+                                                    None)})
+    reader = gguf.GGUFReader(str(path))
+    t = next(t for t in reader.tensors if t.name == "blk.0.ffn_up_exps.weight")
+    assert list(t.shape) == [n_embd, n_ff, n_expert]
+
+    ft = File.open_gguf(path, "blk.0.ffn_up_exps.weight", direct_io=True)
+    assert ft.shape == (n_expert, n_ff, n_embd)
+    assert ft.logical_shape == tuple(int(d) for d in t.shape)
+    assert ft.grid_shape == (1, 1, n_expert) and ft.tile_shape == (n_embd, n_ff, 1)
+    tiled = ft.tiled()
+    full = tiled.full_tensor()
+    compact = tiled.project(full, sw.TileSelection([[0], [0], [1, 3]])).wait()
+    assert compact.shape == (n_embd, n_ff, 2)
+    got = np.transpose(compact.numpy(), (2, 1, 0))
+    assert got.tobytes() == experts[[1, 3]].tobytes()
+    # Only the two experts were read.
+    assert tiled.tile_state((0, 0, 0)).location == "secondary"
+    assert ft.view(full).numpy().tobytes() == experts.tobytes()
+
+
+def test_gguf_quantized_refused_naming_the_type(tmp_path):
+    q = gguf.quants.quantize(np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32), gguf.GGMLQuantizationType.Q8_0)
+    path = tmp_path / "q.gguf"
+    write_gguf(path, {"q": (q, gguf.GGMLQuantizationType.Q8_0), "a": (np.ones(4, np.float32), None)})
+    with pytest.raises(NotImplementedError, match=r"tensor 'q' type: unsupported dtype: Q8_0 is a quantized"):
+        File.open_gguf(path, "q")
+    assert File.open_gguf(path, "a").shape == (4,)
+    with pytest.raises(ValueError, match="holds no tensor named 'missing'"):
+        File.open_gguf(path, "missing")
+    with pytest.raises(TypeError):
+        File.open_gguf(path, 3)
+
+
+def test_gguf_lying_header_names_file_and_tensor(tmp_path):
+    path = tmp_path / "lying.gguf"
+    write_gguf(path, {"a": (np.arange(8, dtype=np.float32), None)})
+    data = bytearray(path.read_bytes())
+    # The tensor info's offset made misaligned, then past the end.
+    at = bytes(data).index(b"\x01\x00\x00\x00\x00\x00\x00\x00a") + 9  # name length 1, "a"
+    at += 4 + 8 + 4  # n_dims, ne[0], type
+    data[at:at + 8] = struct.pack("<Q", 4)
+    path.write_bytes(bytes(data))
+    with pytest.raises(sw.DataCorruptError, match=r"GGUF file '.*lying.gguf': tensor 'a' offset: 4 is not a multiple"):
+        File.open_gguf(path, "a")
+    data[at:at + 8] = struct.pack("<Q", 1 << 40)
+    path.write_bytes(bytes(data))
+    with pytest.raises(sw.DataCorruptError, match="passes the end of the file's data"):
+        File.open_gguf(path, "a")
+
+
+def test_save_gguf_read_by_gguf_reader(tmp_path):
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    h = rng.standard_normal((2, 3, 4)).astype(np.float16)
+    bits, b_values = bf16_bits(rng.standard_normal((6,)))
+    ta = sw.from_numpy(a)
+    th = sw.from_numpy(h)
+    tb = sw.from_numpy(b_values).astype(sw.bfloat16)
+    path = tmp_path / "saved.gguf"
+    sw.save_gguf(path, {"a": ta, "h": th, "b": tb},
+                 metadata={"general.architecture": "llama", "llama.block_count": 2, "llama.rope.freq_base": 10000.0,
+                           "x.neg": -3, "x.big": 2 ** 40, "x.flag": True, "x.f64": np.float64(0.1),
+                           "x.u8": np.uint8(7)},
+                 alignment=64)
+    reader = gguf.GGUFReader(str(path))
+    assert reader.alignment == 64
+    fields = reader.fields
+    assert fields["general.architecture"].contents() == "llama"
+    expect = {"llama.block_count": (2, gguf.GGUFValueType.UINT32),
+              "llama.rope.freq_base": (10000.0, gguf.GGUFValueType.FLOAT32),
+              "x.neg": (-3, gguf.GGUFValueType.INT32), "x.big": (2 ** 40, gguf.GGUFValueType.UINT64),
+              "x.flag": (True, gguf.GGUFValueType.BOOL), "x.f64": (0.1, gguf.GGUFValueType.FLOAT64),
+              "x.u8": (7, gguf.GGUFValueType.UINT8), "general.alignment": (64, gguf.GGUFValueType.UINT32)}
+    for key, (value, vtype) in expect.items():
+        assert fields[key].types == [vtype], key
+        assert fields[key].contents() == value, key
+    tensors = {t.name: t for t in reader.tensors}
+    assert list(tensors) == ["a", "h", "b"]
+    assert tensors["a"].tensor_type == gguf.GGMLQuantizationType.F32
+    assert list(tensors["a"].shape) == [5, 3]  # ne: the shape reversed
+    assert tensors["a"].data.tobytes() == a.tobytes()
+    assert tensors["h"].data.tobytes() == h.tobytes()
+    assert tensors["b"].tensor_type == gguf.GGMLQuantizationType.BF16
+    assert tensors["b"].data.tobytes() == bits.tobytes()
+    for t in reader.tensors:
+        assert t.data_offset % 64 == 0
+    # And back through the opener.
+    assert File.open_gguf(path, "h").view(File.open_gguf(path, "h").tiled().full_tensor()).numpy().tobytes() \
+        == h.tobytes()
+
+
+def test_save_gguf_tiled_keeps_the_files_ne(tmp_path):
+    n_expert, n_ff, n_embd = 3, 4, 8
+    experts = np.arange(n_expert * n_ff * n_embd, dtype=np.float32).reshape(n_expert, n_ff, n_embd)
+    src = tmp_path / "src.gguf"
+    write_gguf(src, {"blk.0.ffn_down_exps.weight": (experts, None)})
+    ft = File.open_gguf(src, "blk.0.ffn_down_exps.weight")
+    tiled = ft.tiled()
+    out = tmp_path / "out.gguf"
+    sw.save_gguf(out, {"blk.0.ffn_down_exps.weight": ft.view(tiled.full_tensor()), "full": tiled})
+    reader = gguf.GGUFReader(str(out))
+    t = {t.name: t for t in reader.tensors}
+    assert list(t["blk.0.ffn_down_exps.weight"].shape) == [n_embd, n_ff, n_expert]
+    assert t["blk.0.ffn_down_exps.weight"].data.tobytes() == experts.tobytes()
+    # The TiledEvictable saves its full tensor (n_embd, n_ff, n_expert).
+    assert list(t["full"].shape) == [n_expert, n_ff, n_embd]
+    assert t["full"].data.tobytes() == np.ascontiguousarray(experts.transpose(2, 1, 0)).tobytes()
+    # Nothing was promoted.
+    assert tiled.tile_state((0, 0, 0)).location == "secondary"
+
+
+def test_save_gguf_errors(tmp_path):
+    t = sw.from_numpy(np.ones((2, 2), np.float32))
+    path = tmp_path / "bad.gguf"
+    with pytest.raises(TypeError, match="which GGUF cannot hold"):
+        sw.save_gguf(path, {"u": sw.from_numpy(np.ones(3, np.uint8))})
+    with pytest.raises(NotImplementedError, match="array values are not written"):
+        sw.save_gguf(path, {"t": t}, metadata={"tokens": ["a", "b"]})
+    with pytest.raises(ValueError, match="alignment 48 is not a power of two"):
+        sw.save_gguf(path, {"t": t}, alignment=48)
+    with pytest.raises(ValueError, match="'general.alignment' is written from the alignment"):
+        sw.save_gguf(path, {"t": t}, metadata={"general.alignment": 64})
+    with pytest.raises(ValueError, match="fits no GGUF integer type"):
+        sw.save_gguf(path, {"t": t}, metadata={"k": 2 ** 64})
+    with pytest.raises(TypeError, match="a value must be"):
+        sw.save_gguf(path, {"t": t}, metadata={"k": object()})
+    assert not path.exists()
