@@ -89,8 +89,7 @@ pub struct sw_external_memory_desc_t {
     pub data: *mut ::std::os::raw::c_void,
     pub bytes: usize,
     pub read_only: bool,
-    pub release:
-        ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
+    pub release: ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
     pub user_data: *mut ::std::os::raw::c_void,
 }
 #[repr(C)]
@@ -244,8 +243,7 @@ pub struct sw_residency_policy_t {
             out_plan: *mut *mut sw_residency_plan_t,
         ) -> *mut sw_error_t,
     >,
-    pub destroy:
-        ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
     pub outcome: ::std::option::Option<
         unsafe extern "C" fn(
             user_data: *mut ::std::os::raw::c_void,
@@ -256,10 +254,7 @@ pub struct sw_residency_policy_t {
         ),
     >,
     pub attach: ::std::option::Option<
-        unsafe extern "C" fn(
-            user_data: *mut ::std::os::raw::c_void,
-            tiled: *const sw_carrier_t,
-        ) -> *mut sw_error_t,
+        unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, tiled: *const sw_carrier_t) -> *mut sw_error_t,
     >,
     pub plan_promotion: ::std::option::Option<
         unsafe extern "C" fn(
@@ -375,9 +370,7 @@ pub struct sw_fake_device_vtable_t {
             out_host_pointer: *mut *mut ::std::os::raw::c_void,
         ) -> sw_error_code_t,
     >,
-    pub free: ::std::option::Option<
-        unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, allocation_id: u64),
-    >,
+    pub free: ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, allocation_id: u64)>,
     pub host_to_device: ::std::option::Option<
         unsafe extern "C" fn(
             user_data: *mut ::std::os::raw::c_void,
@@ -396,11 +389,9 @@ pub struct sw_fake_device_vtable_t {
             bytes: u64,
         ) -> sw_error_code_t,
     >,
-    pub restart: ::std::option::Option<
-        unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, new_generation: u64),
-    >,
-    pub destroy:
-        ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
+    pub restart:
+        ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, new_generation: u64)>,
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -425,12 +416,9 @@ pub const SW_MAX_LAYOUT_DEPTH: u32 = 32;
 const _: () = {
     ["Size of sw_allocator_t"][::std::mem::size_of::<sw_allocator_t>() - 24usize];
     ["Alignment of sw_allocator_t"][::std::mem::align_of::<sw_allocator_t>() - 8usize];
-    ["Offset of field: sw_allocator_t::alloc"]
-        [::std::mem::offset_of!(sw_allocator_t, alloc) - 0usize];
-    ["Offset of field: sw_allocator_t::free"]
-        [::std::mem::offset_of!(sw_allocator_t, free) - 8usize];
-    ["Offset of field: sw_allocator_t::user_data"]
-        [::std::mem::offset_of!(sw_allocator_t, user_data) - 16usize];
+    ["Offset of field: sw_allocator_t::alloc"][::std::mem::offset_of!(sw_allocator_t, alloc) - 0usize];
+    ["Offset of field: sw_allocator_t::free"][::std::mem::offset_of!(sw_allocator_t, free) - 8usize];
+    ["Offset of field: sw_allocator_t::user_data"][::std::mem::offset_of!(sw_allocator_t, user_data) - 16usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -444,21 +432,16 @@ const _: () = {
         [::std::mem::offset_of!(sw_runtime_desc_t, worker_threads) - 8usize];
     ["Offset of field: sw_runtime_desc_t::pool_limit_bytes"]
         [::std::mem::offset_of!(sw_runtime_desc_t, pool_limit_bytes) - 16usize];
-    ["Offset of field: sw_runtime_desc_t::log"]
-        [::std::mem::offset_of!(sw_runtime_desc_t, log) - 24usize];
+    ["Offset of field: sw_runtime_desc_t::log"][::std::mem::offset_of!(sw_runtime_desc_t, log) - 24usize];
     ["Offset of field: sw_runtime_desc_t::log_user_data"]
         [::std::mem::offset_of!(sw_runtime_desc_t, log_user_data) - 32usize];
-    ["Offset of field: sw_runtime_desc_t::log_level"]
-        [::std::mem::offset_of!(sw_runtime_desc_t, log_level) - 40usize];
-    ["Offset of field: sw_runtime_desc_t::allocator"]
-        [::std::mem::offset_of!(sw_runtime_desc_t, allocator) - 48usize];
+    ["Offset of field: sw_runtime_desc_t::log_level"][::std::mem::offset_of!(sw_runtime_desc_t, log_level) - 40usize];
+    ["Offset of field: sw_runtime_desc_t::allocator"][::std::mem::offset_of!(sw_runtime_desc_t, allocator) - 48usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of sw_external_memory_desc_t"]
-        [::std::mem::size_of::<sw_external_memory_desc_t>() - 48usize];
-    ["Alignment of sw_external_memory_desc_t"]
-        [::std::mem::align_of::<sw_external_memory_desc_t>() - 8usize];
+    ["Size of sw_external_memory_desc_t"][::std::mem::size_of::<sw_external_memory_desc_t>() - 48usize];
+    ["Alignment of sw_external_memory_desc_t"][::std::mem::align_of::<sw_external_memory_desc_t>() - 8usize];
     ["Offset of field: sw_external_memory_desc_t::struct_size"]
         [::std::mem::offset_of!(sw_external_memory_desc_t, struct_size) - 0usize];
     ["Offset of field: sw_external_memory_desc_t::data"]
@@ -476,38 +459,27 @@ const _: () = {
 const _: () = {
     ["Size of sw_random_desc_t"][::std::mem::size_of::<sw_random_desc_t>() - 56usize];
     ["Alignment of sw_random_desc_t"][::std::mem::align_of::<sw_random_desc_t>() - 8usize];
-    ["Offset of field: sw_random_desc_t::struct_size"]
-        [::std::mem::offset_of!(sw_random_desc_t, struct_size) - 0usize];
+    ["Offset of field: sw_random_desc_t::struct_size"][::std::mem::offset_of!(sw_random_desc_t, struct_size) - 0usize];
     ["Offset of field: sw_random_desc_t::distribution"]
         [::std::mem::offset_of!(sw_random_desc_t, distribution) - 4usize];
-    ["Offset of field: sw_random_desc_t::dtype"]
-        [::std::mem::offset_of!(sw_random_desc_t, dtype) - 8usize];
-    ["Offset of field: sw_random_desc_t::seed"]
-        [::std::mem::offset_of!(sw_random_desc_t, seed) - 16usize];
-    ["Offset of field: sw_random_desc_t::low"]
-        [::std::mem::offset_of!(sw_random_desc_t, low) - 24usize];
-    ["Offset of field: sw_random_desc_t::high"]
-        [::std::mem::offset_of!(sw_random_desc_t, high) - 32usize];
-    ["Offset of field: sw_random_desc_t::mean"]
-        [::std::mem::offset_of!(sw_random_desc_t, mean) - 40usize];
-    ["Offset of field: sw_random_desc_t::stddev"]
-        [::std::mem::offset_of!(sw_random_desc_t, stddev) - 48usize];
+    ["Offset of field: sw_random_desc_t::dtype"][::std::mem::offset_of!(sw_random_desc_t, dtype) - 8usize];
+    ["Offset of field: sw_random_desc_t::seed"][::std::mem::offset_of!(sw_random_desc_t, seed) - 16usize];
+    ["Offset of field: sw_random_desc_t::low"][::std::mem::offset_of!(sw_random_desc_t, low) - 24usize];
+    ["Offset of field: sw_random_desc_t::high"][::std::mem::offset_of!(sw_random_desc_t, high) - 32usize];
+    ["Offset of field: sw_random_desc_t::mean"][::std::mem::offset_of!(sw_random_desc_t, mean) - 40usize];
+    ["Offset of field: sw_random_desc_t::stddev"][::std::mem::offset_of!(sw_random_desc_t, stddev) - 48usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_matmul_desc_t"][::std::mem::size_of::<sw_matmul_desc_t>() - 8usize];
     ["Alignment of sw_matmul_desc_t"][::std::mem::align_of::<sw_matmul_desc_t>() - 4usize];
-    ["Offset of field: sw_matmul_desc_t::struct_size"]
-        [::std::mem::offset_of!(sw_matmul_desc_t, struct_size) - 0usize];
-    ["Offset of field: sw_matmul_desc_t::out_dtype"]
-        [::std::mem::offset_of!(sw_matmul_desc_t, out_dtype) - 4usize];
+    ["Offset of field: sw_matmul_desc_t::struct_size"][::std::mem::offset_of!(sw_matmul_desc_t, struct_size) - 0usize];
+    ["Offset of field: sw_matmul_desc_t::out_dtype"][::std::mem::offset_of!(sw_matmul_desc_t, out_dtype) - 4usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of sw_await_callback_info_t"]
-        [::std::mem::size_of::<sw_await_callback_info_t>() - 24usize];
-    ["Alignment of sw_await_callback_info_t"]
-        [::std::mem::align_of::<sw_await_callback_info_t>() - 8usize];
+    ["Size of sw_await_callback_info_t"][::std::mem::size_of::<sw_await_callback_info_t>() - 24usize];
+    ["Alignment of sw_await_callback_info_t"][::std::mem::align_of::<sw_await_callback_info_t>() - 8usize];
     ["Offset of field: sw_await_callback_info_t::struct_size"]
         [::std::mem::offset_of!(sw_await_callback_info_t, struct_size) - 0usize];
     ["Offset of field: sw_await_callback_info_t::mode"]
@@ -520,8 +492,7 @@ const _: () = {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_file_carrier_desc_t"][::std::mem::size_of::<sw_file_carrier_desc_t>() - 40usize];
-    ["Alignment of sw_file_carrier_desc_t"]
-        [::std::mem::align_of::<sw_file_carrier_desc_t>() - 8usize];
+    ["Alignment of sw_file_carrier_desc_t"][::std::mem::align_of::<sw_file_carrier_desc_t>() - 8usize];
     ["Offset of field: sw_file_carrier_desc_t::struct_size"]
         [::std::mem::offset_of!(sw_file_carrier_desc_t, struct_size) - 0usize];
     ["Offset of field: sw_file_carrier_desc_t::directory"]
@@ -536,12 +507,10 @@ const _: () = {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_zstd_carrier_desc_t"][::std::mem::size_of::<sw_zstd_carrier_desc_t>() - 24usize];
-    ["Alignment of sw_zstd_carrier_desc_t"]
-        [::std::mem::align_of::<sw_zstd_carrier_desc_t>() - 8usize];
+    ["Alignment of sw_zstd_carrier_desc_t"][::std::mem::align_of::<sw_zstd_carrier_desc_t>() - 8usize];
     ["Offset of field: sw_zstd_carrier_desc_t::struct_size"]
         [::std::mem::offset_of!(sw_zstd_carrier_desc_t, struct_size) - 0usize];
-    ["Offset of field: sw_zstd_carrier_desc_t::level"]
-        [::std::mem::offset_of!(sw_zstd_carrier_desc_t, level) - 4usize];
+    ["Offset of field: sw_zstd_carrier_desc_t::level"][::std::mem::offset_of!(sw_zstd_carrier_desc_t, level) - 4usize];
     ["Offset of field: sw_zstd_carrier_desc_t::frame_elements"]
         [::std::mem::offset_of!(sw_zstd_carrier_desc_t, frame_elements) - 8usize];
     ["Offset of field: sw_zstd_carrier_desc_t::shuffle"]
@@ -550,18 +519,13 @@ const _: () = {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_file_tensor_info_t"][::std::mem::size_of::<sw_file_tensor_info_t>() - 688usize];
-    ["Alignment of sw_file_tensor_info_t"]
-        [::std::mem::align_of::<sw_file_tensor_info_t>() - 8usize];
+    ["Alignment of sw_file_tensor_info_t"][::std::mem::align_of::<sw_file_tensor_info_t>() - 8usize];
     ["Offset of field: sw_file_tensor_info_t::struct_size"]
         [::std::mem::offset_of!(sw_file_tensor_info_t, struct_size) - 0usize];
-    ["Offset of field: sw_file_tensor_info_t::dtype"]
-        [::std::mem::offset_of!(sw_file_tensor_info_t, dtype) - 4usize];
-    ["Offset of field: sw_file_tensor_info_t::rank"]
-        [::std::mem::offset_of!(sw_file_tensor_info_t, rank) - 8usize];
-    ["Offset of field: sw_file_tensor_info_t::shape"]
-        [::std::mem::offset_of!(sw_file_tensor_info_t, shape) - 16usize];
-    ["Offset of field: sw_file_tensor_info_t::order"]
-        [::std::mem::offset_of!(sw_file_tensor_info_t, order) - 144usize];
+    ["Offset of field: sw_file_tensor_info_t::dtype"][::std::mem::offset_of!(sw_file_tensor_info_t, dtype) - 4usize];
+    ["Offset of field: sw_file_tensor_info_t::rank"][::std::mem::offset_of!(sw_file_tensor_info_t, rank) - 8usize];
+    ["Offset of field: sw_file_tensor_info_t::shape"][::std::mem::offset_of!(sw_file_tensor_info_t, shape) - 16usize];
+    ["Offset of field: sw_file_tensor_info_t::order"][::std::mem::offset_of!(sw_file_tensor_info_t, order) - 144usize];
     ["Offset of field: sw_file_tensor_info_t::data_offset"]
         [::std::mem::offset_of!(sw_file_tensor_info_t, data_offset) - 152usize];
     ["Offset of field: sw_file_tensor_info_t::data_bytes"]
@@ -583,15 +547,12 @@ const _: () = {
     ["Alignment of sw_file_segment_t"][::std::mem::align_of::<sw_file_segment_t>() - 8usize];
     ["Offset of field: sw_file_segment_t::byte_offset"]
         [::std::mem::offset_of!(sw_file_segment_t, byte_offset) - 0usize];
-    ["Offset of field: sw_file_segment_t::count"]
-        [::std::mem::offset_of!(sw_file_segment_t, count) - 8usize];
+    ["Offset of field: sw_file_segment_t::count"][::std::mem::offset_of!(sw_file_segment_t, count) - 8usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of sw_safetensors_save_desc_t"]
-        [::std::mem::size_of::<sw_safetensors_save_desc_t>() - 32usize];
-    ["Alignment of sw_safetensors_save_desc_t"]
-        [::std::mem::align_of::<sw_safetensors_save_desc_t>() - 8usize];
+    ["Size of sw_safetensors_save_desc_t"][::std::mem::size_of::<sw_safetensors_save_desc_t>() - 32usize];
+    ["Alignment of sw_safetensors_save_desc_t"][::std::mem::align_of::<sw_safetensors_save_desc_t>() - 8usize];
     ["Offset of field: sw_safetensors_save_desc_t::struct_size"]
         [::std::mem::offset_of!(sw_safetensors_save_desc_t, struct_size) - 0usize];
     ["Offset of field: sw_safetensors_save_desc_t::metadata_keys"]
@@ -621,20 +582,17 @@ const _: () = {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_residency_policy_t"][::std::mem::size_of::<sw_residency_policy_t>() - 56usize];
-    ["Alignment of sw_residency_policy_t"]
-        [::std::mem::align_of::<sw_residency_policy_t>() - 8usize];
+    ["Alignment of sw_residency_policy_t"][::std::mem::align_of::<sw_residency_policy_t>() - 8usize];
     ["Offset of field: sw_residency_policy_t::struct_size"]
         [::std::mem::offset_of!(sw_residency_policy_t, struct_size) - 0usize];
     ["Offset of field: sw_residency_policy_t::user_data"]
         [::std::mem::offset_of!(sw_residency_policy_t, user_data) - 8usize];
-    ["Offset of field: sw_residency_policy_t::plan"]
-        [::std::mem::offset_of!(sw_residency_policy_t, plan) - 16usize];
+    ["Offset of field: sw_residency_policy_t::plan"][::std::mem::offset_of!(sw_residency_policy_t, plan) - 16usize];
     ["Offset of field: sw_residency_policy_t::destroy"]
         [::std::mem::offset_of!(sw_residency_policy_t, destroy) - 24usize];
     ["Offset of field: sw_residency_policy_t::outcome"]
         [::std::mem::offset_of!(sw_residency_policy_t, outcome) - 32usize];
-    ["Offset of field: sw_residency_policy_t::attach"]
-        [::std::mem::offset_of!(sw_residency_policy_t, attach) - 40usize];
+    ["Offset of field: sw_residency_policy_t::attach"][::std::mem::offset_of!(sw_residency_policy_t, attach) - 40usize];
     ["Offset of field: sw_residency_policy_t::plan_promotion"]
         [::std::mem::offset_of!(sw_residency_policy_t, plan_promotion) - 48usize];
 };
@@ -642,20 +600,13 @@ const _: () = {
 const _: () = {
     ["Size of sw_lru_stats_t"][::std::mem::size_of::<sw_lru_stats_t>() - 56usize];
     ["Alignment of sw_lru_stats_t"][::std::mem::align_of::<sw_lru_stats_t>() - 8usize];
-    ["Offset of field: sw_lru_stats_t::struct_size"]
-        [::std::mem::offset_of!(sw_lru_stats_t, struct_size) - 0usize];
-    ["Offset of field: sw_lru_stats_t::requests"]
-        [::std::mem::offset_of!(sw_lru_stats_t, requests) - 8usize];
-    ["Offset of field: sw_lru_stats_t::hits"]
-        [::std::mem::offset_of!(sw_lru_stats_t, hits) - 16usize];
-    ["Offset of field: sw_lru_stats_t::misses"]
-        [::std::mem::offset_of!(sw_lru_stats_t, misses) - 24usize];
-    ["Offset of field: sw_lru_stats_t::promoted"]
-        [::std::mem::offset_of!(sw_lru_stats_t, promoted) - 32usize];
-    ["Offset of field: sw_lru_stats_t::evicted"]
-        [::std::mem::offset_of!(sw_lru_stats_t, evicted) - 40usize];
-    ["Offset of field: sw_lru_stats_t::transient"]
-        [::std::mem::offset_of!(sw_lru_stats_t, transient) - 48usize];
+    ["Offset of field: sw_lru_stats_t::struct_size"][::std::mem::offset_of!(sw_lru_stats_t, struct_size) - 0usize];
+    ["Offset of field: sw_lru_stats_t::requests"][::std::mem::offset_of!(sw_lru_stats_t, requests) - 8usize];
+    ["Offset of field: sw_lru_stats_t::hits"][::std::mem::offset_of!(sw_lru_stats_t, hits) - 16usize];
+    ["Offset of field: sw_lru_stats_t::misses"][::std::mem::offset_of!(sw_lru_stats_t, misses) - 24usize];
+    ["Offset of field: sw_lru_stats_t::promoted"][::std::mem::offset_of!(sw_lru_stats_t, promoted) - 32usize];
+    ["Offset of field: sw_lru_stats_t::evicted"][::std::mem::offset_of!(sw_lru_stats_t, evicted) - 40usize];
+    ["Offset of field: sw_lru_stats_t::transient"][::std::mem::offset_of!(sw_lru_stats_t, transient) - 48usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -672,14 +623,10 @@ const _: () = {
 const _: () = {
     ["Size of sw_tile_state_t"][::std::mem::size_of::<sw_tile_state_t>() - 12usize];
     ["Alignment of sw_tile_state_t"][::std::mem::align_of::<sw_tile_state_t>() - 4usize];
-    ["Offset of field: sw_tile_state_t::struct_size"]
-        [::std::mem::offset_of!(sw_tile_state_t, struct_size) - 0usize];
-    ["Offset of field: sw_tile_state_t::location"]
-        [::std::mem::offset_of!(sw_tile_state_t, location) - 4usize];
-    ["Offset of field: sw_tile_state_t::valid"]
-        [::std::mem::offset_of!(sw_tile_state_t, valid) - 8usize];
-    ["Offset of field: sw_tile_state_t::dirty"]
-        [::std::mem::offset_of!(sw_tile_state_t, dirty) - 9usize];
+    ["Offset of field: sw_tile_state_t::struct_size"][::std::mem::offset_of!(sw_tile_state_t, struct_size) - 0usize];
+    ["Offset of field: sw_tile_state_t::location"][::std::mem::offset_of!(sw_tile_state_t, location) - 4usize];
+    ["Offset of field: sw_tile_state_t::valid"][::std::mem::offset_of!(sw_tile_state_t, valid) - 8usize];
+    ["Offset of field: sw_tile_state_t::dirty"][::std::mem::offset_of!(sw_tile_state_t, dirty) - 9usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -696,59 +643,45 @@ const _: () = {
 const _: () = {
     ["Size of sw_object_spec_t"][::std::mem::size_of::<sw_object_spec_t>() - 160usize];
     ["Alignment of sw_object_spec_t"][::std::mem::align_of::<sw_object_spec_t>() - 8usize];
-    ["Offset of field: sw_object_spec_t::struct_size"]
-        [::std::mem::offset_of!(sw_object_spec_t, struct_size) - 0usize];
-    ["Offset of field: sw_object_spec_t::dtype"]
-        [::std::mem::offset_of!(sw_object_spec_t, dtype) - 4usize];
-    ["Offset of field: sw_object_spec_t::rank"]
-        [::std::mem::offset_of!(sw_object_spec_t, rank) - 8usize];
-    ["Offset of field: sw_object_spec_t::shape"]
-        [::std::mem::offset_of!(sw_object_spec_t, shape) - 16usize];
+    ["Offset of field: sw_object_spec_t::struct_size"][::std::mem::offset_of!(sw_object_spec_t, struct_size) - 0usize];
+    ["Offset of field: sw_object_spec_t::dtype"][::std::mem::offset_of!(sw_object_spec_t, dtype) - 4usize];
+    ["Offset of field: sw_object_spec_t::rank"][::std::mem::offset_of!(sw_object_spec_t, rank) - 8usize];
+    ["Offset of field: sw_object_spec_t::shape"][::std::mem::offset_of!(sw_object_spec_t, shape) - 16usize];
     ["Offset of field: sw_object_spec_t::max_extent_bytes"]
         [::std::mem::offset_of!(sw_object_spec_t, max_extent_bytes) - 144usize];
-    ["Offset of field: sw_object_spec_t::alignment"]
-        [::std::mem::offset_of!(sw_object_spec_t, alignment) - 152usize];
+    ["Offset of field: sw_object_spec_t::alignment"][::std::mem::offset_of!(sw_object_spec_t, alignment) - 152usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_copy_event_t"][::std::mem::size_of::<sw_copy_event_t>() - 24usize];
     ["Alignment of sw_copy_event_t"][::std::mem::align_of::<sw_copy_event_t>() - 8usize];
-    ["Offset of field: sw_copy_event_t::struct_size"]
-        [::std::mem::offset_of!(sw_copy_event_t, struct_size) - 0usize];
-    ["Offset of field: sw_copy_event_t::generation"]
-        [::std::mem::offset_of!(sw_copy_event_t, generation) - 8usize];
+    ["Offset of field: sw_copy_event_t::struct_size"][::std::mem::offset_of!(sw_copy_event_t, struct_size) - 0usize];
+    ["Offset of field: sw_copy_event_t::generation"][::std::mem::offset_of!(sw_copy_event_t, generation) - 8usize];
     ["Offset of field: sw_copy_event_t::id"][::std::mem::offset_of!(sw_copy_event_t, id) - 16usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_view_info_t"][::std::mem::size_of::<sw_view_info_t>() - 288usize];
     ["Alignment of sw_view_info_t"][::std::mem::align_of::<sw_view_info_t>() - 8usize];
-    ["Offset of field: sw_view_info_t::struct_size"]
-        [::std::mem::offset_of!(sw_view_info_t, struct_size) - 0usize];
-    ["Offset of field: sw_view_info_t::pointer"]
-        [::std::mem::offset_of!(sw_view_info_t, pointer) - 8usize];
-    ["Offset of field: sw_view_info_t::dtype"]
-        [::std::mem::offset_of!(sw_view_info_t, dtype) - 16usize];
-    ["Offset of field: sw_view_info_t::rank"]
-        [::std::mem::offset_of!(sw_view_info_t, rank) - 24usize];
-    ["Offset of field: sw_view_info_t::shape"]
-        [::std::mem::offset_of!(sw_view_info_t, shape) - 32usize];
+    ["Offset of field: sw_view_info_t::struct_size"][::std::mem::offset_of!(sw_view_info_t, struct_size) - 0usize];
+    ["Offset of field: sw_view_info_t::pointer"][::std::mem::offset_of!(sw_view_info_t, pointer) - 8usize];
+    ["Offset of field: sw_view_info_t::dtype"][::std::mem::offset_of!(sw_view_info_t, dtype) - 16usize];
+    ["Offset of field: sw_view_info_t::rank"][::std::mem::offset_of!(sw_view_info_t, rank) - 24usize];
+    ["Offset of field: sw_view_info_t::shape"][::std::mem::offset_of!(sw_view_info_t, shape) - 32usize];
     ["Offset of field: sw_view_info_t::strides_bytes"]
         [::std::mem::offset_of!(sw_view_info_t, strides_bytes) - 160usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_fake_device_vtable_t"][::std::mem::size_of::<sw_fake_device_vtable_t>() - 64usize];
-    ["Alignment of sw_fake_device_vtable_t"]
-        [::std::mem::align_of::<sw_fake_device_vtable_t>() - 8usize];
+    ["Alignment of sw_fake_device_vtable_t"][::std::mem::align_of::<sw_fake_device_vtable_t>() - 8usize];
     ["Offset of field: sw_fake_device_vtable_t::struct_size"]
         [::std::mem::offset_of!(sw_fake_device_vtable_t, struct_size) - 0usize];
     ["Offset of field: sw_fake_device_vtable_t::user_data"]
         [::std::mem::offset_of!(sw_fake_device_vtable_t, user_data) - 8usize];
     ["Offset of field: sw_fake_device_vtable_t::allocate"]
         [::std::mem::offset_of!(sw_fake_device_vtable_t, allocate) - 16usize];
-    ["Offset of field: sw_fake_device_vtable_t::free"]
-        [::std::mem::offset_of!(sw_fake_device_vtable_t, free) - 24usize];
+    ["Offset of field: sw_fake_device_vtable_t::free"][::std::mem::offset_of!(sw_fake_device_vtable_t, free) - 24usize];
     ["Offset of field: sw_fake_device_vtable_t::host_to_device"]
         [::std::mem::offset_of!(sw_fake_device_vtable_t, host_to_device) - 32usize];
     ["Offset of field: sw_fake_device_vtable_t::device_to_host"]
@@ -761,8 +694,7 @@ const _: () = {
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
     ["Size of sw_vulkan_device_desc_t"][::std::mem::size_of::<sw_vulkan_device_desc_t>() - 48usize];
-    ["Alignment of sw_vulkan_device_desc_t"]
-        [::std::mem::align_of::<sw_vulkan_device_desc_t>() - 8usize];
+    ["Alignment of sw_vulkan_device_desc_t"][::std::mem::align_of::<sw_vulkan_device_desc_t>() - 8usize];
     ["Offset of field: sw_vulkan_device_desc_t::struct_size"]
         [::std::mem::offset_of!(sw_vulkan_device_desc_t, struct_size) - 0usize];
     ["Offset of field: sw_vulkan_device_desc_t::instance"]
@@ -853,8 +785,7 @@ impl Default for sw_external_memory_desc_t {
 impl sw_random_distribution_t {
     pub const SW_RANDOM_UNIFORM: sw_random_distribution_t = sw_random_distribution_t(1);
     pub const SW_RANDOM_NORMAL: sw_random_distribution_t = sw_random_distribution_t(2);
-    pub const SW_RANDOM_DISTRIBUTION_FORCE32: sw_random_distribution_t =
-        sw_random_distribution_t(2147483647);
+    pub const SW_RANDOM_DISTRIBUTION_FORCE32: sw_random_distribution_t = sw_random_distribution_t(2147483647);
 }
 impl Default for sw_random_desc_t {
     fn default() -> Self {
@@ -1036,8 +967,7 @@ impl sw_tile_set_kind_t {
 impl sw_scatter_reduction_t {
     pub const SW_SCATTER_REPLACE: sw_scatter_reduction_t = sw_scatter_reduction_t(1);
     pub const SW_SCATTER_ADD: sw_scatter_reduction_t = sw_scatter_reduction_t(2);
-    pub const SW_SCATTER_REDUCTION_FORCE32: sw_scatter_reduction_t =
-        sw_scatter_reduction_t(2147483647);
+    pub const SW_SCATTER_REDUCTION_FORCE32: sw_scatter_reduction_t = sw_scatter_reduction_t(2147483647);
 }
 impl Default for sw_expert_ffn_desc_t {
     fn default() -> Self {
@@ -1101,23 +1031,14 @@ unsafe extern "C" {
     pub fn sw_error_message(error: *const sw_error_t) -> *const ::std::os::raw::c_char;
     pub fn sw_error_free(error: *mut sw_error_t);
     pub fn sw_error_code_name(code: sw_error_code_t) -> *const ::std::os::raw::c_char;
-    pub fn sw_error_create(
-        code: sw_error_code_t,
-        message: *const ::std::os::raw::c_char,
-    ) -> *mut sw_error_t;
+    pub fn sw_error_create(code: sw_error_code_t, message: *const ::std::os::raw::c_char) -> *mut sw_error_t;
     pub fn sw_dtype_size(dtype: sw_dtype_t) -> usize;
     pub fn sw_dtype_name(dtype: sw_dtype_t) -> *const ::std::os::raw::c_char;
     pub fn sw_runtime_desc_init(desc: *mut sw_runtime_desc_t);
-    pub fn sw_runtime_create(
-        desc: *const sw_runtime_desc_t,
-        out_runtime: *mut *mut sw_runtime_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_runtime_create(desc: *const sw_runtime_desc_t, out_runtime: *mut *mut sw_runtime_t) -> *mut sw_error_t;
     pub fn sw_runtime_retain(runtime: *mut sw_runtime_t);
     pub fn sw_runtime_release(runtime: *mut sw_runtime_t);
-    pub fn sw_runtime_compute_threads(
-        runtime: *const sw_runtime_t,
-        out_threads: *mut u32,
-    ) -> *mut sw_error_t;
+    pub fn sw_runtime_compute_threads(runtime: *const sw_runtime_t, out_threads: *mut u32) -> *mut sw_error_t;
     pub fn sw_runtime_shutdown(runtime: *mut sw_runtime_t) -> *mut sw_error_t;
     pub fn sw_layout_create(
         shape: *const i64,
@@ -1125,15 +1046,8 @@ unsafe extern "C" {
         rank: usize,
         out_layout: *mut *mut sw_layout_t,
     ) -> *mut sw_error_t;
-    pub fn sw_layout_dense(
-        extents: *const i64,
-        rank: usize,
-        out_layout: *mut *mut sw_layout_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_layout_parse(
-        text: *const ::std::os::raw::c_char,
-        out_layout: *mut *mut sw_layout_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_layout_dense(extents: *const i64, rank: usize, out_layout: *mut *mut sw_layout_t) -> *mut sw_error_t;
+    pub fn sw_layout_parse(text: *const ::std::os::raw::c_char, out_layout: *mut *mut sw_layout_t) -> *mut sw_error_t;
     pub fn sw_layout_group(
         modes: *const *const sw_layout_t,
         count: usize,
@@ -1148,22 +1062,11 @@ unsafe extern "C" {
     pub fn sw_layout_retain(layout: *mut sw_layout_t);
     pub fn sw_layout_release(layout: *mut sw_layout_t);
     pub fn sw_layout_rank(layout: *const sw_layout_t, out_rank: *mut usize) -> *mut sw_error_t;
-    pub fn sw_layout_extents(
-        layout: *const sw_layout_t,
-        out_extents: *mut i64,
-        capacity: usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_layout_extents(layout: *const sw_layout_t, out_extents: *mut i64, capacity: usize) -> *mut sw_error_t;
     pub fn sw_layout_size(layout: *const sw_layout_t, out_size: *mut i64) -> *mut sw_error_t;
     pub fn sw_layout_cosize(layout: *const sw_layout_t, out_cosize: *mut i64) -> *mut sw_error_t;
-    pub fn sw_layout_is_injective(
-        layout: *const sw_layout_t,
-        out_injective: *mut bool,
-    ) -> *mut sw_error_t;
-    pub fn sw_layout_equal(
-        a: *const sw_layout_t,
-        b: *const sw_layout_t,
-        out_equal: *mut bool,
-    ) -> *mut sw_error_t;
+    pub fn sw_layout_is_injective(layout: *const sw_layout_t, out_injective: *mut bool) -> *mut sw_error_t;
+    pub fn sw_layout_equal(a: *const sw_layout_t, b: *const sw_layout_t, out_equal: *mut bool) -> *mut sw_error_t;
     pub fn sw_layout_index(
         layout: *const sw_layout_t,
         coord: *const i64,
@@ -1210,35 +1113,14 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_carrier_retain(carrier: *mut sw_carrier_t);
     pub fn sw_carrier_release(carrier: *mut sw_carrier_t);
-    pub fn sw_carrier_kind(
-        carrier: *const sw_carrier_t,
-        out_kind: *mut sw_carrier_kind_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_carrier_dtype(
-        carrier: *const sw_carrier_t,
-        out_dtype: *mut sw_dtype_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_carrier_kind(carrier: *const sw_carrier_t, out_kind: *mut sw_carrier_kind_t) -> *mut sw_error_t;
+    pub fn sw_carrier_dtype(carrier: *const sw_carrier_t, out_dtype: *mut sw_dtype_t) -> *mut sw_error_t;
     pub fn sw_carrier_size(carrier: *const sw_carrier_t, out_size: *mut usize) -> *mut sw_error_t;
-    pub fn sw_carrier_version(
-        carrier: *const sw_carrier_t,
-        out_version: *mut u64,
-    ) -> *mut sw_error_t;
-    pub fn sw_carrier_is_mutable(
-        carrier: *const sw_carrier_t,
-        out_mutable: *mut bool,
-    ) -> *mut sw_error_t;
-    pub fn sw_carrier_is_read_only(
-        carrier: *const sw_carrier_t,
-        out_read_only: *mut bool,
-    ) -> *mut sw_error_t;
-    pub fn sw_carrier_is_owned(
-        carrier: *const sw_carrier_t,
-        out_owned: *mut bool,
-    ) -> *mut sw_error_t;
-    pub fn sw_carrier_is_disposed(
-        carrier: *const sw_carrier_t,
-        out_disposed: *mut bool,
-    ) -> *mut sw_error_t;
+    pub fn sw_carrier_version(carrier: *const sw_carrier_t, out_version: *mut u64) -> *mut sw_error_t;
+    pub fn sw_carrier_is_mutable(carrier: *const sw_carrier_t, out_mutable: *mut bool) -> *mut sw_error_t;
+    pub fn sw_carrier_is_read_only(carrier: *const sw_carrier_t, out_read_only: *mut bool) -> *mut sw_error_t;
+    pub fn sw_carrier_is_owned(carrier: *const sw_carrier_t, out_owned: *mut bool) -> *mut sw_error_t;
+    pub fn sw_carrier_is_disposed(carrier: *const sw_carrier_t, out_disposed: *mut bool) -> *mut sw_error_t;
     pub fn sw_carrier_read(
         carrier: *const sw_carrier_t,
         first_slot: usize,
@@ -1303,25 +1185,12 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_tensor_retain(tensor: *mut sw_tensor_t);
     pub fn sw_tensor_release(tensor: *mut sw_tensor_t);
-    pub fn sw_tensor_carrier(
-        tensor: *const sw_tensor_t,
-        out_carrier: *mut *mut sw_carrier_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_tensor_layout(
-        tensor: *const sw_tensor_t,
-        out_layout: *mut *mut sw_layout_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_carrier(tensor: *const sw_tensor_t, out_carrier: *mut *mut sw_carrier_t) -> *mut sw_error_t;
+    pub fn sw_tensor_layout(tensor: *const sw_tensor_t, out_layout: *mut *mut sw_layout_t) -> *mut sw_error_t;
     pub fn sw_tensor_offset(tensor: *const sw_tensor_t, out_offset: *mut i64) -> *mut sw_error_t;
-    pub fn sw_tensor_dtype(
-        tensor: *const sw_tensor_t,
-        out_dtype: *mut sw_dtype_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_dtype(tensor: *const sw_tensor_t, out_dtype: *mut sw_dtype_t) -> *mut sw_error_t;
     pub fn sw_tensor_rank(tensor: *const sw_tensor_t, out_rank: *mut usize) -> *mut sw_error_t;
-    pub fn sw_tensor_shape(
-        tensor: *const sw_tensor_t,
-        out_extents: *mut i64,
-        capacity: usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_shape(tensor: *const sw_tensor_t, out_extents: *mut i64, capacity: usize) -> *mut sw_error_t;
     pub fn sw_tensor_numel(tensor: *const sw_tensor_t, out_numel: *mut i64) -> *mut sw_error_t;
     pub fn sw_tensor_version(tensor: *const sw_tensor_t, out_version: *mut u64) -> *mut sw_error_t;
     pub fn sw_tensor_get(
@@ -1330,12 +1199,7 @@ unsafe extern "C" {
         count: usize,
         out_value: *mut f64,
     ) -> *mut sw_error_t;
-    pub fn sw_tensor_set(
-        tensor: *mut sw_tensor_t,
-        coord: *const i64,
-        count: usize,
-        value: f64,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_set(tensor: *mut sw_tensor_t, coord: *const i64, count: usize, value: f64) -> *mut sw_error_t;
     pub fn sw_tensor_read(
         tensor: *const sw_tensor_t,
         destination: *mut ::std::os::raw::c_void,
@@ -1376,11 +1240,8 @@ unsafe extern "C" {
         end_axis: i64,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_tensor_unsqueeze(
-        tensor: *mut sw_tensor_t,
-        axis: i64,
-        out_view: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_unsqueeze(tensor: *mut sw_tensor_t, axis: i64, out_view: *mut *mut sw_tensor_t)
+        -> *mut sw_error_t;
     pub fn sw_tensor_squeeze(
         tensor: *mut sw_tensor_t,
         axes: *const i64,
@@ -1407,53 +1268,25 @@ unsafe extern "C" {
         index: i64,
         out_view: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_tensor_contiguous(
-        tensor: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_tensor_clone(
-        tensor: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_tensor_detach(
-        tensor: *mut sw_tensor_t,
-        out_view: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_contiguous(tensor: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_tensor_clone(tensor: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_tensor_detach(tensor: *mut sw_tensor_t, out_view: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_tensor_to_dtype(
         tensor: *mut sw_tensor_t,
         dtype: sw_dtype_t,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
     pub fn sw_tensor_fill(tensor: *mut sw_tensor_t, value: f64) -> *mut sw_error_t;
-    pub fn sw_tensor_copy_from(
-        destination: *mut sw_tensor_t,
-        source: *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_add(
-        a: *mut sw_tensor_t,
-        b: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_copy_from(destination: *mut sw_tensor_t, source: *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_add(a: *mut sw_tensor_t, b: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_elementwise_mul(
         a: *mut sw_tensor_t,
         b: *mut sw_tensor_t,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_mul(
-        a: *mut sw_tensor_t,
-        b: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_mul_scalar(
-        a: *mut sw_tensor_t,
-        scalar: f64,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_scalar_mul(
-        scalar: f64,
-        b: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_mul(a: *mut sw_tensor_t, b: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_mul_scalar(a: *mut sw_tensor_t, scalar: f64, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_scalar_mul(scalar: f64, b: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_relu(a: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_reduce_sum(
         a: *mut sw_tensor_t,
@@ -1462,11 +1295,7 @@ unsafe extern "C" {
         keepdims: bool,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_matmul(
-        a: *mut sw_tensor_t,
-        b: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_matmul(a: *mut sw_tensor_t, b: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_matmul_desc_init(desc: *mut sw_matmul_desc_t);
     pub fn sw_matmul_ex(
         a: *mut sw_tensor_t,
@@ -1474,11 +1303,7 @@ unsafe extern "C" {
         desc: *const sw_matmul_desc_t,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_unary(
-        op: sw_unary_op_t,
-        a: *mut sw_tensor_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_unary(op: sw_unary_op_t, a: *mut sw_tensor_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_binary(
         op: sw_binary_op_t,
         a: *mut sw_tensor_t,
@@ -1497,16 +1322,8 @@ unsafe extern "C" {
         b: *mut sw_tensor_t,
         out_result: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_binary_inplace(
-        op: sw_binary_op_t,
-        a: *mut sw_tensor_t,
-        b: *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_binary_scalar_inplace(
-        op: sw_binary_op_t,
-        a: *mut sw_tensor_t,
-        scalar: f64,
-    ) -> *mut sw_error_t;
+    pub fn sw_binary_inplace(op: sw_binary_op_t, a: *mut sw_tensor_t, b: *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_binary_scalar_inplace(op: sw_binary_op_t, a: *mut sw_tensor_t, scalar: f64) -> *mut sw_error_t;
     pub fn sw_where(
         condition: *mut sw_tensor_t,
         a: *mut sw_tensor_t,
@@ -1529,16 +1346,8 @@ unsafe extern "C" {
         out_values: *mut *mut sw_tensor_t,
         out_indices: *mut *mut sw_tensor_t,
     ) -> *mut sw_error_t;
-    pub fn sw_softmax(
-        a: *mut sw_tensor_t,
-        axis: i64,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_log_softmax(
-        a: *mut sw_tensor_t,
-        axis: i64,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_softmax(a: *mut sw_tensor_t, axis: i64, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_log_softmax(a: *mut sw_tensor_t, axis: i64, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_topk(
         a: *mut sw_tensor_t,
         k: i64,
@@ -1586,54 +1395,22 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_is_grad_enabled() -> bool;
     pub fn sw_set_grad_enabled(enabled: bool) -> bool;
-    pub fn sw_tensor_set_requires_grad(
-        tensor: *mut sw_tensor_t,
-        requires_grad: bool,
-    ) -> *mut sw_error_t;
-    pub fn sw_tensor_requires_grad(
-        tensor: *const sw_tensor_t,
-        out_requires_grad: *mut bool,
-    ) -> *mut sw_error_t;
-    pub fn sw_tensor_is_leaf(tensor: *const sw_tensor_t, out_is_leaf: *mut bool)
-        -> *mut sw_error_t;
-    pub fn sw_tensor_grad(
-        tensor: *const sw_tensor_t,
-        out_grad: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tensor_set_requires_grad(tensor: *mut sw_tensor_t, requires_grad: bool) -> *mut sw_error_t;
+    pub fn sw_tensor_requires_grad(tensor: *const sw_tensor_t, out_requires_grad: *mut bool) -> *mut sw_error_t;
+    pub fn sw_tensor_is_leaf(tensor: *const sw_tensor_t, out_is_leaf: *mut bool) -> *mut sw_error_t;
+    pub fn sw_tensor_grad(tensor: *const sw_tensor_t, out_grad: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_tensor_clear_grad(tensor: *mut sw_tensor_t) -> *mut sw_error_t;
-    pub fn sw_backward(
-        tensor: *mut sw_tensor_t,
-        cotangent: *mut sw_tensor_t,
-        retain_graph: bool,
-    ) -> *mut sw_error_t;
+    pub fn sw_backward(tensor: *mut sw_tensor_t, cotangent: *mut sw_tensor_t, retain_graph: bool) -> *mut sw_error_t;
     pub fn sw_await_callback_info_init(info: *mut sw_await_callback_info_t);
     pub fn sw_await_retain(await_: *mut sw_await_t);
     pub fn sw_await_release(await_: *mut sw_await_t);
-    pub fn sw_await_kind(
-        await_: *const sw_await_t,
-        out_kind: *mut sw_await_kind_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_await_query(
-        await_: *const sw_await_t,
-        out_status: *mut sw_await_status_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_await_kind(await_: *const sw_await_t, out_kind: *mut sw_await_kind_t) -> *mut sw_error_t;
+    pub fn sw_await_query(await_: *const sw_await_t, out_status: *mut sw_await_status_t) -> *mut sw_error_t;
     pub fn sw_await_wait(await_: *mut sw_await_t, timeout_ns: i64) -> *mut sw_error_t;
-    pub fn sw_await_result(
-        await_: *mut sw_await_t,
-        out_result: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_await_set_callback(
-        await_: *mut sw_await_t,
-        info: *const sw_await_callback_info_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_runtime_event_fd(
-        runtime: *mut sw_runtime_t,
-        out_fd: *mut ::std::os::raw::c_int,
-    ) -> *mut sw_error_t;
-    pub fn sw_runtime_process_events(
-        runtime: *mut sw_runtime_t,
-        out_fired: *mut usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_await_result(await_: *mut sw_await_t, out_result: *mut *mut sw_tensor_t) -> *mut sw_error_t;
+    pub fn sw_await_set_callback(await_: *mut sw_await_t, info: *const sw_await_callback_info_t) -> *mut sw_error_t;
+    pub fn sw_runtime_event_fd(runtime: *mut sw_runtime_t, out_fd: *mut ::std::os::raw::c_int) -> *mut sw_error_t;
+    pub fn sw_runtime_process_events(runtime: *mut sw_runtime_t, out_fired: *mut usize) -> *mut sw_error_t;
     pub fn sw_move_async(
         tensor: *mut sw_tensor_t,
         destination: *mut sw_carrier_t,
@@ -1670,10 +1447,7 @@ unsafe extern "C" {
         desc: *const sw_zstd_carrier_desc_t,
         out_carrier: *mut *mut sw_carrier_t,
     ) -> *mut sw_error_t;
-    pub fn sw_carrier_stored_bytes(
-        carrier: *const sw_carrier_t,
-        out_bytes: *mut u64,
-    ) -> *mut sw_error_t;
+    pub fn sw_carrier_stored_bytes(carrier: *const sw_carrier_t, out_bytes: *mut u64) -> *mut sw_error_t;
     pub fn sw_file_tensor_info_init(info: *mut sw_file_tensor_info_t);
     pub fn sw_file_tensor_view(
         tensor: *mut sw_tensor_t,
@@ -1742,10 +1516,7 @@ unsafe extern "C" {
         count: usize,
         desc: *const sw_safetensors_save_desc_t,
     ) -> *mut sw_error_t;
-    pub fn sw_save_npy(
-        path: *const ::std::os::raw::c_char,
-        tensor: *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_save_npy(path: *const ::std::os::raw::c_char, tensor: *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_carrier_open_gguf(
         runtime: *mut sw_runtime_t,
         path: *const ::std::os::raw::c_char,
@@ -1772,16 +1543,10 @@ unsafe extern "C" {
     pub fn sw_tile_set_release(set: *mut sw_tile_set_t);
     pub fn sw_tile_set_count(set: *const sw_tile_set_t, out_count: *mut usize) -> *mut sw_error_t;
     pub fn sw_tile_set_rank(set: *const sw_tile_set_t, out_rank: *mut usize) -> *mut sw_error_t;
-    pub fn sw_tile_set_coordinates(
-        set: *const sw_tile_set_t,
-        out_coords: *mut i64,
-        capacity: usize,
-    ) -> *mut sw_error_t;
-    pub fn sw_tile_set_equal(
-        a: *const sw_tile_set_t,
-        b: *const sw_tile_set_t,
-        out_equal: *mut bool,
-    ) -> *mut sw_error_t;
+    pub fn sw_tile_set_coordinates(set: *const sw_tile_set_t, out_coords: *mut i64, capacity: usize)
+        -> *mut sw_error_t;
+    pub fn sw_tile_set_equal(a: *const sw_tile_set_t, b: *const sw_tile_set_t, out_equal: *mut bool)
+        -> *mut sw_error_t;
     pub fn sw_tile_selection_create(
         per_axis: *const *const i64,
         counts: *const usize,
@@ -1790,10 +1555,7 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_tile_selection_retain(selection: *mut sw_tile_selection_t);
     pub fn sw_tile_selection_release(selection: *mut sw_tile_selection_t);
-    pub fn sw_tile_selection_rank(
-        selection: *const sw_tile_selection_t,
-        out_rank: *mut usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_tile_selection_rank(selection: *const sw_tile_selection_t, out_rank: *mut usize) -> *mut sw_error_t;
     pub fn sw_tile_selection_compact_grid_shape(
         selection: *const sw_tile_selection_t,
         out_shape: *mut i64,
@@ -1805,10 +1567,7 @@ unsafe extern "C" {
         out_coords: *mut i64,
         capacity: usize,
     ) -> *mut sw_error_t;
-    pub fn sw_tile_selection_count(
-        selection: *const sw_tile_selection_t,
-        out_count: *mut usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_tile_selection_count(selection: *const sw_tile_selection_t, out_count: *mut usize) -> *mut sw_error_t;
     pub fn sw_tile_selection_coordinates(
         selection: *const sw_tile_selection_t,
         out_coords: *mut i64,
@@ -1843,38 +1602,24 @@ unsafe extern "C" {
         plan: *const sw_residency_plan_t,
         out_set: *mut *mut sw_tile_set_t,
     ) -> *mut sw_error_t;
-    pub fn sw_residency_purpose_name(
-        purpose: sw_residency_purpose_t,
-    ) -> *const ::std::os::raw::c_char;
+    pub fn sw_residency_purpose_name(purpose: sw_residency_purpose_t) -> *const ::std::os::raw::c_char;
     pub fn sw_residency_policy_init(policy: *mut sw_residency_policy_t);
     pub fn sw_lru_stats_init(stats: *mut sw_lru_stats_t);
-    pub fn sw_lru_policy_create(
-        budget_tiles: usize,
-        out_policy: *mut *mut sw_lru_policy_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_lru_policy_create(budget_tiles: usize, out_policy: *mut *mut sw_lru_policy_t) -> *mut sw_error_t;
     pub fn sw_lru_policy_desc_init(desc: *mut sw_lru_policy_desc_t);
     pub fn sw_lru_policy_create_ex(
         desc: *const sw_lru_policy_desc_t,
         out_policy: *mut *mut sw_lru_policy_t,
     ) -> *mut sw_error_t;
-    pub fn sw_lru_policy_budget_tiles(
-        policy: *const sw_lru_policy_t,
-        out_tiles: *mut usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_lru_policy_budget_tiles(policy: *const sw_lru_policy_t, out_tiles: *mut usize) -> *mut sw_error_t;
     pub fn sw_lru_policy_retain(policy: *mut sw_lru_policy_t);
     pub fn sw_lru_policy_release(policy: *mut sw_lru_policy_t);
     pub fn sw_lru_policy_as_residency_policy(
         policy: *mut sw_lru_policy_t,
         out_policy: *mut sw_residency_policy_t,
     ) -> *mut sw_error_t;
-    pub fn sw_lru_policy_hint(
-        policy: *mut sw_lru_policy_t,
-        tiles: *const sw_tile_set_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_lru_policy_stats(
-        policy: *const sw_lru_policy_t,
-        out_stats: *mut sw_lru_stats_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_lru_policy_hint(policy: *mut sw_lru_policy_t, tiles: *const sw_tile_set_t) -> *mut sw_error_t;
+    pub fn sw_lru_policy_stats(policy: *const sw_lru_policy_t, out_stats: *mut sw_lru_stats_t) -> *mut sw_error_t;
     pub fn sw_tile_state_init(state: *mut sw_tile_state_t);
     pub fn sw_tiled_create(
         primary: *mut sw_carrier_t,
@@ -1885,33 +1630,13 @@ unsafe extern "C" {
         policy: *const sw_residency_policy_t,
         out_tiled: *mut *mut sw_carrier_t,
     ) -> *mut sw_error_t;
-    pub fn sw_tiled_full_tensor(
-        tiled: *mut sw_carrier_t,
-        out_tensor: *mut *mut sw_tensor_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_tiled_full_tensor(tiled: *mut sw_carrier_t, out_tensor: *mut *mut sw_tensor_t) -> *mut sw_error_t;
     pub fn sw_tiled_rank(tiled: *const sw_carrier_t, out_rank: *mut usize) -> *mut sw_error_t;
-    pub fn sw_tiled_grid_shape(
-        tiled: *const sw_carrier_t,
-        out_shape: *mut i64,
-        capacity: usize,
-    ) -> *mut sw_error_t;
-    pub fn sw_tiled_tile_shape(
-        tiled: *const sw_carrier_t,
-        out_shape: *mut i64,
-        capacity: usize,
-    ) -> *mut sw_error_t;
-    pub fn sw_tiled_primary(
-        tiled: *const sw_carrier_t,
-        out_carrier: *mut *mut sw_carrier_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_tiled_secondary(
-        tiled: *const sw_carrier_t,
-        out_carrier: *mut *mut sw_carrier_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_tiled_has_policy(
-        tiled: *const sw_carrier_t,
-        out_has_policy: *mut bool,
-    ) -> *mut sw_error_t;
+    pub fn sw_tiled_grid_shape(tiled: *const sw_carrier_t, out_shape: *mut i64, capacity: usize) -> *mut sw_error_t;
+    pub fn sw_tiled_tile_shape(tiled: *const sw_carrier_t, out_shape: *mut i64, capacity: usize) -> *mut sw_error_t;
+    pub fn sw_tiled_primary(tiled: *const sw_carrier_t, out_carrier: *mut *mut sw_carrier_t) -> *mut sw_error_t;
+    pub fn sw_tiled_secondary(tiled: *const sw_carrier_t, out_carrier: *mut *mut sw_carrier_t) -> *mut sw_error_t;
+    pub fn sw_tiled_has_policy(tiled: *const sw_carrier_t, out_has_policy: *mut bool) -> *mut sw_error_t;
     pub fn sw_tiled_tile_state(
         tiled: *const sw_carrier_t,
         coord: *const i64,
@@ -1938,12 +1663,8 @@ unsafe extern "C" {
         tiles: *const sw_tile_set_t,
         out_await: *mut *mut sw_await_t,
     ) -> *mut sw_error_t;
-    pub fn sw_tiled_promote(
-        tiled: *mut sw_carrier_t,
-        tiles: *const sw_tile_set_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_tiled_evict(tiled: *mut sw_carrier_t, tiles: *const sw_tile_set_t)
-        -> *mut sw_error_t;
+    pub fn sw_tiled_promote(tiled: *mut sw_carrier_t, tiles: *const sw_tile_set_t) -> *mut sw_error_t;
+    pub fn sw_tiled_evict(tiled: *mut sw_carrier_t, tiles: *const sw_tile_set_t) -> *mut sw_error_t;
     pub fn sw_tiled_project(
         tiled: *mut sw_carrier_t,
         tensor: *mut sw_tensor_t,
@@ -1995,10 +1716,7 @@ unsafe extern "C" {
     pub fn sw_view_info_init(info: *mut sw_view_info_t);
     pub fn sw_fake_device_vtable_init(vtable: *mut sw_fake_device_vtable_t);
     pub fn sw_vulkan_device_desc_init(desc: *mut sw_vulkan_device_desc_t);
-    pub fn sw_device_create_host(
-        runtime: *mut sw_runtime_t,
-        out_device: *mut *mut sw_device_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_device_create_host(runtime: *mut sw_runtime_t, out_device: *mut *mut sw_device_t) -> *mut sw_error_t;
     pub fn sw_device_create_fake(
         runtime: *mut sw_runtime_t,
         vtable: *const sw_fake_device_vtable_t,
@@ -2011,14 +1729,8 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_device_retain(device: *mut sw_device_t);
     pub fn sw_device_release(device: *mut sw_device_t);
-    pub fn sw_device_kind(
-        device: *const sw_device_t,
-        out_kind: *mut sw_device_kind_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_device_generation(
-        device: *const sw_device_t,
-        out_generation: *mut u64,
-    ) -> *mut sw_error_t;
+    pub fn sw_device_kind(device: *const sw_device_t, out_kind: *mut sw_device_kind_t) -> *mut sw_error_t;
+    pub fn sw_device_generation(device: *const sw_device_t, out_generation: *mut u64) -> *mut sw_error_t;
     pub fn sw_device_restart(device: *mut sw_device_t) -> *mut sw_error_t;
     pub fn sw_device_alloc(
         device: *mut sw_device_t,
@@ -2075,10 +1787,7 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_device_view_retain(view: *mut sw_device_view_t);
     pub fn sw_device_view_release(view: *mut sw_device_view_t);
-    pub fn sw_device_view_describe(
-        view: *const sw_device_view_t,
-        out_info: *mut sw_view_info_t,
-    ) -> *mut sw_error_t;
+    pub fn sw_device_view_describe(view: *const sw_device_view_t, out_info: *mut sw_view_info_t) -> *mut sw_error_t;
     pub fn sw_device_view_to_dlpack(
         view: *mut sw_device_view_t,
         out_managed_tensor: *mut *mut ::std::os::raw::c_void,

@@ -50,12 +50,10 @@ const _: () = {
     ["Alignment of sw_vulkan_counters_t"][::std::mem::align_of::<sw_vulkan_counters_t>() - 8usize];
     ["Offset of field: sw_vulkan_counters_t::struct_size"]
         [::std::mem::offset_of!(sw_vulkan_counters_t, struct_size) - 0usize];
-    ["Offset of field: sw_vulkan_counters_t::submits"]
-        [::std::mem::offset_of!(sw_vulkan_counters_t, submits) - 8usize];
+    ["Offset of field: sw_vulkan_counters_t::submits"][::std::mem::offset_of!(sw_vulkan_counters_t, submits) - 8usize];
     ["Offset of field: sw_vulkan_counters_t::dispatches"]
         [::std::mem::offset_of!(sw_vulkan_counters_t, dispatches) - 16usize];
-    ["Offset of field: sw_vulkan_counters_t::copies"]
-        [::std::mem::offset_of!(sw_vulkan_counters_t, copies) - 24usize];
+    ["Offset of field: sw_vulkan_counters_t::copies"][::std::mem::offset_of!(sw_vulkan_counters_t, copies) - 24usize];
     ["Offset of field: sw_vulkan_counters_t::host_reads"]
         [::std::mem::offset_of!(sw_vulkan_counters_t, host_reads) - 32usize];
     ["Offset of field: sw_vulkan_counters_t::host_writes"]
@@ -88,8 +86,7 @@ const _: () = {
     ["Alignment of sw_io_queue_stats_t"][::std::mem::align_of::<sw_io_queue_stats_t>() - 8usize];
     ["Offset of field: sw_io_queue_stats_t::struct_size"]
         [::std::mem::offset_of!(sw_io_queue_stats_t, struct_size) - 0usize];
-    ["Offset of field: sw_io_queue_stats_t::slots"]
-        [::std::mem::offset_of!(sw_io_queue_stats_t, slots) - 4usize];
+    ["Offset of field: sw_io_queue_stats_t::slots"][::std::mem::offset_of!(sw_io_queue_stats_t, slots) - 4usize];
     ["Offset of field: sw_io_queue_stats_t::prefetch_slots"]
         [::std::mem::offset_of!(sw_io_queue_stats_t, prefetch_slots) - 8usize];
     ["Offset of field: sw_io_queue_stats_t::demand_requests"]
@@ -123,10 +120,7 @@ impl sw_fault_kind_t {
     pub const SW_FAULT_KIND_FORCE32: sw_fault_kind_t = sw_fault_kind_t(2147483647);
 }
 unsafe extern "C" {
-    pub fn sw_fake_device_log_count(
-        device: *const sw_device_t,
-        out_count: *mut usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_fake_device_log_count(device: *const sw_device_t, out_count: *mut usize) -> *mut sw_error_t;
     pub fn sw_fake_device_log_entry(
         device: *const sw_device_t,
         index: usize,
@@ -136,14 +130,8 @@ unsafe extern "C" {
     ) -> *mut sw_error_t;
     pub fn sw_fake_device_log_clear(device: *mut sw_device_t) -> *mut sw_error_t;
     pub fn sw_fake_device_arm_failure(device: *mut sw_device_t, failures: u32) -> *mut sw_error_t;
-    pub fn sw_fake_device_complete(
-        device: *mut sw_device_t,
-        event: *const sw_copy_event_t,
-    ) -> *mut sw_error_t;
-    pub fn sw_fake_device_complete_all(
-        device: *mut sw_device_t,
-        out_completed: *mut usize,
-    ) -> *mut sw_error_t;
+    pub fn sw_fake_device_complete(device: *mut sw_device_t, event: *const sw_copy_event_t) -> *mut sw_error_t;
+    pub fn sw_fake_device_complete_all(device: *mut sw_device_t, out_completed: *mut usize) -> *mut sw_error_t;
     pub fn sw_testing_claim(carrier: *mut sw_carrier_t) -> *mut sw_error_t;
     pub fn sw_testing_unclaim(carrier: *mut sw_carrier_t) -> *mut sw_error_t;
     pub fn sw_vulkan_counters_init(counters: *mut sw_vulkan_counters_t);
@@ -151,22 +139,14 @@ unsafe extern "C" {
         device: *mut sw_device_t,
         out_counters: *mut sw_vulkan_counters_t,
     ) -> *mut sw_error_t;
-    pub fn sw_testing_inject_fault(
-        runtime: *mut sw_runtime_t,
-        kind: sw_fault_kind_t,
-        nth: u64,
-    ) -> *mut sw_error_t;
+    pub fn sw_testing_inject_fault(runtime: *mut sw_runtime_t, kind: sw_fault_kind_t, nth: u64) -> *mut sw_error_t;
     pub fn sw_testing_fault_counts(
         runtime: *mut sw_runtime_t,
         kind: sw_fault_kind_t,
         out_reached: *mut u64,
         out_injected: *mut u64,
     ) -> *mut sw_error_t;
-    pub fn sw_testing_hold(
-        runtime: *mut sw_runtime_t,
-        kind: sw_fault_kind_t,
-        nth: u64,
-    ) -> *mut sw_error_t;
+    pub fn sw_testing_hold(runtime: *mut sw_runtime_t, kind: sw_fault_kind_t, nth: u64) -> *mut sw_error_t;
     pub fn sw_testing_wait_held(runtime: *mut sw_runtime_t, timeout_ns: i64) -> *mut sw_error_t;
     pub fn sw_testing_release_hold(runtime: *mut sw_runtime_t) -> *mut sw_error_t;
     pub fn sw_testing_corrupt_frame(carrier: *mut sw_carrier_t, frame: usize) -> *mut sw_error_t;
