@@ -207,9 +207,12 @@ jlongArray carrier_open_npy(JNIEnv* env, jlong runtime, jbyteArray path, jboolea
   return sw_j_opened(env, e, carrier, &info);
 }
 
-/* sw_carrier_open_safetensors: tensor `name` of one file. */
-jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
-                                    jlong chunk_bytes, jlong requests_in_flight) {
+/* An opener of tensor `name` of one file (safetensors, GGUF). */
+typedef sw_error_t* (*sw_j_named_opener)(sw_runtime_t*, const char*, const char*, const sw_file_carrier_desc_t*,
+                                         sw_file_tensor_info_t*, sw_carrier_t**);
+
+static jlongArray sw_j_open_named(JNIEnv* env, sw_j_named_opener open, jlong runtime, jbyteArray path, jbyteArray name,
+                                  jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight) {
   char* p = sw_j_utf8(env, path, "the path");
   if (!p) return NULL;
   char* n = sw_j_utf8(env, name, "the tensor name");
@@ -221,10 +224,23 @@ jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path,
   sw_file_tensor_info_t info;
   sw_file_tensor_info_init(&info);
   sw_carrier_t* carrier = NULL;
-  sw_error_t* e = sw_carrier_open_safetensors((sw_runtime_t*)(intptr_t)runtime, p, n, &desc, &info, &carrier);
+  sw_error_t* e = open((sw_runtime_t*)(intptr_t)runtime, p, n, &desc, &info, &carrier);
   free(p);
   free(n);
   return sw_j_opened(env, e, carrier, &info);
+}
+
+/* sw_carrier_open_safetensors: tensor `name` of one file. */
+jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
+                                    jlong chunk_bytes, jlong requests_in_flight) {
+  return sw_j_open_named(env, sw_carrier_open_safetensors, runtime, path, name, direct_io, chunk_bytes,
+                         requests_in_flight);
+}
+
+/* sw_carrier_open_gguf: tensor `name` of one GGUF file. */
+jlongArray carrier_open_gguf(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
+                             jlong chunk_bytes, jlong requests_in_flight) {
+  return sw_j_open_named(env, sw_carrier_open_gguf, runtime, path, name, direct_io, chunk_bytes, requests_in_flight);
 }
 
 /* sw_carrier_open_safetensors_stack: the tensors `names` of one file. */

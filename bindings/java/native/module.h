@@ -49,6 +49,8 @@ jlongArray carrier_open_npy(JNIEnv* env, jlong runtime, jbyteArray path, jboolea
                             jlong requests_in_flight);
 jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
                                     jlong chunk_bytes, jlong requests_in_flight);
+jlongArray carrier_open_gguf(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,
+                             jlong chunk_bytes, jlong requests_in_flight);
 jlongArray carrier_open_safetensors_stack(JNIEnv* env, jlong runtime, jbyteArray path, jobjectArray names,
                                           jboolean direct_io, jlong chunk_bytes, jlong requests_in_flight);
 jlongArray carrier_open_safetensors_stack_files(JNIEnv* env, jlong runtime, jobjectArray paths, jobjectArray names,

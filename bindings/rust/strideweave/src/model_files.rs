@@ -1,6 +1,6 @@
 //! Model files as secondary tiers: a tensor of a `.npy`, `.safetensors` or
 //! raw file opened as a read-only File carrier ([`Carrier::open_npy`],
-//! [`Carrier::open_safetensors`], [`Carrier::open_safetensors_stack`],
+//! [`Carrier::open_safetensors`], [`Carrier::open_safetensors_stack`], [`Carrier::open_gguf`],
 //! [`Carrier::open_safetensors_stack_files`], [`Carrier::open_raw_tensor`])
 //! with the TiledEvictable geometry that makes each tile one expert as the
 //! file stores it ([`FileTensor`]), and tensors saved to `.safetensors` and
@@ -241,6 +241,32 @@ impl Carrier {
         let name = c_string(name, "the tensor name")?;
         opened(runtime, |info, out| unsafe {
             sys::sw_carrier_open_safetensors(runtime.as_raw(), path.as_ptr(), name.as_ptr(), &desc, info, out)
+        })
+    }
+
+    /// Tensor `name` of a GGUF file (llama.cpp's format, versions 2 and 3)
+    /// as a read-only File carrier (`sw_carrier_open_gguf`). ggml lists a
+    /// tensor's dimensions `ne` fastest first, this library's
+    /// first-mode-fastest order: [`FileTensor::shape`] is `ne` reversed
+    /// (row-major) and [`FileTensor::logical_shape`] is `ne`, so a stacked
+    /// expert tensor (`blk.L.ffn_up_exps.weight`, `ne` (n_embd, n_ff,
+    /// n_expert)) tiles one expert per tile. Errors as
+    /// [`open_safetensors`](Self::open_safetensors); DATA_CORRUPT for a lying
+    /// header (offsets past the end, overlapping or misaligned tensors, a
+    /// block that does not divide the first dimension, absurd counts);
+    /// UNSUPPORTED for a ggml type StrideWeave has no dtype for (quantized
+    /// types such as Q8_0 and Q4_K among them).
+    pub fn open_gguf(
+        runtime: &Runtime,
+        path: impl AsRef<Path>,
+        name: &str,
+        options: &FileOptions,
+    ) -> Result<FileTensor> {
+        let (desc, _dir) = file_desc(options)?;
+        let path = path_cstring(path.as_ref())?;
+        let name = c_string(name, "the tensor name")?;
+        opened(runtime, |info, out| unsafe {
+            sys::sw_carrier_open_gguf(runtime.as_raw(), path.as_ptr(), name.as_ptr(), &desc, info, out)
         })
     }
 

@@ -286,6 +286,54 @@ fn a_raw_tensor_opens_in_either_order() {
     );
 }
 
+/// A GGUF v3 file holding the experts as llama.cpp stacks them, ne (I, O,
+/// E), and a Q8_0 tensor.
+fn gguf(s: &Scratch) -> PathBuf {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(2u64.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    let name = b"blk.0.ffn_up_exps.weight";
+    b.extend((name.len() as u64).to_le_bytes());
+    b.extend(name);
+    b.extend(3u32.to_le_bytes());
+    for d in [I, O, E] {
+        b.extend((d as u64).to_le_bytes());
+    }
+    b.extend(0u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.push(b'q');
+    b.extend(1u32.to_le_bytes());
+    b.extend(32u64.to_le_bytes());
+    b.extend(8u32.to_le_bytes());
+    b.extend(((E * O * I * 4) as u64).to_le_bytes());
+    while b.len() % 32 != 0 {
+        b.push(0);
+    }
+    b.extend(experts(&ALL));
+    b.extend([0u8; 34]);
+    s.write("experts.gguf", &b)
+}
+
+#[test]
+fn a_gguf_stacked_expert_tensor_opens_one_expert_per_tile() {
+    let s = Scratch::new("gguf");
+    let rt = Runtime::new().unwrap();
+    let path = gguf(&s);
+    let options = FileOptions { direct_io: true, ..FileOptions::default() };
+    let ft = Carrier::open_gguf(&rt, &path, "blk.0.ffn_up_exps.weight", &options).unwrap();
+    row_major(&ft, E);
+    assert_eq!(ft.segments, 1);
+    projects_experts(&ft, &[3, 0], &ALL);
+    let message = expect_code(Carrier::open_gguf(&rt, &path, "q", &no_options()), ErrorCode::Unsupported);
+    assert!(message.contains("unsupported dtype: Q8_0"), "{message}");
+    expect_code(Carrier::open_gguf(&rt, &path, "nope", &no_options()), ErrorCode::Value);
+    let npy = experts_npy(&s);
+    let message = expect_code(Carrier::open_gguf(&rt, &npy, "w", &no_options()), ErrorCode::DataCorrupt);
+    assert!(message.contains("not a GGUF file"), "{message}");
+}
+
 #[test]
 fn errors_arrive_as_their_kinds() {
     let s = Scratch::new("errors");

@@ -379,6 +379,52 @@ public class Carrier extends NativeHandle {
   }
 
   /**
+   * Tensor {@code name} of a GGUF file (llama.cpp's format, versions 2 and 3) as a read-only File
+   * carrier ({@code sw_carrier_open_gguf}). ggml lists a tensor's dimensions {@code ne} fastest
+   * first, this library's first-mode-fastest order: {@link FileTensor#shape()} is ne reversed
+   * (row-major) and {@link FileTensor#logicalShape()} is ne, so a stacked expert tensor ({@code
+   * blk.L.ffn_up_exps.weight}, ne {@code (n_embd, n_ff, n_expert)}) tiles one expert per tile.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param name the tensor's name
+   * @return the carrier and what the header says
+   * @throws StorageIOException when the file cannot be opened or read
+   * @throws DataCorruptException for a lying header (offsets past the end, overlapping or
+   *     misaligned tensors, a block that does not divide the first dimension, absurd counts)
+   * @throws UnsupportedFeatureException for a GGUF version other than 2 and 3 or a ggml type
+   *     StrideWeave has no dtype for (quantized types such as Q8_0 and Q4_K among them)
+   * @throws InvalidValueException for a name the file lacks, a tensor with no elements or of
+   *     rank 0
+   */
+  public static FileTensor openGguf(StrideWeaveRuntime runtime, Path path, String name) {
+    return openGguf(runtime, path, name, FileOptions.DEFAULTS);
+  }
+
+  /**
+   * {@link #openGguf(StrideWeaveRuntime, Path, String)} with the I/O options of {@code
+   * sw_file_carrier_desc_t}.
+   *
+   * @param runtime the runtime
+   * @param path the file
+   * @param name the tensor's name
+   * @param options the I/O options
+   * @return the carrier and what the header says
+   */
+  public static FileTensor openGguf(StrideWeaveRuntime runtime, Path path, String name, FileOptions options) {
+    byte[] p = CStrings.of(path, "path");
+    byte[] n = CStrings.of(name, "name");
+    Objects.requireNonNull(options, "options");
+    long r = rt(runtime);
+    try {
+      return FileTensor.adopt(runtime, Native.carrier_open_gguf(r, p, n, options.directIo(), options.chunkBytes(),
+          options.requestsInFlight()));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
    * Several tensors of one {@code .safetensors} file, all of one dtype and shape {@code S}, as one
    * read-only carrier over their regions in the order given ({@code
    * sw_carrier_open_safetensors_stack}): the tensor of shape {@code (names.size(), *S)} that
