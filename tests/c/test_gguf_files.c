@@ -735,6 +735,70 @@ static void save_tiled_keeps_ne(void** state) {
   sw_carrier_release(file);
 }
 
+/* Random byte changes of a valid header (every value type, three tensors)
+ * never crash and give only content errors, or a description of "a" whose
+ * bytes lie inside the file (a deterministic sweep; the fuzzer goes
+ * further). Changes favour the bytes that lie best: counts, lengths,
+ * types, dimensions and offsets set to 0, 1, all ones or a high bit. */
+static void parser_survives_mutations(void** state) {
+  (void)state;
+  buf_t kv = {0};
+  kv_u32(&kv, "general.alignment", 64);
+  put_str(&kv, "general.name");
+  put_le(&kv, 8, 4);
+  put_str(&kv, "mixtral");
+  put_str(&kv, "tokens");
+  put_le(&kv, 9, 4);
+  put_le(&kv, 8, 4);
+  put_le(&kv, 2, 8);
+  put_str(&kv, "a");
+  put_str(&kv, "bc");
+  put_str(&kv, "nested");
+  put_le(&kv, 9, 4);
+  put_le(&kv, 9, 4);
+  put_le(&kv, 1, 8);
+  put_le(&kv, 0, 4);
+  put_le(&kv, 3, 8);
+  put_le(&kv, 0x030201, 3);
+  const info_t infos[3] = {{"a", 3, {4, 3, 2}, GGML_F32, 0},
+                           {"q", 2, {32, 2}, GGML_Q8_0, 128},
+                           {"b", 1, {4}, GGML_BF16, 256}};
+  buf_t b = gguf_file(3, &kv, 4, infos, 3, 64, NULL, 264);
+  SW_OK_(sw_testing_parse_gguf_header(b.data, b.size, 0, "a", NULL, NULL, NULL));
+  unsigned char* work = (unsigned char*)malloc(b.size);
+  uint64_t rng = 0x2545f4914f6cdd1dULL;
+  int accepted = 0;
+  for (int round = 0; round < 20000; ++round) {
+    memcpy(work, b.data, b.size);
+    const int changes = 1 + (int)(sw_test_random(&rng) % 3);
+    for (int k = 0; k < changes; ++k) {
+      const size_t at = (size_t)(sw_test_random(&rng) % b.size);
+      const uint64_t r = sw_test_random(&rng);
+      static const unsigned char bytes[] = {0x00, 0x01, 0xff, 0x80, 0x7f, 0x09, 0x08, 0x1e, 0x40, 0x20};
+      work[at] = (r & 1) ? (unsigned char)(r >> 8) : bytes[(r >> 8) % sizeof bytes];
+    }
+    const size_t len = (sw_test_random(&rng) % 4 == 0) ? (size_t)(sw_test_random(&rng) % (b.size + 1)) : b.size;
+    const uint64_t file_size = (sw_test_random(&rng) % 4 == 0) ? len + (sw_test_random(&rng) % 4096) : 0;
+    sw_file_tensor_info_t info;
+    sw_file_tensor_info_init(&info);
+    sw_error_t* e = sw_testing_parse_gguf_header(work, len, file_size, "a", NULL, NULL, &info);
+    if (e) {
+      const sw_error_code_t code = sw_error_code(e);
+      if (code != SW_ERROR_DATA_CORRUPT && code != SW_ERROR_UNSUPPORTED && code != SW_ERROR_VALUE)
+        fail_msg("round %d: %s (%s)", round, sw_error_code_name(code), sw_error_message(e));
+      sw_error_free(e);
+      continue;
+    }
+    ++accepted;
+    const uint64_t whole = file_size ? file_size : len;
+    assert_true(info.data_offset <= whole && info.data_bytes <= whole - info.data_offset);
+  }
+  assert_true(accepted > 0);
+  free(work);
+  free(kv.data);
+  free(b.data);
+}
+
 /* ---- the seed corpus ---------------------------------------------------- */
 
 /* Every seed file gives the code its name states (NAME.CODE.gguf), and
@@ -787,8 +851,15 @@ static void corpus_replay(void** state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
   const struct CMUnitTest tests[] = {
-      T(f32_tensor_by_name), T(every_plain_type),    T(stacked_experts_one_per_tile), T(lying_headers),
-      T(long_metadata),      T(save_gguf_roundtrip), T(save_tiled_keeps_ne),          cmocka_unit_test(corpus_replay),
+      T(f32_tensor_by_name),
+      T(every_plain_type),
+      T(stacked_experts_one_per_tile),
+      T(lying_headers),
+      T(long_metadata),
+      T(save_gguf_roundtrip),
+      T(save_tiled_keeps_ne),
+      cmocka_unit_test(parser_survives_mutations),
+      cmocka_unit_test(corpus_replay),
   };
 #undef T
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
