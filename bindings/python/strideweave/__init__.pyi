@@ -47,7 +47,7 @@ __all__ = [
     "TileSelection", "TileSet", "ResidencyPlan", "ResidencyPolicy", "LRUPolicy",
     "TiledEvictable", "TiledResidencyFacet", "TileState", "expert_ffn", "Device", "DeviceAllocation",
     "DeviceView", "carriers", "interop",
-    "FileTensor", "save_safetensors", "save_npy",
+    "FileTensor", "save_safetensors", "save_npy", "save_gguf",
 ]
 
 # ---- argument types -----------------------------------------------------------------------------
@@ -631,6 +631,8 @@ _Saved = TypeVar("_Saved", bound=Tensor | TiledEvictable)
 
 def save_safetensors(path: _StrPath, tensors: dict[str, _Saved], *, metadata: dict[str, str] | None = None) -> None: ...
 def save_npy(path: _StrPath, tensor: Tensor | TiledEvictable) -> None: ...
+def save_gguf(path: _StrPath, tensors: dict[str, _Saved], *,
+              metadata: dict[str, str | bool | int | float | Any] | None = None, alignment: _Int = 32) -> None: ...
 
 # ---- the six central ops -----------------------------------------------------------------------
 

@@ -61,6 +61,9 @@ class File(Carrier):
                          direct_io: bool = False, chunk_bytes: _Int = 0, requests_in_flight: _Int = 0,
                          runtime: Runtime | None = None) -> FileTensor: ...
     @classmethod
+    def open_gguf(cls, path: _StrPath, name: str, *, direct_io: bool = False, chunk_bytes: _Int = 0,
+                  requests_in_flight: _Int = 0, runtime: Runtime | None = None) -> FileTensor: ...
+    @classmethod
     def open_raw(cls, path: _StrPath, shape: Sequence[_Int], *, dtype: _DTypeLike = ..., offset: _Int = 0,
                  order: Literal["C", "F"] = "C", direct_io: bool = False, chunk_bytes: _Int = 0,
                  requests_in_flight: _Int = 0, runtime: Runtime | None = None) -> FileTensor: ...
