@@ -41,7 +41,7 @@ void CommitGroup::launch() {
     // published their results): the commit is this thread's, unless the
     // loop ran some of them.
     commit = !aborted_ && !members_.empty() && ready_ == members_.size();
-    on_loop = std::any_of(members_.begin(), members_.end(), [](const auto& m) { return m->submitted_; });
+    on_loop = std::any_of(members_.begin(), members_.end(), [](const auto& m) { return m->on_loop_; });
   }
   if (commit) {
     if (!on_loop) return commit_all();
@@ -50,11 +50,14 @@ void CommitGroup::launch() {
   }
   if (!start.empty()) {
     std::vector<std::shared_ptr<Operation>> ops(start.begin(), start.end());
-    for (const auto& r : start) r->submitted_ = true;
+    for (const auto& r : start) {
+      r->to(TileRequest::State::kQueued);
+      r->on_loop_ = true;
+    }
     Status st = capture([&] { rt_->submit(std::move(ops)); });
     if (!st.ok()) {
       // Never started: they fail here, as members that ran inline would.
-      for (const auto& r : start) r->submitted_ = false;
+      for (const auto& r : start) r->on_loop_ = false;
       for (const auto& r : start) r->fail(st);
     }
   }
@@ -153,7 +156,7 @@ void CommitGroup::abort_others(TileRequest* except, const Status& st) {
   for (const auto& m : others) {
     // A member the loop runs is the loop's to fail; one that ran inline, or
     // was never started, is idle and fails here.
-    if (m->submitted_)
+    if (m->on_loop_)
       rt_->on_loop([m, st] { m->abort(st); });
     else
       m->abort(st);

@@ -1,7 +1,9 @@
 #include "carriers/tiled/tile_request.hpp"
 
 #include <algorithm>
-#include <unordered_map>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
 
 #include "base/error.hpp"
 
@@ -11,8 +13,62 @@ namespace {
 
 Status cancelled_status() { return Status::make(SW_ERROR_CANCELLED, "the runtime shut down before the request completed"); }
 
+// The lifecycle's shape, checked where it is written: the loop's path, the
+// calling thread's, an explicit eviction's, and what never happens.
+using S = TileRequest::State;
+constexpr bool path(std::initializer_list<S> states) {
+  for (auto it = states.begin(); it + 1 < states.end(); ++it)
+    if (!TileRequest::legal_transition(it[0], it[1])) return false;
+  return true;
+}
+static_assert(path({S::kConfigured, S::kQueued, S::kMoving, S::kWorking, S::kReady, S::kPublished, S::kReleased,
+                    S::kFinished}));
+static_assert(path({S::kConfigured, S::kDeferred, S::kQueued, S::kMoving, S::kWorking, S::kReleased, S::kFinished}));
+static_assert(path({S::kConfigured, S::kInline, S::kReady, S::kPublished, S::kReleased, S::kFinished}));
+static_assert(path({S::kConfigured, S::kQueued, S::kEvicting, S::kParked, S::kEvicting, S::kReleased, S::kFinished}));
+// Nothing leaves the terminal state, nothing skips the release, nothing
+// works before it started, and nothing commits twice or goes back.
+static_assert(!TileRequest::legal_transition(S::kFinished, S::kQueued));
+static_assert(!TileRequest::legal_transition(S::kFinished, S::kReleased));
+static_assert(!TileRequest::legal_transition(S::kReady, S::kFinished));
+static_assert(!TileRequest::legal_transition(S::kPublished, S::kFinished));
+static_assert(!TileRequest::legal_transition(S::kQueued, S::kWorking));
+static_assert(!TileRequest::legal_transition(S::kConfigured, S::kMoving));
+static_assert(!TileRequest::legal_transition(S::kPublished, S::kReady));
+static_assert(!TileRequest::legal_transition(S::kWorking, S::kMoving));
+static_assert(!TileRequest::legal_transition(S::kInline, S::kMoving));
+static_assert(!TileRequest::legal_transition(S::kDeferred, S::kReleased));
+static_assert(!TileRequest::legal_transition(S::kReleased, S::kReleased));
 
 }  // namespace
+
+const char* TileRequest::state_name(State s) {
+  switch (s) {
+    case State::kConfigured: return "configured";
+    case State::kDeferred: return "deferred";
+    case State::kQueued: return "queued";
+    case State::kInline: return "inline";
+    case State::kMoving: return "moving";
+    case State::kWorking: return "working";
+    case State::kEvicting: return "evicting";
+    case State::kParked: return "parked";
+    case State::kReady: return "ready";
+    case State::kPublished: return "published";
+    case State::kReleased: return "released";
+    case State::kFinished: return "finished";
+  }
+  return "?";
+}
+
+void TileRequest::to(State next) {
+#ifndef NDEBUG
+  if (!legal_transition(state_, next)) {
+    std::fprintf(stderr, "TileRequest: illegal transition %s -> %s\n", state_name(state_), state_name(next));
+    std::abort();
+  }
+#endif
+  state_ = next;
+}
 
 TileRequest::~TileRequest() {
   // Never submitted (refused, or dropped after its plan was made): the plan
@@ -26,6 +82,17 @@ std::vector<int64_t> TileRequest::pinned_tiles() const {
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
   return all;
+}
+
+size_t TileRequest::entry_of(int64_t k) const {
+  return static_cast<size_t>(
+      std::lower_bound(entries_.begin(), entries_.end(), k, [](const Entry& e, int64_t t) { return e.tile < t; }) -
+      entries_.begin());
+}
+
+bool TileRequest::pins_tile(int64_t k) const {
+  const size_t i = entry_of(k);
+  return i < entries_.size() && entries_[i].tile == k;
 }
 
 void TileRequest::validate_locked(const std::vector<int64_t>& pinned) const {
@@ -53,13 +120,17 @@ void TileRequest::check() const {
 }
 
 void TileRequest::submit() {
-  pinned_ = pinned_tiles();
+  const std::vector<int64_t> pinned = pinned_tiles();
+  bool here = false;
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    validate_locked(pinned_);
-    for (int64_t k : pinned_) ++te_->tiles_[static_cast<size_t>(k)].pins;
+    validate_locked(pinned);
+    entries_.clear();
+    entries_.reserve(pinned.size());
+    for (int64_t k : pinned) entries_.push_back(Entry{k, nullptr, nullptr, {}});
+    for (int64_t k : pinned) ++te_->tiles_[static_cast<size_t>(k)].pins;
     if (residency)
-      for (int64_t k : pinned_) te_->tiles_[static_cast<size_t>(k)].owner = this;
+      for (int64_t k : pinned) te_->tiles_[static_cast<size_t>(k)].owner = this;
     if (explicit_eviction())
       for (int64_t k : evicts) te_->tiles_[static_cast<size_t>(k)].owner = this;
     for (int64_t k : writes) te_->tiles_[static_cast<size_t>(k)].owner = this;
@@ -68,19 +139,19 @@ void TileRequest::submit() {
     // (A shut-down runtime refuses the request below, as it refuses any.)
     if (run_inline && !residency && evicts.empty() && writes.empty() &&
         !te_->runtime().is_shut_down() &&
-        std::all_of(pinned_.begin(), pinned_.end(),
+        std::all_of(pinned.begin(), pinned.end(),
                     [&](int64_t k) { return static_cast<bool>(te_->tiles_[static_cast<size_t>(k)].primary); })) {
-      here_ = true;
-      values_.reserve(pinned_.size());
-      for (int64_t k : pinned_) values_.push_back(te_->tiles_[static_cast<size_t>(k)].primary);
+      here = true;
+      for (Entry& e : entries_) e.value = te_->tiles_[static_cast<size_t>(e.tile)].primary;
     }
   }
   if (explicit_eviction()) remaining_ = evicts;
-  const bool deferred = group && !here_ && group->defers_starts();
+  const bool deferred = group && !here && group->defers_starts();
+  to(here ? State::kInline : deferred ? State::kDeferred : State::kQueued);
   if (group) group->join(self(), deferred);
-  if (here_) return run_here();
+  if (here) return run_here();
   if (deferred) return;  // started by the group's launch()
-  submitted_ = true;
+  on_loop_ = true;
   try {
     te_->runtime().submit(shared_from_this());
   } catch (...) {
@@ -89,7 +160,7 @@ void TileRequest::submit() {
       release_locked();
       --te_->pending_;
     }
-    submitted_ = false;
+    on_loop_ = false;
     throw;
   }
 }
@@ -106,29 +177,23 @@ void TileRequest::run_here() {
   // The request is the calling thread's alone: it is not on the loop, and
   // no other request refers to it (it owns no tile and marks none).
   if (!error_.ok()) return fail(error_);  // its group failed before it ran
-  fetched_.assign(pinned_.size(), nullptr);
   Status st = capture([&] {
     work_point();
     if (tile_work) {
       std::vector<std::pair<size_t, Ref<Carrier>>> jobs;
       jobs.reserve(reads.size());
-      for (size_t r = 0; r < reads.size(); ++r) {
-        const size_t i =
-            static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), reads[r]) - pinned_.begin());
-        jobs.emplace_back(r, values_[i]);
-      }
+      for (size_t r = 0; r < reads.size(); ++r) jobs.emplace_back(r, entries_[entry_of(reads[r])].value);
       tile_work(jobs);
     }
     if (work) {
       std::vector<Ref<Carrier>> ordered;
       ordered.reserve(reads.size());
-      for (int64_t k : reads)
-        ordered.push_back(values_[static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), k) -
-                                                      pinned_.begin())]);
+      for (int64_t k : reads) ordered.push_back(entries_[entry_of(k)].value);
       work(ordered, outs_);
     }
   });
   if (!st.ok()) return fail(st);
+  to(State::kReady);
   if (group) return group->ready(this);
   commit();
 }
@@ -145,39 +210,37 @@ bool TileRequest::capturable(int64_t k, bool pinned_by_me) const {
 void TileRequest::capture_locked(int64_t k) {
   Tile& t = te_->tiles_[static_cast<size_t>(k)];
   t.writer = this;
-  captures_.push_back(Capture{k, t.primary, {}, false});
+  captures_.push_back(Capture{k, t.primary, {}});
 }
 
 void TileRequest::start() {
-  started_ = true;
   if (cancelled_) return fail(cancelled_status());
   if (!error_.ok()) return fail(error_);  // its group failed before it started
   if (explicit_eviction()) return start_eviction();
-  fetched_.assign(pinned_.size(), nullptr);
-  values_.assign(pinned_.size(), nullptr);
-  staged_.assign(pinned_.size(), {});
+  to(State::kMoving);
   const size_t T = static_cast<size_t>(te_->geo_.tile_size);
   struct Need { size_t i; bool secondary; };
   std::vector<Need> needs;
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
-    for (size_t i = 0; i < pinned_.size(); ++i) {
-      const Tile& t = te_->tiles_[static_cast<size_t>(pinned_[i])];
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Tile& t = te_->tiles_[static_cast<size_t>(entries_[i].tile)];
       if (t.primary)
-        values_[i] = t.primary;  // pinned: stays resident
+        entries_[i].value = t.primary;  // pinned: stays resident
       else
         needs.push_back({i, t.secondary_valid});
     }
     // The plan's evictions write their dirty values now, beside the fetches;
     // the tiles are dropped only at the commit.
     for (int64_t k : evicts)
-      if (capturable(k, std::binary_search(pinned_.begin(), pinned_.end(), k))) capture_locked(k);
+      if (capturable(k, pins_tile(k))) capture_locked(k);
   }
   Status st = capture([&] {
     for (const Need& n : needs) {
-      fetched_[n.i] = n.secondary ? te_->new_tile_buffer(false, pinned_[n.i]) : te_->new_tile_buffer(true);
-      values_[n.i] = fetched_[n.i];
-      if (n.secondary && !fetched_[n.i]->host_data()) staged_[n.i].resize(T * te_->element_size());
+      Entry& e = entries_[n.i];
+      e.fetched = n.secondary ? te_->new_tile_buffer(false, e.tile) : te_->new_tile_buffer(true);
+      e.value = e.fetched;
+      if (n.secondary && !e.fetched->host_data()) e.staged.resize(T * te_->element_size());
     }
     for (size_t j = 0; j < writes.size(); ++j) outs_.push_back(te_->new_tile_buffer(false));
     if (!captures_.empty()) te_->ensure_secondary_storage();
@@ -190,13 +253,14 @@ void TileRequest::start() {
     ++ops_;
     ++fetches_;
     auto me = self();
-    const bool in_place = staged_[n.i].empty();
-    std::byte* into = in_place ? fetched_[n.i]->host_data() : staged_[n.i].data();
-    const bool whole_blocks = in_place && fetched_[n.i]->host_blocks_owned();
+    Entry& e = entries_[n.i];
+    const bool in_place = e.staged.empty();
+    std::byte* into = in_place ? e.fetched->host_data() : e.staged.data();
+    const bool whole_blocks = in_place && e.fetched->host_blocks_owned();
     const size_t entry = n.i;
     // A prefetch's reads yield to those of work that waits for its values.
     te_->secondary_->read_async(
-        static_cast<size_t>(pinned_[n.i]) * T, T, into,
+        static_cast<size_t>(e.tile) * T, T, into,
         [me, entry](Status s) {
           if (!s.ok() && me->error_.ok()) me->error_ = s;
           if (s.ok() && me->tile_work) me->run_tile_work({entry});
@@ -207,10 +271,10 @@ void TileRequest::start() {
   }
   if (tile_work) {
     // Tiles primary at the start, and implicit zeros (filled at creation).
-    std::vector<bool> fetching(pinned_.size(), false);
+    std::vector<bool> fetching(entries_.size(), false);
     for (const Need& n : needs) fetching[n.i] = n.secondary;
     std::vector<size_t> ready;
-    for (size_t i = 0; i < pinned_.size(); ++i)
+    for (size_t i = 0; i < entries_.size(); ++i)
       if (!fetching[i]) ready.push_back(i);
     if (!ready.empty()) run_tile_work(std::move(ready));
   }
@@ -227,11 +291,8 @@ void TileRequest::write_captures() {
     auto write = [me, i, T] {
       Capture& c = me->captures_[i];
       const std::byte* from = c.staged.empty() ? c.buffer->host_data() : c.staged.data();
-      me->te_->write_secondary(static_cast<size_t>(c.tile) * T, T, from, [me, i](Status s) {
-        if (s.ok())
-          me->captures_[i].written = true;
-        else if (me->error_.ok())
-          me->error_ = s;
+      me->te_->write_secondary(static_cast<size_t>(c.tile) * T, T, from, [me](Status s) {
+        if (!s.ok() && me->error_.ok()) me->error_ = s;
         me->op_done();
       });
     };
@@ -259,7 +320,7 @@ void TileRequest::run_tile_work(std::vector<size_t> entries) {
   std::vector<std::pair<size_t, Ref<Carrier>>> jobs;
   for (size_t i : entries)
     for (size_t r = 0; r < reads.size(); ++r)
-      if (reads[r] == pinned_[i]) jobs.emplace_back(r, values_[i]);
+      if (reads[r] == entries_[i].tile) jobs.emplace_back(r, entries_[i].value);
   if (jobs.empty()) return;
   ++ops_;
   ++fetches_;
@@ -269,9 +330,10 @@ void TileRequest::run_tile_work(std::vector<size_t> entries) {
         me->work_point();
         const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
         for (size_t i : entries) {
-          if (me->staged_[i].empty()) continue;  // device memory: upload the host copy first
-          me->fetched_[i]->write_slots(0, T, me->staged_[i].data());
-          me->staged_[i] = {};
+          Entry& e = me->entries_[i];
+          if (e.staged.empty()) continue;  // device memory: upload the host copy first
+          e.fetched->write_slots(0, T, e.staged.data());
+          e.staged = {};
         }
         me->tile_work(jobs);
       },
@@ -288,28 +350,27 @@ void TileRequest::fetch_done() {
 }
 
 void TileRequest::fetches_settled() {
-  if (work_started_) return;
-  work_started_ = true;
+  if (state_ != State::kMoving) return;
+  to(State::kWorking);
   if (error_.ok() && !cancelled_) run_work();
 }
 
 void TileRequest::run_work() {
-  const bool uploads = std::any_of(staged_.begin(), staged_.end(), [](const auto& v) { return !v.empty(); });
+  const bool uploads = std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.staged.empty(); });
   if (!work && !uploads) return;
   // Buffers in `reads` order.
-  std::unordered_map<int64_t, Ref<Carrier>> by_tile;
-  for (size_t i = 0; i < pinned_.size(); ++i) by_tile[pinned_[i]] = values_[i];
   auto ordered = std::make_shared<std::vector<Ref<Carrier>>>();
-  for (int64_t k : reads) ordered->push_back(by_tile[k]);
+  ordered->reserve(reads.size());
+  for (int64_t k : reads) ordered->push_back(entries_[entry_of(k)].value);
   ++ops_;
   auto me = self();
   te_->runtime().run_on_worker(
       [me, ordered] {
         const size_t T = static_cast<size_t>(me->te_->geo_.tile_size);
-        for (size_t i = 0; i < me->staged_.size(); ++i) {
-          if (me->staged_[i].empty()) continue;
-          me->fetched_[i]->write_slots(0, T, me->staged_[i].data());
-          me->staged_[i] = {};
+        for (Entry& e : me->entries_) {
+          if (e.staged.empty()) continue;
+          e.fetched->write_slots(0, T, e.staged.data());
+          e.staged = {};
         }
         if (me->work) {
           me->work_point();
@@ -328,17 +389,19 @@ void TileRequest::op_done() {
 }
 
 void TileRequest::ops_settled() {
-  if (finished_) return;
+  if (state_ == State::kFinished) return;
   if (!error_.ok()) return fail(error_);
   if (cancelled_) return fail(cancelled_status());
   if (explicit_eviction()) return drop_evictions();
+  to(State::kReady);
   if (group) return group->ready(this);
   commit();
 }
 
 Status TileRequest::publish_result() {
-  if (!publish || published_) return {};
-  published_ = true;
+  if (state_ == State::kPublished) return {};
+  to(State::kPublished);
+  if (!publish) return {};
   return capture([&] { result_ = publish(); });
 }
 
@@ -363,9 +426,9 @@ void TileRequest::commit() {
     }
     for (int64_t k : promotes) {
       Tile& t = te_->tiles_[static_cast<size_t>(k)];
-      const size_t i = static_cast<size_t>(std::lower_bound(pinned_.begin(), pinned_.end(), k) - pinned_.begin());
-      if (!t.primary && fetched_[i]) {
-        t.primary = fetched_[i];
+      const Ref<Carrier>& fetched = entries_[entry_of(k)].fetched;
+      if (!t.primary && fetched) {
+        t.primary = fetched;
         promoted.push_back(k);
       }
     }
@@ -386,6 +449,7 @@ void TileRequest::commit() {
 // ---- explicit evictions ----------------------------------------------------------
 
 void TileRequest::start_eviction() {
+  if (state_ != State::kEvicting) to(State::kEvicting);
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
     // Another eviction still writing one of the tiles, or a blocking read of
@@ -393,7 +457,7 @@ void TileRequest::start_eviction() {
     for (int64_t k : remaining_) {
       const Tile& t = te_->tiles_[static_cast<size_t>(k)];
       if ((t.writer && t.writer != this) || t.secondary_readers) {
-        parked_ = true;
+        to(State::kParked);
         te_->deferred_.push_back(self());
         return;
       }
@@ -443,7 +507,7 @@ void TileRequest::drop_evictions() {
     }
     remaining_ = next;
     if (!remaining_.empty() && !unwritten) {
-      parked_ = true;
+      to(State::kParked);
       te_->deferred_.push_back(self());
     }
   }
@@ -453,8 +517,7 @@ void TileRequest::drop_evictions() {
 }
 
 void TileRequest::retry() {
-  if (finished_ || !parked_) return;
-  parked_ = false;
+  if (state_ != State::kParked) return;
   if (cancelled_) return fail(cancelled_status());
   start_eviction();
 }
@@ -462,10 +525,14 @@ void TileRequest::retry() {
 // ---- the end -----------------------------------------------------------------------
 
 void TileRequest::release_locked() {
-  if (released_) return;
-  released_ = true;
-  for (int64_t k : pinned_) --te_->tiles_[static_cast<size_t>(k)].pins;
-  for (const auto* list : {&pinned_, &evicts, &writes})
+  if (state_ == State::kReleased) return;
+  to(State::kReleased);
+  for (const Entry& e : entries_) {
+    Tile& t = te_->tiles_[static_cast<size_t>(e.tile)];
+    --t.pins;
+    if (t.owner == this) t.owner = nullptr;
+  }
+  for (const auto* list : {&evicts, &writes})
     for (int64_t k : *list) {
       Tile& t = te_->tiles_[static_cast<size_t>(k)];
       if (t.owner == this) t.owner = nullptr;
@@ -490,6 +557,7 @@ void TileRequest::report(bool committed, const std::vector<int64_t>& promoted, c
 }
 
 void TileRequest::fail(Status st) {
+  if (state_ == State::kFinished) return;
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
     release_locked();
@@ -499,29 +567,30 @@ void TileRequest::fail(Status st) {
 }
 
 void TileRequest::abort(Status st) {
-  if (finished_) return;
+  if (state_ == State::kFinished) return;
   if (error_.ok()) error_ = std::move(st);
-  // Settled (waiting for its group), or run inline: fails now. Still
-  // moving: ops_settled() fails it; not started: start() does.
-  if (here_ || (started_ && ops_ == 0)) fail(error_);
+  // Settled (waiting for its group, or parked), or run inline: fails now.
+  // Still moving: ops_settled() fails it; not started: start() does.
+  switch (state_) {
+    case State::kInline: case State::kReady: case State::kPublished: case State::kParked: return fail(error_);
+    default: return;
+  }
 }
 
 void TileRequest::cancel() {
   cancelled_ = true;
-  if (ops_ == 0 && !finished_) fail(cancelled_status());
+  if (ops_ == 0 && state_ != State::kFinished) fail(cancelled_status());
 }
 
 void TileRequest::finish(Status st) {
-  if (finished_) return;
-  finished_ = true;
+  if (state_ == State::kFinished) return;
   auto keep = shared_from_this();
   {
     std::lock_guard<std::mutex> lock(te_->mutex_);
     release_locked();
   }
-  fetched_.clear();
-  values_.clear();
-  staged_.clear();
+  to(State::kFinished);
+  entries_.clear();
   outs_.clear();
   captures_.clear();
   if (cleanup) capture([&] { cleanup(st); });
@@ -531,7 +600,7 @@ void TileRequest::finish(Status st) {
   else
     await_->fail(st);
   if (published) published->fail(st.ok() ? Status::make(SW_ERROR_INTERNAL, "committed without publishing") : st);
-  if (submitted_) te_->runtime().finished(this);  // one run inline (or never started) was never the runtime's
+  if (on_loop_) te_->runtime().finished(this);  // one run inline (or never started) was never the runtime's
   // Pins, owners and writer marks are gone: explicit evictions waiting on
   // them may go on.
   te_->wake_deferred();

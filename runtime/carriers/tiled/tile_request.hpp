@@ -22,6 +22,7 @@
 // and the await is terminal when it returns.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -108,18 +109,71 @@ class TileRequest final : public Operation {
   // Retries an explicit eviction waiting for other work (loop thread).
   void retry();
 
+ // The request's lifecycle. Each state says what the request waits for;
+  // the transitions allowed between them are legal_transition()'s, and to()
+  // is the one place the state changes (it aborts on an illegal one in debug
+  // builds). What is not a state: cancelled_ (a shutdown asked for, seen at
+  // the next step), on_loop_ (who runs it, fixed at the hand-off) and
+  // reported_ (the plan's outcome, reported once).
+  enum class State : uint8_t {
+    kConfigured,  // built; not submitted (or refused)
+    kDeferred,    // pins taken; a closed group's member waiting for its launch()
+    kQueued,      // handed to the loop; start() not run yet
+    kInline,      // running on the calling thread (run_inline, nothing to move)
+    kMoving,      // started: fetches, eviction writes and tile work in flight
+    kWorking,     // every fetch settled: `work` (and uploads) in flight, or skipped after a failure
+    kEvicting,    // an explicit eviction: its writes in flight, or its tiles being dropped
+    kParked,      // an explicit eviction waiting in te_->deferred_ for pins, writers or readers
+    kReady,       // its work is done: waits for its group's commit (or commits now)
+    kPublished,   // its `publish` ran (or it has none): the commit follows
+    kReleased,    // pins, owners and writer marks released: the report and the end follow
+    kFinished,    // terminal: the await completed
+  };
+  static constexpr bool legal_transition(State from, State to) {
+    using S = State;
+    switch (from) {
+      case S::kConfigured: return to == S::kInline || to == S::kDeferred || to == S::kQueued;
+      case S::kDeferred: return to == S::kQueued;
+      // A refused hand-off or a failure at start() releases at once.
+      case S::kQueued: return to == S::kMoving || to == S::kEvicting || to == S::kReleased;
+      case S::kInline: return to == S::kReady || to == S::kReleased;
+      case S::kMoving: return to == S::kWorking || to == S::kReleased;
+      case S::kWorking: return to == S::kReady || to == S::kReleased;
+      case S::kEvicting: return to == S::kParked || to == S::kReleased;
+      case S::kParked: return to == S::kEvicting || to == S::kReleased;
+      case S::kReady: return to == S::kPublished || to == S::kReleased;
+      case S::kPublished: return to == S::kReleased;
+      case S::kReleased: return to == S::kFinished;
+      case S::kFinished: return false;
+    }
+    return false;
+  }
+  static const char* state_name(State s);
+
  private:
   friend class CommitGroup;
   friend Ref<Await> join_step(TileRequest& req);
+  // One tile the request pins (an entry of reads and promotes).
+  struct Entry {
+    int64_t tile;
+    Ref<Carrier> fetched;  // a new buffer (a secondary-tier read, an implicit zero), or null when primary
+    Ref<Carrier> value;    // the buffer holding its value
+    // The host copy of a secondary-tier read whose buffer is device memory
+    // (empty otherwise), uploaded on the worker before `work`.
+    std::vector<std::byte> staged;
+  };
   struct Capture {
     int64_t tile;
     Ref<Carrier> buffer;           // the primary buffer whose value is written
     std::vector<std::byte> staged;  // its host copy when the buffer is device memory
-    bool written = false;
   };
 
+  void to(State next);
   // reads and promotes, sorted and unique.
   std::vector<int64_t> pinned_tiles() const;
+  // The entry of tile k (one of reads and promotes), and whether k is one.
+  size_t entry_of(int64_t k) const;
+  bool pins_tile(int64_t k) const;
   // submit()'s refusals (tile lock held).
   void validate_locked(const std::vector<int64_t>& pinned) const;
   // Capturing dirty tiles for their eviction writes, under the tile lock.
@@ -137,9 +191,9 @@ class TileRequest final : public Operation {
   void fetches_settled();
   // ops_ reached 0: the commit (the group's, for a member) or the failure.
   void ops_settled();
-  // Hands tile_work the read entries of pinned_[i]s (a worker job, counted
+  // Hands tile_work the read entries of entries_[i]s (a worker job, counted
   // as a fetch so that `work` waits for it).
-  void run_tile_work(std::vector<size_t> pinned_entries);
+  void run_tile_work(std::vector<size_t> entries);
   void run_work();
   void op_done();
   // Runs `publish` once (a failure is returned, not raised).
@@ -155,28 +209,23 @@ class TileRequest final : public Operation {
   void fail(Status st);
   void finish(Status st);
   void report(bool committed, const std::vector<int64_t>& promoted, const std::vector<int64_t>& evicted);
-  void release_locked();  // writer marks, owners and pins (tile lock held)
+  // Writer marks, owners and pins (tile lock held), once: to kReleased.
+  void release_locked();
   std::shared_ptr<TileRequest> self() { return std::static_pointer_cast<TileRequest>(shared_from_this()); }
 
   Ref<TiledEvictable> te_;
   Ref<Await> await_;
-  std::vector<int64_t> pinned_;             // reads and promotes, unique
-  std::vector<Ref<Carrier>> fetched_;       // per pinned_ entry: a new buffer, or null when primary
-  std::vector<Ref<Carrier>> values_;        // per pinned_ entry: the buffer holding its value
-  // Host copies of secondary-tier reads whose buffer is device memory (per
-  // pinned_ entry; empty otherwise), uploaded on the worker before `work`.
-  std::vector<std::vector<std::byte>> staged_;
+  State state_ = State::kConfigured;
+  std::vector<Entry> entries_;              // reads and promotes, by tile, unique
   std::vector<Ref<Carrier>> outs_;          // per writes entry: the fresh buffer `work` fills
   std::vector<Capture> captures_;           // dirty tiles this request writes to the secondary tier
   std::vector<int64_t> remaining_;          // explicit evictions not yet dropped
   int ops_ = 0;                             // outstanding reads, writes and worker jobs (+1 while issuing)
   int fetches_ = 0;                         // outstanding reads (+1 while issuing)
-  bool started_ = false, work_started_ = false;
   Status error_;
-  bool submitted_ = false;                  // handed to the runtime (which is told when it is terminal)
-  bool cancelled_ = false, released_ = false, finished_ = false, reported_ = false, published_ = false;
-  bool parked_ = false;                     // an explicit eviction waiting in te_->deferred_
-  bool here_ = false;                       // running on the calling thread, never on the loop
+  bool cancelled_ = false;                  // the runtime shuts down: fails at its next step
+  bool on_loop_ = false;                    // handed to the runtime (which is told when it is terminal)
+  bool reported_ = false;                   // the plan's outcome was reported
   Ref<Object> result_;
 };
 
