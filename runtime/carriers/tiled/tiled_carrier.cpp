@@ -97,8 +97,7 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
     t.secondary_valid = full_secondary;
     if (full_primary) {
       t.primary = te->new_tile_buffer(false);
-      backend_for(*primary).unary(UnaryOp::kCopy, *seed->view(k * geo.tile_size, in_tile), 0.0,
-                                  *Tensor::create(t.primary, 0, in_tile));
+      te->copy_tile(*seed->view(k * geo.tile_size, in_tile), t.primary);
       // Dirty either way: the secondary tier holds no copy, or a seed that
       // may hold other values.
       t.dirty = true;
@@ -304,53 +303,94 @@ bool TiledEvictable::tile_is_zero(int64_t k) const {
   return !t.primary && !t.secondary_valid && t.implicit;
 }
 
+// ---- one tile's value, in steps ------------------------------------------------------
+
+TiledEvictable::TileSource TiledEvictable::source_locked(int64_t k, const char* what) const {
+  check_valid(k, what);
+  Tile& t = tiles_[static_cast<size_t>(k)];
+  TileSource s{t.primary, !t.primary && t.secondary_valid};
+  // No eviction writes this tile's secondary copy while it is being read.
+  if (s.stored) ++t.secondary_readers;
+  return s;
+}
+
+void TiledEvictable::read_secondary(int64_t k, std::byte* dst) const {
+  const size_t T = static_cast<size_t>(geo_.tile_size);
+  secondary_->read_slots(static_cast<size_t>(k) * T, T, dst);
+}
+
+Ref<Carrier> TiledEvictable::load_tile(int64_t k, bool stored) const {
+  if (!stored) return new_tile_buffer(true);  // its implicit zero
+  Ref<Carrier> buf = new_tile_buffer(false, k);
+  if (buf->host_data()) {
+    read_secondary(k, buf->host_data());
+  } else {
+    const size_t T = static_cast<size_t>(geo_.tile_size);
+    std::vector<std::byte> staged(T * element_size());
+    read_secondary(k, staged.data());
+    buf->write_slots(0, T, staged.data());
+  }
+  return buf;
+}
+
+void TiledEvictable::copy_tile(const Tensor& from, const Ref<Carrier>& to) const {
+  backend_for(*to).unary(UnaryOp::kCopy, from, 0.0, *Tensor::create(to, 0, Layout::dense({geo_.tile_size})));
+}
+
+Ref<Carrier> TiledEvictable::clone_tile(const Ref<Carrier>& buffer) const {
+  Ref<Carrier> fresh = new_tile_buffer(false);
+  copy_tile(*Tensor::create(buffer, 0, Layout::dense({geo_.tile_size})), fresh);
+  return fresh;
+}
+
+void TiledEvictable::fill_tiles(const std::vector<SlotRun>& runs, const std::byte* src,
+                                std::unordered_map<int64_t, Ref<Carrier>>& target) const {
+  const size_t es = element_size();
+  const size_t T = static_cast<size_t>(geo_.tile_size);
+  // Device tiles are patched in host copies and written back whole, once
+  // every copy was read.
+  std::unordered_map<int64_t, std::vector<std::byte>> staged;
+  for (auto& [k, buf] : target) {
+    if (buf->host_data()) continue;
+    auto& v = staged[k];
+    v.resize(T * es);
+    buf->read_slots(0, T, v.data());
+  }
+  for (const SlotRun& r : runs) {
+    geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
+                        [&](int64_t k, int64_t w, int64_t, int64_t n) {
+                          auto it = staged.find(k);
+                          std::byte* base = it == staged.end() ? target[k]->host_data() : it->second.data();
+                          std::memcpy(base + w * static_cast<int64_t>(es), src, static_cast<size_t>(n) * es);
+                          src += static_cast<size_t>(n) * es;
+                        });
+  }
+  for (auto& [k, v] : staged) target[k]->write_slots(0, T, v.data());
+}
+
 void TiledEvictable::read_tile(int64_t k, std::byte* dst) const {
-  Ref<Carrier> primary;
-  bool secondary = false;
+  TileSource s;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    check_valid(k, "read");
-    Tile& t = tiles_[static_cast<size_t>(k)];
-    primary = t.primary;  // held: a writer swaps in a new buffer, never changes this one
-    secondary = !primary && t.secondary_valid;
-    // No eviction writes this tile's secondary copy while it is being read.
-    if (secondary) ++t.secondary_readers;
+    s = source_locked(k, "read");
   }
-  const size_t T = static_cast<size_t>(geo_.tile_size);
-  if (primary) {
-    primary->read_slots(0, T, dst);
-  } else if (secondary) {
-    struct End {
-      const TiledEvictable* te;
-      int64_t k;
-      ~End() { te->end_secondary_read(k); }
-    } end{this, k};
-    secondary_->read_slots(static_cast<size_t>(k) * T, T, dst);
-  } else {
-    std::memset(dst, 0, T * element_size());
-  }
+  const SecondaryRead end{this, s.stored ? std::vector<int64_t>{k} : std::vector<int64_t>{}};
+  if (s.primary)
+    s.primary->read_slots(0, static_cast<size_t>(geo_.tile_size), dst);
+  else if (s.stored)
+    read_secondary(k, dst);
+  else
+    std::memset(dst, 0, static_cast<size_t>(geo_.tile_size) * element_size());
 }
 
 Ref<Carrier> TiledEvictable::copy_of_tile(int64_t k) const {
-  Ref<Carrier> primary;
+  TileSource s;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    check_valid(k, "read");
-    primary = tiles_[static_cast<size_t>(k)].primary;
+    s = source_locked(k, "read");
   }
-  if (!primary && tile_is_zero(k)) return new_tile_buffer(true);
-  Ref<Carrier> buf = new_tile_buffer(false, primary ? -1 : k);
-  auto in_tile = Layout::dense({geo_.tile_size});
-  if (primary) {
-    backend_for(*buf).unary(UnaryOp::kCopy, *Tensor::create(primary, 0, in_tile), 0.0, *Tensor::create(buf, 0, in_tile));
-  } else if (buf->host_data()) {
-    read_tile(k, buf->host_data());
-  } else {
-    std::vector<std::byte> staged(static_cast<size_t>(geo_.tile_size) * element_size());
-    read_tile(k, staged.data());
-    buf->write_slots(0, static_cast<size_t>(geo_.tile_size), staged.data());
-  }
-  return buf;
+  const SecondaryRead end{this, s.stored ? std::vector<int64_t>{k} : std::vector<int64_t>{}};
+  return s.primary ? clone_tile(s.primary) : load_tile(k, s.stored);
 }
 
 void TiledEvictable::set_tile(int64_t k, Ref<Carrier> values) {
@@ -398,115 +438,69 @@ void TiledEvictable::write_slots(size_t first, size_t count, const void* src) {
   write_runs({SlotRun{first, count}}, static_cast<const std::byte*>(src));
 }
 
+void TiledEvictable::check_writable_locked(const std::vector<int64_t>& touched) const {
+  for (int64_t k : touched) {
+    check_no_owner(k, "write");
+    check_valid(k, "write");
+    if (tiles_[static_cast<size_t>(k)].pins)
+      state_error("write: tile " + coord_str(geo_.coord(k)) + " is in use by pending tiled work; wait for it first");
+  }
+}
+
+std::unordered_map<int64_t, Ref<Carrier>> TiledEvictable::load_off_primary(const std::vector<int64_t>& touched) const {
+  std::vector<int64_t> off, stored;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    check_writable_locked(touched);
+    for (int64_t k : touched) {
+      if (tiles_[static_cast<size_t>(k)].primary) continue;
+      off.push_back(k);
+      if (source_locked(k, "write").stored) stored.push_back(k);
+    }
+  }
+  const SecondaryRead end{this, stored};
+  std::unordered_map<int64_t, Ref<Carrier>> loaded;
+  for (int64_t k : off) loaded[k] = load_tile(k, std::find(stored.begin(), stored.end(), k) != stored.end());
+  return loaded;
+}
+
 void TiledEvictable::write_runs(const std::vector<SlotRun>& runs, const std::byte* src) {
-  const size_t es = element_size();
-  const size_t T = static_cast<size_t>(geo_.tile_size);
-  std::set<int64_t> touched;
+  std::set<int64_t> touched_set;
   for (const SlotRun& r : runs)
     geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
-                        [&](int64_t k, int64_t, int64_t, int64_t) { touched.insert(k); });
+                        [&](int64_t k, int64_t, int64_t, int64_t) { touched_set.insert(k); });
+  const std::vector<int64_t> touched(touched_set.begin(), touched_set.end());
   // Every touched tile is checked first, and again when the write lands: a
-  // refused write changes nothing.
-  auto check = [&] {
-    for (int64_t k : touched) {
-      check_no_owner(k, "write");
-      check_valid(k, "write");
-      if (tiles_[static_cast<size_t>(k)].pins)
-        state_error("write: tile " + coord_str(geo_.coord(k)) + " is in use by pending tiled work; wait for it first");
-    }
-  };
-  // A tile evicted between the two checks needs a copy made afresh: retry.
+  // refused write changes nothing. A tile evicted between the two checks
+  // needs a copy loaded afresh: retry.
   for (int attempt = 0; attempt < 16; ++attempt) {
-    // Tiles off the primary tier are first copied into new buffers, their
-    // secondary copies counted as being read so that no eviction rewrites
-    // them under the read.
-    std::vector<int64_t> off, reading;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      check();
-      for (int64_t k : touched) {
-        Tile& t = tiles_[static_cast<size_t>(k)];
-        if (t.primary) continue;
-        off.push_back(k);
-        if (t.secondary_valid) {
-          ++t.secondary_readers;
-          reading.push_back(k);
-        }
-      }
-    }
-    std::unordered_map<int64_t, Ref<Carrier>> copies;
-    {
-      struct EndReads {
-        const TiledEvictable* te;
-        const std::vector<int64_t>& ks;
-        ~EndReads() {
-          for (int64_t k : ks) te->end_secondary_read(k);
-        }
-      } end_reads{this, reading};
-      for (int64_t k : off) {
-        const bool stored = std::find(reading.begin(), reading.end(), k) != reading.end();
-        Ref<Carrier> buf = stored ? new_tile_buffer(false, k) : new_tile_buffer(true);  // an implicit zero otherwise
-        if (stored) {
-          if (buf->host_data()) {
-            secondary_->read_slots(static_cast<size_t>(k) * T, T, buf->host_data());
-          } else {
-            std::vector<std::byte> staged(T * es);
-            secondary_->read_slots(static_cast<size_t>(k) * T, T, staged.data());
-            buf->write_slots(0, T, staged.data());
-          }
-        }
-        copies[k] = std::move(buf);
-      }
-    }
+    const std::unordered_map<int64_t, Ref<Carrier>> loaded = load_off_primary(touched);
     std::vector<int64_t> promoted;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      check();
-      // Where each tile's new value goes: the copy made above for a tile
-      // still off the primary tier; its own buffer when nobody else holds
-      // it; else a fresh copy of it (a reader or an eviction write holds the
-      // old one, which must not change under them).
+      check_writable_locked(touched);
+      // Where each tile's new value goes: its loaded copy when it is still
+      // off the primary tier; its own buffer when nobody else holds it;
+      // else a clone of it (a reader or an eviction write holds the old
+      // one, which must not change under them).
       std::unordered_map<int64_t, Ref<Carrier>> target;
       bool stale = false;
       for (int64_t k : touched) {
-        Tile& t = tiles_[static_cast<size_t>(k)];
-        if (!t.primary) {
-          auto it = copies.find(k);
-          if (it == copies.end()) {
+        const Ref<Carrier>& primary = tiles_[static_cast<size_t>(k)].primary;
+        if (!primary) {
+          auto it = loaded.find(k);
+          if (it == loaded.end()) {
             stale = true;
             break;
           }
           target[k] = it->second;
           promoted.push_back(k);
-        } else if (t.primary->is_unique()) {
-          target[k] = t.primary;
         } else {
-          Ref<Carrier> fresh = new_tile_buffer(false);
-          auto in_tile = Layout::dense({geo_.tile_size});
-          backend_for(*fresh).unary(UnaryOp::kCopy, *Tensor::create(t.primary, 0, in_tile), 0.0,
-                                    *Tensor::create(fresh, 0, in_tile));
-          target[k] = std::move(fresh);
+          target[k] = primary->is_unique() ? primary : clone_tile(primary);
         }
       }
       if (stale) continue;
-      // Device tiles are patched in host copies and written back whole.
-      std::unordered_map<int64_t, std::vector<std::byte>> staged;
-      for (auto& [k, buf] : target) {
-        if (buf->host_data()) continue;
-        auto& v = staged[k];
-        v.resize(T * es);
-        buf->read_slots(0, T, v.data());
-      }
-      for (const SlotRun& r : runs) {
-        geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
-                            [&](int64_t k, int64_t w, int64_t, int64_t n) {
-                              auto it = staged.find(k);
-                              std::byte* base = it == staged.end() ? target[k]->host_data() : it->second.data();
-                              std::memcpy(base + w * static_cast<int64_t>(es), src, static_cast<size_t>(n) * es);
-                              src += static_cast<size_t>(n) * es;
-                            });
-      }
-      for (auto& [k, v] : staged) target[k]->write_slots(0, T, v.data());
+      fill_tiles(runs, src, target);
       for (auto& [k, buf] : target) {
         Tile& t = tiles_[static_cast<size_t>(k)];
         t.primary = buf;

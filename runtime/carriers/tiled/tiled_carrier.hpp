@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "async/await.hpp"
@@ -132,6 +133,38 @@ class TiledEvictable final : public Carrier {
   // begin); ends it with the lock not held.
   void end_secondary_read(int64_t k) const;
   std::vector<int64_t> ordinals(const TileSet& set, const char* what) const;
+
+  // One tile's value, in steps: where it is read from, loaded from the
+  // secondary tier, cloned or copied into a new buffer, patched by a write.
+  struct TileSource {
+    Ref<Carrier> primary;  // its primary buffer (held: a writer swaps in a new one, never changes it)
+    bool stored = false;   // else its secondary copy (counted as read), else its implicit zero
+  };
+  // Where tile k's value is (VALUE/STATE as `what` reads an invalid tile);
+  // a secondary copy is counted as being read until a SecondaryRead ends it.
+  TileSource source_locked(int64_t k, const char* what) const;
+  struct SecondaryRead {
+    const TiledEvictable* te;
+    std::vector<int64_t> ks;
+    ~SecondaryRead() {
+      for (int64_t k : ks) te->end_secondary_read(k);
+    }
+  };
+  void read_secondary(int64_t k, std::byte* dst) const;
+  // A new buffer holding tile k's value off the primary tier: its secondary
+  // copy (`stored`, blocking read) or its implicit zero.
+  Ref<Carrier> load_tile(int64_t k, bool stored) const;
+  // One tile's slots copied into `to` on the primary tier's backend.
+  void copy_tile(const Tensor& from, const Ref<Carrier>& to) const;
+  // A new buffer holding a copy of the tile buffer `buffer`.
+  Ref<Carrier> clone_tile(const Ref<Carrier>& buffer) const;
+  // Copies the values of `runs`, from `src`, into the tiles' buffers `target`.
+  void fill_tiles(const std::vector<SlotRun>& runs, const std::byte* src,
+                  std::unordered_map<int64_t, Ref<Carrier>>& target) const;
+  // A public write's refusals (STATE), with the tile lock held.
+  void check_writable_locked(const std::vector<int64_t>& touched) const;
+  // Checks the touched tiles and loads those off the primary tier.
+  std::unordered_map<int64_t, Ref<Carrier>> load_off_primary(const std::vector<int64_t>& touched) const;
 
   TileGeometry geo_;
   Ref<Carrier> primary_seed_;  // kept (claimed) for its kind; storage released at creation
