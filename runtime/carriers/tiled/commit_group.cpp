@@ -23,6 +23,23 @@ void CommitGroup::fail(const Status& st) {
   abort_others(nullptr, st);
 }
 
+void CommitGroup::submit(const std::vector<std::shared_ptr<TileRequest>>& requests) {
+  for (const auto& req : requests) req->group = shared_from_this();
+  for (const auto& req : requests) req->check();
+  // The members that do not run inline start together at launch(), in this
+  // order, so that their reads queue in it.
+  for (const auto& req : requests) {
+    if (failed()) break;
+    Status st = capture([&] { req->submit(); });
+    if (!st.ok()) {
+      fail(st);  // what was submitted fails with the refusal
+      launch();
+      st.raise();
+    }
+  }
+  launch();
+}
+
 void CommitGroup::join(std::shared_ptr<TileRequest> r, bool deferred_start) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (aborted_ && r->error_.ok()) r->error_ = error_;  // fails as it runs or starts
@@ -96,6 +113,16 @@ void CommitGroup::commit_all() {
   }
   // Every result first: a failing publish fails the group with nothing
   // committed.
+  if (publish) {
+    Ref<Object> result;
+    Status st = capture([&] { result = publish(); });
+    if (!st.ok()) {
+      for (const auto& x : members) x->fail(st);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(result);
+  }
   for (const auto& m : members) {
     Status st = m->publish_result();
     if (st.ok()) continue;

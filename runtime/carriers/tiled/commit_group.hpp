@@ -1,14 +1,19 @@
-// Requests that commit together: one operation made of several
-// TileRequests (the expert feed-forward's gate, up and down requests, or
-// gate_up and down in its fused form, each on its own TiledEvictable)
-// either commits every one of them or none.
+// Requests that commit together, and work that depends on all of them: one
+// operation made of several TileRequests (the expert feed-forward's gate,
+// up and down requests, or gate_up and down in its fused form, each on its
+// own TiledEvictable) either commits every one of them or none, and its
+// result is computed once every one of them did its work.
+//
+// An operation over several TiledEvictables makes one group, sets the
+// group's `publish` (the work that needs every member's), makes its
+// requests and hands them to submit(), and returns the group's await.
 //
 //  - A member whose work is done (its reads landed, its tile work and work
 //    ran) does not commit: it waits, its tiles still pinned, until every
-//    member is there. Then every member's `publish` runs, and only once all
-//    of them succeeded does each member commit, in the order they joined,
-//    in one step on the loop thread (on the calling thread when every member
-//    ran inline).
+//    member is there. Then the group's `publish` runs, then every member's,
+//    and only once all of them succeeded does each member commit, in the
+//    order they joined, in one step on the loop thread (on the calling
+//    thread when every member ran inline).
 //  - When a member fails, every other member fails with the same status:
 //    one still moving stops issuing work and fails once what it issued has
 //    settled; one waiting fails at once; one not started yet fails at its
@@ -31,6 +36,7 @@
 // commit when the step succeeded (commit()), or fail with it (abort()).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -56,6 +62,20 @@ class CommitGroup final : public StepParticipant, public std::enable_shared_from
   // (commit() raises the group's failure).
   void commit() override;
   void abort(const Status& st) noexcept override;
+
+  // Optional, set before the first member is submitted: runs once every
+  // member's work is done, before any member's own `publish` and any commit
+  // (on the loop thread; on the calling thread when every member ran
+  // inline). Its object is the await's result; a failure fails every
+  // member with nothing committed.
+  std::function<Ref<Object>()> publish;
+
+  // A closed group's members, not submitted yet (their `group` is set
+  // here): checks each (TileRequest::check) before it submits any, so that
+  // a refusal leaves nothing started; submits them in order, each inline
+  // when it can, stopping once one failed inline; then launch(). A refusal
+  // at a submission fails what was submitted and is raised.
+  void submit(const std::vector<std::shared_ptr<TileRequest>>& requests);
 
   // Whether a member failed: the operation stops submitting members.
   bool failed() const;

@@ -19,8 +19,8 @@
 // lands before its expert's h waits (the down request keeps it pinned, and
 // the call's StoragePin keeps its bytes) until the gate or up work that
 // completes h multiplies it. The requests are one CommitGroup: none commits
-// until all have done their work (by then every product ran), the down
-// request then publishes the gated sum, and all commit together; a failure
+// until all have done their work (by then every product ran), the group
+// then publishes the gated sum, and all commit together; a failure
 // anywhere fails all of them with nothing committed. The call's await is the
 // group's: it completes once all are terminal, and nothing of the call
 // changes after it. When every expert is resident in each TiledEvictable and
@@ -318,16 +318,18 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   call->down_left = U;
 
   // Each request's callbacks hold the call; the group holds the requests
-  // until all are terminal.
+  // until all are terminal. The result needs every product: the group's.
   auto await = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
   auto group = std::make_shared<CommitGroup>(w.down->runtime_ref(), await);
+  group->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
   auto side = [&](TiledEvictable& te, std::function<void(const Experts&)> each) {
-    auto req = request(te, make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION), r, SW_PURPOSE_PROJECTION,
-                       call->serial, std::move(each));
-    req->group = group;
-    return req;
+    return request(te, make_ref<Await>(te.runtime_ref(), SW_AWAIT_PROJECTION), r, SW_PURPOSE_PROJECTION,
+                   call->serial, std::move(each));
   };
-  // In product order: gate and up (or gate_up), then down.
+  // In product order: gate and up (or gate_up), then down. A conflict in
+  // any of them (a tile the call reads or its plan evicts covered by another
+  // request) refuses the call before anything is submitted; one that failed
+  // inline stops the call, the others never submitted.
   std::vector<std::shared_ptr<TileRequest>> reqs;
   if (fused) {
     reqs.push_back(side(*w.gate, [call](const Experts& e) { call->gate_up(e, Part::kGateUp); }));
@@ -335,26 +337,8 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
     reqs.push_back(side(*w.gate, [call](const Experts& e) { call->gate_up(e, Part::kGate); }));
     reqs.push_back(side(*w.up, [call](const Experts& e) { call->gate_up(e, Part::kUp); }));
   }
-  auto down_req = side(*w.down, [call](const Experts& e) { call->down_tiles(e); });
-  down_req->publish = [call]() -> Ref<Object> { return Ref<Object>(call->result().get()); };
-  reqs.push_back(down_req);
-  // A conflict in any of them (a tile the call reads or its plan evicts
-  // covered by another request) refuses the call before anything is
-  // submitted.
-  for (const auto& req : reqs) req->check();
-  // Each runs inline when it can, the others start together in product
-  // order at launch(), so that their reads queue in that order. One that
-  // failed inline stops the call: the others are never submitted.
-  for (const auto& req : reqs) {
-    if (group->failed()) break;
-    Status st = capture([&] { req->submit(); });
-    if (!st.ok()) {
-      group->fail(st);  // what was submitted fails with the refusal
-      group->launch();
-      st.raise();
-    }
-  }
-  group->launch();
+  reqs.push_back(side(*w.down, [call](const Experts& e) { call->down_tiles(e); }));
+  group->submit(reqs);
   return await;
 }
 

@@ -126,7 +126,8 @@ struct Products {
 // run_inline set, and tile_work calling `each` with the experts available
 // (the tiles' (K, N) matrix views; calls serialised by `serial`, which the
 // caller may share between requests whose work shares the compute threads).
-// The caller sets publish, cleanup or holds and submits it.
+// The caller sets publish or cleanup and submits it (or makes it a member
+// of a CommitGroup).
 std::shared_ptr<TileRequest> request(TiledEvictable& te, const Ref<Await>& await,
                                      const std::shared_ptr<const Routing>& r, sw_residency_purpose_t purpose,
                                      std::shared_ptr<std::mutex> serial, std::function<void(const Experts&)> each);
