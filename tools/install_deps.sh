@@ -93,6 +93,9 @@ PIP_PACKAGES+=(auditwheel)
 PIP_PACKAGES+=(mypy)
 # tinygrad: tests/python/test_tinygrad.py checks strideweave.interop.to_tinygrad on its CPU device.
 PIP_PACKAGES+=(tinygrad)
+# gguf: llama.cpp's own Python package (gguf-py), the reference that
+# tests/python/test_quant.py checks the quantized dtypes against.
+PIP_PACKAGES+=(gguf)
 # transformers 5 (its experts interface) builds the Hugging Face models of
 # strideweave.hf, its tests and the main demo; accelerate is the demo's
 # disk-offload peer.

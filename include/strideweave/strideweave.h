@@ -134,13 +134,48 @@ typedef enum sw_dtype_t {
   SW_DTYPE_I64 = 6,
   SW_DTYPE_U8 = 7,
   SW_DTYPE_BOOL = 8,
+  /* Block-quantized dtypes, stored as GGUF (ggml) stores them, byte for byte.
+   * A tensor's shape counts elements; its storage is blocks of consecutive
+   * elements along the first mode (ggml's ne[0], the fastest mode), so the
+   * first mode's extent is a multiple of the block and a view never splits
+   * one. Blocks (elements / bytes, little-endian):
+   *   Q8_0   32 / 34: f16 d, 32 int8 q; x = d * q.
+   *   Q4_0   32 / 18: f16 d, 16 bytes; element j < 16 the low nibble of byte
+   *          j, element 16 + j its high nibble; x = d * (q - 8).
+   *   Q4_K  256 / 144: f16 d, f16 dmin, 12 bytes of eight 6-bit scales and
+   *          mins, 128 bytes of nibbles; x = d * scale * q - dmin * min per
+   *          32-element sub-block.
+   *   Q6_K  256 / 210: 128 bytes of low nibbles, 64 bytes of high 2-bit
+   *          pairs, 16 int8 scales, f16 d; x = d * scale * (q - 32) per
+   *          16-element sub-block.
+   *   MXFP4  32 / 17: an e8m0 exponent byte, 16 bytes of fp4 (e2m1) nibbles
+   *          laid out as Q4_0's.
+   * docs/quantization.md gives every layout in full. Only moves (projection,
+   * scatter, promotion, eviction, copies), views that keep whole blocks and
+   * sw_tensor_to_dtype take these dtypes; other ops refuse them (TYPE). */
+  SW_DTYPE_Q8_0 = 9,
+  SW_DTYPE_Q4_0 = 10,
+  SW_DTYPE_Q4_K = 11,
+  SW_DTYPE_Q6_K = 12,
+  SW_DTYPE_MXFP4 = 13,
   SW_DTYPE_FORCE32 = 0x7fffffff
 } sw_dtype_t;
 
-/* Bytes per element; 0 for an unknown dtype. */
+/* Bytes per element; 0 for an unknown dtype and for a block-quantized one
+ * (whose elements share their block's bytes: sw_dtype_block_bytes). */
 SW_API size_t sw_dtype_size(sw_dtype_t dtype);
-/* "f32", "bf16", ...; "invalid" for an unknown dtype. Static storage. */
+/* "f32", "bf16", ..., "q8_0", "q4_0", "q4_k", "q6_k", "mxfp4"; "invalid" for
+ * an unknown dtype. Static storage. */
 SW_API const char* sw_dtype_name(sw_dtype_t dtype);
+/* Elements of one storage unit: the block's element count for a
+ * block-quantized dtype (32 or 256), 1 for the others, 0 for an unknown
+ * dtype. Element counts of a quantized dtype's carriers and buffers are
+ * multiples of it. */
+SW_API size_t sw_dtype_block_elements(sw_dtype_t dtype);
+/* Bytes of one storage unit: a block's bytes for a block-quantized dtype,
+ * sw_dtype_size for the others, 0 for an unknown dtype. `count` elements
+ * take count / sw_dtype_block_elements * sw_dtype_block_bytes bytes. */
+SW_API size_t sw_dtype_block_bytes(sw_dtype_t dtype);
 
 /* ------------------------------------------------------------------------ */
 /* Runtime                                                                   */
@@ -281,7 +316,9 @@ SW_API sw_error_t* sw_layout_to_string(const sw_layout_t* layout, char* buffer, 
 /* Carriers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* A carrier is a flat run of `size` physical slots of one dtype with
+/* A carrier is a flat run of `size` physical slots of one dtype (a slot is
+ * an element; a block-quantized dtype's size and every range read or written
+ * are whole blocks, VALUE otherwise) with
  * - a version counter: +1 per successful public write (never by residency
  *   moves or by the library's own internal writes);
  * - an ownership state: a carrier claimed by in-flight work or by a composite
@@ -947,7 +984,8 @@ SW_API sw_error_t* sw_carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype,
 typedef struct sw_zstd_carrier_desc_t {
   uint32_t struct_size;
   int32_t level;           /* zstd level; default 1 */
-  size_t frame_elements;   /* elements per independently compressed frame; 0 = 1 Mi */
+  size_t frame_elements;   /* elements per independently compressed frame; 0 = 1 Mi;
+                              rounded up to whole blocks of a quantized dtype */
   int32_t shuffle;         /* byte-shuffle filter: -1 auto (on for float dtypes), 0 off, 1 on */
 } sw_zstd_carrier_desc_t;
 

@@ -51,15 +51,17 @@ SW_API sw_error_t* sw_carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtyp
     sw_external_memory_desc_init(&defaults);
     const sw_external_memory_desc_t d = struct_in(desc, defaults, "sw_carrier_create_cpu_external: desc");
     desc = &d;
-    const size_t es = dtype_size(dtype);
+    // A quantized dtype's unit is its block; blocks need no alignment.
+    const size_t es = dtype_block_bytes(dtype);
+    const size_t align = dtype_is_quantized(dtype) ? 1 : es;
     if (desc->bytes && !desc->data)
       value_error("sw_carrier_create_cpu_external: data must not be NULL when bytes is " +
                   std::to_string(desc->bytes));
     if (desc->bytes % es != 0)
       value_error("sw_carrier_create_cpu_external: " + std::to_string(desc->bytes) +
-                  " bytes are not a whole number of " + dtype_name(dtype) + " elements of " + std::to_string(es) +
-                  " bytes");
-    if (reinterpret_cast<uintptr_t>(desc->data) % es != 0)
+                  " bytes are not a whole number of " + dtype_name(dtype) +
+                  (dtype_is_quantized(dtype) ? " blocks of " : " elements of ") + std::to_string(es) + " bytes");
+    if (reinterpret_cast<uintptr_t>(desc->data) % align != 0)
       value_error(std::string("sw_carrier_create_cpu_external: data is not aligned to the ") + std::to_string(es) +
                   "-byte " + dtype_name(dtype) + " elements");
     ExternalMemory memory;

@@ -52,7 +52,11 @@ SW_API sw_error_t* sw_error_create(sw_error_code_t code, const char* message) {
   }
 }
 
-SW_API size_t sw_dtype_size(sw_dtype_t dtype) { return dtype_size(dtype); }
+SW_API size_t sw_dtype_size(sw_dtype_t dtype) { return dtype_is_quantized(dtype) ? 0 : dtype_size(dtype); }
+
+SW_API size_t sw_dtype_block_elements(sw_dtype_t dtype) { return static_cast<size_t>(dtype_block_elements(dtype)); }
+
+SW_API size_t sw_dtype_block_bytes(sw_dtype_t dtype) { return dtype_block_bytes(dtype); }
 
 SW_API const char* sw_dtype_name(sw_dtype_t dtype) { return dtype_name(dtype); }
 

@@ -135,6 +135,7 @@ SW_API sw_error_t* sw_tensor_get(const sw_tensor_t* tensor, const int64_t* coord
     const Tensor* t = get<Tensor>(tensor, "tensor");
     require(out_value, "out_value");
     if (count && !coord) value_error("coord must not be NULL when count is " + std::to_string(count));
+    refuse_quantized(t->dtype(), "sw_tensor_get");
     StoragePin pin(t->carrier(), "get");
     const int64_t slot = t->offset() + t->layout().index(coord, count);
     unsigned char buf[8];
@@ -147,6 +148,7 @@ SW_API sw_error_t* sw_tensor_set(sw_tensor_t* tensor, const int64_t* coord, size
   return guard([&] {
     Tensor* t = get<Tensor>(tensor, "tensor");
     if (count && !coord) value_error("coord must not be NULL when count is " + std::to_string(count));
+    refuse_quantized(t->dtype(), "sw_tensor_set");
     t->carrier().check_mutable("set");
     const int64_t slot = t->offset() + t->layout().index(coord, count);
     unsigned char buf[8];
@@ -158,7 +160,7 @@ SW_API sw_error_t* sw_tensor_set(sw_tensor_t* tensor, const int64_t* coord, size
 SW_API sw_error_t* sw_tensor_read(const sw_tensor_t* tensor, void* destination, size_t capacity_bytes) {
   return guard([&] {
     const Tensor* t = get<Tensor>(tensor, "tensor");
-    const size_t need = static_cast<size_t>(t->numel()) * dtype_size(t->dtype());
+    const size_t need = dtype_bytes(t->dtype(), static_cast<size_t>(t->numel()));
     if (need) require(destination, "destination");
     check_capacity(need, capacity_bytes, "sw_tensor_read");
     StoragePin pin(t->carrier(), "read");
@@ -180,7 +182,7 @@ SW_API sw_error_t* sw_tensor_read(const sw_tensor_t* tensor, void* destination, 
 SW_API sw_error_t* sw_tensor_write(sw_tensor_t* tensor, const void* source, size_t size_bytes) {
   return guard([&] {
     Tensor* t = get<Tensor>(tensor, "tensor");
-    const size_t need = static_cast<size_t>(t->numel()) * dtype_size(t->dtype());
+    const size_t need = dtype_bytes(t->dtype(), static_cast<size_t>(t->numel()));
     if (need) require(source, "source");
     if (size_bytes != need)
       value_error("sw_tensor_write: " + std::to_string(size_bytes) + " bytes given, the tensor holds " +

@@ -85,7 +85,7 @@ sw_error_t* lru_attach(void* user, const sw_carrier_t* handle) {
     auto* binding = static_cast<LruBinding*>(user);
     if (binding->attached) state_error("this LRU policy vtable is already used by a TiledEvictable; fill one per sw_tiled_create");
     const auto* te = static_cast<const TiledEvictable*>(reinterpret_cast<const Object*>(handle));
-    binding->lru->attach(static_cast<uint64_t>(te->geometry().tile_size) * te->element_size());
+    binding->lru->attach(te->bytes_of(static_cast<size_t>(te->geometry().tile_size)));
     binding->attached = true;
   });
 }

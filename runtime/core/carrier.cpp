@@ -7,9 +7,11 @@
 namespace sw {
 
 Carrier::Carrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size)
-    : Object(ObjectKind::kCarrier), runtime_(std::move(runtime)), kind_(kind), dtype_(dtype), size_(size) {}
+    : Object(ObjectKind::kCarrier), runtime_(std::move(runtime)), kind_(kind), dtype_(dtype), size_(size) {
+  check_whole_blocks(dtype, size, "carrier size");
+}
 
-size_t Carrier::element_size() const { return dtype_size(dtype_); }
+size_t Carrier::bytes_of(size_t count) const { return dtype_bytes(dtype_, count); }
 
 const char* Carrier::kind_name() const {
   switch (kind_) {
@@ -64,21 +66,23 @@ void Carrier::check_not_tier(const char* what) const {
                 ", which holds its values now; read them through its full tensor");
 }
 
-static void check_range(size_t first, size_t count, size_t size, const char* what) {
+static void check_range(sw_dtype_t dtype, size_t first, size_t count, size_t size, const char* what) {
   if (first > size || count > size - first)
     index_error(std::string(what) + ": slots [" + std::to_string(first) + ", " + std::to_string(first + count) +
                 ") are outside the carrier of " + std::to_string(size) + " slots");
+  check_whole_blocks(dtype, first, what);
+  check_whole_blocks(dtype, count, what);
 }
 
 void Carrier::read(size_t first, size_t count, void* dst) const {
   StoragePin pin(*this, "read");
-  check_range(first, count, size(), "read");
+  check_range(dtype_, first, count, size(), "read");
   if (count) read_slots(first, count, dst);
 }
 
 void Carrier::write(size_t first, size_t count, const void* src) {
   check_mutable("write");
-  check_range(first, count, size(), "write");
+  check_range(dtype_, first, count, size(), "write");
   if (count) write_slots(first, count, src);
   bump_version();
 }
@@ -138,7 +142,7 @@ void Carrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done
   Ref<Carrier> self(this);
   auto work = [self, first, count, dst] { self->read_slots(first, count, dst); };
   if (host_data())
-    runtime().run_copy(count * element_size(), std::move(work), std::move(done));
+    runtime().run_copy(bytes_of(count), std::move(work), std::move(done));
   else
     runtime().run_on_worker(std::move(work), std::move(done));
 }
@@ -147,24 +151,22 @@ void Carrier::issue_write(size_t first, size_t count, const std::byte* src, IoDo
   Ref<Carrier> self(this);
   auto work = [self, first, count, src] { self->write_slots(first, count, src); };
   if (host_data())
-    runtime().run_copy(count * element_size(), std::move(work), std::move(done));
+    runtime().run_copy(bytes_of(count), std::move(work), std::move(done));
   else
     runtime().run_on_worker(std::move(work), std::move(done));
 }
 
 void Carrier::write_runs(const std::vector<SlotRun>& runs, const std::byte* src) {
-  const size_t es = element_size();
   for (const SlotRun& r : runs) {
     write_slots(r.first, r.count, src);
-    src += r.count * es;
+    src += bytes_of(r.count);
   }
 }
 
 void Carrier::read_runs(const std::vector<SlotRun>& runs, std::byte* dst) const {
-  const size_t es = element_size();
   for (const SlotRun& r : runs) {
     read_slots(r.first, r.count, dst);
-    dst += r.count * es;
+    dst += bytes_of(r.count);
   }
 }
 

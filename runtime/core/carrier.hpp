@@ -36,7 +36,9 @@ class Carrier : public Object {
   sw_carrier_kind_t kind() const { return kind_; }
   sw_dtype_t dtype() const { return dtype_; }
   size_t size() const { return size_.load(std::memory_order_acquire); }
-  size_t element_size() const;
+  // Bytes of `count` slots (dtype_bytes: whole blocks of a quantized dtype).
+  // A slot is an element; a quantized carrier's slot ranges are whole blocks.
+  size_t bytes_of(size_t count) const;
   const char* kind_name() const;
 
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
@@ -166,7 +168,7 @@ class Carrier : public Object {
   // UNSUPPORTED by default.
   virtual Ref<Carrier> create_empty_like() const;
   // Bytes the storage occupies now.
-  virtual uint64_t stored_bytes() const { return static_cast<uint64_t>(size()) * element_size(); }
+  virtual uint64_t stored_bytes() const { return bytes_of(size()); }
 
  protected:
   // The transfers behind read_async / write_async. The default runs

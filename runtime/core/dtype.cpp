@@ -7,7 +7,64 @@
 
 namespace sw {
 
-bool dtype_is_valid(sw_dtype_t d) { return d >= SW_DTYPE_F32 && d <= SW_DTYPE_BOOL; }
+bool dtype_is_valid(sw_dtype_t d) { return d >= SW_DTYPE_F32 && d <= SW_DTYPE_MXFP4; }
+
+bool dtype_is_quantized(sw_dtype_t d) { return d >= SW_DTYPE_Q8_0 && d <= SW_DTYPE_MXFP4; }
+
+int64_t dtype_block_elements(sw_dtype_t d) {
+  switch (d) {
+    case SW_DTYPE_Q8_0: case SW_DTYPE_Q4_0: case SW_DTYPE_MXFP4: return 32;
+    case SW_DTYPE_Q4_K: case SW_DTYPE_Q6_K: return 256;
+    default: return dtype_is_valid(d) ? 1 : 0;
+  }
+}
+
+size_t dtype_block_bytes(sw_dtype_t d) {
+  switch (d) {
+    case SW_DTYPE_Q8_0: return 34;
+    case SW_DTYPE_Q4_0: return 18;
+    case SW_DTYPE_Q4_K: return 144;
+    case SW_DTYPE_Q6_K: return 210;
+    case SW_DTYPE_MXFP4: return 17;
+    case SW_DTYPE_F32: case SW_DTYPE_I32: return 4;
+    case SW_DTYPE_F64: case SW_DTYPE_I64: return 8;
+    case SW_DTYPE_F16: case SW_DTYPE_BF16: return 2;
+    case SW_DTYPE_U8: case SW_DTYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
+size_t dtype_bytes(sw_dtype_t d, size_t count) {
+  const auto block = static_cast<size_t>(dtype_block_elements(d));
+  if (block == 0) internal_error(std::string("dtype_bytes: unknown dtype ") + std::to_string(static_cast<int>(d)));
+  if (count % block)
+    internal_error(std::to_string(count) + " elements of " + dtype_name(d) + " are not whole blocks of " +
+                   std::to_string(block));
+  size_t bytes;
+  if (__builtin_mul_overflow(count / block, dtype_block_bytes(d), &bytes))
+    value_error(std::to_string(count) + " elements of " + dtype_name(d) + " overflow the byte count");
+  return bytes;
+}
+
+uint64_t dtype_elements_in(sw_dtype_t d, uint64_t bytes) {
+  const size_t unit = dtype_block_bytes(d);
+  if (unit == 0) internal_error(std::string("dtype_elements_in: unknown dtype ") + std::to_string(static_cast<int>(d)));
+  return bytes / unit * static_cast<uint64_t>(dtype_block_elements(d));
+}
+
+void refuse_quantized(sw_dtype_t d, const char* what) {
+  if (dtype_is_quantized(d))
+    type_error(std::string(what) + " does not take " + dtype_name(d) +
+               " tensors: a block-quantized dtype is only moved, viewed and converted; convert it first "
+               "(sw_tensor_to_dtype)");
+}
+
+void check_whole_blocks(sw_dtype_t d, uint64_t count, const char* what) {
+  const auto block = static_cast<uint64_t>(dtype_block_elements(d));
+  if (block > 1 && count % block)
+    value_error(std::string(what) + ": " + std::to_string(count) + " elements of " + dtype_name(d) +
+                " are not whole blocks of " + std::to_string(block) + " elements");
+}
 
 bool dtype_is_float(sw_dtype_t d) {
   return d == SW_DTYPE_F32 || d == SW_DTYPE_F64 || d == SW_DTYPE_F16 || d == SW_DTYPE_BF16;
@@ -19,7 +76,10 @@ size_t dtype_size(sw_dtype_t d) {
     case SW_DTYPE_F64: case SW_DTYPE_I64: return 8;
     case SW_DTYPE_F16: case SW_DTYPE_BF16: return 2;
     case SW_DTYPE_U8: case SW_DTYPE_BOOL: return 1;
-    default: return 0;
+    default:
+      if (dtype_is_quantized(d))
+        internal_error(std::string("dtype_size: ") + dtype_name(d) + " elements have no size of their own");
+      return 0;
   }
 }
 
@@ -33,6 +93,11 @@ const char* dtype_name(sw_dtype_t d) {
     case SW_DTYPE_I64: return "i64";
     case SW_DTYPE_U8: return "u8";
     case SW_DTYPE_BOOL: return "bool";
+    case SW_DTYPE_Q8_0: return "q8_0";
+    case SW_DTYPE_Q4_0: return "q4_0";
+    case SW_DTYPE_Q4_K: return "q4_k";
+    case SW_DTYPE_Q6_K: return "q6_k";
+    case SW_DTYPE_MXFP4: return "mxfp4";
     default: return "invalid";
   }
 }
@@ -117,7 +182,9 @@ double element_to_double(sw_dtype_t d, const void* p) {
     case SW_DTYPE_I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     case SW_DTYPE_U8: return *static_cast<const uint8_t*>(p);
     case SW_DTYPE_BOOL: return *static_cast<const uint8_t*>(p) ? 1.0 : 0.0;
-    default: internal_error("element_to_double: bad dtype");
+    default:
+      refuse_quantized(d, "element access");
+      internal_error("element_to_double: bad dtype");
   }
 }
 
@@ -142,7 +209,9 @@ void double_to_element(sw_dtype_t d, double v, void* p) {
     }
     case SW_DTYPE_U8: check_integral(v, 0, 255, d); *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); return;
     case SW_DTYPE_BOOL: check_integral(v, 0, 1, d); *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); return;
-    default: internal_error("double_to_element: bad dtype");
+    default:
+      refuse_quantized(d, "element access");
+      internal_error("double_to_element: bad dtype");
   }
 }
 

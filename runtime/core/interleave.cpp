@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -119,7 +120,20 @@ void interleave_elements(std::byte* packed, std::byte* const* parts, int64_t S, 
     case 2: return interleave(reinterpret_cast<uint16_t*>(packed), reinterpret_cast<uint16_t* const*>(parts), S, lo, hi, to_packed);
     case 4: return interleave(reinterpret_cast<uint32_t*>(packed), reinterpret_cast<uint32_t* const*>(parts), S, lo, hi, to_packed);
     case 8: return interleave(reinterpret_cast<uint64_t*>(packed), reinterpret_cast<uint64_t* const*>(parts), S, lo, hi, to_packed);
-    default: internal_error("interleave_elements: unsupported element size");
+    default: {
+      // Units of any other size (a quantized dtype's blocks), byte-wise.
+      if (es == 0) internal_error("interleave_elements: zero element size");
+      const auto n = static_cast<int64_t>(es);
+      for (int64_t i = lo; i < hi; ++i)
+        for (int64_t s = 0; s < S; ++s) {
+          std::byte* p = packed + (i * S + s) * n;
+          std::byte* q = parts[s] + i * n;
+          if (to_packed)
+            std::memcpy(p, q, es);
+          else
+            std::memcpy(q, p, es);
+        }
+    }
   }
 }
 

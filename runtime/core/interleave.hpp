@@ -11,8 +11,9 @@
 namespace sw {
 
 // Copies elements [lo, hi) of every part: into `packed` when `to_packed`, out
-// of it otherwise. `es` is 1, 2, 4 or 8 bytes. Groups of four parts of 2- or
-// 4-byte elements move as vector transposes. `stream` asks for non-temporal
+// of it otherwise. `es` is any size: 1, 2, 4 and 8 bytes have typed loops,
+// other sizes (a quantized dtype's blocks) copy bytes. Groups of four parts
+// of 2- or 4-byte elements move as vector transposes. `stream` asks for non-temporal
 // stores, for transfers well beyond the last-level cache that nothing reads
 // right away.
 void interleave_elements(std::byte* packed, std::byte* const* parts, int64_t S, int64_t lo, int64_t hi, size_t es,

@@ -10,7 +10,56 @@ Tensor::Tensor(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout)
 
 Tensor::~Tensor() = default;
 
+void check_blocks(sw_dtype_t dtype, int64_t offset, const Layout& layout) {
+  if (!dtype_is_quantized(dtype)) return;
+  const int64_t block = dtype_block_elements(dtype);
+  auto refuse = [&](const std::string& why) {
+    value_error(std::string("a ") + dtype_name(dtype) + " tensor keeps whole blocks of " + std::to_string(block) +
+                " elements along its first mode, but the view " + layout.to_string() + " at offset " +
+                std::to_string(offset) + " " + why);
+  };
+  const std::vector<Leaf>& leaves = layout.leaves();
+  if (layout.rank() == 0 || leaves.empty()) refuse("has no first mode");
+  if (leaves[0].extent % block)
+    refuse("splits a block: its first mode's fastest extent is not a multiple of " + std::to_string(block));
+  if (layout.size() == 0) return;
+  if (leaves[0].stride != 1)
+    refuse("does not walk a block's elements contiguously (first stride " + std::to_string(leaves[0].stride) + ")");
+  for (size_t i = 1; i < leaves.size(); ++i)
+    if (leaves[i].extent > 1 && leaves[i].stride % block)
+      refuse("starts a block inside another (stride " + std::to_string(leaves[i].stride) + ")");
+  if (offset % block) refuse("starts inside a block");
+}
+
+namespace {
+// `m` with its first leaf's extent and every other leaf's stride divided by
+// `block` (check_blocks held); `first` is whether m holds the first leaf.
+Mode units_of(const Mode& m, int64_t block, bool* first) {
+  if (m.leaf) {
+    if (*first) {
+      *first = false;
+      return Mode::make_leaf(m.extent / block, 1);
+    }
+    return Mode::make_leaf(m.extent, m.extent > 1 ? m.stride / block : 0);
+  }
+  std::vector<Mode> children;
+  for (const Mode& c : m.children) children.push_back(units_of(c, block, first));
+  return Mode::make_tuple(std::move(children));
+}
+}  // namespace
+
+Tensor::Units Tensor::units() const {
+  const sw_dtype_t d = dtype();
+  if (!dtype_is_quantized(d)) return {offset_, layout_, dtype_block_bytes(d)};
+  const int64_t block = dtype_block_elements(d);
+  bool first = true;
+  std::vector<Mode> modes;
+  for (const Mode& m : layout_->modes()) modes.push_back(units_of(m, block, &first));
+  return {offset_ / block, Layout::make(std::move(modes)), dtype_block_bytes(d)};
+}
+
 Ref<Tensor> Tensor::create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout) {
+  check_blocks(carrier->dtype(), offset, *layout);
   if (layout->rank() > SW_MAX_RANK)
     value_error("tensor rank " + std::to_string(layout->rank()) + " exceeds the maximum of " +
                 std::to_string(SW_MAX_RANK));
@@ -27,10 +76,13 @@ Ref<Tensor> Tensor::create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> lay
 }
 
 Ref<Tensor> Tensor::dense_over(Ref<Carrier> carrier, const std::vector<int64_t>& extents) {
-  return Ref<Tensor>::adopt(new Tensor(std::move(carrier), 0, Layout::dense(extents)));
+  auto layout = Layout::dense(extents);
+  check_blocks(carrier->dtype(), 0, *layout);
+  return Ref<Tensor>::adopt(new Tensor(std::move(carrier), 0, std::move(layout)));
 }
 
 Ref<Tensor> Tensor::view(int64_t offset, Ref<Layout> layout) const {
+  check_blocks(carrier_->dtype(), offset, *layout);
   return Ref<Tensor>::adopt(new Tensor(carrier_, offset, std::move(layout)));
 }
 
@@ -51,7 +103,7 @@ std::vector<SlotRun> Tensor::slot_runs() const {
 
 std::byte* Tensor::host_base() const {
   std::byte* base = carrier_->host_data();
-  return base ? base + offset_ * static_cast<int64_t>(carrier_->element_size()) : nullptr;
+  return base ? base + carrier_->bytes_of(static_cast<size_t>(offset_)) : nullptr;
 }
 
 void Tensor::set_grad_fn(Ref<GraphNode> node) { grad_fn_ = std::move(node); }

@@ -20,15 +20,23 @@ class GraphNode : public Object {
   virtual const char* name() const = 0;
 };
 
+// VALUE unless a view of a block-quantized `dtype` at `offset` keeps whole
+// blocks: the first leaf (the first mode's fastest) walks stride 1 over a
+// multiple of the block's elements, and the offset and every other stride of
+// an extent above 1 are multiples of the block. Nothing for other dtypes.
+void check_blocks(sw_dtype_t dtype, int64_t offset, const Layout& layout);
+
 class Tensor : public Object {
  public:
   // Checks that every reachable slot lies inside the carrier (INDEX).
   ~Tensor() override;
+  // VALUE when a quantized tensor's view would split a block (check_blocks).
   static Ref<Tensor> create(Ref<Carrier> carrier, int64_t offset, Ref<Layout> layout);
   // The dense first-mode-fastest tensor of `extents` over slot 0 of a fresh
   // carrier (trusted: the carrier holds exactly that many slots).
   static Ref<Tensor> dense_over(Ref<Carrier> carrier, const std::vector<int64_t>& extents);
-  // Another view of the same carrier (trusted: bounds are the caller's duty).
+  // Another view of the same carrier (trusted: bounds are the caller's duty;
+  // a quantized tensor's view is still checked to keep whole blocks, VALUE).
   Ref<Tensor> view(int64_t offset, Ref<Layout> layout) const;
 
   Carrier& carrier() const { return *carrier_; }
@@ -46,6 +54,16 @@ class Tensor : public Object {
 
   // Host address of element 0's slot (offset applied); nullptr if not host memory.
   std::byte* host_base() const;
+  // The offset and layout counted in storage units of `unit_bytes` bytes: a
+  // quantized dtype's blocks (the first leaf's extent and every other stride
+  // divided by the block), the elements themselves otherwise. What moves
+  // values as bytes (gathers, block copies) walks this view.
+  struct Units {
+    int64_t offset;
+    Ref<Layout> layout;
+    size_t unit_bytes;
+  };
+  Units units() const;
   // The elements' slots in ordinal order, as runs of consecutive slots.
   std::vector<SlotRun> slot_runs() const;
 

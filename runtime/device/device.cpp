@@ -59,6 +59,9 @@ void Device::check_generation_locked(uint64_t generation, const char* what) cons
 void Device::check_generation(uint64_t generation, const char* what) const { check_generation_locked(generation, what); }
 
 Ref<DeviceAllocation> Device::allocate(const ObjectSpec& spec, uint64_t extent, const AllocationOptions& options) {
+  if (dtype_is_quantized(spec.dtype))
+    type_error(std::string("sw_device_alloc: ") + dtype_name(spec.dtype) +
+               " is a block-quantized dtype, which device memory does not hold");
   const size_t es = dtype_size(spec.dtype);
   if (es == 0) type_error("sw_device_alloc: spec->dtype is not a valid dtype");
   uint64_t need = es;

@@ -30,7 +30,9 @@ DLDataType dl_dtype(sw_dtype_t d) {
     case SW_DTYPE_I64: return {kDLInt, 64, 1};
     case SW_DTYPE_U8: return {kDLUInt, 8, 1};
     case SW_DTYPE_BOOL: return {kDLBool, 8, 1};
-    default: type_error("DLPack: unknown dtype");
+    default:
+      if (dtype_is_quantized(d)) type_error(std::string("DLPack: no DLPack dtype holds ") + dtype_name(d) + " blocks");
+      type_error("DLPack: unknown dtype");
   }
 }
 

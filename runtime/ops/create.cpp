@@ -80,6 +80,7 @@ void check_extents(const std::vector<int64_t>& extents, const char* op) {
 Ref<Tensor> full(ComputeBackend& backend, const Ref<Runtime>& rt, sw_dtype_t dtype, const std::vector<int64_t>& extents,
                  double value) {
   check_dtype(dtype, "full");
+  refuse_quantized(dtype, "full");
   check_extents(extents, "full");
   std::byte bytes[8];
   double_to_element(dtype, value, bytes);  // VALUE when it does not fit
@@ -95,6 +96,7 @@ Ref<Tensor> full(ComputeBackend& backend, const Ref<Runtime>& rt, sw_dtype_t dty
 Ref<Tensor> arange(ComputeBackend& backend, const Ref<Runtime>& rt, sw_dtype_t dtype, double start, double stop,
                    double step) {
   check_dtype(dtype, "arange");
+  refuse_quantized(dtype, "arange");
   if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     value_error("arange: start, stop and step must be finite");
   if (step == 0) value_error("arange: step must not be 0");

@@ -35,7 +35,6 @@ class MoveOp final : public Operation {
   MoveOp(Ref<Await> await, Ref<Tensor> src, Ref<Carrier> dst, bool record)
       : await_(std::move(await)), src_(std::move(src)), dst_(std::move(dst)), record_(record) {
     n_ = static_cast<size_t>(src_->numel());
-    es_ = dtype_size(src_->dtype());
     allocate_ = dst_->size() == 0 && n_ > 0;
   }
 
@@ -106,7 +105,9 @@ class MoveOp final : public Operation {
     });
   }
 
-  HostBuffer host_buffer(size_t slots) const { return HostBuffer(dst_->runtime().pool(), slots * es_); }
+  HostBuffer host_buffer(size_t slots) const {
+    return HostBuffer(dst_->runtime().pool(), src_->carrier().bytes_of(slots));
+  }
 
   std::byte* new_staging() {
     staging_ = host_buffer(n_);
@@ -120,7 +121,10 @@ class MoveOp final : public Operation {
     in_flight_ = true;
     dst_->runtime().run_on_worker(
         [self, raw, base] {
-          gather_dense(raw, self->src_->offset() - base, self->src_->layout(), self->es_, self->staging_.data());
+          // In storage units: a quantized source moves whole blocks.
+          const Tensor::Units u = self->src_->units();
+          const int64_t block = dtype_block_elements(self->src_->dtype());
+          gather_dense(raw, u.offset - base / block, *u.layout, u.unit_bytes, self->staging_.data());
         },
         [self](Status st) {
           self->in_flight_ = false;
@@ -188,7 +192,7 @@ class MoveOp final : public Operation {
   Ref<Tensor> src_;
   Ref<Carrier> dst_;
   bool record_;
-  size_t n_ = 0, es_ = 0;
+  size_t n_ = 0;
   bool allocate_ = false, allocated_ = false, dst_dirty_ = false;
   bool in_flight_ = false, cancelled_ = false, completed_ = false;
   HostBuffer staging_, raw_, backup_;

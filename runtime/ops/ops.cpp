@@ -13,8 +13,10 @@ namespace sw::ops {
 // The compute carrier kind an operand computes on (a composite's primary kind).
 static const Carrier& compute_side(const Tensor& t) { return t.carrier().compute_side(); }
 
-std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs) {
+std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs, bool quantized_ok) {
   std::vector<StoragePin> pins;
+  if (!quantized_ok)
+    for (const Tensor* t : inputs) refuse_quantized(t->dtype(), op);
   for (const Tensor* t : inputs) {
     if (t->carrier().is_composite()) {
       // A composite's own request accounting keeps its tiers alive.

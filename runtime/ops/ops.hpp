@@ -122,7 +122,10 @@ Ref<Tensor> reshape_dense(const Ref<Tensor>& t, const std::vector<int64_t>& exte
 Ref<Tensor> sum_to(const Ref<Tensor>& g, const std::vector<int64_t>& shape);
 // Rejects disposed carriers, non-compute carriers and mixed runtimes, and pins
 // the operands' storage: hold the result until the op has read its operands.
-[[nodiscard]] std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs);
+// Refuses block-quantized operands (TYPE) unless `quantized_ok` (the ops that
+// only move or convert values).
+[[nodiscard]] std::vector<StoragePin> check_operands(const char* op, const std::vector<const Tensor*>& inputs,
+                                                     bool quantized_ok = false);
 
 // A full tensor on a composite carrier (a TiledEvictable) as a dense compute
 // tensor (every value made available, blocking; no autograd node); any other

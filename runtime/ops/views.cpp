@@ -4,6 +4,7 @@
 // slots its input reaches.
 #include <algorithm>
 
+#include "core/quant.hpp"
 #include "ops/op_util.hpp"
 
 namespace sw::ops {
@@ -203,7 +204,7 @@ Ref<Tensor> reshape(const Ref<Tensor>& a, const std::vector<int64_t>& extents_in
     value_error("view: no layout over the tensor's slots has the extents " + shape_text(extents) +
                 " (merging or splitting modes whose elements are not evenly spaced); use reshape, which copies, "
                 "or contiguous() first");
-  auto pins = check_operands(name, {a.get()});
+  auto pins = check_operands(name, {a.get()}, true);
   auto out = reshape_dense(copy_as(*a, a->dtype()), extents);
   record(out, name, {a.get()}, {}, vjp);
   return out;
@@ -337,7 +338,7 @@ Ref<Tensor> select(const Ref<Tensor>& a, int64_t axis_in, int64_t index) {
 
 Ref<Tensor> contiguous_op(const Ref<Tensor>& a) {
   require_plain("contiguous", {a.get()});
-  auto pins = check_operands("contiguous", {a.get()});
+  auto pins = check_operands("contiguous", {a.get()}, true);
   if (a->layout().is_dense()) return a;
   auto out = copy_as(*a, a->dtype());
   record(out, "contiguous", {a.get()}, {}, [](const Ref<Tensor>& g, const FnNode&) { return std::vector<Ref<Tensor>>{g}; });
@@ -346,7 +347,7 @@ Ref<Tensor> contiguous_op(const Ref<Tensor>& a) {
 
 Ref<Tensor> clone(const Ref<Tensor>& a) {
   require_plain("clone", {a.get()});
-  auto pins = check_operands("clone", {a.get()});
+  auto pins = check_operands("clone", {a.get()}, true);
   auto out = copy_as(*a, a->dtype());
   record(out, "clone", {a.get()}, {}, [](const Ref<Tensor>& g, const FnNode&) { return std::vector<Ref<Tensor>>{g}; });
   return out;
@@ -360,8 +361,9 @@ Ref<Tensor> detach(const Ref<Tensor>& a) {
 Ref<Tensor> to_dtype(const Ref<Tensor>& a, sw_dtype_t dtype) {
   check_dtype(dtype, "to_dtype");
   require_plain("to_dtype", {a.get()});
-  auto pins = check_operands("to_dtype", {a.get()});
+  auto pins = check_operands("to_dtype", {a.get()}, true);
   if (a->dtype() == dtype) return a;
+  if (dtype_is_quantized(dtype)) quant::check_quantizer(dtype);
   auto out = copy_as(*a, dtype);
   const sw_dtype_t d = a->dtype();
   if (dtype_is_float(d))

@@ -517,10 +517,10 @@ static void storage_carrier_functions(void** state) {
     assert_ptr_equal(c, SENTINEL);
   }
   sw_carrier_t* c = SENTINEL;
-  EXPECT_TYPE(sw_carrier_create_host(f->rt, (sw_dtype_t)9, 4, &c));
-  EXPECT_TYPE(sw_carrier_create_file(f->rt, (sw_dtype_t)9, 4, NULL, &c));
-  EXPECT_TYPE(sw_carrier_open_file(f->rt, (sw_dtype_t)9, "/dev/null", 0, 0, NULL, &c));
-  EXPECT_TYPE(sw_carrier_create_zstd(f->rt, (sw_dtype_t)9, 4, NULL, &c));
+  EXPECT_TYPE(sw_carrier_create_host(f->rt, (sw_dtype_t)14, 4, &c));
+  EXPECT_TYPE(sw_carrier_create_file(f->rt, (sw_dtype_t)14, 4, NULL, &c));
+  EXPECT_TYPE(sw_carrier_open_file(f->rt, (sw_dtype_t)14, "/dev/null", 0, 0, NULL, &c));
+  EXPECT_TYPE(sw_carrier_create_zstd(f->rt, (sw_dtype_t)14, 4, NULL, &c));
   EXPECT_VALUE(sw_carrier_create_host(f->rt, SW_DTYPE_F32, 4, NULL));
   EXPECT_VALUE(sw_carrier_create_file(f->rt, SW_DTYPE_F32, 4, NULL, NULL));
   EXPECT_VALUE(sw_carrier_open_file(f->rt, SW_DTYPE_F32, NULL, 0, 0, NULL, &c));
@@ -548,7 +548,7 @@ static void unknown_dtypes(void** state) {
   fixture* f = (fixture*)*state;
   /* Unknown but within the enum's range (negative numbers are outside the
    * range of the C++ enum the library sees). */
-  const sw_dtype_t bad[4] = {SW_DTYPE_INVALID, (sw_dtype_t)9, (sw_dtype_t)1000, SW_DTYPE_FORCE32};
+  const sw_dtype_t bad[4] = {SW_DTYPE_INVALID, (sw_dtype_t)14, (sw_dtype_t)1000, SW_DTYPE_FORCE32};
   const int64_t ext[2] = {2, 3};
   const unsigned char data[64] = {0};
   for (int i = 0; i < 4; ++i) {

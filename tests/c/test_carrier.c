@@ -53,12 +53,13 @@ static void dtype_sizes_and_names(void** state) {
   assert_int_equal(SW_DTYPE_INVALID, 0);
   assert_int_equal(SW_DTYPE_F32, 1);
   assert_int_equal(SW_DTYPE_BOOL, 8);
+  assert_int_equal(SW_DTYPE_MXFP4, 13);
   assert_int_equal(SW_CARRIER_CPU, 1);
   assert_int_equal(sw_dtype_size(SW_DTYPE_INVALID), 0);
-  assert_int_equal(sw_dtype_size((sw_dtype_t)9), 0);
+  assert_int_equal(sw_dtype_size((sw_dtype_t)14), 0);
   assert_int_equal(sw_dtype_size(SW_DTYPE_FORCE32), 0);
   assert_string_equal(sw_dtype_name(SW_DTYPE_INVALID), "invalid");
-  assert_string_equal(sw_dtype_name((sw_dtype_t)9), "invalid");
+  assert_string_equal(sw_dtype_name((sw_dtype_t)14), "invalid");
 }
 
 /* ---- creation ------------------------------------------------------------ */

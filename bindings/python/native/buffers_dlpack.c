@@ -37,11 +37,17 @@ PyObject* carrier_create_cpu_external(sw_runtime_t* runtime, sw_dtype_t dtype, P
   return sw_py_handle(carrier, SW_PY_CARRIER);
 }
 
+size_t sw_py_dtype_bytes(sw_dtype_t dtype, size_t count) {
+  const size_t block = sw_dtype_block_elements(dtype);
+  if (block > 1) return count / block * sw_dtype_block_bytes(dtype);
+  return count * sw_dtype_size(dtype);
+}
+
 /* A CPU carrier holding a copy of `data` (a contiguous buffer of
  * size * dtype size bytes). */
 PyObject* carrier_create_cpu_from(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* data, size_t size) {
   Py_buffer view;
-  if (sw_py_get_buffer(data, &view, 0, size * sw_dtype_size(dtype)) < 0) return NULL;
+  if (sw_py_get_buffer(data, &view, 0, sw_py_dtype_bytes(dtype, size)) < 0) return NULL;
   sw_carrier_t* carrier = NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
@@ -61,7 +67,7 @@ PyObject* carrier_read_into(sw_carrier_t* carrier, size_t first_slot, size_t cou
   sw_dtype_t dtype;
   SW_PY_CHECK(sw_carrier_dtype(carrier, &dtype));
   Py_buffer view;
-  if (sw_py_get_buffer(destination, &view, 1, count * sw_dtype_size(dtype)) < 0) return NULL;
+  if (sw_py_get_buffer(destination, &view, 1, sw_py_dtype_bytes(dtype, count)) < 0) return NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
   e = sw_carrier_read(carrier, first_slot, count, view.buf);
@@ -78,7 +84,7 @@ PyObject* carrier_write_from(sw_carrier_t* carrier, size_t first_slot, size_t co
   sw_dtype_t dtype;
   SW_PY_CHECK(sw_carrier_dtype(carrier, &dtype));
   Py_buffer view;
-  if (sw_py_get_buffer(source, &view, 0, count * sw_dtype_size(dtype)) < 0) return NULL;
+  if (sw_py_get_buffer(source, &view, 0, sw_py_dtype_bytes(dtype, count)) < 0) return NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
   e = sw_carrier_write(carrier, first_slot, count, view.buf);
@@ -99,7 +105,7 @@ PyObject* tensor_read_into(const sw_tensor_t* tensor, PyObject* destination) {
   SW_PY_CHECK(sw_tensor_numel(tensor, &numel));
   SW_PY_CHECK(sw_tensor_dtype(tensor, &dtype));
   Py_buffer view;
-  size_t bytes = (size_t)numel * sw_dtype_size(dtype);
+  size_t bytes = sw_py_dtype_bytes(dtype, (size_t)numel);
   if (sw_py_get_buffer(destination, &view, 1, bytes) < 0) return NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
@@ -119,7 +125,7 @@ PyObject* tensor_write_from(sw_tensor_t* tensor, PyObject* source) {
   SW_PY_CHECK(sw_tensor_numel(tensor, &numel));
   SW_PY_CHECK(sw_tensor_dtype(tensor, &dtype));
   Py_buffer view;
-  size_t bytes = (size_t)numel * sw_dtype_size(dtype);
+  size_t bytes = sw_py_dtype_bytes(dtype, (size_t)numel);
   if (sw_py_get_buffer(source, &view, 0, bytes) < 0) return NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS

@@ -154,6 +154,9 @@ PyObject* sw_py_rows(const int64_t* values, size_t count, size_t rank);
 
 /* A C-contiguous buffer of exactly `bytes` bytes (writable if asked). */
 int sw_py_get_buffer(PyObject* object, Py_buffer* view, int writable, size_t bytes);
+/* Bytes of `count` elements of `dtype`: whole blocks of a block-quantized
+ * dtype (a partial block counts none; the library refuses such counts). */
+size_t sw_py_dtype_bytes(sw_dtype_t dtype, size_t count);
 
 /* ---- callbacks (policies_callbacks.c) ---- */
 

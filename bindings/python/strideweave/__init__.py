@@ -8,12 +8,12 @@ from . import _lib, carriers, interop
 from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._awaits import AwaitMove, AwaitProjection, AwaitResidency, AwaitResult
 from ._device import Device, DeviceAllocation, DeviceView
-from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, uint8
+from ._dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64, mxfp4, q4_0, q4_k, q6_k, q8_0, uint8
 from ._errors import (CancelledError, DataCorruptError, DeviceLostError, Error, ErrorCode, InternalError,
                       StaleHandleError, StrideWeaveCancelledError, StrideWeaveIndexError, StrideWeaveMemoryError,
                       StrideWeaveNotImplementedError, StrideWeaveOSError, StrideWeaveRuntimeError,
                       StrideWeaveTimeoutError, StrideWeaveTypeError, StrideWeaveValueError)
-from ._interop import from_dlpack, from_numpy
+from ._interop import from_blocks, from_dlpack, from_numpy
 from ._layout import Layout, Shape, Stride
 from ._model_files import FileTensor, save_gguf, save_npy, save_safetensors
 from ._move import move_async
@@ -36,6 +36,7 @@ __all__ = [
     "DataCorruptError", "DeviceLostError", "StaleHandleError", "StrideWeaveTimeoutError", "StrideWeaveCancelledError",
     "InternalError",
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
+    "q8_0", "q4_0", "q4_k", "q6_k", "mxfp4", "from_blocks",
     "Runtime", "default_runtime", "Shape", "Stride", "Layout", "Tensor",
     "add", "elementwise_mul", "mul", "relu", "reduce_sum", "matmul", "move_async",
     "zeros", "empty", "ones", "full", "arange", "tensor", "rand", "randn", "as_dtype", "astype", "reshape", "view",

@@ -8,16 +8,24 @@ from ._errors import StrideWeaveTypeError
 class DType:
     """One StrideWeave element type. Compare with `is` or `==`."""
 
-    __slots__ = ("name", "code", "itemsize", "numpy", "is_floating", "dlpack")
+    __slots__ = ("name", "code", "itemsize", "numpy", "is_floating", "dlpack", "block_elements", "block_bytes")
 
-    def __init__(self, name, code, itemsize, numpy_dtype, is_floating, dlpack):
+    def __init__(self, name, code, itemsize, numpy_dtype, is_floating, dlpack, block=None):
         self.name = name
         self.code = code
+        # Bytes per element; 0 for a block-quantized dtype, whose elements
+        # share their block's bytes (block_bytes bytes per block_elements).
         self.itemsize = itemsize
+        self.block_elements, self.block_bytes = block if block is not None else (1, itemsize)
         # The NumPy dtype of the same bits; None for bfloat16, which NumPy lacks.
         self.numpy = None if numpy_dtype is None else np.dtype(numpy_dtype)
         self.is_floating = is_floating
         self.dlpack = dlpack  # (type code, bits)
+
+    @property
+    def is_quantized(self):
+        """Whether this is a block-quantized dtype (q8_0, q4_0, q4_k, q6_k, mxfp4)."""
+        return self.block_elements > 1
 
     def __repr__(self):
         return f"strideweave.{self.name if self.name != 'bool' else 'bool_'}"
@@ -35,11 +43,19 @@ int64 = DType("int64", 6, 8, np.int64, False, (0, 64))
 uint8 = DType("uint8", 7, 1, np.uint8, False, (1, 8))
 bool_ = DType("bool", 8, 1, np.bool_, False, (6, 8))
 
-ALL = (float32, float64, float16, bfloat16, int32, int64, uint8, bool_)
+# GGUF's block-quantized dtypes: (elements, bytes) per block, along the first mode.
+q8_0 = DType("q8_0", 9, 0, None, False, None, (32, 34))
+q4_0 = DType("q4_0", 10, 0, None, False, None, (32, 18))
+q4_k = DType("q4_k", 11, 0, None, False, None, (256, 144))
+q6_k = DType("q6_k", 12, 0, None, False, None, (256, 210))
+mxfp4 = DType("mxfp4", 13, 0, None, False, None, (32, 17))
+
+ALL = (float32, float64, float16, bfloat16, int32, int64, uint8, bool_, q8_0, q4_0, q4_k, q6_k, mxfp4)
+QUANTIZED = (q8_0, q4_0, q4_k, q6_k, mxfp4)
 _BY_CODE = {d.code: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL if d.numpy is not None}
-_BY_DLPACK = {d.dlpack: d for d in ALL}
+_BY_DLPACK = {d.dlpack: d for d in ALL if d.dlpack is not None}
 
 
 def by_code(code):

@@ -58,7 +58,7 @@ def _view_params(t, numpy=True):
     """(carrier, address, element strides, read_only) for a zero-copy view,
     or None. NumPy views need a NumPy dtype (not bfloat16); DLPack does not."""
     dtype = t.dtype
-    if numpy and dtype.numpy is None:
+    if (numpy and dtype.numpy is None) or dtype.is_quantized:
         return None
     strides = flat_strides(t.layout)
     if strides is None:
@@ -105,8 +105,16 @@ def to_numpy(t):
 
 def _copy_out(t, raw=False):
     """Every element, read first mode fastest into a Fortran-ordered array;
-    bfloat16 as float32 values, or as its uint16 bits with raw=True."""
+    bfloat16 as float32 values, or as its uint16 bits with raw=True. A
+    block-quantized tensor gives its blocks' bytes as uint8, its first extent
+    counted in bytes (the transpose is gguf-py's row-major byte array)."""
     dtype = t.dtype
+    if dtype.is_quantized:
+        shape = (t.shape[0] // dtype.block_elements * dtype.block_bytes, *t.shape[1:])
+        out = np.empty(shape, dtype=np.uint8, order="F")
+        if out.size:
+            N.tensor_read_into(t._h, out.T)
+        return out
     out = np.empty(t.shape, dtype=dtype.numpy if dtype.numpy is not None else np.uint16, order="F")
     if out.size:
         N.tensor_read_into(t._h, out.T)
@@ -310,3 +318,25 @@ def _array(t, dtype=None, copy=None):
 provide(to_numpy=to_numpy, from_numpy=from_numpy, array=_array, array_interface=array_interface,
         dlpack_export=dlpack_export)
 _coerce.register_importers(from_numpy, from_dlpack)
+
+
+def from_blocks(blocks, dtype, *, runtime=None):
+    """A CPU tensor of the block-quantized `dtype` holding a copy of
+    `blocks`: a uint8 array whose first axis holds whole blocks' bytes (as
+    t.numpy() of such a tensor gives them; the transpose of gguf-py's
+    row-major byte array). The tensor's first extent counts elements."""
+    dtype = _dtypes.as_dtype(dtype)
+    if not dtype.is_quantized:
+        raise StrideWeaveTypeError(f"from_blocks: {dtype.name} is not a block-quantized dtype")
+    array = np.asarray(blocks)
+    if array.dtype != np.uint8:
+        raise StrideWeaveTypeError(f"from_blocks: the blocks are uint8 bytes, not {array.dtype}")
+    if array.ndim == 0 or array.shape[0] % dtype.block_bytes:
+        raise StrideWeaveValueError(f"from_blocks: the first axis holds whole {dtype.block_bytes}-byte {dtype.name} "
+                                    f"blocks; got shape {array.shape}")
+    rt = _runtime.resolve(runtime)
+    shape = (array.shape[0] // dtype.block_bytes * dtype.block_elements, *array.shape[1:])
+    out = Tensor._adopt(N.sw_tensor_zeros(rt._h, dtype.code, list(shape)), rt)
+    if array.size:
+        N.tensor_write_from(out._h, np.asfortranarray(array).T)
+    return out

@@ -185,6 +185,9 @@ def tensor(data, *, dtype=None, runtime=None):
         d = as_dtype(dtype)
     if array.dtype.kind not in "biuf":
         raise StrideWeaveTypeError(f"tensor: data of NumPy dtype {array.dtype} has no StrideWeave counterpart")
+    if d is not None and d.is_quantized:
+        # Quantized from float32 values (the quantizers' input).
+        return from_numpy(np.asfortranarray(array, dtype=np.float32), runtime=runtime).astype(d)
     if d is not None and d is not _dtypes.bfloat16:
         array = array.astype(d.numpy)
         d = None

@@ -16,9 +16,10 @@
 #include "carriers/cpu/cpu_carrier.hpp"
 #include "carriers/cpu/cpu_kernels.hpp"
 #include "carriers/cpu/gemm.hpp"
+#include "core/dtype.hpp"
 #include "core/interleave.hpp"
 #include "core/iteration.hpp"
-#include "core/dtype.hpp"
+#include "core/quant.hpp"
 #include "ops/backend.hpp"
 
 namespace sw::cpu {
@@ -63,7 +64,10 @@ typename Elem<D>::T convert(typename Elem<S>::T x) {
 
 // ---- copy / convert --------------------------------------------------------
 
+void quant_copy(const Tensor& src, const Tensor& dst);
+
 void copy_into(const Tensor& src, const Tensor& dst) {
+  if (dtype_is_quantized(src.dtype()) || dtype_is_quantized(dst.dtype())) return quant_copy(src, dst);
   // Iterate dst first: it is dense, so materialising is never needed here.
   std::vector<const Layout*> layouts{&dst.layout(), &src.layout()};
   Iteration it;
@@ -99,6 +103,86 @@ void copy_into(const Tensor& src, const Tensor& dst) {
       });
     });
   });
+}
+
+// ---- block-quantized copies and conversions ---------------------------------
+// Blocks move whole, as bytes, through the tensors' storage-unit views; a
+// conversion goes through dense f32 values, blocks in parallel.
+
+constexpr int64_t kQuantGrain = 64;  // blocks per parallel task
+
+// Blocks of `src` into `dst` (one quantized dtype, any layouts that keep
+// whole blocks).
+void copy_blocks(const Tensor& src, const Tensor& dst) {
+  const Tensor::Units su = src.units(), du = dst.units();
+  const auto es = static_cast<int64_t>(su.unit_bytes);
+  const std::byte* s = src.host_base();
+  std::byte* d = dst.host_base();
+  Iteration it;
+  if (!build_iteration({du.layout.get(), su.layout.get()}, &it)) {
+    const int64_t n = su.layout->size();
+    for (int64_t o = 0; o < n; ++o)
+      std::memcpy(d + du.layout->index_of_ordinal(o) * es, s + su.layout->index_of_ordinal(o) * es, su.unit_bytes);
+    return;
+  }
+  dst.runtime().compute().parallel_for(it.total, kQuantGrain, [&](int64_t b, int64_t e) {
+    walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      if (st[0] == 1 && st[1] == 1) {
+        std::memcpy(d + off[0] * es, s + off[1] * es, static_cast<size_t>(n * es));
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(d + (off[0] + i * st[0]) * es, s + (off[1] + i * st[1]) * es, su.unit_bytes);
+    });
+  });
+}
+
+Ref<Tensor> dense_like(const Tensor& t, sw_dtype_t dtype) {
+  return Tensor::dense_over(make_ref<CpuCarrier>(t.runtime_ref(), dtype, static_cast<size_t>(t.numel())), t.shape());
+}
+
+void quant_copy(const Tensor& src, const Tensor& dst) {
+  const sw_dtype_t sd = src.dtype(), dd = dst.dtype();
+  if (sd == dd) return copy_blocks(src, dst);
+  if (dtype_is_quantized(dd)) quant::check_quantizer(dd);
+  ThreadPool& pool = dst.runtime().compute();
+  // The values as dense f32, first mode fastest: block i holds elements
+  // [i * B, (i + 1) * B) of both.
+  Ref<Tensor> values;
+  if (dtype_is_quantized(sd)) {
+    const int64_t B = dtype_block_elements(sd), blocks = src.numel() / B;
+    Ref<Tensor> packed;
+    if (!src.layout().is_dense()) {
+      packed = dense_like(src, sd);
+      copy_blocks(src, *packed);
+    }
+    const std::byte* from = packed ? packed->host_base() : src.host_base();
+    const bool in_place = dd == SW_DTYPE_F32 && dst.layout().is_dense();
+    values = in_place ? Ref<Tensor>() : dense_like(src, SW_DTYPE_F32);
+    float* to = reinterpret_cast<float*>(in_place ? dst.host_base() : values->host_base());
+    const size_t bb = dtype_block_bytes(sd);
+    pool.parallel_for(blocks, kQuantGrain, [&](int64_t lo, int64_t hi) {
+      quant::dequantize(sd, from + static_cast<size_t>(lo) * bb, hi - lo, to + lo * B);
+    });
+    if (in_place) return;
+    if (!dtype_is_quantized(dd)) return copy_into(*values, dst);
+  } else if (sd == SW_DTYPE_F32 && src.layout().is_dense()) {
+    values = src.view(src.offset(), src.layout_ref());
+  } else {
+    values = dense_like(src, SW_DTYPE_F32);
+    copy_into(src, *values);
+  }
+  // Quantize the f32 values into dst, or into dense blocks copied there.
+  const int64_t B = dtype_block_elements(dd), blocks = dst.numel() / B;
+  const bool in_place = dst.layout().is_dense();
+  Ref<Tensor> packed = in_place ? Ref<Tensor>() : dense_like(dst, dd);
+  std::byte* to = in_place ? dst.host_base() : packed->host_base();
+  const float* from = reinterpret_cast<const float*>(values->host_base());
+  const size_t bb = dtype_block_bytes(dd);
+  pool.parallel_for(blocks, kQuantGrain, [&](int64_t lo, int64_t hi) {
+    quant::quantize(dd, from + lo * B, hi - lo, to + static_cast<size_t>(lo) * bb);
+  });
+  if (!in_place) copy_blocks(*packed, dst);
 }
 
 template <typename F>

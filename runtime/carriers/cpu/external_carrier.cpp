@@ -12,7 +12,7 @@ namespace sw {
 ComputeBackend* ExternalCpuCarrier::compute_backend() const { return &cpu_backend(); }
 
 ExternalCpuCarrier::ExternalCpuCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, const ExternalMemory& memory)
-    : Carrier(std::move(runtime), SW_CARRIER_CPU, dtype, memory.bytes / dtype_size(dtype)),
+    : Carrier(std::move(runtime), SW_CARRIER_CPU, dtype, static_cast<size_t>(dtype_elements_in(dtype, memory.bytes))),
       data_(memory.data),
       read_only_(memory.read_only),
       release_(memory.release),
@@ -21,13 +21,11 @@ ExternalCpuCarrier::ExternalCpuCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, c
 ExternalCpuCarrier::~ExternalCpuCarrier() { drop(); }
 
 void ExternalCpuCarrier::read_slots(size_t first, size_t count, void* dst) const {
-  const size_t es = element_size();
-  std::memcpy(dst, host_data() + first * es, count * es);
+  std::memcpy(dst, host_data() + bytes_of(first), bytes_of(count));
 }
 
 void ExternalCpuCarrier::write_slots(size_t first, size_t count, const void* src) {
-  const size_t es = element_size();
-  std::memcpy(host_data() + first * es, src, count * es);
+  std::memcpy(host_data() + bytes_of(first), src, bytes_of(count));
 }
 
 Ref<Carrier> ExternalCpuCarrier::create_empty_like() const {

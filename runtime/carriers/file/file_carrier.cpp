@@ -38,8 +38,10 @@ std::string describe_errno(int error_number) {
 }
 
 size_t region_bytes(sw_dtype_t dtype, size_t size) {
+  check_whole_blocks(dtype, size, "file carrier");
   size_t bytes;
-  if (__builtin_mul_overflow(size, dtype_size(dtype), &bytes) || bytes > static_cast<size_t>(INT64_MAX))
+  if (__builtin_mul_overflow(size / dtype_block_elements(dtype), dtype_block_bytes(dtype), &bytes) ||
+      bytes > static_cast<size_t>(INT64_MAX))
     value_error("file carrier: " + std::to_string(size) + " slots of " + dtype_name(dtype) +
                 " overflow a file offset");
   return bytes;
@@ -161,11 +163,10 @@ Ref<FileCarrier> FileCarrier::open_segments(const Ref<Runtime>& runtime, sw_dtyp
   carrier->read_only_ = true;
   std::vector<uint64_t> file_bytes(paths.size());
   for (size_t f = 0; f < paths.size(); ++f) carrier->add_file(paths[f], &file_bytes[f]);
-  const size_t es = dtype_size(dtype);
   size_t first = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     const FileSegment& seg = segments[i];
-    const uint64_t bytes = static_cast<uint64_t>(seg.count) * es, size = file_bytes[seg.file];
+    const uint64_t bytes = dtype_bytes(dtype, seg.count), size = file_bytes[seg.file];
     if (seg.offset > size || bytes > size - seg.offset)
       value_error("segment " + std::to_string(i) + ", [" + std::to_string(seg.offset) + ", " +
                   std::to_string(seg.offset) + " + " + std::to_string(bytes) + "), passes the end of '" +
@@ -228,7 +229,7 @@ void FileCarrier::close_file() noexcept {
     // The last close of an unlinked scratch file drops its page cache, which
     // takes tens of milliseconds for a large file; dispose often runs on the
     // loop thread (a move's commit), so a worker does that close.
-    if (owns_file_ && static_cast<uint64_t>(size()) * element_size() >= kDeferredCloseBytes) {
+    if (owns_file_ && bytes_of(size()) >= kDeferredCloseBytes) {
       try {
         runtime().workers().submit([fd] { ::close(fd); });
         continue;
@@ -240,9 +241,7 @@ void FileCarrier::close_file() noexcept {
   }
 }
 
-uint64_t FileCarrier::stored_bytes() const {
-  return is_disposed() ? 0 : static_cast<uint64_t>(size()) * element_size();
-}
+uint64_t FileCarrier::stored_bytes() const { return is_disposed() ? 0 : bytes_of(size()); }
 
 void FileCarrier::allocate_storage(size_t size, bool) {
   const size_t bytes = region_bytes(dtype(), size);
@@ -269,16 +268,15 @@ void FileCarrier::count_bytes(PieceMode mode, bool used_direct, size_t bytes) co
 
 size_t FileCarrier::read_phase(size_t first) const {
   if (first >= size()) return 0;
-  const Extent e = extents_of(first, 1).front();
+  const Extent e = extents_of(first, static_cast<size_t>(dtype_block_elements(dtype()))).front();
   return e.file->direct_usable() ? static_cast<size_t>(e.file_offset % kDirectAlignment) : 0;
 }
 
 std::vector<FileCarrier::Extent> FileCarrier::extents_of(size_t first, size_t count) const {
-  const size_t es = element_size();
   std::vector<Extent> out;
   if (!count) return out;
   if (segments_.empty()) {
-    out.push_back({files_.front().get(), base_offset_ + static_cast<uint64_t>(first) * es, 0, count * es});
+    out.push_back({files_.front().get(), base_offset_ + bytes_of(first), 0, bytes_of(count)});
     return out;
   }
   const auto after = std::upper_bound(segments_.begin(), segments_.end(), first,
@@ -289,8 +287,8 @@ std::vector<FileCarrier::Extent> FileCarrier::extents_of(size_t first, size_t co
     const Segment& seg = segments_[i];
     const size_t end = i + 1 < segments_.size() ? segments_[i + 1].first : size();
     const size_t n = std::min(count, end - first);
-    out.push_back({seg.file, seg.offset + static_cast<uint64_t>(first - seg.first) * es, position, n * es});
-    position += n * es;
+    out.push_back({seg.file, seg.offset + bytes_of(first - seg.first), position, bytes_of(n)});
+    position += bytes_of(n);
     first += n;
     count -= n;
     ++i;

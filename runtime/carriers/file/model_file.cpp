@@ -104,7 +104,7 @@ OpenedTensor finish(Ref<FileCarrier> carrier, sw_dtype_t dtype, std::vector<int6
   o.dtype = dtype;
   o.row_major = row_major;
   o.data_offset = offset;
-  o.data_bytes = static_cast<uint64_t>(o.carrier->size()) * dtype_size(dtype);
+  o.data_bytes = o.carrier->bytes_of(o.carrier->size());
   o.segments = segments;
   o.geometry = file_tensor_geometry(shape, row_major);
   o.shape = std::move(shape);
@@ -437,6 +437,8 @@ void save_npy(const std::string& path, const Ref<Tensor>& tensor) {
   const std::string target = "saving npy file '" + path + "'";
   if (tensor->dtype() == SW_DTYPE_BF16)
     unsupported_error(target + ": dtype: npy has no bf16 dtype (NumPy has none); save it with sw_save_safetensors");
+  if (dtype_is_quantized(tensor->dtype()))
+    type_error(target + ": dtype: npy has no " + dtype_name(tensor->dtype()) + " dtype (a block-quantized dtype)");
   check_saveable(*tensor, target);
   const std::string header = npy_header(tensor->dtype(), tensor->shape(), target);
   AtomicFile out(path);

@@ -8,9 +8,8 @@
 namespace sw {
 
 static size_t checked_bytes(sw_dtype_t dtype, size_t size) {
-  size_t bytes;
-  if (__builtin_mul_overflow(size, dtype_size(dtype), &bytes)) value_error("carrier size overflows");
-  return bytes;
+  check_whole_blocks(dtype, size, "carrier size");
+  return dtype_bytes(dtype, size);
 }
 
 MemoryCarrier::MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dtype_t dtype, size_t size,
@@ -18,13 +17,11 @@ MemoryCarrier::MemoryCarrier(Ref<Runtime> runtime, sw_carrier_kind_t kind, sw_dt
     : Carrier(runtime, kind, dtype, size), buffer_(runtime->pool(), checked_bytes(dtype, size), phase) {}
 
 void MemoryCarrier::read_slots(size_t first, size_t count, void* dst) const {
-  const size_t es = element_size();
-  std::memcpy(dst, buffer_.data() + first * es, count * es);
+  std::memcpy(dst, buffer_.data() + bytes_of(first), bytes_of(count));
 }
 
 void MemoryCarrier::write_slots(size_t first, size_t count, const void* src) {
-  const size_t es = element_size();
-  std::memcpy(buffer_.data() + first * es, src, count * es);
+  std::memcpy(buffer_.data() + bytes_of(first), src, bytes_of(count));
 }
 
 void MemoryCarrier::allocate_storage(size_t size, bool zero_fill) {
@@ -35,7 +32,7 @@ void MemoryCarrier::allocate_storage(size_t size, bool zero_fill) {
 
 HostCarrier::HostCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size)
     : MemoryCarrier(std::move(runtime), SW_CARRIER_HOST, dtype, size) {
-  if (size) std::memset(host_data(), 0, size * element_size());
+  if (size) std::memset(host_data(), 0, bytes_of(size));
 }
 
 }  // namespace sw

@@ -79,6 +79,9 @@ void check_host_operand(const Tensor& t, const char* op, const char* what) {
 
 sw_dtype_t check_call(const char* op, sw_dtype_t dt, sw_dtype_t out_dtype, const Tensor& x, const Tensor& ids,
                       const Tensor* gates, std::vector<StoragePin>* pins) {
+  if (dtype_is_quantized(dt))
+    type_error(std::string(op) + ": " + dtype_name(dt) +
+               " experts are not supported; dequantize them first (sw_tensor_to_dtype of a projection)");
   const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
   if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
   if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))

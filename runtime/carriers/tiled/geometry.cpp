@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "core/dtype.hpp"
 #include "core/interleave.hpp"
 #include "core/iteration.hpp"
 #include "ops/backend.hpp"
@@ -80,9 +81,10 @@ Ref<TileSelection> full_selection(const TileGeometry& g) {
   return make_ref<TileSelection>(std::move(axes));
 }
 
-static bool is_canonical(const TileGeometry& g, const Tensor& t) {
-  return t.offset() == 0 && t.layout().is_dense() && t.shape() == g.logical;
+static bool is_canonical(const TileGeometry& g, int64_t offset, const Layout& layout) {
+  return offset == 0 && layout.is_dense() && layout.extents() == g.logical;
 }
+static bool is_canonical(const TileGeometry& g, const Tensor& t) { return is_canonical(g, t.offset(), t.layout()); }
 
 void check_footprints(const TileGeometry& g, const Tensor& full) {
   if (full.footprints_checked()) return;
@@ -139,7 +141,9 @@ void copy_elements(std::byte* dst, int64_t ds, const std::byte* src, int64_t ss,
     case 2: return copy_run(reinterpret_cast<uint16_t*>(dst), ds, reinterpret_cast<const uint16_t*>(src), ss, n);
     case 4: return copy_run(reinterpret_cast<uint32_t*>(dst), ds, reinterpret_cast<const uint32_t*>(src), ss, n);
     case 8: return copy_run(reinterpret_cast<uint64_t*>(dst), ds, reinterpret_cast<const uint64_t*>(src), ss, n);
-    default: internal_error("transfer_tiles: unsupported element size");
+    default:  // a quantized dtype's blocks
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(dst + i * ds * static_cast<int64_t>(es), src + i * ss * static_cast<int64_t>(es), es);
   }
 }
 
@@ -174,15 +178,18 @@ struct CompactPlacement {
 
 // The host kernel of transfer_tiles: tile buffers and the compact tensor in
 // host memory.
-void transfer_host(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
-                   const std::vector<int64_t>& sources, const std::vector<std::byte*>& buffers,
-                   std::byte* compact, size_t es, bool to_compact, ThreadPool& pool) {
+// `g`, the full tensor's offset and layout and `es` are in storage units (a
+// quantized dtype's blocks, see transfer_tiles).
+void transfer_host(const TileGeometry& g, int64_t full_offset, const Layout& full_layout,
+                   const std::vector<int64_t>& compact_grid, const std::vector<int64_t>& sources,
+                   const std::vector<std::byte*>& buffers, std::byte* compact, size_t es, bool to_compact,
+                   ThreadPool& pool) {
   const size_t r = g.rank();
   const size_t nt = sources.size();
   const CompactPlacement place(g, compact_grid, nt);
   const std::vector<int64_t>& cshape = place.cshape;
   const std::vector<int64_t>& base = place.base;
-  if (is_canonical(g, full)) {
+  if (is_canonical(g, full_offset, full_layout)) {
     // Within-tile coordinates map to compact strides and dense tile strides.
     auto lc = Layout::flat(g.tile, place.cstride), lt = Layout::flat(g.tile, place.tstride);
     Iteration it;
@@ -250,7 +257,7 @@ void transfer_host(const TileGeometry& g, const Tensor& full, const std::vector<
         xo += (src[i] * g.tile[i] + y[i] % g.tile[i]) * scale;
         scale *= g.logical[i];
       }
-      const int64_t slot = full.offset() + full.layout().index_of_ordinal(xo);
+      const int64_t slot = full_offset + full_layout.index_of_ordinal(xo);
       int64_t k, w;
       g.locate(slot, &k, &w);
       std::byte* tb = buffers[static_cast<size_t>(j)] + w * static_cast<int64_t>(es);
@@ -268,7 +275,19 @@ void transfer_host(const TileGeometry& g, const Tensor& full, const std::vector<
 void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector<int64_t>& compact_grid,
                     const std::vector<int64_t>& sources, const std::vector<Ref<Carrier>>& tiles,
                     const Tensor& compact, bool to_compact, ThreadPool& pool) {
-  const size_t es = compact.carrier().element_size();
+  // Values move in storage units: a quantized dtype's blocks, whole (a tile's
+  // first extent is a multiple of the block), through a geometry, a full
+  // layout and a compact tensor counted in blocks.
+  const sw_dtype_t dtype = compact.dtype();
+  const int64_t block = dtype_block_elements(dtype);
+  const size_t es = dtype_block_bytes(dtype);
+  TileGeometry ug = g;
+  if (block > 1) {
+    ug.tile[0] /= block;
+    ug.logical[0] /= block;
+    ug.tile_size /= block;
+  }
+  const Tensor::Units full_units = full.units();
   const size_t nt = sources.size();
   std::vector<std::byte*> host(nt);
   bool on_host = compact.host_base() != nullptr;
@@ -278,7 +297,9 @@ void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector
     on_host = on_host && host[j];
     one_kind = one_kind && tiles[j]->kind() == compact.carrier().kind();
   }
-  if (on_host) return transfer_host(g, full, compact_grid, sources, host, compact.host_base(), es, to_compact, pool);
+  if (on_host)
+    return transfer_host(ug, full_units.offset, *full_units.layout, compact_grid, sources, host, compact.host_base(),
+                         es, to_compact, pool);
   if (one_kind && is_canonical(g, full)) {
     // Device memory: one strided copy per tile on the tiles' compute backend,
     // queued behind the work already recorded there.
@@ -298,16 +319,17 @@ void transfer_tiles(const TileGeometry& g, const Tensor& full, const std::vector
   // Anything else (a general slot map off the host) runs the host kernel on
   // staged copies.
   const size_t T = static_cast<size_t>(g.tile_size);
-  std::vector<std::vector<std::byte>> staged(nt, std::vector<std::byte>(T * es));
+  std::vector<std::vector<std::byte>> staged(nt, std::vector<std::byte>(compact.carrier().bytes_of(T)));
   for (size_t j = 0; j < nt; ++j) {
     host[j] = staged[j].data();
     if (!to_compact) continue;
     tiles[j]->read_slots(0, T, host[j]);
   }
   const size_t n = static_cast<size_t>(compact.numel()), at = static_cast<size_t>(compact.offset());
-  std::vector<std::byte> values(n * es);
+  std::vector<std::byte> values(compact.carrier().bytes_of(n));
   if (!to_compact) compact.carrier().read_slots(at, n, values.data());
-  transfer_host(g, full, compact_grid, sources, host, values.data(), es, to_compact, pool);
+  transfer_host(ug, full_units.offset, *full_units.layout, compact_grid, sources, host, values.data(), es, to_compact,
+                pool);
   if (to_compact) return compact.carrier().write_slots(at, n, values.data());
   for (size_t j = 0; j < nt; ++j) tiles[j]->write_slots(0, T, host[j]);
 }

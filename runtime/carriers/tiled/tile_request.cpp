@@ -240,7 +240,7 @@ void TileRequest::start() {
       Entry& e = entries_[n.i];
       e.fetched = n.secondary ? te_->new_tile_buffer(false, e.tile) : te_->new_tile_buffer(true);
       e.value = e.fetched;
-      if (n.secondary && !e.fetched->host_data()) e.staged.resize(T * te_->element_size());
+      if (n.secondary && !e.fetched->host_data()) e.staged.resize(te_->bytes_of(T));
     }
     for (size_t j = 0; j < writes.size(); ++j) outs_.push_back(te_->new_tile_buffer(false));
     if (!captures_.empty()) te_->ensure_secondary_storage();
@@ -304,7 +304,7 @@ void TileRequest::write_captures() {
     te_->runtime().run_on_worker(
         [me, i, T] {
           Capture& c = me->captures_[i];
-          c.staged.resize(T * c.buffer->element_size());
+          c.staged.resize(c.buffer->bytes_of(T));
           c.buffer->read_slots(0, T, c.staged.data());
         },
         [me, write](Status s) {

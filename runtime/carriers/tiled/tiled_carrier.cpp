@@ -60,6 +60,11 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
     if (tile[i] < 1) value_error("TiledEvictable: tile extent " + std::to_string(tile[i]) + " on mode " + std::to_string(i) + " is < 1");
   }
   if (grid.size() > SW_MAX_RANK) value_error("TiledEvictable: rank exceeds SW_MAX_RANK");
+  const int64_t block = dtype_block_elements(primary->dtype());
+  if (block > 1 && tile[0] % block)
+    value_error("TiledEvictable: a tile holds whole " + std::string(dtype_name(primary->dtype())) +
+                " blocks, but its first extent " + std::to_string(tile[0]) + " is not a multiple of the block's " +
+                std::to_string(block) + " elements");
   TileGeometry geo(grid, tile);
   const size_t n = static_cast<size_t>(geo.size());
   for (const Ref<Carrier>* c : {&primary, &secondary}) {
@@ -140,8 +145,9 @@ Ref<Carrier> TiledEvictable::new_tile_buffer(bool zero, int64_t read_from) const
   ComputeBackend& be = backend_for(*primary_seed_);
   if (read_from >= 0 && !zero) {
     const size_t phase = secondary_->read_phase(static_cast<size_t>(read_from * geo_.tile_size));
-    // Only at a remainder that keeps every element aligned to its size.
-    if (phase && phase % element_size() == 0)
+    // Only at a remainder that keeps every element aligned to its size (a
+    // quantized dtype's blocks need no alignment).
+    if (phase && (dtype_is_quantized(dtype()) || phase % dtype_size(dtype()) == 0))
       return be.read_target(runtime_ref(), dtype(), static_cast<size_t>(geo_.tile_size), phase);
   }
   auto t = zero ? be.zeros(runtime_ref(), dtype(), {geo_.tile_size}) : be.empty(runtime_ref(), dtype(), {geo_.tile_size});
@@ -326,7 +332,7 @@ Ref<Carrier> TiledEvictable::load_tile(int64_t k, bool stored) const {
     read_secondary(k, buf->host_data());
   } else {
     const size_t T = static_cast<size_t>(geo_.tile_size);
-    std::vector<std::byte> staged(T * element_size());
+    std::vector<std::byte> staged(bytes_of(T));
     read_secondary(k, staged.data());
     buf->write_slots(0, T, staged.data());
   }
@@ -345,7 +351,6 @@ Ref<Carrier> TiledEvictable::clone_tile(const Ref<Carrier>& buffer) const {
 
 void TiledEvictable::fill_tiles(const std::vector<SlotRun>& runs, const std::byte* src,
                                 std::unordered_map<int64_t, Ref<Carrier>>& target) const {
-  const size_t es = element_size();
   const size_t T = static_cast<size_t>(geo_.tile_size);
   // Device tiles are patched in host copies and written back whole, once
   // every copy was read.
@@ -353,7 +358,7 @@ void TiledEvictable::fill_tiles(const std::vector<SlotRun>& runs, const std::byt
   for (auto& [k, buf] : target) {
     if (buf->host_data()) continue;
     auto& v = staged[k];
-    v.resize(T * es);
+    v.resize(bytes_of(T));
     buf->read_slots(0, T, v.data());
   }
   for (const SlotRun& r : runs) {
@@ -361,8 +366,9 @@ void TiledEvictable::fill_tiles(const std::vector<SlotRun>& runs, const std::byt
                         [&](int64_t k, int64_t w, int64_t, int64_t n) {
                           auto it = staged.find(k);
                           std::byte* base = it == staged.end() ? target[k]->host_data() : it->second.data();
-                          std::memcpy(base + w * static_cast<int64_t>(es), src, static_cast<size_t>(n) * es);
-                          src += static_cast<size_t>(n) * es;
+                          std::memcpy(base + bytes_of(static_cast<size_t>(w)), src,
+                                      bytes_of(static_cast<size_t>(n)));
+                          src += bytes_of(static_cast<size_t>(n));
                         });
   }
   for (auto& [k, v] : staged) target[k]->write_slots(0, T, v.data());
@@ -380,7 +386,7 @@ void TiledEvictable::read_tile(int64_t k, std::byte* dst) const {
   else if (s.stored)
     read_secondary(k, dst);
   else
-    std::memset(dst, 0, static_cast<size_t>(geo_.tile_size) * element_size());
+    std::memset(dst, 0, bytes_of(static_cast<size_t>(geo_.tile_size)));
 }
 
 Ref<Carrier> TiledEvictable::copy_of_tile(int64_t k) const {
@@ -406,7 +412,6 @@ void TiledEvictable::read_slots(size_t first, size_t count, void* dst) const {
 }
 
 void TiledEvictable::read_runs(const std::vector<SlotRun>& runs, std::byte* dst) const {
-  const size_t es = element_size();
   // Canonical slots may interleave tiles: read each touched tile once, from
   // wherever it lives (one value per tile, however often the runs touch it);
   // a piece that is a whole tile is read in place.
@@ -416,7 +421,7 @@ void TiledEvictable::read_runs(const std::vector<SlotRun>& runs, std::byte* dst)
   for (const SlotRun& r : runs) {
     geo_.for_each_piece(static_cast<int64_t>(r.first), static_cast<int64_t>(r.count),
                         [&](int64_t k, int64_t w, int64_t done, int64_t n) {
-                          std::byte* to = out + done * static_cast<int64_t>(es);
+                          std::byte* to = out + bytes_of(static_cast<size_t>(done));
                           auto it = values.find(k);
                           if (it == values.end()) {
                             if (w == 0 && n == geo_.tile_size) {
@@ -424,13 +429,14 @@ void TiledEvictable::read_runs(const std::vector<SlotRun>& runs, std::byte* dst)
                               values.emplace(k, to);
                               return;
                             }
-                            copies.emplace_back(static_cast<size_t>(geo_.tile_size) * es);
+                            copies.emplace_back(bytes_of(static_cast<size_t>(geo_.tile_size)));
                             read_tile(k, copies.back().data());
                             it = values.emplace(k, copies.back().data()).first;
                           }
-                          std::memcpy(to, it->second + w * static_cast<int64_t>(es), static_cast<size_t>(n) * es);
+                          std::memcpy(to, it->second + bytes_of(static_cast<size_t>(w)),
+                                      bytes_of(static_cast<size_t>(n)));
                         });
-    out += r.count * es;
+    out += bytes_of(r.count);
   }
 }
 
@@ -549,7 +555,7 @@ void TiledEvictable::write_through(const std::vector<int64_t>& ks) {
       const Ref<Carrier>& buf = writing[i].second;
       const std::byte* from = buf->host_data();
       if (!from) {
-        staged.resize(T * element_size());
+        staged.resize(bytes_of(T));
         buf->read_slots(0, T, staged.data());
         from = staged.data();
       }

@@ -55,7 +55,7 @@ void add_tiles(Carrier& dst, const Carrier& src, int64_t n) {
     return be.unary(UnaryOp::kCopy, *wa, 0.0, *a);
   }
   // Integers and f64 (which a device may lack) add on the host.
-  const size_t bytes = static_cast<size_t>(n) * dst.element_size();
+  const size_t bytes = dst.bytes_of(static_cast<size_t>(n));
   std::vector<std::byte> x(bytes), y(bytes);
   dst.read_slots(0, static_cast<size_t>(n), x.data());
   src.read_slots(0, static_cast<size_t>(n), y.data());

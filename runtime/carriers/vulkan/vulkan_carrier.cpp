@@ -55,7 +55,7 @@ Ref<DeviceAllocation> VulkanCarrier::allocate(size_t size, bool zero_fill, vk::B
   ObjectSpec spec;
   spec.dtype = dtype();
   spec.shape = {static_cast<int64_t>(size)};
-  const uint64_t bytes = static_cast<uint64_t>(size) * element_size();
+  const uint64_t bytes = bytes_of(size);
   spec.max_extent = bytes;
   AllocationOptions options;
   options.zero = zero_fill;
@@ -74,7 +74,7 @@ ComputeBackend* VulkanCarrier::compute_backend() const { return compute_->backen
 
 void VulkanCarrier::read_slots(size_t first, size_t count, void* dst) const {
   if (!count) return;
-  const size_t es = element_size();
+  const size_t es = dtype_size(dtype());  // never quantized: Device::allocate refuses those
   std::lock_guard lock(ctx_->mutex());
   const vk::Buffer& b = buffer("read");
   if (b.mapped) return ctx_->host_read(b, first * es, dst, count * es);
@@ -91,7 +91,7 @@ void VulkanCarrier::read_slots(size_t first, size_t count, void* dst) const {
 
 void VulkanCarrier::write_slots(size_t first, size_t count, const void* src) {
   if (!count) return;
-  const size_t es = element_size();
+  const size_t es = dtype_size(dtype());  // never quantized: Device::allocate refuses those
   std::lock_guard lock(ctx_->mutex());
   const vk::Buffer& b = buffer("write");
   const size_t at = first * es, bytes = count * es;

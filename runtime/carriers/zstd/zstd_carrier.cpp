@@ -29,10 +29,12 @@ struct ZstdCarrier::Frame {
 
 namespace {
 
-size_t checked_bytes(size_t count, size_t element_size) {
-  size_t bytes;
-  if (__builtin_mul_overflow(count, element_size, &bytes)) value_error("carrier size overflows");
-  return bytes;
+// Frames hold whole blocks of a quantized dtype: the length asked for (by
+// default 2^20 elements) rounded up to the block.
+size_t frame_elements_for(sw_dtype_t dtype, size_t asked) {
+  const auto block = static_cast<size_t>(dtype_block_elements(dtype));
+  const size_t n = asked ? asked : size_t{1} << 20;
+  return block > 1 ? (n + block - 1) / block * block : n;
 }
 
 // Reads at least this large unshuffle with streaming stores: the output
@@ -79,9 +81,11 @@ bool parse_frame_header(const std::byte* data, size_t size, FrameHeader* out) {
 ZstdCarrier::ZstdCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, const ZstdCarrierOptions& options)
     : Carrier(std::move(runtime), SW_CARRIER_ZSTD, dtype, size),
       level_(options.level),
-      frame_elements_(options.frame_elements ? options.frame_elements : size_t{1} << 20),
-      shuffle_(element_size() > 1 && (options.shuffle == 1 || (options.shuffle == -1 && dtype_is_float(dtype)))) {
-  checked_bytes(size, element_size());
+      frame_elements_(frame_elements_for(dtype, options.frame_elements)),
+      // A quantized block is not an array of equal parts: its bytes stay as they are.
+      shuffle_(!dtype_is_quantized(dtype) && dtype_size(dtype) > 1 &&
+               (options.shuffle == 1 || (options.shuffle == -1 && dtype_is_float(dtype)))) {
+  (void)dtype_bytes(dtype, size);
   frames_ = zero_frames(size);
   for (const FramePtr& f : frames_) stored_bytes_ += f->size;
 }
@@ -165,55 +169,54 @@ std::vector<ZstdCarrier::FramePtr> ZstdCarrier::zero_frames(size_t size) const {
   std::vector<FramePtr> frames;
   frames.reserve(n);
   if (n == 0) return frames;
-  const size_t es = element_size();
   // calloc hands out untouched zero pages: reading them costs no page faults.
   const size_t longest = frame_length(0, size);
-  std::unique_ptr<std::byte, decltype(&std::free)> zeros(
-      static_cast<std::byte*>(std::calloc(checked_bytes(longest, es), 1)), &std::free);
+  std::unique_ptr<std::byte, decltype(&std::free)> zeros(static_cast<std::byte*>(std::calloc(bytes_of(longest), 1)),
+                                                         &std::free);
   if (!zeros) throw std::bad_alloc();
-  FramePtr full = compress(zeros.get(), longest * es);
+  FramePtr full = compress(zeros.get(), bytes_of(longest));
   for (size_t f = 0; f + 1 < n; ++f) frames.push_back(full);
   const size_t last = frame_length(n - 1, size);
-  frames.push_back(last == longest ? full : compress(zeros.get(), last * es));
+  frames.push_back(last == longest ? full : compress(zeros.get(), bytes_of(last)));
   return frames;
 }
 
 void ZstdCarrier::decode(size_t first, size_t count, std::byte* dst) const {
   if (count == 0) return;
-  const size_t es = element_size();
+  const size_t es = dtype_block_bytes(dtype());  // the shuffle's element (never a quantized block)
   const size_t size = this->size();
   const size_t f0 = first / frame_elements_;
   const size_t f1 = (first + count - 1) / frame_elements_ + 1;
   const std::vector<FramePtr> frames = snapshot(f0, f1);
   auto dctx = dctx_pool_.acquire();
   HostBuffer scratch;
-  const bool streaming = count * es >= kStreamingReadBytes;
+  const bool streaming = bytes_of(count) >= kStreamingReadBytes;
   for (size_t f = f0; f < f1; ++f) {
     const size_t begin = f * frame_elements_;
     const size_t n = frame_length(f, size);
     const size_t lo = std::max(first, begin);
     const size_t hi = std::min(first + count, begin + n);
-    std::byte* out = dst + (lo - first) * es;
+    std::byte* out = dst + bytes_of(lo - first);
     const Frame& frame = *frames[f - f0];
     if (!shuffle_ && lo == begin && hi == begin + n) {
-      decompress(f, frame, out, n * es, dctx.get());
+      decompress(f, frame, out, bytes_of(n), dctx.get());
       continue;
     }
     // Shuffled or partial frames go through scratch; the bytes of a partial
     // range are then gathered straight from their planes.
-    if (!scratch.data()) scratch = HostBuffer(runtime().pool(), std::min(frame_elements_, size) * es);
-    decompress(f, frame, scratch.data(), n * es, dctx.get());
+    if (!scratch.data()) scratch = HostBuffer(runtime().pool(), bytes_of(std::min(frame_elements_, size)));
+    decompress(f, frame, scratch.data(), bytes_of(n), dctx.get());
     if (shuffle_)
       unshuffle_bytes(scratch.data() + (lo - begin), n, hi - lo, es, out, streaming);
     else
-      std::memcpy(out, scratch.data() + (lo - begin) * es, (hi - lo) * es);
+      std::memcpy(out, scratch.data() + bytes_of(lo - begin), bytes_of(hi - lo));
   }
 }
 
 std::vector<ZstdCarrier::FramePtr> ZstdCarrier::encode(size_t first, size_t count, const std::byte* src) const {
   std::vector<FramePtr> result;
   if (count == 0) return result;
-  const size_t es = element_size();
+  const size_t es = dtype_block_bytes(dtype());  // the shuffle's element (never a quantized block)
   const size_t size = this->size();
   const size_t f0 = first / frame_elements_;
   const size_t f1 = (first + count - 1) / frame_elements_ + 1;
@@ -224,25 +227,25 @@ std::vector<ZstdCarrier::FramePtr> ZstdCarrier::encode(size_t first, size_t coun
     const size_t n = frame_length(f, size);
     const size_t lo = std::max(first, begin);
     const size_t hi = std::min(first + count, begin + n);
-    const std::byte* in = src + (lo - first) * es;
+    const std::byte* in = src + bytes_of(lo - first);
     const bool whole = lo == begin && hi == begin + n;
     if (whole && !shuffle_) {
-      result.push_back(compress(in, n * es));
+      result.push_back(compress(in, bytes_of(n)));
       continue;
     }
-    if (!scratch.data()) scratch = HostBuffer(runtime().pool(), std::min(frame_elements_, size) * es);
+    if (!scratch.data()) scratch = HostBuffer(runtime().pool(), bytes_of(std::min(frame_elements_, size)));
     if (!whole) {
       // Patch the frame's stored (shuffled) form in place: only the planes'
       // bytes of the written range change.
       const FramePtr old = snapshot(f, f + 1).front();
       auto dctx = dctx_pool_.acquire();
-      decompress(f, *old, scratch.data(), n * es, dctx.get());
+      decompress(f, *old, scratch.data(), bytes_of(n), dctx.get());
     }
     if (shuffle_)
       shuffle_bytes(in, hi - lo, es, scratch.data() + (lo - begin), n);
     else
-      std::memcpy(scratch.data() + (lo - begin) * es, in, (hi - lo) * es);
-    result.push_back(compress(scratch.data(), n * es));
+      std::memcpy(scratch.data() + bytes_of(lo - begin), in, bytes_of(hi - lo));
+    result.push_back(compress(scratch.data(), bytes_of(n)));
   }
   return result;
 }
@@ -322,10 +325,9 @@ void ZstdCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone 
   join->pending = ranges.size();
   join->done = std::move(done);
   Ref<ZstdCarrier> self(this);
-  const size_t es = element_size();
   for (const auto& [lo, hi] : ranges) {
     runtime().run_on_worker(
-        [self, lo = lo, hi = hi, out = dst + (lo - first) * es] { self->decode(lo, hi - lo, out); },
+        [self, lo = lo, hi = hi, out = dst + self->bytes_of(lo - first)] { self->decode(lo, hi - lo, out); },
         [join](Status st) { join->finished(std::move(st)); });
   }
 }
@@ -346,10 +348,9 @@ void ZstdCarrier::issue_write(size_t first, size_t count, const std::byte* src, 
   join->done = std::move(done);
   Ref<ZstdCarrier> self(this);
   join->on_success = [self, frames, f0] { self->commit(f0, *frames); };
-  const size_t es = element_size();
   for (const auto& [lo, hi] : ranges) {
     runtime().run_on_worker(
-        [self, frames, f0, lo = lo, hi = hi, in = src + (lo - first) * es] {
+        [self, frames, f0, lo = lo, hi = hi, in = src + self->bytes_of(lo - first)] {
           std::vector<FramePtr> built = self->encode(lo, hi - lo, in);
           std::move(built.begin(), built.end(), frames->begin() + static_cast<ptrdiff_t>(lo / self->frame_elements_ - f0));
         },
@@ -422,7 +423,7 @@ void ZstdCarrier::dispose_storage() {
 }
 
 void ZstdCarrier::allocate_storage(size_t size, bool) {
-  checked_bytes(size, element_size());
+  (void)dtype_bytes(dtype(), size);
   std::vector<FramePtr> frames = zero_frames(size);
   uint64_t bytes = 0;
   for (const FramePtr& f : frames) bytes += f->size;

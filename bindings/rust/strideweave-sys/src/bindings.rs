@@ -737,6 +737,11 @@ impl sw_dtype_t {
     pub const SW_DTYPE_I64: sw_dtype_t = sw_dtype_t(6);
     pub const SW_DTYPE_U8: sw_dtype_t = sw_dtype_t(7);
     pub const SW_DTYPE_BOOL: sw_dtype_t = sw_dtype_t(8);
+    pub const SW_DTYPE_Q8_0: sw_dtype_t = sw_dtype_t(9);
+    pub const SW_DTYPE_Q4_0: sw_dtype_t = sw_dtype_t(10);
+    pub const SW_DTYPE_Q4_K: sw_dtype_t = sw_dtype_t(11);
+    pub const SW_DTYPE_Q6_K: sw_dtype_t = sw_dtype_t(12);
+    pub const SW_DTYPE_MXFP4: sw_dtype_t = sw_dtype_t(13);
     pub const SW_DTYPE_FORCE32: sw_dtype_t = sw_dtype_t(2147483647);
 }
 impl sw_log_level_t {
@@ -1034,6 +1039,8 @@ unsafe extern "C" {
     pub fn sw_error_create(code: sw_error_code_t, message: *const ::std::os::raw::c_char) -> *mut sw_error_t;
     pub fn sw_dtype_size(dtype: sw_dtype_t) -> usize;
     pub fn sw_dtype_name(dtype: sw_dtype_t) -> *const ::std::os::raw::c_char;
+    pub fn sw_dtype_block_elements(dtype: sw_dtype_t) -> usize;
+    pub fn sw_dtype_block_bytes(dtype: sw_dtype_t) -> usize;
     pub fn sw_runtime_desc_init(desc: *mut sw_runtime_desc_t);
     pub fn sw_runtime_create(desc: *const sw_runtime_desc_t, out_runtime: *mut *mut sw_runtime_t) -> *mut sw_error_t;
     pub fn sw_runtime_retain(runtime: *mut sw_runtime_t);

@@ -27,6 +27,16 @@ pub enum DType {
     U8,
     /// Boolean, one byte holding 0 or 1.
     Bool,
+    /// GGUF Q8_0 blocks: 32 elements in 34 bytes along the first mode.
+    Q8_0,
+    /// GGUF Q4_0 blocks: 32 elements in 18 bytes.
+    Q4_0,
+    /// GGUF Q4_K blocks: 256 elements in 144 bytes.
+    Q4K,
+    /// GGUF Q6_K blocks: 256 elements in 210 bytes.
+    Q6K,
+    /// GGUF MXFP4 blocks: 32 elements in 17 bytes.
+    Mxfp4,
 }
 
 impl DType {
@@ -42,6 +52,11 @@ impl DType {
             DType::I64 => C::SW_DTYPE_I64,
             DType::U8 => C::SW_DTYPE_U8,
             DType::Bool => C::SW_DTYPE_BOOL,
+            DType::Q8_0 => C::SW_DTYPE_Q8_0,
+            DType::Q4_0 => C::SW_DTYPE_Q4_0,
+            DType::Q4K => C::SW_DTYPE_Q4_K,
+            DType::Q6K => C::SW_DTYPE_Q6_K,
+            DType::Mxfp4 => C::SW_DTYPE_MXFP4,
         }
     }
 
@@ -57,17 +72,30 @@ impl DType {
             C::SW_DTYPE_I64 => DType::I64,
             C::SW_DTYPE_U8 => DType::U8,
             C::SW_DTYPE_BOOL => DType::Bool,
+            C::SW_DTYPE_Q8_0 => DType::Q8_0,
+            C::SW_DTYPE_Q4_0 => DType::Q4_0,
+            C::SW_DTYPE_Q4_K => DType::Q4K,
+            C::SW_DTYPE_Q6_K => DType::Q6K,
+            C::SW_DTYPE_MXFP4 => DType::Mxfp4,
             other => return Err(Error::type_(format!("unknown dtype number {}", other.0))),
         })
     }
 
-    /// Bytes per element.
+    /// Bytes per element; 0 for a block-quantized dtype, whose elements
+    /// share their block's bytes ([`DType::block`]).
     pub fn size(self) -> usize {
         // SAFETY: a pure function of its argument.
         unsafe { sys::sw_dtype_size(self.to_raw()) }
     }
 
-    /// The library's name: "f32", "bf16", ...
+    /// Elements and bytes of one storage unit: a quantized dtype's block,
+    /// (1, size) for the others.
+    pub fn block(self) -> (usize, usize) {
+        // SAFETY: pure functions of their argument.
+        unsafe { (sys::sw_dtype_block_elements(self.to_raw()), sys::sw_dtype_block_bytes(self.to_raw())) }
+    }
+
+    /// The library's name: "f32", "bf16", ..., "q8_0", "mxfp4".
     pub fn name(self) -> &'static str {
         // SAFETY: returns static storage.
         unsafe { static_str(sys::sw_dtype_name(self.to_raw())) }

@@ -17,7 +17,17 @@ public enum DType {
   /** 8-bit unsigned integer; Java {@code byte[]} (the same bits). */
   U8(7, 1, "u8"),
   /** Boolean, one byte (0 or 1); Java {@code byte[]}. */
-  BOOL(8, 1, "bool");
+  BOOL(8, 1, "bool"),
+  /** GGUF Q8_0 blocks (32 elements in 34 bytes along the first mode); size 0: elements share their block. */
+  Q8_0(9, 0, "q8_0"),
+  /** GGUF Q4_0 blocks (32 elements in 18 bytes). */
+  Q4_0(10, 0, "q4_0"),
+  /** GGUF Q4_K blocks (256 elements in 144 bytes). */
+  Q4_K(11, 0, "q4_k"),
+  /** GGUF Q6_K blocks (256 elements in 210 bytes). */
+  Q6_K(12, 0, "q6_k"),
+  /** GGUF MXFP4 blocks (32 elements in 17 bytes). */
+  MXFP4(13, 0, "mxfp4");
 
   private final int value;
   private final int size;
@@ -39,7 +49,7 @@ public enum DType {
   }
 
   /**
-   * Bytes per element.
+   * Bytes per element (0 for a block-quantized dtype, whose elements share their block's bytes).
    *
    * @return the size
    */

@@ -1,0 +1,25 @@
+// The block-quantized dtypes' formats (GGUF's, byte for byte): whole blocks
+// to and from f32. Pure functions over host memory, no threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "strideweave/strideweave.h"
+
+namespace sw::quant {
+
+// Dequantizes `blocks` consecutive blocks of `dtype` at `src` into
+// blocks * dtype_block_elements(dtype) floats at `dst`, with the f32
+// operations of the reference dequantizers in their order (no fused
+// multiply-add), so that the values equal theirs bit for bit.
+void dequantize(sw_dtype_t dtype, const std::byte* src, int64_t blocks, float* dst);
+
+// UNSUPPORTED unless `dtype` has a quantizer here (Q8_0, Q4_0, MXFP4).
+void check_quantizer(sw_dtype_t dtype);
+// Quantizes blocks * dtype_block_elements(dtype) floats into `blocks` blocks,
+// rounding as the reference quantizers do (docs/quantization.md).
+// UNSUPPORTED for a dtype without a quantizer.
+void quantize(sw_dtype_t dtype, const float* src, int64_t blocks, std::byte* dst);
+
+}  // namespace sw::quant
