@@ -35,6 +35,7 @@ __all__ = [
     "DataCorruptError", "DeviceLostError", "StaleHandleError", "StrideWeaveTimeoutError", "StrideWeaveCancelledError",
     "InternalError",
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
+    "q8_0", "q4_0", "q4_k", "q6_k", "mxfp4", "from_blocks",
     "Runtime", "default_runtime", "Shape", "Stride", "Layout", "Tensor",
     "add", "elementwise_mul", "mul", "relu", "reduce_sum", "matmul", "move_async",
     "zeros", "empty", "ones", "full", "arange", "tensor", "rand", "randn", "as_dtype", "astype", "reshape", "view",
@@ -147,10 +148,15 @@ class DType:
     # The NumPy dtype of the same bits; None for bfloat16.
     numpy: np.dtype[Any] | None
     is_floating: bool
-    # (DLPack type code, bits)
-    dlpack: tuple[int, int]
+    # (DLPack type code, bits); None for the block-quantized dtypes.
+    dlpack: tuple[int, int] | None
+    # Elements and bytes per block: (1, itemsize) but for the block-quantized dtypes.
+    block_elements: int
+    block_bytes: int
     def __init__(self, name: str, code: int, itemsize: int, numpy_dtype: npt.DTypeLike | None, is_floating: bool,
-                 dlpack: tuple[int, int]) -> None: ...
+                 dlpack: tuple[int, int] | None, block: tuple[int, int] | None = None) -> None: ...
+    @property
+    def is_quantized(self) -> bool: ...
 
 float32: DType
 float64: DType
@@ -160,6 +166,11 @@ int32: DType
 int64: DType
 uint8: DType
 bool_: DType
+q8_0: DType
+q4_0: DType
+q4_k: DType
+q6_k: DType
+mxfp4: DType
 
 def as_dtype(value: _DTypeLike) -> DType: ...
 
@@ -602,6 +613,7 @@ class DeviceView:
 
 # ---- NumPy and DLPack --------------------------------------------------------------------------
 
+def from_blocks(blocks: npt.ArrayLike, dtype: _DTypeLike, *, runtime: Runtime | None = None) -> Tensor: ...
 def from_numpy(array: npt.ArrayLike, carrier_class: type[Carrier] | None = None, *, runtime: Runtime | None = None,
                dtype: DType | None = None) -> Tensor: ...
 # `x`: a DLPack producer, or a "dltensor" capsule.
