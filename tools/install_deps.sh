@@ -9,8 +9,9 @@
 #                                  and the Java binding's JDK and Maven, the
 #                                  Vulkan tools, the Rust toolchain and bindgen,
 #                                  valgrind, clang/libFuzzer, abigail-tools,
-#                                  OpenBLAS, mypy, and the wheel check's patchelf
-#                                  and auditwheel
+#                                  OpenBLAS, mypy, hiredis and redis-server
+#                                  (the remote carrier and its suite), and the
+#                                  wheel check's patchelf and auditwheel
 # Supports Debian 12 (bookworm) on x86-64 with apt-get, run as root or by a
 # user with sudo; the Python packages go to the python3 on the PATH (or
 # $PYTHON) through its pip.
@@ -41,6 +42,8 @@ fi
 # the fuzz targets (tools/fuzz/run_fuzzers.sh). valgrind: the Python examples'
 # leak check (tools/leaks/check_python_examples.py).
 # OpenBLAS is only tools/bench/bench_cpu's informational cblas_sgemm row.
+# libhiredis-dev: the remote carrier (runtime/carriers/remote), and
+# redis-server the servers its suite starts and stops (tests/c/test_remote.c).
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
   libcmocka-dev libuv1-dev libzstd-dev
@@ -52,6 +55,7 @@ APT_PACKAGES=(
   curl libclang-dev
   clang libclang-rt-14-dev
   valgrind
+  libhiredis-dev redis-server
 )
 # The main job's subset: the library, its C test suites' cmocka (the build
 # directory it configures is the one the tests use) and the Python binding.

@@ -334,6 +334,7 @@ typedef enum sw_carrier_kind_t {
   SW_CARRIER_ZSTD = 4,
   SW_CARRIER_VULKAN = 5,
   SW_CARRIER_TILED = 6,
+  SW_CARRIER_REMOTE = 7,
   SW_CARRIER_KIND_FORCE32 = 0x7fffffff
 } sw_carrier_kind_t;
 
@@ -995,6 +996,78 @@ SW_API void sw_zstd_carrier_desc_init(sw_zstd_carrier_desc_t* desc);
  * corrupt frame reads as SW_ERROR_DATA_CORRUPT, never as garbage. */
 SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
                                           const sw_zstd_carrier_desc_t* desc, sw_carrier_t** out_carrier);
+/* Remote carriers: a secondary tier whose slots live on Valkey or Redis
+ * servers (docs/remote-tier.md). The slots are cut into blocks of
+ * `block_elements` (the last one shorter), one string key each,
+ * `<namespace>:b:<i>`, each with a CRC-32C in the hash `<namespace>:c`; the
+ * hash `<namespace>:h` on every endpoint holds the namespace's header
+ * (format version, dtype, size, block size, endpoint count, placement
+ * seed). Block i lives on one endpoint, chosen by rendezvous hashing of
+ * (placement_seed, i) over the endpoints' positions in the list: every
+ * client of a namespace lists the same servers in the same order.
+ *
+ * Reads check each block's CRC (SW_ERROR_DATA_CORRUPT naming the block and
+ * server on a mismatch); a missing block is SW_ERROR_IO naming the block and
+ * the server, never zeros. A write of a block goes to a staging key and
+ * replaces the block atomically (MULTI, RENAME, HSET of its CRC, EXEC), so a
+ * failed write leaves the stored block as it was. Every request has a
+ * deadline: on expiry the connection is dropped, the transfers pending on it
+ * fail SW_ERROR_TIMEOUT, and the next request reconnects.
+ *
+ * Security: StrideWeave opens no port. Endpoints are `unix:///path` or
+ * `redis://host[:port]`; a `redis://` host that is not a loopback address
+ * (127.0.0.0/8, ::1, localhost) is refused (SW_ERROR_VALUE) unless
+ * allow_plaintext is set, since this build's client has no TLS (`rediss://`
+ * is SW_ERROR_UNSUPPORTED). The password is read from `password_file`,
+ * which must be a regular file that neither its group nor others may read or
+ * write (SW_ERROR_VALUE otherwise); it is never printed. Builds without
+ * hiredis fail SW_ERROR_UNSUPPORTED. */
+typedef struct sw_remote_carrier_desc_t {
+  uint32_t struct_size;
+  /* The servers, `unix:///path/to.sock` or `redis://host[:port]` (port 6379
+   * by default); at least one. */
+  const char* const* endpoints;
+  size_t endpoint_count;
+  /* The namespace of every key of the carrier; not empty, no spaces. */
+  const char* key_namespace;
+  /* ACL user for AUTH; NULL: "default". Needs password_file. */
+  const char* user;
+  /* A file holding the password (its first line); NULL: no AUTH. */
+  const char* password_file;
+  /* Allow `redis://` to a host that is not a loopback address (unencrypted). */
+  bool allow_plaintext;
+  /* sw_carrier_open_remote only: refuse writes (SW_ERROR_STATE). */
+  bool read_only;
+  /* Slots per block. Create: 0 = 262144. Open: 0 = the header's; any other
+   * value must be the header's. */
+  size_t block_elements;
+  /* Seeds the placement of blocks on endpoints; open: must be the header's. */
+  uint64_t placement_seed;
+  /* Deadline of every request, in milliseconds; 0 = 5000. */
+  uint32_t deadline_ms;
+  /* Bytes per GETRANGE or SETRANGE command; 0 = 1 MiB. */
+  size_t chunk_bytes;
+  /* Commands in flight per transfer; 0 = 4. */
+  uint32_t requests_in_flight;
+} sw_remote_carrier_desc_t;
+
+SW_API void sw_remote_carrier_desc_init(sw_remote_carrier_desc_t* desc);
+/* A zero-filled carrier of `size` slots in a new namespace on the servers:
+ * its header and every block are written. SW_ERROR_STATE if the namespace
+ * already has a header on one of them; SW_ERROR_IO (or SW_ERROR_TIMEOUT)
+ * naming the server when one cannot be reached or refuses a command. The
+ * carrier owns its keys: disposing it deletes them. */
+SW_API sw_error_t* sw_carrier_create_remote(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                            const sw_remote_carrier_desc_t* desc, sw_carrier_t** out_carrier);
+/* A carrier over an existing namespace (seeded by sw_carrier_create_remote
+ * or `python -m strideweave.remote seed`). Every endpoint's header must match
+ * the format version, `dtype`, `size`, the block size, the endpoint count and
+ * the placement seed (SW_ERROR_VALUE naming the field and the server
+ * otherwise; SW_ERROR_IO if a server has no header). The keys are never
+ * deleted by the carrier. */
+SW_API sw_error_t* sw_carrier_open_remote(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
+                                          const sw_remote_carrier_desc_t* desc, sw_carrier_t** out_carrier);
+
 /* Bytes the carrier's storage occupies now (compressed bytes for zstd, file
  * bytes for file, dtype size * size for memory carriers). */
 SW_API sw_error_t* sw_carrier_stored_bytes(const sw_carrier_t* carrier, uint64_t* out_bytes);
@@ -1499,7 +1572,7 @@ SW_API sw_error_t* sw_lru_policy_stats(const sw_lru_policy_t* policy, sw_lru_sta
 /* A TiledEvictable is a carrier (kind SW_CARRIER_TILED) holding one logical
  * tensor of shape grid_shape * tile_shape (mode by mode), cut into tiles that
  * live in a primary tier (a compute carrier: CPU or Vulkan) or a secondary tier (a
- * storage carrier: host, file or zstd), move asynchronously, and are
+ * storage carrier: host, file, zstd or remote), move asynchronously, and are
  * gathered into compact tensors by projection.
  *
  * Geometry: slot s of the carrier decodes (first mode fastest) to a logical

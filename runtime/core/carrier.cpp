@@ -21,6 +21,7 @@ const char* Carrier::kind_name() const {
     case SW_CARRIER_ZSTD: return "Zstd";
     case SW_CARRIER_VULKAN: return "Vulkan";
     case SW_CARRIER_TILED: return "TiledEvictable";
+    case SW_CARRIER_REMOTE: return "Remote";
     default: return "unknown";
   }
 }

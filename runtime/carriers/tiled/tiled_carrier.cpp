@@ -26,7 +26,7 @@ std::string coord_str(const TileCoord& c) {
 }
 
 bool is_storage_kind(sw_carrier_kind_t k) {
-  return k == SW_CARRIER_HOST || k == SW_CARRIER_FILE || k == SW_CARRIER_ZSTD;
+  return k == SW_CARRIER_HOST || k == SW_CARRIER_FILE || k == SW_CARRIER_ZSTD || k == SW_CARRIER_REMOTE;
 }
 
 }  // namespace
@@ -48,7 +48,7 @@ Ref<TiledEvictable> TiledEvictable::create(const Ref<Carrier>& primary, const Re
   if (!primary->is_compute())
     type_error(std::string("TiledEvictable: the primary tier must be a compute carrier, not ") + primary->kind_name());
   if (!is_storage_kind(secondary->kind()))
-    type_error(std::string("TiledEvictable: the secondary tier must be a host, file or zstd carrier, not ") +
+    type_error(std::string("TiledEvictable: the secondary tier must be a host, file, zstd or remote carrier, not ") +
                secondary->kind_name());
   if (primary->dtype() != secondary->dtype())
     type_error(std::string("TiledEvictable: tier dtypes differ (") + dtype_name(primary->dtype()) + " and " +

@@ -166,6 +166,23 @@ pub struct sw_zstd_carrier_desc_t {
     pub frame_elements: usize,
     pub shuffle: i32,
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sw_remote_carrier_desc_t {
+    pub struct_size: u32,
+    pub endpoints: *const *const ::std::os::raw::c_char,
+    pub endpoint_count: usize,
+    pub key_namespace: *const ::std::os::raw::c_char,
+    pub user: *const ::std::os::raw::c_char,
+    pub password_file: *const ::std::os::raw::c_char,
+    pub allow_plaintext: bool,
+    pub read_only: bool,
+    pub block_elements: usize,
+    pub placement_seed: u64,
+    pub deadline_ms: u32,
+    pub chunk_bytes: usize,
+    pub requests_in_flight: u32,
+}
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct sw_file_order_t(pub ::std::os::raw::c_uint);
@@ -518,6 +535,37 @@ const _: () = {
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
+    ["Size of sw_remote_carrier_desc_t"][::std::mem::size_of::<sw_remote_carrier_desc_t>() - 96usize];
+    ["Alignment of sw_remote_carrier_desc_t"][::std::mem::align_of::<sw_remote_carrier_desc_t>() - 8usize];
+    ["Offset of field: sw_remote_carrier_desc_t::struct_size"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, struct_size) - 0usize];
+    ["Offset of field: sw_remote_carrier_desc_t::endpoints"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, endpoints) - 8usize];
+    ["Offset of field: sw_remote_carrier_desc_t::endpoint_count"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, endpoint_count) - 16usize];
+    ["Offset of field: sw_remote_carrier_desc_t::key_namespace"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, key_namespace) - 24usize];
+    ["Offset of field: sw_remote_carrier_desc_t::user"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, user) - 32usize];
+    ["Offset of field: sw_remote_carrier_desc_t::password_file"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, password_file) - 40usize];
+    ["Offset of field: sw_remote_carrier_desc_t::allow_plaintext"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, allow_plaintext) - 48usize];
+    ["Offset of field: sw_remote_carrier_desc_t::read_only"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, read_only) - 49usize];
+    ["Offset of field: sw_remote_carrier_desc_t::block_elements"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, block_elements) - 56usize];
+    ["Offset of field: sw_remote_carrier_desc_t::placement_seed"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, placement_seed) - 64usize];
+    ["Offset of field: sw_remote_carrier_desc_t::deadline_ms"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, deadline_ms) - 72usize];
+    ["Offset of field: sw_remote_carrier_desc_t::chunk_bytes"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, chunk_bytes) - 80usize];
+    ["Offset of field: sw_remote_carrier_desc_t::requests_in_flight"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, requests_in_flight) - 88usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
     ["Size of sw_file_tensor_info_t"][::std::mem::size_of::<sw_file_tensor_info_t>() - 688usize];
     ["Alignment of sw_file_tensor_info_t"][::std::mem::align_of::<sw_file_tensor_info_t>() - 8usize];
     ["Offset of field: sw_file_tensor_info_t::struct_size"]
@@ -776,6 +824,7 @@ impl sw_carrier_kind_t {
     pub const SW_CARRIER_ZSTD: sw_carrier_kind_t = sw_carrier_kind_t(4);
     pub const SW_CARRIER_VULKAN: sw_carrier_kind_t = sw_carrier_kind_t(5);
     pub const SW_CARRIER_TILED: sw_carrier_kind_t = sw_carrier_kind_t(6);
+    pub const SW_CARRIER_REMOTE: sw_carrier_kind_t = sw_carrier_kind_t(7);
     pub const SW_CARRIER_KIND_FORCE32: sw_carrier_kind_t = sw_carrier_kind_t(2147483647);
 }
 impl Default for sw_external_memory_desc_t {
@@ -874,6 +923,15 @@ impl Default for sw_await_callback_info_t {
     }
 }
 impl Default for sw_file_carrier_desc_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for sw_remote_carrier_desc_t {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
         unsafe {
@@ -1452,6 +1510,21 @@ unsafe extern "C" {
         dtype: sw_dtype_t,
         size: usize,
         desc: *const sw_zstd_carrier_desc_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_remote_carrier_desc_init(desc: *mut sw_remote_carrier_desc_t);
+    pub fn sw_carrier_create_remote(
+        runtime: *mut sw_runtime_t,
+        dtype: sw_dtype_t,
+        size: usize,
+        desc: *const sw_remote_carrier_desc_t,
+        out_carrier: *mut *mut sw_carrier_t,
+    ) -> *mut sw_error_t;
+    pub fn sw_carrier_open_remote(
+        runtime: *mut sw_runtime_t,
+        dtype: sw_dtype_t,
+        size: usize,
+        desc: *const sw_remote_carrier_desc_t,
         out_carrier: *mut *mut sw_carrier_t,
     ) -> *mut sw_error_t;
     pub fn sw_carrier_stored_bytes(carrier: *const sw_carrier_t, out_bytes: *mut u64) -> *mut sw_error_t;

@@ -56,6 +56,8 @@ pub enum CarrierKind {
     Vulkan,
     /// A TiledEvictable.
     Tiled,
+    /// Blocks on Valkey or Redis servers, a secondary tier (made through the C API).
+    Remote,
     /// A kind this crate does not name.
     Other(u32),
 }
@@ -70,6 +72,7 @@ impl CarrierKind {
             C::SW_CARRIER_ZSTD => CarrierKind::Zstd,
             C::SW_CARRIER_VULKAN => CarrierKind::Vulkan,
             C::SW_CARRIER_TILED => CarrierKind::Tiled,
+            C::SW_CARRIER_REMOTE => CarrierKind::Remote,
             other => CarrierKind::Other(other.0),
         }
     }

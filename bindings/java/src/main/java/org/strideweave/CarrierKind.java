@@ -13,7 +13,9 @@ public enum CarrierKind {
   /** Device-local memory of a Vulkan device, a compute carrier. */
   VULKAN(5),
   /** A {@link TiledEvictable}. */
-  TILED(6);
+  TILED(6),
+  /** Blocks on Valkey or Redis servers, a secondary tier (made through the C API). */
+  REMOTE(7);
 
   private final int value;
 

@@ -1,0 +1,521 @@
+#include "carriers/remote/remote_link.hpp"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "async/loop.hpp"
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "carriers/remote/remote_carrier.hpp"
+#include "carriers/remote/remote_sync.hpp"
+
+namespace sw::remote {
+
+namespace {
+
+enum Kind { kAuth, kHget, kStrlen, kGetrange, kDel, kSetrange, kMulti, kRename, kHset, kExec };
+
+std::string reply_text(const redisReply* r) { return r && r->str ? std::string(r->str, r->len) : std::string(); }
+
+void close_timer(uv_handle_t* handle) { delete reinterpret_cast<uv_timer_t*>(handle); }
+
+// hiredis's event hooks on a uv_poll_t of the loop, which does not keep the
+// loop alive (the deadline timer does while commands are pending). A poll
+// error (a reset connection: libuv reports EPOLLERR as a status and stops
+// the handle) is handed to hiredis as a read, whose read(2) then fails and
+// disconnects the context, so the commands pending on it fail at once.
+struct Watch {
+  uv_poll_t handle;
+  redisAsyncContext* ac = nullptr;
+  int events = 0;
+};
+
+void watch_update(Watch* w) {
+  if (w->events)
+    uv_poll_start(&w->handle, w->events, [](uv_poll_t* handle, int status, int events) {
+      auto* watch = static_cast<Watch*>(handle->data);
+      if (!watch->ac) return;
+      if (status < 0) {
+        redisAsyncHandleRead(watch->ac);
+        if (watch->ac) watch_update(watch);  // nothing to read after all: poll again
+        return;
+      }
+      if (events & UV_READABLE) redisAsyncHandleRead(watch->ac);
+      if (watch->ac && (events & UV_WRITABLE)) redisAsyncHandleWrite(watch->ac);
+    });
+  else
+    uv_poll_stop(&w->handle);
+}
+
+void watch_add_read(void* data) {
+  auto* w = static_cast<Watch*>(data);
+  w->events |= UV_READABLE;
+  watch_update(w);
+}
+void watch_del_read(void* data) {
+  auto* w = static_cast<Watch*>(data);
+  w->events &= ~UV_READABLE;
+  watch_update(w);
+}
+void watch_add_write(void* data) {
+  auto* w = static_cast<Watch*>(data);
+  w->events |= UV_WRITABLE;
+  watch_update(w);
+}
+void watch_del_write(void* data) {
+  auto* w = static_cast<Watch*>(data);
+  w->events &= ~UV_WRITABLE;
+  watch_update(w);
+}
+void watch_cleanup(void* data) {
+  auto* w = static_cast<Watch*>(data);
+  w->ac = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&w->handle),
+           [](uv_handle_t* handle) { delete static_cast<Watch*>(handle->data); });
+}
+
+bool watch_attach(redisAsyncContext* ac, uv_loop_t* loop) {
+  auto* w = new (std::nothrow) Watch;
+  if (!w) return false;
+  if (uv_poll_init(loop, &w->handle, ac->c.fd) != 0) {
+    delete w;
+    return false;
+  }
+  w->handle.data = w;
+  w->ac = ac;
+  uv_unref(reinterpret_cast<uv_handle_t*>(&w->handle));
+  ac->ev.data = w;
+  ac->ev.addRead = &watch_add_read;
+  ac->ev.delRead = &watch_del_read;
+  ac->ev.addWrite = &watch_add_write;
+  ac->ev.delWrite = &watch_del_write;
+  ac->ev.cleanup = &watch_cleanup;
+  return true;
+}
+
+// hiredis writes with write(2): to a server that has gone that raises
+// SIGPIPE, whose default action ends the process. The loop thread is the
+// runtime's own, so it blocks the signal for good (a write then fails EPIPE).
+void block_sigpipe_on_loop() {
+  thread_local bool blocked = false;
+  if (blocked) return;
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  blocked = pthread_sigmask(SIG_BLOCK, &pipe, nullptr) == 0;
+}
+
+}  // namespace
+
+// ---- a link ------------------------------------------------------------------
+
+Link::Link(std::shared_ptr<const Config> cfg, size_t endpoint, uv_loop_t* loop)
+    : cfg_(std::move(cfg)), endpoint_(endpoint), loop_(loop) {
+  timer_ = new uv_timer_t;
+  uv_timer_init(loop_, timer_);
+  timer_->data = this;
+}
+
+Link::~Link() { close(); }
+
+void Link::close() noexcept {
+  drop(Status::make(SW_ERROR_CANCELLED, "remote carrier '" + cfg_->ns + "': the connection to " +
+                                             cfg_->server(endpoint_) + " was closed"));
+  if (timer_) {
+    timer_->data = nullptr;
+    uv_timer_stop(timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(timer_), &close_timer);
+    timer_ = nullptr;
+  }
+}
+
+Status Link::lost_status(const redisAsyncContext* ac) const {
+  const std::string detail = ac && ac->errstr && ac->errstr[0] ? ac->errstr : "the connection was closed";
+  return Status::make(SW_ERROR_IO, "remote carrier '" + cfg_->ns + "': the connection to " + cfg_->server(endpoint_) +
+                                       " failed: " + detail);
+}
+
+bool Link::connect(Status* why) {
+  block_sigpipe_on_loop();
+  const Endpoint& e = cfg_->endpoints[endpoint_];
+  redisAsyncContext* ac = e.unix_socket ? redisAsyncConnectUnix(e.path.c_str())
+                                        : redisAsyncConnect(e.host.c_str(), e.port);
+  if (!ac) {
+    *why = Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory");
+    return false;
+  }
+  if (ac->err) {
+    *why = Status::make(SW_ERROR_IO, "remote carrier '" + cfg_->ns + "': cannot connect to " + e.text + ": " +
+                                         (ac->errstr ? ac->errstr : "connection failed"));
+    redisAsyncFree(ac);
+    return false;
+  }
+  if (!watch_attach(ac, loop_)) {
+    *why = Status::make(SW_ERROR_IO, "remote carrier '" + cfg_->ns + "': cannot watch the connection to " + e.text);
+    redisAsyncFree(ac);
+    return false;
+  }
+  ac->data = this;
+  redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);
+  sink_.clear();
+  sink_.attach(ac->c.reader);
+  drop_status_ = {};
+  ac_ = ac;
+  if (cfg_->have_password) {
+    const std::string user = cfg_->user.empty() ? "default" : cfg_->user;
+    const char* argv[3] = {"AUTH", user.c_str(), cfg_->password.c_str()};
+    const size_t lengths[3] = {4, user.size(), cfg_->password.size()};
+    sink_.expect();
+    if (redisAsyncCommandArgv(ac, &Link::on_auth, this, 3, argv, lengths) != REDIS_OK) {
+      sink_.unexpect();
+      *why = Status::make(SW_ERROR_IO, "remote carrier '" + cfg_->ns + "': cannot authenticate to " + e.text);
+      ac_ = nullptr;
+      ac->data = nullptr;
+      redisAsyncFree(ac);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why) {
+  if (!ac_ && !connect(why)) return false;
+  std::vector<const char*> argv(args.size());
+  std::vector<size_t> lengths(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    argv[i] = args[i].data();
+    lengths[i] = args[i].size();
+  }
+  sink_.expect(expect);
+  if (redisAsyncCommandArgv(ac_, &Link::on_reply, cmd, static_cast<int>(args.size()), argv.data(), lengths.data()) !=
+      REDIS_OK) {
+    sink_.unexpect();
+    *why = lost_status(ac_);
+    return false;
+  }
+  cmd->link = this;
+  pending_.push_back(cmd);
+  if (pending_.size() == 1) arm();
+  return true;
+}
+
+void Link::drop(Status why) noexcept {
+  redisAsyncContext* ac = ac_;
+  if (!ac) return;
+  drop_status_ = std::move(why);
+  ac_ = nullptr;
+  redisAsyncFree(ac);  // runs every pending command's callback with no reply
+}
+
+void Link::arm() noexcept {
+  if (!timer_) return;
+  if (pending_.empty()) {
+    uv_timer_stop(timer_);
+    return;
+  }
+  const uint64_t now = uv_now(loop_), deadline = pending_.front()->deadline;
+  uv_timer_start(timer_, &Link::on_timer, deadline > now ? deadline - now : 0, 0);
+}
+
+void Link::on_timer(uv_timer_t* timer) {
+  auto* link = static_cast<Link*>(timer->data);
+  if (!link || link->pending_.empty()) return;
+  if (link->pending_.front()->deadline > uv_now(link->loop_)) {
+    link->arm();
+    return;
+  }
+  link->drop(Status::make(SW_ERROR_TIMEOUT, "remote carrier '" + link->cfg_->ns + "': no reply from " +
+                                                link->cfg_->server(link->endpoint_) + " within " +
+                                                std::to_string(link->cfg_->deadline_ms) +
+                                                " ms; the connection was dropped"));
+}
+
+void Link::on_auth(redisAsyncContext* ac, void* reply, void* privdata) {
+  auto* link = static_cast<Link*>(privdata);
+  auto* r = static_cast<redisReply*>(reply);
+  if (!r || r->type != REDIS_REPLY_ERROR || link->ac_ != ac) return;
+  const std::string user = link->cfg_->user.empty() ? "default" : link->cfg_->user;
+  // The commands sent behind AUTH fail with this, not with the server's
+  // NOAUTH replies to them.
+  link->drop(Status::make(SW_ERROR_IO, "remote carrier '" + link->cfg_->ns + "': " +
+                                           link->cfg_->server(link->endpoint_) + " refused the credentials of user '" +
+                                           user + "': " + reply_text(r)));
+}
+
+void Link::on_disconnect(const redisAsyncContext* ac, int) {
+  auto* link = static_cast<Link*>(ac->data);
+  if (link && link->ac_ == ac) link->ac_ = nullptr;
+}
+
+Link& LinkSet::get(IoPriority priority, size_t endpoint, uv_loop_t* loop) {
+  const size_t n = cfg_->endpoints.size();
+  if (links_.empty()) links_.resize(2 * n);
+  std::unique_ptr<Link>& link = links_[(priority == IoPriority::kPrefetch ? n : 0) + endpoint];
+  if (!link) link = std::make_unique<Link>(cfg_, endpoint, loop);
+  return *link;
+}
+
+// ---- a transfer --------------------------------------------------------------
+
+// One asynchronous read or write of a carrier's slots: its blocks' commands
+// on their endpoints' links, at most requests_in_flight outstanding; `done`
+// runs once, on a later turn of the loop, after the last reply.
+class Transfer : public std::enable_shared_from_this<Transfer> {
+ public:
+  Transfer(Ref<RemoteCarrier> carrier, bool write, size_t first, size_t count, std::byte* buffer, IoDone done,
+           IoPriority priority)
+      : carrier_(std::move(carrier)), cfg_(*carrier_->config_), write_(write), first_(first), count_(count),
+        buffer_(buffer), done_(std::move(done)), priority_(priority) {}
+
+  void start() noexcept;
+  void on_reply(const Command& cmd, redisReply* reply, const Status& failure) noexcept;
+
+ private:
+  struct Block {
+    size_t index = 0, endpoint = 0, bytes = 0;
+    std::byte* land = nullptr;     // where the block's bytes are read to or written from
+    std::vector<std::byte> bounce;  // a read of part of the block
+    size_t copy_from = 0, copy_length = 0, copy_to = 0;  // the part, in bytes
+    size_t chunks = 0, steps = 0, sent = 0, outstanding = 0;
+    bool have_crc = false;
+    uint32_t crc = 0;
+    long long length = -1;
+    size_t delivered = 0;
+    bool commit_sent = false;
+  };
+
+  bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {});
+  bool send_step(Block& b);
+  void send_commit(Block& b);
+  void block_read(Block& b);
+  void issue();
+  void finish_if_idle();
+  void fail(Status s) {
+    if (error_.ok()) error_ = std::move(s);
+  }
+  uv_loop_t* uv() const { return carrier_->runtime().loop().uv(); }
+
+  Ref<RemoteCarrier> carrier_;
+  const Config& cfg_;
+  bool write_;
+  size_t first_, count_;
+  std::byte* buffer_;
+  IoDone done_;
+  IoPriority priority_;
+  std::vector<Block> blocks_;
+  size_t cursor_ = 0;  // the first block with steps left to send
+  uint32_t in_flight_ = 0;
+  uint64_t deadline_ = 0;
+  Status error_;
+  bool finished_ = false;
+};
+
+void Transfer::start() noexcept {
+  deadline_ = uv_now(uv()) + cfg_.deadline_ms;
+  if (carrier_->runtime().is_shut_down())
+    fail(Status::make(SW_ERROR_CANCELLED, std::string(write_ ? "remote write" : "remote read") +
+                                              ": the runtime has been shut down"));
+  fail(capture([&] {
+    const size_t es = cfg_.element_size, B = cfg_.block_elements, n = carrier_->size();
+    for (size_t b = first_ / B; count_ && b * B < first_ + count_; ++b) {
+      Block blk;
+      const size_t begin = b * B, length = std::min(B, n - begin);
+      const size_t lo = std::max(first_, begin), hi = std::min(first_ + count_, begin + length);
+      blk.index = b;
+      blk.endpoint = cfg_.endpoint_of(b);
+      blk.bytes = length * es;
+      blk.copy_from = (lo - begin) * es;
+      blk.copy_length = (hi - lo) * es;
+      blk.copy_to = (lo - first_) * es;
+      if (lo == begin && hi == begin + length) {
+        blk.land = buffer_ + blk.copy_to;
+      } else {
+        if (write_) internal_error("remote write of part of a block on the loop");
+        blk.bounce.resize(blk.bytes);
+        blk.land = blk.bounce.data();
+      }
+      blk.chunks = (blk.bytes + cfg_.chunk_bytes - 1) / cfg_.chunk_bytes;
+      blk.steps = (write_ ? 1 : 2) + blk.chunks;
+      blocks_.push_back(std::move(blk));
+    }
+  }));
+  issue();
+  finish_if_idle();
+}
+
+bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect) {
+  auto* cmd = new (std::nothrow) Command;
+  if (!cmd) {
+    fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
+    return false;
+  }
+  cmd->transfer = shared_from_this();
+  cmd->kind = kind;
+  cmd->block = static_cast<size_t>(&b - blocks_.data());
+  cmd->deadline = deadline_;
+  if (expect.dst) expect.got = &cmd->got;
+  Status why;
+  bool sent = false;
+  fail(capture([&] {
+    sent = carrier_->links_->get(priority_, b.endpoint, uv()).send(cmd, args, expect, &why);
+  }));
+  if (!sent) {
+    delete cmd;
+    fail(why.ok() ? Status::make(SW_ERROR_IO, "remote carrier '" + cfg_.ns + "': cannot send to " +
+                                                  cfg_.server(b.endpoint))
+                  : why);
+    return false;
+  }
+  ++in_flight_;
+  ++b.outstanding;
+  return true;
+}
+
+bool Transfer::send_step(Block& b) {
+  const size_t step = b.sent++;
+  const std::string key = write_ ? cfg_.staging_key(b.index) : cfg_.block_key(b.index);
+  if (!write_ && step == 0) {
+    const std::string crc_key = cfg_.crc_key(), field = std::to_string(b.index);
+    return send(b, kHget, {"HGET", crc_key, field});
+  }
+  if (!write_ && step == 1) return send(b, kStrlen, {"STRLEN", key});
+  if (write_ && step == 0) return send(b, kDel, {"DEL", key});
+  const size_t chunk = step - (write_ ? 1 : 2);
+  const size_t at = chunk * cfg_.chunk_bytes, n = std::min(cfg_.chunk_bytes, b.bytes - at);
+  const std::string from = std::to_string(at);
+  if (write_)
+    return send(b, kSetrange, {"SETRANGE", key, from, std::string_view(reinterpret_cast<const char*>(b.land + at), n)});
+  const std::string to = std::to_string(at + n - 1);
+  return send(b, kGetrange, {"GETRANGE", key, from, to}, {b.land + at, n, nullptr});
+}
+
+void Transfer::send_commit(Block& b) {
+  b.commit_sent = true;
+  fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote write"); }));
+  if (!error_.ok()) return;
+  const uint32_t crc = crc32c(0, b.land, b.bytes);
+  const std::string staging = cfg_.staging_key(b.index), key = cfg_.block_key(b.index), crc_key = cfg_.crc_key(),
+                    field = std::to_string(b.index), crc_text = std::to_string(crc);
+  send(b, kMulti, {"MULTI"}) && send(b, kRename, {"RENAME", staging, key}) &&
+      send(b, kHset, {"HSET", crc_key, field, crc_text}) && send(b, kExec, {"EXEC"});
+}
+
+void Transfer::block_read(Block& b) {
+  Status st = check_block(cfg_, b.index, b.have_crc, b.crc, b.length, b.delivered, b.land, b.bytes);
+  if (!st.ok()) return fail(std::move(st));
+  if (!b.bounce.empty()) {
+    std::memcpy(buffer_ + b.copy_to, b.land + b.copy_from, b.copy_length);
+    std::vector<std::byte>().swap(b.bounce);
+  }
+}
+
+void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& failure) noexcept {
+  --in_flight_;
+  Block& b = blocks_[cmd.block];
+  --b.outstanding;
+  if (!failure.ok()) {
+    fail(failure);
+  } else if (reply->type == REDIS_REPLY_ERROR) {
+    fail(Status::make(SW_ERROR_IO, "remote carrier '" + cfg_.ns + "': the " + (write_ ? "write" : "read") + " of " +
+                                       cfg_.where(b.index) + " failed: " + reply_text(reply)));
+  } else {
+    switch (cmd.kind) {
+      case kHget:
+        b.have_crc = reply->type == REDIS_REPLY_STRING && parse_crc(reply->str, reply->len, &b.crc);
+        break;
+      case kStrlen: b.length = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1; break;
+      case kGetrange:
+        b.delivered += cmd.got;
+        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read"); }));
+        break;
+      case kExec: {
+        std::string failure_text = reply->type == REDIS_REPLY_ARRAY ? "" : "the transaction was aborted";
+        for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; ++i)
+          if (reply->element[i]->type == REDIS_REPLY_ERROR) failure_text = reply_text(reply->element[i]);
+        if (!failure_text.empty())
+          fail(Status::make(SW_ERROR_IO, "remote carrier '" + cfg_.ns + "': the commit of " + cfg_.where(b.index) +
+                                             " failed: " + failure_text));
+        break;
+      }
+      default: break;
+    }
+  }
+  if (error_.ok() && b.sent == b.steps && b.outstanding == 0) {
+    if (write_ && !b.commit_sent) send_commit(b);
+    else if (!write_) block_read(b);
+  }
+  issue();
+  finish_if_idle();
+}
+
+void Transfer::issue() {
+  while (error_.ok() && in_flight_ < cfg_.requests_in_flight && cursor_ < blocks_.size()) {
+    Block& b = blocks_[cursor_];
+    if (b.sent == b.steps) {
+      ++cursor_;
+      continue;
+    }
+    if (!send_step(b)) break;
+  }
+}
+
+void Transfer::finish_if_idle() {
+  if (finished_ || in_flight_ > 0) return;
+  if (error_.ok() && cursor_ < blocks_.size()) return;
+  finished_ = true;
+  // On a later turn: never inside hiredis's callbacks, nor the caller's call.
+  auto finish = [done = std::move(done_), status = std::move(error_)]() mutable { done(std::move(status)); };
+  if (!carrier_->runtime().loop().post(finish)) finish();
+}
+
+// After Transfer: it calls into one.
+void Link::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+  auto* cmd = static_cast<Command*>(privdata);
+  Link* link = cmd->link;
+  const auto it = std::find(link->pending_.begin(), link->pending_.end(), cmd);
+  if (it != link->pending_.end()) link->pending_.erase(it);
+  Status failure;
+  if (!reply) {
+    // The context is going away: its commands fail with the reason.
+    failure = link->drop_status_.ok() ? link->lost_status(ac) : link->drop_status_;
+    if (link->ac_ == ac) link->ac_ = nullptr;
+  }
+  link->arm();
+  std::shared_ptr<Transfer> transfer = std::move(cmd->transfer);
+  transfer->on_reply(*cmd, static_cast<redisReply*>(reply), failure);
+  delete cmd;
+}
+
+}  // namespace sw::remote
+
+namespace sw {
+
+void RemoteCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority, bool) {
+  std::make_shared<remote::Transfer>(Ref<RemoteCarrier>(this), false, first, count, dst, std::move(done), priority)
+      ->start();
+}
+
+void RemoteCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
+  if (read_only_) {
+    auto refuse = [done = std::move(done), ns = config_->ns]() mutable {
+      done(Status::make(SW_ERROR_STATE, "write: the Remote carrier over namespace '" + ns + "' is read-only"));
+    };
+    if (!runtime().loop().post(refuse)) refuse();
+    return;
+  }
+  const size_t B = config_->block_elements;
+  const bool whole = count == 0 || (first % B == 0 && ((first + count) % B == 0 || first + count == size()));
+  if (!whole) return Carrier::issue_write(first, count, src, std::move(done));  // read, patch, write: on a worker
+  std::make_shared<remote::Transfer>(Ref<RemoteCarrier>(this), true, first, count, const_cast<std::byte*>(src),
+                                     std::move(done), IoPriority::kDemand)
+      ->start();
+}
+
+}  // namespace sw

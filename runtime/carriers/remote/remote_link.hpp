@@ -1,0 +1,86 @@
+// The remote carrier's asynchronous connections, on the runtime's libuv loop
+// (loop thread only). A Link is one hiredis asynchronous connection to one
+// endpoint, made on first use and again after it was dropped; its socket's
+// poll handle does not keep the loop alive, its deadline timer does while
+// commands are pending. A LinkSet holds a carrier's links: per endpoint one
+// for demand transfers and one for prefetch reads.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "async/io_queue.hpp"
+#include "base/status.hpp"
+#include "carriers/remote/remote_protocol.hpp"
+
+struct redisAsyncContext;
+struct redisReply;
+
+namespace sw::remote {
+
+class Transfer;
+class Link;
+
+// One command sent on a link, until its reply (or the link's end) comes.
+struct Command {
+  Link* link = nullptr;
+  std::shared_ptr<Transfer> transfer;
+  int kind = 0;          // the transfer's
+  size_t block = 0;      // the transfer's block
+  size_t got = 0;        // bytes a GETRANGE reply delivered
+  uint64_t deadline = 0; // uv_now milliseconds
+};
+
+class Link {
+ public:
+  Link(std::shared_ptr<const Config> cfg, size_t endpoint, uv_loop_t* loop);
+  ~Link();
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Sends `cmd` (connecting first when there is no connection). On failure
+  // returns false with the reason; `cmd` is then not sent.
+  bool send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why);
+  void close() noexcept;
+  uv_loop_t* loop() const { return loop_; }
+
+ private:
+  bool connect(Status* why);
+  // Drops the connection: every command pending on it completes with `why`.
+  void drop(Status why) noexcept;
+  void arm() noexcept;
+  Status lost_status(const redisAsyncContext* ac) const;
+  static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
+  static void on_auth(redisAsyncContext* ac, void* reply, void* privdata);
+  static void on_disconnect(const redisAsyncContext* ac, int status);
+  static void on_timer(uv_timer_t* timer);
+
+  std::shared_ptr<const Config> cfg_;
+  size_t endpoint_;
+  uv_loop_t* loop_;
+  redisAsyncContext* ac_ = nullptr;
+  ReplySink sink_;
+  uv_timer_t* timer_ = nullptr;
+  std::deque<Command*> pending_;
+  // Why the connection is going away (a deadline, refused credentials);
+  // empty when the server or the network ended it.
+  Status drop_status_;
+};
+
+class LinkSet {
+ public:
+  explicit LinkSet(std::shared_ptr<const Config> cfg) : cfg_(std::move(cfg)) {}
+  Link& get(IoPriority priority, size_t endpoint, uv_loop_t* loop);
+  void close_all() noexcept { links_.clear(); }
+
+ private:
+  std::shared_ptr<const Config> cfg_;
+  std::vector<std::unique_ptr<Link>> links_;  // [priority * endpoints + endpoint]
+};
+
+}  // namespace sw::remote

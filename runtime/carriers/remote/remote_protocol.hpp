@@ -1,0 +1,118 @@
+// What the remote carrier's blocking and asynchronous paths share: the
+// carrier's settings (endpoints, keys, credentials, placement), the parse
+// of an endpoint and its security checks, and the reply sink that lands
+// GETRANGE replies straight in a destination buffer.
+//
+// The key layout of a namespace `ns` (docs/remote-tier.md):
+//   ns:h    a hash, on every endpoint: the header (format version, dtype,
+//           size, block size, endpoint count, placement seed)
+//   ns:b:i  a string on the endpoint block i is placed on: its bytes
+//   ns:c    a hash on each endpoint: field i = the CRC-32C of block i there
+//   ns:s:i  the staging key of a write of block i, renamed over ns:b:i
+#pragma once
+
+#include <hiredis/hiredis.h>
+#include <hiredis/read.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "strideweave/strideweave.h"
+
+namespace sw::remote {
+
+// The header's format version; a namespace written in another is refused.
+constexpr int kFormatVersion = 1;
+constexpr size_t kDefaultBlockElements = size_t{1} << 18;
+constexpr size_t kDefaultChunkBytes = size_t{1} << 20;
+constexpr uint32_t kDefaultDeadlineMs = 5000;
+constexpr uint32_t kDefaultRequestsInFlight = 4;
+
+struct Endpoint {
+  std::string text;  // as the caller wrote it, for messages
+  bool unix_socket = false;
+  std::string path;  // unix_socket
+  std::string host;  // otherwise
+  int port = 6379;
+};
+
+// Parses `text` and applies the transport rules: VALUE for a malformed
+// endpoint or a plaintext non-loopback one without `allow_plaintext`,
+// UNSUPPORTED for rediss://.
+Endpoint parse_endpoint(const std::string& text, bool allow_plaintext);
+// Reads the password's first line from `path`: VALUE if the file is not a
+// regular file or its group or others may read or write it, IO if it cannot
+// be read. The password never appears in a message.
+std::string read_password_file(const std::string& path);
+
+// Everything a connection needs; immutable once the carrier is made, shared
+// by the carrier and its connections.
+struct Config {
+  std::vector<Endpoint> endpoints;
+  std::string ns;
+  std::string user;      // empty: "default"
+  std::string password;  // empty: no AUTH
+  bool have_password = false;
+  sw_dtype_t dtype = SW_DTYPE_F32;
+  size_t element_size = 4;
+  size_t block_elements = kDefaultBlockElements;
+  uint64_t placement_seed = 0;
+  uint32_t deadline_ms = kDefaultDeadlineMs;
+  size_t chunk_bytes = kDefaultChunkBytes;
+  uint32_t requests_in_flight = kDefaultRequestsInFlight;
+
+  std::string header_key() const { return ns + ":h"; }
+  std::string crc_key() const { return ns + ":c"; }
+  std::string block_key(size_t block) const { return ns + ":b:" + std::to_string(block); }
+  std::string staging_key(size_t block) const { return ns + ":s:" + std::to_string(block); }
+  // The endpoint block `block` is placed on: rendezvous hashing of
+  // (placement_seed, block) over the endpoints' positions.
+  size_t endpoint_of(size_t block) const;
+  // "block 3 (key 'ns:b:3') on unix:///run/a.sock", for messages.
+  std::string where(size_t block) const;
+  std::string server(size_t endpoint) const { return endpoints[endpoint].text; }
+};
+
+// Lands the bulk-string replies of chosen commands straight in a buffer.
+// The reader of a connection parses replies in the order the commands were
+// sent; each command sent through the connection pushes one Expect, and the
+// reader's object functions pop one per top-level reply: a string reply to
+// an Expect with a destination is copied there (its length recorded in
+// *got) and becomes an empty reply object, so no copy of it is kept.
+class ReplySink {
+ public:
+  struct Expect {
+    std::byte* dst = nullptr;  // null: an ordinary reply
+    size_t capacity = 0;
+    size_t* got = nullptr;     // the reply's length, also past capacity
+  };
+  // Installs the sink's functions on `reader`.
+  void attach(redisReader* reader);
+  void expect(Expect e) { expects_.push_back(e); }
+  void expect() { expects_.push_back(Expect{}); }
+  // Takes back the last expect() (its command was not sent).
+  void unexpect() { expects_.pop_back(); }
+  // Forgets what was expected (the connection is gone).
+  void clear() { expects_.clear(); }
+
+ private:
+  static void* create_string(const redisReadTask* task, char* str, size_t len);
+  static void* create_array(const redisReadTask* task, int elements);
+  static void* create_integer(const redisReadTask* task, long long value);
+  static void* create_nil(const redisReadTask* task);
+  static ReplySink& of(const redisReadTask* task) { return *static_cast<ReplySink*>(task->privdata); }
+  // The Expect of a top-level reply, or none for an element of an array.
+  Expect next(const redisReadTask* task);
+
+  static redisReplyObjectFunctions functions_;
+  redisReplyObjectFunctions* original_ = nullptr;
+  std::deque<Expect> expects_;
+};
+
+// The header fields a namespace is written with, in HSET order.
+std::vector<std::string> header_fields(const Config& cfg, size_t size);
+
+}  // namespace sw::remote
