@@ -1,0 +1,593 @@
+/* The remote carrier against real redis-server processes of the suite's
+ * own, on unix sockets and loopback TCP: values, the header, a
+ * TiledEvictable's promote / evict / projection / scatter / prefetch
+ * bit-identical with a host secondary, missing and damaged blocks,
+ * credentials and transport rules, a server killed or stopped mid-transfer.
+ * Every wait is bounded; a missing redis-server fails the suite. */
+#include "sw_remote_test.h"
+
+typedef struct fixture_t {
+  rs_server_t srv;
+  sw_runtime_t* rt;
+  const char* eps[1];
+} fixture_t;
+
+static int setup(void** state) {
+  fixture_t* f = (fixture_t*)calloc(1, sizeof *f);
+  rs_start(&f->srv);
+  f->eps[0] = f->srv.endpoint;
+  SW_OK_(sw_runtime_create(NULL, &f->rt));
+  *state = f;
+  return 0;
+}
+
+static int teardown(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  sw_runtime_release(f->rt);
+  rs_stop(&f->srv);
+  free(f);
+  return 0;
+}
+
+static float pattern(size_t i, uint32_t seed) { return (float)((i * 7919u + seed * 104729u) % 100003u) - 50000.0f; }
+
+static void fill(float* v, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; ++i) v[i] = pattern(i, seed);
+}
+
+/* A remote f32 carrier of n slots in namespace ns, holding pattern(seed). */
+static sw_carrier_t* seeded(fixture_t* f, const char* ns, size_t n, size_t block, uint32_t deadline_ms,
+                            uint32_t seed) {
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, ns, block);
+  d.deadline_ms = deadline_ms;
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float* v = (float*)malloc(sizeof(float) * n);
+  fill(v, n, seed);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  free(v);
+  return c;
+}
+
+/* A TiledEvictable of `tiles` tiles of T f32 slots: an empty CPU primary and
+ * `secondary` (full). */
+static sw_carrier_t* tiled_over(fixture_t* f, sw_carrier_t* secondary, int64_t tiles, int64_t T, tt_fix_t* geo) {
+  sw_carrier_t* p = NULL;
+  SW_OK_(sw_carrier_create_cpu(f->rt, SW_DTYPE_F32, 0, &p));
+  const int64_t grid[2] = {1, tiles}, tile[2] = {T, 1};
+  sw_carrier_t* te = NULL;
+  SW_OK_(sw_tiled_create(p, secondary, grid, tile, 2, NULL, &te));
+  sw_carrier_release(p);
+  memset(geo, 0, sizeof *geo);
+  tt_geometry(geo, 2, grid, tile);
+  geo->te = te;
+  return te;
+}
+
+static sw_tile_set_t* one_tile(int64_t k) {
+  const int64_t c[2] = {0, k};
+  return tt_set(c, 1, 2);
+}
+
+static size_t primary_count(sw_carrier_t* te) {
+  sw_tile_set_t* s = NULL;
+  SW_OK_(sw_tiled_tiles(te, SW_TILES_PRIMARY, &s));
+  size_t n = 0;
+  SW_OK_(sw_tile_set_count(s, &n));
+  sw_tile_set_release(s);
+  return n;
+}
+
+/* Tile k of the TiledEvictable's full tensor holds pattern(seed) of the
+ * carrier's slots k*T.. . */
+static void expect_tile_values(sw_carrier_t* te, int64_t k, int64_t T, uint32_t seed) {
+  float* v = (float*)malloc(sizeof(float) * (size_t)T);
+  SW_OK_(sw_carrier_read(te, (size_t)(k * T), (size_t)T, v));
+  for (int64_t w = 0; w < T; ++w)
+    if (v[w] != pattern((size_t)(k * T + w), seed))
+      fail_msg("tile %lld slot %lld: %g, expected %g", (long long)k, (long long)w, (double)v[w],
+               (double)pattern((size_t)(k * T + w), seed));
+  free(v);
+}
+
+/* ---- values and the header -------------------------------------------- */
+
+static void test_values_and_header(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const size_t n = 1000;
+  sw_carrier_t* c = seeded(f, "values", n, 64, 0, 1);
+  sw_carrier_kind_t kind;
+  SW_OK_(sw_carrier_kind(c, &kind));
+  assert_int_equal(kind, SW_CARRIER_REMOTE);
+  uint64_t stored = 0;
+  SW_OK_(sw_carrier_stored_bytes(c, &stored));
+  assert_int_equal(stored, n * sizeof(float));
+  float got[1000], want[1000];
+  fill(want, n, 1);
+  SW_OK_(sw_carrier_read(c, 0, n, got));
+  assert_memory_equal(got, want, sizeof got);
+  /* Ranges that start and end inside blocks. */
+  SW_OK_(sw_carrier_read(c, 37, 100, got));
+  assert_memory_equal(got, want + 37, 100 * sizeof(float));
+  float part[10];
+  for (int i = 0; i < 10; ++i) part[i] = 0.5f + (float)i;
+  SW_OK_(sw_carrier_write(c, 60, 10, part)); /* across the boundary of blocks 0 and 1 */
+  memcpy(want + 60, part, sizeof part);
+  SW_OK_(sw_carrier_read(c, 0, n, got));
+  assert_memory_equal(got, want, sizeof got);
+  /* The last block is shorter: 1000 = 15 * 64 + 40. */
+  rs_reply_t r = RS_CMD(&f->srv, "STRLEN", "values:b:15");
+  assert_int_equal(r.integer, 40 * 4);
+
+  /* Opened again, by the header's block size. */
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "values", 0);
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &o));
+  SW_OK_(sw_carrier_read(o, 0, n, got));
+  assert_memory_equal(got, want, sizeof got);
+  sw_carrier_release(o);
+  /* Other parameters are refused, naming the field and the server. */
+  sw_carrier_t* bad = NULL;
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F64, n, &d, &bad), SW_ERROR_VALUE, "dtype");
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n - 1, &d, &bad), SW_ERROR_VALUE, "size");
+  d.block_elements = 32;
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &bad), SW_ERROR_VALUE, "block_elements");
+  d.block_elements = 0;
+  d.placement_seed = 7;
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &bad), SW_ERROR_VALUE, "placement_seed");
+  d.placement_seed = 0;
+  const char* two[2] = {f->srv.endpoint, f->srv.endpoint};
+  d.endpoints = two;
+  d.endpoint_count = 2;
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &bad), SW_ERROR_VALUE, "endpoints");
+  d = rs_desc(f->eps, 1, "nothing-here", 0);
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &bad), SW_ERROR_IO, f->srv.socket);
+  d = rs_desc(f->eps, 1, "values", 64);
+  SW_FAILS(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &bad), SW_ERROR_STATE, "already exists");
+  assert_null(bad);
+  /* Read-only. */
+  d.read_only = true;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &o));
+  SW_FAILS(sw_carrier_write(o, 0, 1, part), SW_ERROR_STATE, "read-only");
+  sw_carrier_release(o);
+
+  /* The carrier made the namespace: disposing it deletes its keys. */
+  SW_OK_(sw_carrier_dispose(c));
+  sw_carrier_release(c);
+  r = RS_CMD(&f->srv, "EXISTS", "values:h", "values:c", "values:b:0", "values:b:15");
+  assert_int_equal(r.integer, 0);
+}
+
+/* ---- a TiledEvictable, against a host secondary ------------------------- */
+
+enum { G0 = 4, G1 = 3, T0 = 8, T1 = 5 };
+
+/* Runs a fixed sequence of residency calls, projections and a scatter on a
+ * TiledEvictable over `secondary` (empty) and returns every value it saw,
+ * as bytes, in one buffer of *out_bytes. */
+static unsigned char* run_sequence(fixture_t* f, sw_dtype_t dtype, sw_carrier_t* secondary, size_t* out_bytes) {
+  const int64_t grid[2] = {G0, G1}, tile[2] = {T0, T1};
+  tt_fix_t fx;
+  memset(&fx, 0, sizeof fx);
+  fx.rt = f->rt;
+  fx.dtype = dtype;
+  tt_geometry(&fx, 2, grid, tile);
+  sw_carrier_t* p = tt_carrier(f->rt, SW_CARRIER_CPU, dtype, (size_t)fx.n);
+  tt_fill_tier(p, dtype, fx.ntiles, fx.T, 0.0);
+  SW_OK_(sw_tiled_create(p, secondary, grid, tile, 2, NULL, &fx.te));
+  sw_carrier_release(p);
+  SW_OK_(sw_tiled_full_tensor(fx.te, &fx.full));
+  const size_t es = dtype == SW_DTYPE_F64 ? 8 : 4;
+  unsigned char* out = (unsigned char*)malloc(es * (size_t)fx.n * 8);
+  size_t at = 0;
+
+  /* Dirty evictions (async writes of whole blocks). */
+  const int64_t evict_ks[] = {0, 2, 5, 7, 11};
+  sw_tile_set_t* set = tt_set_ordinals(&fx, evict_ks, 5);
+  SW_OK_(sw_tiled_evict(fx.te, set));
+  sw_tile_set_release(set);
+  for (size_t i = 0; i < 5; ++i) tt_expect_tile(&fx, evict_ks[i], SW_TILE_SECONDARY, false);
+  /* A projection over evicted and resident tiles. */
+  const int64_t a0[] = {0, 2, 3}, a1[] = {1, 2};
+  sw_tile_selection_t* sel = tt_sel2(a0, 3, a1, 2);
+  sw_tensor_t* compact = tt_project(&fx, fx.full, sel, NULL);
+  int64_t cn = 0;
+  SW_OK_(sw_tensor_numel(compact, &cn));
+  SW_OK_(sw_tensor_read(compact, out + at, (size_t)cn * es));
+  at += (size_t)cn * es;
+  /* A scatter (ADD) into a fresh TiledEvictable of the same tier kinds. */
+  sw_tensor_t* result = tt_scatter(&fx, compact, fx.full, sel, SW_SCATTER_ADD);
+  sw_carrier_t* rte = tt_carrier_of(result);
+  sw_carrier_t* rsec = NULL;
+  SW_OK_(sw_tiled_secondary(rte, &rsec));
+  sw_carrier_t* tsec = NULL;
+  SW_OK_(sw_tiled_secondary(fx.te, &tsec));
+  assert_int_equal(tt_kind(rsec), tt_kind(tsec));
+  sw_carrier_release(rsec);
+  sw_carrier_release(tsec);
+  sw_tile_set_t* all_r = NULL;
+  SW_OK_(sw_tiled_tiles(rte, SW_TILES_VALID, &all_r));
+  SW_OK_(sw_tiled_evict(rte, all_r)); /* the scattered tiles, written to its own secondary */
+  sw_tile_set_release(all_r);
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_project(rte, result, sel, NULL, &a));
+  sw_tensor_t* again = tt_wait_result(a);
+  sw_await_release(a);
+  SW_OK_(sw_tensor_read(again, out + at, (size_t)cn * es));
+  at += (size_t)cn * es;
+  sw_tensor_release(again);
+  sw_tensor_release(result);
+  sw_carrier_release(rte);
+  sw_tensor_release(compact);
+  sw_tile_selection_release(sel);
+  /* Everything evicted, prefetched in part, promoted, and read whole. */
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tiled_tiles(fx.te, SW_TILES_VALID, &all));
+  SW_OK_(sw_tiled_evict(fx.te, all));
+  assert_int_equal(primary_count(fx.te), 0);
+  const int64_t pre[] = {1, 4, 9};
+  set = tt_set_ordinals(&fx, pre, 3);
+  SW_OK_(sw_tiled_prefetch_async(fx.te, set, &a));
+  SW_OK_(sw_await_wait(a, -1));
+  sw_await_release(a);
+  sw_tile_set_release(set);
+  assert_int_equal(primary_count(fx.te), 3);
+  SW_OK_(sw_tiled_promote(fx.te, all));
+  sw_tile_set_release(all);
+  SW_OK_(sw_tensor_read(fx.full, out + at, (size_t)fx.n * es));
+  at += (size_t)fx.n * es;
+  tt_free(&fx);
+  *out_bytes = at;
+  return out;
+}
+
+static void test_tiled_matches_host(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const sw_dtype_t dtypes[] = {SW_DTYPE_F32, SW_DTYPE_F64};
+  for (size_t i = 0; i < 2; ++i) {
+    for (size_t chunk = 0; chunk < 2; ++chunk) {
+      sw_carrier_t* host = NULL;
+      SW_OK_(sw_carrier_create_host(f->rt, dtypes[i], 0, &host));
+      size_t nh = 0, nr = 0;
+      unsigned char* want = run_sequence(f, dtypes[i], host, &nh);
+      sw_carrier_release(host);
+      char ns[32];
+      snprintf(ns, sizeof ns, "tiled%zu.%zu", i, chunk);
+      sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, ns, T0 * T1);
+      d.chunk_bytes = chunk ? 24 : 0; /* several GETRANGE / SETRANGE commands a block, or one */
+      d.requests_in_flight = chunk ? 3 : 0;
+      sw_carrier_t* remote = NULL;
+      SW_OK_(sw_carrier_create_remote(f->rt, dtypes[i], 0, &d, &remote));
+      unsigned char* got = run_sequence(f, dtypes[i], remote, &nr);
+      sw_carrier_release(remote);
+      assert_int_equal(nr, nh);
+      assert_memory_equal(got, want, nh);
+      free(want);
+      free(got);
+      /* Every namespace the run made (the scatter's too) is deleted with
+       * its carrier, which the loop thread may release a moment later. */
+      rs_reply_t r = RS_CMD(&f->srv, "DBSIZE");
+      for (const double until = rs_now() + 5.0; r.integer != 0 && rs_now() < until; usleep(10000))
+        r = RS_CMD(&f->srv, "DBSIZE");
+      assert_int_equal(r.integer, 0);
+    }
+  }
+}
+
+/* ---- missing and damaged blocks ---------------------------------------- */
+
+static void test_missing_block(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 256, tiles = 4;
+  sw_carrier_t* c = seeded(f, "gone", (size_t)(T * tiles), (size_t)T, 0, 3);
+  rs_reply_t r = RS_CMD(&f->srv, "DEL", "gone:b:1");
+  assert_int_equal(r.integer, 1);
+  float v[256];
+  SW_FAILS(sw_carrier_read(c, (size_t)T, (size_t)T, v), SW_ERROR_IO, "block 1 (key 'gone:b:1')");
+  SW_FAILS(sw_carrier_read(c, (size_t)T + 3, 5, v), SW_ERROR_IO, f->srv.socket);
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* s1 = one_tile(1);
+  SW_FAILS(sw_tiled_promote(te, s1), SW_ERROR_IO, "is missing");
+  tt_expect_tile(&geo, 1, SW_TILE_SECONDARY, false);
+  assert_int_equal(primary_count(te), 0);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0));
+  expect_tile_values(te, 0, T, 3);
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+static void test_damaged_block(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 256, tiles = 4;
+  sw_carrier_t* c = seeded(f, "bad", (size_t)(T * tiles), (size_t)T, 0, 4);
+  rs_reply_t r = RS_CMD(&f->srv, "SETRANGE", "bad:b:2", "100", "x");
+  assert_int_equal(r.integer, T * 4);
+  r = RS_CMD(&f->srv, "SET", "bad:b:3", "short");
+  assert_int_equal(r.type, '+');
+  float v[256];
+  SW_FAILS(sw_carrier_read(c, (size_t)(2 * T), (size_t)T, v), SW_ERROR_DATA_CORRUPT, "block 2 (key 'bad:b:2')");
+  SW_FAILS(sw_carrier_read(c, (size_t)(3 * T), (size_t)T, v), SW_ERROR_DATA_CORRUPT, "holds 5 bytes");
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* s2 = one_tile(2);
+  SW_FAILS(sw_tiled_promote(te, s2), SW_ERROR_DATA_CORRUPT, "CRC-32C");
+  tt_expect_tile(&geo, 2, SW_TILE_SECONDARY, false);
+  sw_tile_set_t* s3 = one_tile(3);
+  SW_FAILS(sw_tiled_promote(te, s3), SW_ERROR_DATA_CORRUPT, "bad:b:3");
+  assert_int_equal(primary_count(te), 0);
+  sw_tile_set_release(s2);
+  sw_tile_set_release(s3);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+/* ---- credentials and transport ------------------------------------------ */
+
+static void test_credentials(void** state) {
+  (void)state;
+  rs_server_t srv;
+  rs_start_ex(&srv, false, "right-horse-battery", false);
+  sw_runtime_t* rt = NULL;
+  SW_OK_(sw_runtime_create(NULL, &rt));
+  const char* eps[1] = {srv.endpoint};
+  char wrong[256], right[256], open_file[256], group_file[256];
+  rs_password_file(wrong, sizeof wrong, "wrong-staple", 0600);
+  rs_password_file(right, sizeof right, "right-horse-battery", 0600);
+  rs_password_file(open_file, sizeof open_file, "right-horse-battery", 0644);
+  rs_password_file(group_file, sizeof group_file, "right-horse-battery", 0640);
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, "auth", 128);
+  sw_carrier_t* c = NULL;
+  /* No password: the server refuses the commands. */
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &d, &c), SW_ERROR_IO, "NOAUTH");
+  /* A wrong one, never printed. */
+  d.password_file = wrong;
+  sw_error_t* e = sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &d, &c);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  assert_non_null(strstr(sw_error_message(e), "refused the credentials of user 'default'"));
+  assert_null(strstr(sw_error_message(e), "wrong-staple"));
+  sw_error_free(e);
+  /* A password file its group or others may read is refused before use. */
+  d.password_file = open_file;
+  e = sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &d, &c);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_VALUE);
+  assert_non_null(strstr(sw_error_message(e), "mode 0644"));
+  assert_null(strstr(sw_error_message(e), "right-horse"));
+  sw_error_free(e);
+  d.password_file = group_file;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &d, &c), SW_ERROR_VALUE, "mode 0640");
+  d.user = "someone";
+  d.password_file = NULL;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &d, &c), SW_ERROR_VALUE, "password_file");
+  d.user = NULL;
+  /* The right one: blocking and asynchronous connections authenticate. */
+  d.password_file = right;
+  SW_OK_(sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &d, &c));
+  float v[512];
+  fill(v, 512, 9);
+  SW_OK_(sw_carrier_write(c, 0, 512, v));
+  fixture_t fx;
+  memset(&fx, 0, sizeof fx);
+  fx.rt = rt;
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(&fx, c, 4, 128, &geo);
+  sw_tile_set_t* s = one_tile(2);
+  SW_OK_(sw_tiled_promote(te, s));
+  expect_tile_values(te, 2, 128, 9);
+  sw_tile_set_release(s);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+  /* An ACL user with read-only rights reads, and its writes fail IO. */
+  rs_reply_t r = RS_CMD(&srv, "ACL", "SETUSER", "reader", "on", ">reader-pass", "~*", "+@read", "+auth", "+ping");
+  assert_int_equal(r.type, '+');
+  char reader[256];
+  rs_password_file(reader, sizeof reader, "reader-pass", 0400);
+  sw_remote_carrier_desc_t w = rs_desc(eps, 1, "auth2", 128);
+  w.password_file = right;
+  SW_OK_(sw_carrier_create_remote(rt, SW_DTYPE_F32, 512, &w, &c));
+  SW_OK_(sw_carrier_write(c, 0, 512, v));
+  sw_remote_carrier_desc_t ro = rs_desc(eps, 1, "auth2", 0);
+  ro.user = "reader";
+  ro.password_file = reader;
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(rt, SW_DTYPE_F32, 512, &ro, &o));
+  float back[512];
+  SW_OK_(sw_carrier_read(o, 0, 512, back));
+  assert_memory_equal(back, v, sizeof v);
+  SW_FAILS(sw_carrier_write(o, 0, 128, v), SW_ERROR_IO, "NOPERM");
+  SW_OK_(sw_carrier_read(o, 0, 512, back)); /* the stored blocks are untouched */
+  assert_memory_equal(back, v, sizeof v);
+  sw_carrier_release(o);
+  sw_carrier_release(c);
+  rs_password_file_remove(reader);
+  rs_password_file_remove(wrong);
+  rs_password_file_remove(right);
+  rs_password_file_remove(open_file);
+  rs_password_file_remove(group_file);
+  sw_runtime_release(rt);
+  rs_stop(&srv);
+}
+
+static void test_transport_rules(void** state) {
+  (void)state;
+  rs_server_t srv;
+  rs_start_ex(&srv, true, NULL, false);
+  sw_runtime_t* rt = NULL;
+  SW_OK_(sw_runtime_create(NULL, &rt));
+  sw_carrier_t* c = NULL;
+  const char* plain[1] = {"redis://10.1.2.3:6379"};
+  sw_remote_carrier_desc_t d = rs_desc(plain, 1, "t", 64);
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, &d, &c), SW_ERROR_VALUE, "not a loopback address");
+  const char* named[1] = {"redis://example.org"};
+  d.endpoints = named;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, &d, &c), SW_ERROR_VALUE, "allow_plaintext");
+  const char* tls[1] = {"rediss://127.0.0.1:6380"};
+  d.endpoints = tls;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, &d, &c), SW_ERROR_UNSUPPORTED, "TLS");
+  const char* other[1] = {"http://127.0.0.1"};
+  d.endpoints = other;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, &d, &c), SW_ERROR_VALUE, "unix:///path");
+  const char* relative[1] = {"unix://relative.sock"};
+  d.endpoints = relative;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, &d, &c), SW_ERROR_VALUE, "absolute");
+  d.endpoints = NULL;
+  d.endpoint_count = 0;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, &d, &c), SW_ERROR_VALUE, "endpoint_count");
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, 64, NULL, &c), SW_ERROR_VALUE, "desc");
+  assert_null(c);
+  /* Loopback TCP is allowed by default, and works (blocking and async). */
+  const char* tcp[1] = {srv.tcp};
+  d = rs_desc(tcp, 1, "tcp", 100);
+  SW_OK_(sw_carrier_create_remote(rt, SW_DTYPE_F32, 400, &d, &c));
+  float v[400], back[400];
+  fill(v, 400, 5);
+  SW_OK_(sw_carrier_write(c, 0, 400, v));
+  SW_OK_(sw_carrier_read(c, 0, 400, back));
+  assert_memory_equal(back, v, sizeof v);
+  fixture_t fx;
+  memset(&fx, 0, sizeof fx);
+  fx.rt = rt;
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(&fx, c, 4, 100, &geo);
+  sw_tile_set_t* s = one_tile(3);
+  SW_OK_(sw_tiled_promote(te, s));
+  expect_tile_values(te, 3, 100, 5);
+  sw_tile_set_release(s);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+  sw_runtime_release(rt);
+  rs_stop(&srv);
+}
+
+/* ---- servers that die or stall ------------------------------------------- */
+
+static void test_kill9_during_promote(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 262144, tiles = 4; /* 1 MiB tiles */
+  sw_carrier_t* c = seeded(f, "killed", (size_t)(T * tiles), (size_t)T, 0, 6);
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
+  /* Stopped, so the transfer is surely in flight when the server dies. */
+  kill(f->srv.pid, SIGSTOP);
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_promote_async(te, all, &a));
+  usleep(100000);
+  const double t0 = rs_now();
+  rs_kill9(&f->srv);
+  SW_FAILS(sw_await_wait(a, 10000000000LL), SW_ERROR_IO, f->srv.socket);
+  assert_true(rs_now() - t0 < 5.0); /* within the deadline */
+  sw_await_release(a);
+  assert_int_equal(primary_count(te), 0);
+  for (int64_t k = 0; k < tiles; ++k) tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
+  /* Restarted empty and seeded again: the same carrier reconnects. */
+  rs_start_ex(&f->srv, false, NULL, true);
+  sw_carrier_t* again = seeded(f, "killed", (size_t)(T * tiles), (size_t)T, 0, 6);
+  SW_OK_(sw_tiled_promote(te, all));
+  assert_int_equal(primary_count(te), (size_t)tiles);
+  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 6);
+  sw_tile_set_release(all);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+  sw_carrier_release(again);
+}
+
+static void test_stopped_server_times_out(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 1024, tiles = 4;
+  sw_carrier_t* c = seeded(f, "stalled", (size_t)(T * tiles), (size_t)T, 300, 7);
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0)); /* connected before the stall */
+  sw_tile_set_t* s1 = one_tile(1);
+  kill(f->srv.pid, SIGSTOP);
+  double t0 = rs_now();
+  SW_FAILS(sw_tiled_promote(te, s1), SW_ERROR_TIMEOUT, "within 300 ms");
+  const double took = rs_now() - t0;
+  assert_true(took >= 0.25 && took < 4.0);
+  tt_expect_tile(&geo, 1, SW_TILE_SECONDARY, false);
+  /* A dirty eviction that times out keeps the tile resident and dirty. */
+  float v[1024];
+  for (int i = 0; i < 1024; ++i) v[i] = -1.0f - (float)i;
+  /* (The update goes through the carrier's public write, which needs no server.) */
+  SW_OK_(sw_carrier_write(te, 0, (size_t)T, v));
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  SW_FAILS(sw_tiled_evict(te, s0), SW_ERROR_TIMEOUT, "stalled");
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  float back[1024];
+  SW_OK_(sw_carrier_read(te, 0, (size_t)T, back));
+  assert_memory_equal(back, v, sizeof v);
+  kill(f->srv.pid, SIGCONT);
+  /* The stored block was not touched by the failed eviction. */
+  rs_reply_t r = RS_CMD(&f->srv, "EXISTS", "stalled:b:0");
+  assert_int_equal(r.integer, 1);
+  /* Recovered: the next requests reconnect. */
+  SW_OK_(sw_tiled_promote(te, s1));
+  expect_tile_values(te, 1, T, 7);
+  SW_OK_(sw_tiled_evict(te, s0));
+  tt_expect_tile(&geo, 0, SW_TILE_SECONDARY, false);
+  SW_OK_(sw_tiled_promote(te, s0));
+  SW_OK_(sw_carrier_read(te, 0, (size_t)T, back));
+  assert_memory_equal(back, v, sizeof v);
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+static void test_client_kill_mid_transfer(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 262144, tiles = 2;
+  sw_carrier_t* c = seeded(f, "ckill", (size_t)(T * tiles), (size_t)T, 0, 8);
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
+  kill(f->srv.pid, SIGSTOP);
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_promote_async(te, all, &a));
+  usleep(100000);
+  kill(f->srv.pid, SIGCONT);
+  /* Kills every client but the one asking (SKIPME yes). */
+  rs_reply_t r = RS_CMD(&f->srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  sw_error_t* e = sw_await_wait(a, 10000000000LL);
+  if (r.integer > 0) {
+    /* The transfer's connection was killed, unless it finished first. */
+    if (e) {
+      assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+      sw_error_free(e);
+      assert_int_equal(primary_count(te), 0);
+    }
+  } else if (e) {
+    fail_msg("promote failed: %s", sw_error_message(e));
+  }
+  sw_await_release(a);
+  SW_OK_(sw_tiled_promote(te, all));
+  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 8);
+  sw_tile_set_release(all);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_DFL); /* the library must not die of one */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_values_and_header, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tiled_matches_host, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_missing_block, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_damaged_block, setup, teardown),
+      cmocka_unit_test(test_credentials),
+      cmocka_unit_test(test_transport_rules),
+      cmocka_unit_test_setup_teardown(test_kill9_during_promote, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stopped_server_times_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_kill_mid_transfer, setup, teardown),
+  };
+  return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
+}
