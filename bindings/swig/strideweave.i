@@ -22,6 +22,7 @@
 %ignore sw_await_callback_info_t;
 %ignore sw_file_carrier_desc_t;
 %ignore sw_zstd_carrier_desc_t;
+%ignore sw_remote_carrier_desc_t;
 %ignore sw_residency_policy_t;
 %ignore sw_lru_stats_t;
 %ignore sw_lru_policy_desc_t;
@@ -43,6 +44,9 @@
 %ignore sw_carrier_open_file;
 %ignore sw_zstd_carrier_desc_init;
 %ignore sw_carrier_create_zstd;
+%ignore sw_remote_carrier_desc_init;
+%ignore sw_carrier_create_remote;
+%ignore sw_carrier_open_remote;
 %ignore sw_carrier_create_cpu_from;
 %ignore sw_external_memory_desc_init;
 %ignore sw_carrier_create_cpu_external;

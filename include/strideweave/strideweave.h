@@ -1049,14 +1049,19 @@ typedef struct sw_remote_carrier_desc_t {
   size_t chunk_bytes;
   /* Commands in flight per transfer; 0 = 4. */
   uint32_t requests_in_flight;
+  /* sw_carrier_create_remote only: the namespace outlives the carrier (a
+   * seeded tier other clients open); by default disposing or releasing the
+   * carrier deletes its keys. */
+  bool persistent;
 } sw_remote_carrier_desc_t;
 
 SW_API void sw_remote_carrier_desc_init(sw_remote_carrier_desc_t* desc);
 /* A zero-filled carrier of `size` slots in a new namespace on the servers:
  * its header and every block are written. SW_ERROR_STATE if the namespace
  * already has a header on one of them; SW_ERROR_IO (or SW_ERROR_TIMEOUT)
- * naming the server when one cannot be reached or refuses a command. The
- * carrier owns its keys: disposing it deletes them. */
+ * naming the server when one cannot be reached or refuses a command. Unless
+ * desc->persistent, the carrier owns its keys: disposing or releasing it
+ * deletes them. */
 SW_API sw_error_t* sw_carrier_create_remote(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
                                             const sw_remote_carrier_desc_t* desc, sw_carrier_t** out_carrier);
 /* A carrier over an existing namespace (seeded by sw_carrier_create_remote

@@ -42,6 +42,7 @@ RemoteCarrierOptions remote_options(const sw_remote_carrier_desc_t* desc, const 
   o.deadline_ms = d.deadline_ms;
   o.chunk_bytes = d.chunk_bytes;
   o.requests_in_flight = d.requests_in_flight;
+  o.persistent = d.persistent;
   return o;
 }
 #else
@@ -88,6 +89,7 @@ SW_API sw_error_t* sw_carrier_open_remote(sw_runtime_t* runtime, sw_dtype_t dtyp
     require(out_carrier, "out_carrier");
 #ifdef SW_HAVE_HIREDIS
     RemoteCarrierOptions options = remote_options(desc, "sw_carrier_open_remote");
+    if (options.persistent) value_error("sw_carrier_open_remote: desc->persistent is for sw_carrier_create_remote");
     *out_carrier = to_handle<sw_carrier_t>(RemoteCarrier::open(rt, dtype, size, options));
 #else
     (void)size;

@@ -77,6 +77,61 @@ fail:
   return -1;
 }
 
+/* sw_carrier_create_remote (create) or sw_carrier_open_remote: the carrier. */
+PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, size_t size, PyObject* endpoints,
+                         const char* key_namespace, PyObject* user, PyObject* password_file, bool allow_plaintext,
+                         bool read_only, size_t block_elements, unsigned long long placement_seed,
+                         unsigned int deadline_ms, size_t chunk_bytes, unsigned int requests_in_flight,
+                         bool persistent) {
+  sw_remote_carrier_desc_t desc;
+  sw_remote_carrier_desc_init(&desc);
+  PyObject* keep = NULL;
+  PyObject* password_path = NULL;
+  const char** strings = NULL;
+  size_t count = 0;
+  PyObject* result = NULL;
+  if (sw_py_strings(endpoints, &strings, &count, &keep, "endpoints") != 0) return NULL;
+  desc.endpoints = strings;
+  desc.endpoint_count = count;
+  desc.key_namespace = key_namespace;
+  if (user != Py_None) {
+    if (!PyUnicode_Check(user)) {
+      PyErr_Format(SW_PY_TYPE_ERROR, "user must be str or None, not %s", Py_TYPE(user)->tp_name);
+      goto done;
+    }
+    desc.user = PyUnicode_AsUTF8(user);
+    if (!desc.user) goto done;
+  }
+  if (password_file != Py_None) {
+    if (!PyUnicode_FSConverter(password_file, &password_path)) goto done;
+    desc.password_file = PyBytes_AS_STRING(password_path);
+  }
+  desc.allow_plaintext = allow_plaintext;
+  desc.read_only = read_only;
+  desc.block_elements = block_elements;
+  desc.placement_seed = placement_seed;
+  desc.deadline_ms = deadline_ms;
+  desc.chunk_bytes = chunk_bytes;
+  desc.requests_in_flight = requests_in_flight;
+  desc.persistent = persistent;
+  sw_carrier_t* carrier = NULL;
+  sw_error_t* e;
+  Py_BEGIN_ALLOW_THREADS
+  e = create ? sw_carrier_create_remote(runtime, dtype, size, &desc, &carrier)
+             : sw_carrier_open_remote(runtime, dtype, size, &desc, &carrier);
+  Py_END_ALLOW_THREADS
+  if (e) {
+    sw_py_raise(e);
+    goto done;
+  }
+  result = sw_py_handle(carrier, SW_PY_CARRIER);
+done:
+  free(strings);
+  Py_XDECREF(keep);
+  Py_XDECREF(password_path);
+  return result;
+}
+
 PyObject* carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size, PyObject* directory,
                               bool direct_io, size_t chunk_bytes, size_t requests_in_flight) {
   sw_file_carrier_desc_t desc = sw_py_file_desc(direct_io, chunk_bytes, requests_in_flight);

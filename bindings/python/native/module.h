@@ -91,6 +91,11 @@ PyObject* carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* p
                             size_t size, bool direct_io, size_t chunk_bytes, size_t requests_in_flight);
 PyObject* carrier_open_npy(sw_runtime_t* runtime, PyObject* path, bool direct_io, size_t chunk_bytes,
                            size_t requests_in_flight);
+PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, size_t size, PyObject* endpoints,
+                         const char* key_namespace, PyObject* user, PyObject* password_file, bool allow_plaintext,
+                         bool read_only, size_t block_elements, unsigned long long placement_seed,
+                         unsigned int deadline_ms, size_t chunk_bytes, unsigned int requests_in_flight,
+                         bool persistent);
 PyObject* carrier_open_safetensors(sw_runtime_t* runtime, PyObject* path, const char* name, bool direct_io,
                                    size_t chunk_bytes, size_t requests_in_flight);
 PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, PyObject* names, bool direct_io,

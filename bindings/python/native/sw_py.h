@@ -19,7 +19,7 @@
  *   tiled_calls.c        tile values, tiled carriers, expert products
  *   policies_callbacks.c LRU policies, Python residency policies, await
  *                        completion callbacks
- *   files.c              file carriers, model files, the parser test hooks
+ *   files.c              file and remote carriers, model files, the parser test hooks
  *   devices.c            the device bridge
  *
  * Not a public header: nothing outside the extension includes it. Not seen

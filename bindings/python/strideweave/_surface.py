@@ -233,7 +233,7 @@ def astype(t, dtype):
 
 
 _DEVICE_NAMES = {N.SW_CARRIER_CPU: "cpu", N.SW_CARRIER_HOST: "cpu", N.SW_CARRIER_FILE: "file",
-                 N.SW_CARRIER_ZSTD: "zstd", N.SW_CARRIER_VULKAN: "vulkan:0"}
+                 N.SW_CARRIER_ZSTD: "zstd", N.SW_CARRIER_VULKAN: "vulkan:0", N.SW_CARRIER_REMOTE: "remote"}
 
 
 def _device(self):

@@ -157,9 +157,12 @@ Ref<RemoteCarrier> RemoteCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t
       state_error("remote carrier: the namespace '" + cfg->ns + "' already exists on " + cfg->server(e) +
                   " (open it with sw_carrier_open_remote, or delete its keys)");
   }
-  // From here on the keys are the carrier's: a failure deletes what was written.
+  // From here on the keys are the carrier's: a failure deletes what was
+  // written (with the carrier's release); a persistent namespace is left to
+  // the servers once it is complete.
   carrier->owns_keys_ = true;
-  carrier->write_namespace(size, true);  // on a failure the carrier's release deletes them
+  carrier->write_namespace(size, true);
+  carrier->owns_keys_ = !options.persistent;
   return carrier;
 }
 
@@ -323,6 +326,7 @@ Ref<Carrier> RemoteCarrier::create_empty_like() const {
                     std::to_string(scratch_counter.fetch_add(1, std::memory_order_relaxed));
   o.block_elements = config_->block_elements;
   o.read_only = false;
+  o.persistent = false;
   return create(runtime_ref(), dtype(), 0, o);
 }
 
@@ -331,14 +335,16 @@ void RemoteCarrier::dispose_storage() {
   if (owns_keys_ && !keys_deleted_.exchange(true)) delete_namespace(size());
 }
 
-void RemoteCarrier::allocate_storage(size_t size, bool) {
+void RemoteCarrier::allocate_storage(size_t size, bool zero_fill) {
   check_writable("allocate");
   if (size == 0) {
     delete_namespace(this->size());
     write_namespace(0, false);
     return;
   }
-  write_namespace(size, true);
+  // Without zero_fill every slot is written next (a move into the carrier):
+  // the blocks are stored then.
+  write_namespace(size, zero_fill);
 }
 
 void RemoteCarrier::close_links() noexcept {

@@ -56,6 +56,7 @@ struct RemoteCarrierOptions {
   uint32_t deadline_ms = 0;
   size_t chunk_bytes = 0;
   uint32_t requests_in_flight = 0;
+  bool persistent = false;  // create: the keys outlive the carrier
 };
 
 class RemoteCarrier final : public Carrier {

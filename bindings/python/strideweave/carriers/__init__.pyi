@@ -9,7 +9,7 @@ from .. import Device, DType, FileTensor, Runtime, _DTypeLike, _Int, _Scalar, _S
 from .tiled_evictable import TiledEvictable as TiledEvictable
 from .tiled_evictable import TiledResidencyFacet as TiledResidencyFacet
 
-__all__ = ["Carrier", "CPU", "Host", "File", "Zstd", "Vulkan", "TiledEvictable", "TiledResidencyFacet"]
+__all__ = ["Carrier", "CPU", "Host", "File", "Zstd", "Remote", "Vulkan", "TiledEvictable", "TiledResidencyFacet"]
 
 _Facet = TypeVar("_Facet")
 
@@ -67,6 +67,17 @@ class File(Carrier):
     def open_raw(cls, path: _StrPath, shape: Sequence[_Int], *, dtype: _DTypeLike = ..., offset: _Int = 0,
                  order: Literal["C", "F"] = "C", direct_io: bool = False, chunk_bytes: _Int = 0,
                  requests_in_flight: _Int = 0, runtime: Runtime | None = None) -> FileTensor: ...
+
+class Remote(Carrier):
+    def __init__(self, size: _Int, *, endpoints: str | Sequence[str], namespace: str, dtype: _DTypeLike = ...,
+                 user: str | None = None, password_file: _StrPath | None = None, allow_plaintext: bool = False,
+                 block_elements: _Int = 0, placement_seed: _Int = 0, deadline_ms: _Int = 0, chunk_bytes: _Int = 0,
+                 requests_in_flight: _Int = 0, persistent: bool = False, runtime: Runtime | None = None) -> None: ...
+    @classmethod
+    def open(cls, size: _Int, *, endpoints: str | Sequence[str], namespace: str, dtype: _DTypeLike = ...,
+             user: str | None = None, password_file: _StrPath | None = None, allow_plaintext: bool = False,
+             read_only: bool = False, block_elements: _Int = 0, placement_seed: _Int = 0, deadline_ms: _Int = 0,
+             chunk_bytes: _Int = 0, requests_in_flight: _Int = 0, runtime: Runtime | None = None) -> Self: ...
 
 class Zstd(Carrier):
     def __init__(self, size: _Int, *, dtype: _DTypeLike = ..., level: _Int = 1, frame_elements: _Int = 0,

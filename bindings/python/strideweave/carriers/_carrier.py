@@ -297,6 +297,57 @@ class File(Carrier):
                                      chunk_bytes=chunk_bytes, requests_in_flight=requests_in_flight, runtime=runtime)
 
 
+@_handles.carrier_kind(N.SW_CARRIER_REMOTE)
+class Remote(Carrier):
+    """A secondary tier on Valkey or Redis servers (docs/remote-tier.md):
+    fixed-size blocks of `block_elements` slots, one key each in
+    `namespace`, each with a CRC-32C. Remote(size, ...) makes a new
+    zero-filled namespace (its keys are deleted with the carrier unless
+    `persistent`); Remote.open(size, ...) opens an existing one, whose header
+    must match the dtype, size, block size, endpoint count and placement seed.
+    `endpoints` are "unix:///path" or "redis://host[:port]"; a non-loopback
+    redis:// host needs allow_plaintext (no TLS in this build). The password
+    is read from `password_file`, which only its owner may read."""
+
+    __slots__ = ()
+
+    def __init__(self, size, *, endpoints, namespace, dtype=_dtypes.float32, user=None, password_file=None,
+                 allow_plaintext=False, block_elements=0, placement_seed=0, deadline_ms=0, chunk_bytes=0,
+                 requests_in_flight=0, persistent=False, runtime=None):
+        rt = _runtime.resolve(runtime)
+        self._init(_remote(rt, True, size, endpoints, namespace, dtype, user, password_file, allow_plaintext, False,
+                           block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight,
+                           persistent), rt)
+
+    @classmethod
+    def open(cls, size, *, endpoints, namespace, dtype=_dtypes.float32, user=None, password_file=None,
+             allow_plaintext=False, read_only=False, block_elements=0, placement_seed=0, deadline_ms=0,
+             chunk_bytes=0, requests_in_flight=0, runtime=None):
+        """A carrier over the existing namespace `namespace`."""
+        rt = _runtime.resolve(runtime)
+        obj = object.__new__(cls)
+        obj._init(_remote(rt, False, size, endpoints, namespace, dtype, user, password_file, allow_plaintext,
+                          read_only, block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight,
+                          False), rt)
+        return obj
+
+
+def _remote(rt, create, size, endpoints, namespace, dtype, user, password_file, allow_plaintext, read_only,
+            block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight, persistent):
+    if isinstance(endpoints, (str, bytes)):
+        endpoints = [endpoints]
+    if not isinstance(namespace, str):
+        raise StrideWeaveTypeError(f"namespace must be str, not {type(namespace).__name__}")
+    if password_file is not None:
+        password_file = os.fspath(password_file)
+    return N.carrier_remote(rt._h, bool(create), _dtypes.as_dtype(dtype).code, nonnegative(size, "size"),
+                            list(endpoints), namespace, user, password_file, bool(allow_plaintext), bool(read_only),
+                            nonnegative(block_elements, "block_elements"),
+                            nonnegative(placement_seed, "placement_seed"), nonnegative(deadline_ms, "deadline_ms"),
+                            nonnegative(chunk_bytes, "chunk_bytes"),
+                            nonnegative(requests_in_flight, "requests_in_flight"), bool(persistent))
+
+
 @_handles.carrier_kind(N.SW_CARRIER_ZSTD)
 class Zstd(Carrier):
     """Compressed host memory: checksummed zstd frames; a corrupt frame

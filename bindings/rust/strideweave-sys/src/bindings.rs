@@ -182,6 +182,7 @@ pub struct sw_remote_carrier_desc_t {
     pub deadline_ms: u32,
     pub chunk_bytes: usize,
     pub requests_in_flight: u32,
+    pub persistent: bool,
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -563,6 +564,8 @@ const _: () = {
         [::std::mem::offset_of!(sw_remote_carrier_desc_t, chunk_bytes) - 80usize];
     ["Offset of field: sw_remote_carrier_desc_t::requests_in_flight"]
         [::std::mem::offset_of!(sw_remote_carrier_desc_t, requests_in_flight) - 88usize];
+    ["Offset of field: sw_remote_carrier_desc_t::persistent"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, persistent) - 92usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
