@@ -303,7 +303,7 @@ def runtime_class_members(cls):
 
 def test_public_modules_are_the_expected_ones():
     assert PUBLIC_MODULES == ["strideweave", "strideweave.carriers", "strideweave.carriers.tiled_evictable",
-                              "strideweave.hf", "strideweave.hf.__main__", "strideweave.interop"]
+                              "strideweave.hf", "strideweave.hf.__main__", "strideweave.interop", "strideweave.remote"]
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)

@@ -39,6 +39,9 @@ std::shared_ptr<Config> make_config(sw_dtype_t dtype, const RemoteCarrierOptions
     cfg->password = remote::read_password_file(o.password_file);
     cfg->have_password = true;
   }
+  if (dtype_is_quantized(dtype))
+    unsupported_error(std::string("remote carrier: the block-quantized dtype ") + dtype_name(dtype) +
+                      " is not supported on a remote tier yet");
   cfg->dtype = dtype;
   cfg->element_size = dtype_size(dtype);
   cfg->block_elements = o.block_elements ? o.block_elements : remote::kDefaultBlockElements;
@@ -212,7 +215,7 @@ Ref<RemoteCarrier> RemoteCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t d
 size_t RemoteCarrier::block_count() const { return blocks_for(*config_, size()); }
 
 uint64_t RemoteCarrier::stored_bytes() const {
-  return is_disposed() ? 0 : static_cast<uint64_t>(size()) * element_size();
+  return is_disposed() ? 0 : static_cast<uint64_t>(bytes_of(size()));
 }
 
 void RemoteCarrier::write_namespace(size_t size, bool zero_blocks) const {
