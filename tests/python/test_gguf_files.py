@@ -107,17 +107,56 @@ def test_gguf_stacked_experts_one_per_tile(tmp_path):
     assert ft.view(full).numpy().tobytes() == experts.tobytes()
 
 
-def test_gguf_quantized_refused_naming_the_type(tmp_path):
-    q = gguf.quants.quantize(np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32), gguf.GGMLQuantizationType.Q8_0)
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_0", "MXFP4", "Q4_K", "Q6_K"])
+def test_gguf_quantized_experts_open_as_their_dtype_and_dequantize_as_gguf_py(tmp_path, name):
+    """A stacked expert tensor of a quantized type, written by gguf-py (its
+    quantizer where it has one, arbitrary blocks for the k-quants), opens one
+    expert per tile; its dequantized values equal gguf-py's bit for bit."""
+    qtype = getattr(gguf.GGMLQuantizationType, name)
+    block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    n_expert, n_ff, n_embd = 3, 2, 2 * max(block, 32)
+    rng = np.random.default_rng(11)
+    if name in ("Q4_K", "Q6_K"):
+        q = rng.integers(0, 256, (n_expert, n_ff, n_embd // block * nbytes), dtype=np.uint8)
+        # Finite f16 scales (d and dmin lead a Q4_K block; d ends a Q6_K block).
+        blocks = q.reshape(-1, nbytes)
+        at = [0, 2] if name == "Q4_K" else [nbytes - 2]
+        for o in at:
+            blocks[:, o:o + 2] = np.frombuffer(rng.uniform(-2, 2, len(blocks)).astype(np.float16).tobytes(),
+                                              np.uint8).reshape(-1, 2)
+    else:
+        q = gguf.quants.quantize(rng.standard_normal((n_expert, n_ff, n_embd)).astype(np.float32), qtype)
     path = tmp_path / "q.gguf"
-    write_gguf(path, {"q": (q, gguf.GGMLQuantizationType.Q8_0), "a": (np.ones(4, np.float32), None)})
-    with pytest.raises(NotImplementedError, match=r"tensor 'q' type: unsupported dtype: Q8_0 is a quantized"):
+    write_gguf(path, {"blk.0.ffn_down_exps.weight": (q, qtype), "a": (np.ones(4, np.float32), None)})
+    ft = File.open_gguf(path, "blk.0.ffn_down_exps.weight", direct_io=True)
+    assert ft.dtype is getattr(sw, name.lower())
+    assert ft.logical_shape == (n_embd, n_ff, n_expert)
+    assert ft.grid_shape == (1, 1, n_expert) and ft.tile_shape == (n_embd, n_ff, 1)
+    tiled = ft.tiled()
+    compact = tiled.project(tiled.full_tensor(), sw.TileSelection([[0], [0], list(range(n_expert))])).wait()
+    assert compact.dtype is ft.dtype
+    got = np.transpose(compact.astype(sw.float32).numpy(), (2, 1, 0))
+    want = gguf.quants.dequantize(q, qtype)
+    assert got.shape == want.shape
+    assert got.tobytes() == want.astype(np.float32).tobytes()
+
+
+def test_gguf_other_quantized_types_refused_naming_the_type(tmp_path):
+    q = gguf.quants.quantize(np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32), gguf.GGMLQuantizationType.Q8_0)
+    q41 = np.zeros((2, 20), np.uint8)
+    path = tmp_path / "q.gguf"
+    write_gguf(path, {"q": (q41, gguf.GGMLQuantizationType.Q4_1), "q8": (q, gguf.GGMLQuantizationType.Q8_0),
+                      "a": (np.ones(4, np.float32), None)})
+    with pytest.raises(NotImplementedError, match=r"tensor 'q' type: unsupported dtype: ggml type Q4_1 has no"):
         File.open_gguf(path, "q")
+    assert File.open_gguf(path, "q8").dtype is sw.q8_0
     assert File.open_gguf(path, "a").shape == (4,)
     with pytest.raises(ValueError, match="holds no tensor named 'missing'"):
         File.open_gguf(path, "missing")
     with pytest.raises(TypeError):
         File.open_gguf(path, 3)
+    with pytest.raises(NotImplementedError, match="block-quantized dtype q8_0, which save_gguf does not write yet"):
+        sw.save_gguf(tmp_path / "out.gguf", {"q8": sw.from_blocks(np.zeros((34, 2), np.uint8), sw.q8_0)})
 
 
 def test_gguf_lying_header_names_file_and_tensor(tmp_path):

@@ -255,8 +255,10 @@ OpenedTensor open_gguf(const Ref<Runtime>& runtime, const std::string& path, con
   const sw_dtype_t dtype = gguf_tensor_dtype(*t, source);
   std::vector<int64_t> shape = t->shape();
   check_tileable(shape, "tensor '" + name + "' of " + source);
-  auto carrier = FileCarrier::open(runtime, dtype, path, t->offset, static_cast<size_t>(t->bytes / dtype_size(dtype)),
-                                   options);
+  // Slots are elements, also for a block-quantized type (whole blocks along
+  // ne[0], the first mode).
+  auto carrier = FileCarrier::open(runtime, dtype, path, t->offset,
+                                   static_cast<size_t>(dtype_elements_in(dtype, t->bytes)), options);
   return finish(std::move(carrier), dtype, std::move(shape), true, t->offset, 1);
 }
 
@@ -458,6 +460,9 @@ void save_gguf(const std::string& path, const std::vector<std::pair<std::string,
     if (name.empty()) value_error(target + ": a tensor name is empty");
     if (!valid_utf8(name)) value_error(target + ": a tensor name is not valid UTF-8");
     if (!names.insert(name).second) value_error(target + ": tensor '" + name + "' is named twice");
+    if (dtype_is_quantized(tensor->dtype()))
+      unsupported_error(target + ": tensor '" + name + "' has the block-quantized dtype " +
+                        dtype_name(tensor->dtype()) + ", which save_gguf does not write yet");
     const GgufType* type = gguf_type_of(tensor->dtype());
     if (!type)
       type_error(target + ": tensor '" + name + "' has dtype " + dtype_name(tensor->dtype()) +

@@ -831,22 +831,22 @@ constexpr GgufValueTypeInfo kGgufValueTypes[] = {
 };
 
 // Every tensor type the format defines (gguf-py's GGML_QUANT_SIZES); the ids
-// it skips are types ggml removed. Quantized types have no StrideWeave dtype
-// yet: see gguf_tensor_dtype.
+// it skips are types ggml removed; the types with a StrideWeave dtype name it
+// (gguf_tensor_dtype refuses the others).
 constexpr GgufType kGgufTypes[] = {
     {0, "F32", 1, 4, SW_DTYPE_F32},
     {1, "F16", 1, 2, SW_DTYPE_F16},
-    {2, "Q4_0", 32, 18, SW_DTYPE_INVALID},
+    {2, "Q4_0", 32, 18, SW_DTYPE_Q4_0},
     {3, "Q4_1", 32, 20, SW_DTYPE_INVALID},
     {6, "Q5_0", 32, 22, SW_DTYPE_INVALID},
     {7, "Q5_1", 32, 24, SW_DTYPE_INVALID},
-    {8, "Q8_0", 32, 34, SW_DTYPE_INVALID},
+    {8, "Q8_0", 32, 34, SW_DTYPE_Q8_0},
     {9, "Q8_1", 32, 40, SW_DTYPE_INVALID},
     {10, "Q2_K", 256, 84, SW_DTYPE_INVALID},
     {11, "Q3_K", 256, 110, SW_DTYPE_INVALID},
-    {12, "Q4_K", 256, 144, SW_DTYPE_INVALID},
+    {12, "Q4_K", 256, 144, SW_DTYPE_Q4_K},
     {13, "Q5_K", 256, 176, SW_DTYPE_INVALID},
-    {14, "Q6_K", 256, 210, SW_DTYPE_INVALID},
+    {14, "Q6_K", 256, 210, SW_DTYPE_Q6_K},
     {15, "Q8_K", 256, 292, SW_DTYPE_INVALID},
     {16, "IQ2_XXS", 256, 66, SW_DTYPE_INVALID},
     {17, "IQ2_XS", 256, 74, SW_DTYPE_INVALID},
@@ -865,7 +865,7 @@ constexpr GgufType kGgufTypes[] = {
     {30, "BF16", 1, 2, SW_DTYPE_BF16},
     {34, "TQ1_0", 256, 54, SW_DTYPE_INVALID},
     {35, "TQ2_0", 256, 66, SW_DTYPE_INVALID},
-    {39, "MXFP4", 32, 17, SW_DTYPE_INVALID},
+    {39, "MXFP4", 32, 17, SW_DTYPE_MXFP4},
     {40, "NVFP4", 64, 36, SW_DTYPE_INVALID},
     {41, "Q1_0", 128, 18, SW_DTYPE_INVALID},
 };
@@ -1121,18 +1121,11 @@ GgufHeader parse_gguf_header(const std::byte* data, size_t size, uint64_t file_s
 }
 
 sw_dtype_t gguf_tensor_dtype(const GgufTensor& t, const std::string& source) {
-  // Quantized tensors: the one place that refuses them. When the block
-  // dtypes (Q8_0, Q4_0, Q4_K, Q6_K, MXFP4) exist, give their rows of
-  // kGgufTypes those dtypes and remove this refusal.
-  if (t.type->block > 1)
-    unsupported(source, tensor_field(t.name, "type"),
-                std::string("unsupported dtype: ") + t.type->name +
-                    " is a quantized ggml type, which StrideWeave cannot hold yet");
   if (t.type->dtype == SW_DTYPE_INVALID)
     unsupported(source, tensor_field(t.name, "type"),
                 std::string("unsupported dtype: ggml type ") + t.type->name +
-                    " has no StrideWeave dtype (F32, F16, BF16, F64, I32 and "
-                    "I64 do)");
+                    " has no StrideWeave dtype (F32, F16, BF16, F64, I32, I64, Q8_0, Q4_0, Q4_K, Q6_K and "
+                    "MXFP4 do)");
   return t.type->dtype;
 }
 

@@ -287,7 +287,7 @@ fn a_raw_tensor_opens_in_either_order() {
 }
 
 /// A GGUF v3 file holding the experts as llama.cpp stacks them, ne (I, O,
-/// E), and a Q8_0 tensor.
+/// E), and a Q4_1 tensor (a ggml type StrideWeave has no dtype for).
 fn gguf(s: &Scratch) -> PathBuf {
     let mut b = b"GGUF".to_vec();
     b.extend(3u32.to_le_bytes());
@@ -306,13 +306,13 @@ fn gguf(s: &Scratch) -> PathBuf {
     b.push(b'q');
     b.extend(1u32.to_le_bytes());
     b.extend(32u64.to_le_bytes());
-    b.extend(8u32.to_le_bytes());
+    b.extend(3u32.to_le_bytes());
     b.extend(((E * O * I * 4) as u64).to_le_bytes());
     while b.len() % 32 != 0 {
         b.push(0);
     }
     b.extend(experts(&ALL));
-    b.extend([0u8; 34]);
+    b.extend([0u8; 20]);
     s.write("experts.gguf", &b)
 }
 
@@ -327,7 +327,7 @@ fn a_gguf_stacked_expert_tensor_opens_one_expert_per_tile() {
     assert_eq!(ft.segments, 1);
     projects_experts(&ft, &[3, 0], &ALL);
     let message = expect_code(Carrier::open_gguf(&rt, &path, "q", &no_options()), ErrorCode::Unsupported);
-    assert!(message.contains("unsupported dtype: Q8_0"), "{message}");
+    assert!(message.contains("unsupported dtype: ggml type Q4_1"), "{message}");
     expect_code(Carrier::open_gguf(&rt, &path, "nope", &no_options()), ErrorCode::Value);
     let npy = experts_npy(&s);
     let message = expect_code(Carrier::open_gguf(&rt, &npy, "w", &no_options()), ErrorCode::DataCorrupt);

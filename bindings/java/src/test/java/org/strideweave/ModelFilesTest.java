@@ -283,17 +283,20 @@ class ModelFilesTest extends Fixtures {
     }
   }
 
-  /** A GGUF v3 file holding the experts as llama.cpp stacks them, ne (I, O, E), and a Q8_0 tensor. */
+  /**
+   * A GGUF v3 file holding the experts as llama.cpp stacks them, ne (I, O, E), and a Q4_1 tensor (a
+   * ggml type StrideWeave has no dtype for).
+   */
   Path gguf() throws Exception {
     ByteBuffer b = ByteBuffer.allocate(4096).order(ByteOrder.LITTLE_ENDIAN);
     b.put("GGUF".getBytes(StandardCharsets.US_ASCII)).putInt(3).putLong(2).putLong(0);
     byte[] name = "blk.0.ffn_up_exps.weight".getBytes(StandardCharsets.US_ASCII);
     b.putLong(name.length).put(name).putInt(3).putLong(I).putLong(O).putLong(E).putInt(0).putLong(0);
-    b.putLong(1).put((byte) 'q').putInt(1).putLong(32).putInt(8).putLong(E * O * I * 4);
+    b.putLong(1).put((byte) 'q').putInt(1).putLong(32).putInt(3).putLong(E * O * I * 4);
     while (b.position() % 32 != 0) {
       b.put((byte) 0);
     }
-    b.put(experts(0, 1, 2, 3)).put(new byte[34]);
+    b.put(experts(0, 1, 2, 3)).put(new byte[20]);
     return write("experts.gguf", Arrays.copyOf(b.array(), b.position()));
   }
 
@@ -306,7 +309,7 @@ class ModelFilesTest extends Fixtures {
       projectsExperts(ft, l(3, 0), identity(E));
     }
     UnsupportedFeatureException u = exact(UnsupportedFeatureException.class, () -> Carrier.openGguf(rt, path, "q"));
-    assertTrue(u.getMessage().contains("unsupported dtype: Q8_0"), u.getMessage());
+    assertTrue(u.getMessage().contains("unsupported dtype: ggml type Q4_1"), u.getMessage());
     exact(InvalidValueException.class, () -> Carrier.openGguf(rt, path, "nope"));
     Path notGguf = expertsNpy();
     DataCorruptException c = exact(DataCorruptException.class, () -> Carrier.openGguf(rt, notGguf, "w"));
