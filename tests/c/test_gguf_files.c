@@ -522,6 +522,7 @@ static void lying_headers(void** state) {
     SW_OK_(sw_carrier_size(c, &slots));
     assert_int_equal(slots, quantized[k].ne0);
     sw_carrier_release(c);
+    free(b.data);
   }
   const info_t q41 = {"w", 1, {32}, GGML_Q4_1, 0};
   expect_refusal(f, gguf_file(3, NULL, 0, &q41, 1, 32, NULL, 20), "w", SW_ERROR_UNSUPPORTED,

@@ -7,15 +7,20 @@
 
 static inline void mh_check_info(const sw_file_tensor_info_t* info, uint64_t file_size, const char* what) {
   FZ_REQUIRE(info->rank <= SW_MAX_RANK, "%s: rank %zu", what, info->rank);
-  const size_t es = sw_dtype_size(info->dtype);
-  FZ_REQUIRE(es > 0, "%s: dtype %d has no size", what, (int)info->dtype);
+  /* Elements per unit (a block of a quantized dtype, else one) and its bytes. */
+  const size_t unit = sw_dtype_block_elements(info->dtype), unit_bytes = sw_dtype_block_bytes(info->dtype);
+  FZ_REQUIRE(unit > 0 && unit_bytes > 0, "%s: dtype %d has no size", what, (int)info->dtype);
   /* The extents' bytes, without overflow. */
-  unsigned __int128 bytes = es;
+  unsigned __int128 elements = 1;
   for (size_t i = 0; i < info->rank; ++i) {
     FZ_REQUIRE(info->shape[i] >= 0, "%s: extent %zu is %lld", what, i, (long long)info->shape[i]);
-    bytes *= (uint64_t)info->shape[i];
-    if (bytes > ((unsigned __int128)1 << 64)) bytes = ((unsigned __int128)1 << 64);
+    elements *= (uint64_t)info->shape[i];
+    if (elements > ((unsigned __int128)1 << 64)) elements = ((unsigned __int128)1 << 64);
   }
+  FZ_REQUIRE(elements % unit == 0, "%s: %llu elements are not whole blocks of %zu", what,
+             (unsigned long long)elements, unit);
+  unsigned __int128 bytes = elements / unit * unit_bytes;
+  if (bytes > ((unsigned __int128)1 << 64)) bytes = ((unsigned __int128)1 << 64);
   FZ_REQUIRE(bytes == info->data_bytes, "%s: data_bytes %llu for the shape's %llu", what,
              (unsigned long long)info->data_bytes, (unsigned long long)bytes);
   FZ_REQUIRE(info->data_offset <= file_size && info->data_bytes <= file_size - info->data_offset,

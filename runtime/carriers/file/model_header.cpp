@@ -1095,6 +1095,10 @@ GgufHeader parse_gguf_header(const std::byte* data, size_t size, uint64_t file_s
     return GgufHeader{};
   }
 
+  if (!h.tensors.empty() && h.data_start > file_size)
+    corrupt(source, "data", "the tensor data starts at byte " + std::to_string(h.data_start) +
+                                " (the header padded to the alignment), past the end of the file (" +
+                                std::to_string(file_size) + " bytes)");
   const uint64_t data_bytes = file_size > h.data_start ? file_size - h.data_start : 0;
   std::vector<size_t> order(h.tensors.size());
   for (size_t i = 0; i < h.tensors.size(); ++i) {

@@ -68,6 +68,19 @@ Session::Session(std::shared_ptr<const Config> cfg, size_t endpoint) : cfg_(std:
   c_ = e.unix_socket ? redisConnectUnixWithTimeout(e.path.c_str(), tv)
                      : redisConnectWithTimeout(e.host.c_str(), e.port, tv);
   if (!c_) throw std::bad_alloc();
+  // The destructor does not run when the constructor throws: free the
+  // context here on every refusal below.
+  try {
+    authenticate(e);
+  } catch (...) {
+    redisFree(c_);
+    c_ = nullptr;
+    throw;
+  }
+}
+
+void Session::authenticate(const Endpoint& e) {
+  const timeval tv = to_timeval(cfg_->deadline_ms);
   if (c_->err) connection_failed("cannot connect to");
   if (redisSetTimeout(c_, tv) != REDIS_OK) connection_failed("cannot set the deadline of the connection to");
   sink_.attach(c_->reader);

@@ -47,6 +47,7 @@ class Session {
 
  private:
   [[noreturn]] void connection_failed(const std::string& doing);
+  void authenticate(const Endpoint& e);  // the constructor's checks and AUTH; throws
   std::string server_text() const;
 
   std::shared_ptr<const Config> cfg_;
