@@ -72,6 +72,24 @@ void opened_out(const Ref<Runtime>& rt, OpenedTensor o, sw_file_tensor_info_t* o
   *out_carrier = to_handle<sw_carrier_t>(std::move(o.carrier));
 }
 
+// The openers of tensor `name` of one file (safetensors, GGUF): `what` is
+// the public function's name, for its messages.
+template <typename Open>
+sw_error_t* open_named(sw_runtime_t* runtime, const char* path, const char* name, const sw_file_carrier_desc_t* desc,
+                       sw_file_tensor_info_t* out_info, sw_carrier_t** out_carrier, const std::string& what,
+                       Open open) {
+  return guard([&] {
+    auto rt = ref<Runtime>(runtime, "runtime");
+    require(path, "path");
+    require(name, "name");
+    require(out_carrier, "out_carrier");
+    const std::string info_what = what + ": out_info";
+    check_info(out_info, info_what.c_str());
+    const FileCarrierOptions options = file_options(desc, what.c_str());
+    opened_out(rt, open(rt, path, name, options), out_info, out_carrier, info_what.c_str());
+  });
+}
+
 std::vector<std::string> strings_arg(const char* const* strings, size_t count, const char* arg) {
   if (count && !strings) value_error(std::string(arg) + " must not be NULL when its count is " + std::to_string(count));
   std::vector<std::string> out;
@@ -177,15 +195,8 @@ SW_API sw_error_t* sw_carrier_open_npy(sw_runtime_t* runtime, const char* path, 
 SW_API sw_error_t* sw_carrier_open_safetensors(sw_runtime_t* runtime, const char* path, const char* name,
                                                const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
                                                sw_carrier_t** out_carrier) {
-  return guard([&] {
-    auto rt = ref<Runtime>(runtime, "runtime");
-    require(path, "path");
-    require(name, "name");
-    require(out_carrier, "out_carrier");
-    check_info(out_info, "sw_carrier_open_safetensors: out_info");
-    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_safetensors");
-    opened_out(rt, open_safetensors(rt, path, name, options), out_info, out_carrier, "sw_carrier_open_safetensors: out_info");
-  });
+  return open_named(runtime, path, name, desc, out_info, out_carrier, "sw_carrier_open_safetensors",
+                    [](auto& rt, const char* p, const char* n, const auto& o) { return open_safetensors(rt, p, n, o); });
 }
 
 SW_API sw_error_t* sw_carrier_open_safetensors_stack(sw_runtime_t* runtime, const char* path,
@@ -247,15 +258,8 @@ SW_API sw_error_t* sw_carrier_open_raw_tensor(sw_runtime_t* runtime, const char*
 SW_API sw_error_t* sw_carrier_open_gguf(sw_runtime_t* runtime, const char* path, const char* name,
                                         const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
                                         sw_carrier_t** out_carrier) {
-  return guard([&] {
-    auto rt = ref<Runtime>(runtime, "runtime");
-    require(path, "path");
-    require(name, "name");
-    require(out_carrier, "out_carrier");
-    check_info(out_info, "sw_carrier_open_gguf: out_info");
-    const FileCarrierOptions options = file_options(desc, "sw_carrier_open_gguf");
-    opened_out(rt, open_gguf(rt, path, name, options), out_info, out_carrier, "sw_carrier_open_gguf: out_info");
-  });
+  return open_named(runtime, path, name, desc, out_info, out_carrier, "sw_carrier_open_gguf",
+                    [](auto& rt, const char* p, const char* n, const auto& o) { return open_gguf(rt, p, n, o); });
 }
 
 SW_API void sw_safetensors_save_desc_init(sw_safetensors_save_desc_t* desc) {
