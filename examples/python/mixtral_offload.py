@@ -34,6 +34,13 @@ token sequence through it, one token per step, five ways:
   mmap       the file memory-mapped, the page cache deciding (llama.cpp's CPU
              default); the page cache is not budgeted and grows to the file
 
+With --batch B every run decodes B sequences together, one token of each
+per step: a layer computes each expert the batch chose once, on the rows
+that chose it, so the offloaded run reads the union of the batch's experts
+once per layer (one sw.expert_ffn call over the B rows). tokens/s is then
+the aggregate over the sequences, and every per-token figure counts the
+tokens of all of them.
+
 The token stream: each step's input hidden state is x_t = rho x_{t-1} +
 sqrt(1 - rho^2) eps_t (eps_t standard normal, rho = --rho): consecutive
 tokens are correlated, as consecutive tokens of text are, so routing has
@@ -61,7 +68,7 @@ one line SUMMARY_JSON {...}; writes the per-step figures to --csv and their
 plot beside it (.png).
 
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
-        [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--budget 0.25]
+        [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--batch 1] [--budget 0.25]
         [--tier direct|page-cache|zstd] [--dtype bf16|f32] [--rho 0.8]
         [--prefetch] [--lookahead N] [--prefetch-experts N] [--[no-]poll]
         [--probe-every N] [--probe-mib N] [--dir DIR]
@@ -176,6 +183,8 @@ def parse(argv):
     p.add_argument("--ffn", type=int, default=2816)
     p.add_argument("--topk", type=int, default=2)
     p.add_argument("--tokens", type=int, default=48)
+    p.add_argument("--batch", type=int, default=1,
+                   help="sequences decoded together, each layer reading the union of their experts once (default 1)")
     p.add_argument("--warmup", type=int, default=2, help="untimed tokens decoded first by every run")
     p.add_argument("--budget", type=float, default=0.25, help="fraction of each layer's experts kept primary")
     p.add_argument("--tier", choices=("direct", "page-cache", "zstd"), default="direct")
@@ -211,8 +220,10 @@ def parse(argv):
         p.error("--budget must be in (0, 1]")
     if not (1 <= o.topk <= o.experts):
         p.error("--topk must be between 1 and --experts")
-    if min(o.layers, o.hidden, o.ffn, o.tokens) < 1:
-        p.error("--layers, --hidden, --ffn and --tokens must be at least 1")
+    if min(o.layers, o.hidden, o.ffn, o.tokens, o.batch) < 1:
+        p.error("--layers, --hidden, --ffn, --tokens and --batch must be at least 1")
+    if o.batch > 1 and (o.train or o.trace or o.save_stream):
+        p.error("--batch decodes several sequences; --train, --trace and --save-stream take one (--batch 1)")
     if not (0 <= o.rho < 1):
         p.error("--rho must be in [0, 1)")
     if o.lookahead < 0 or o.prefetch_experts < 1:
@@ -310,14 +321,39 @@ def drop_page_cache(path):
 # ---- the token stream and the shared block math ---------------------------------------------
 
 def token_stream(o):
-    """The decoded inputs: x_t = rho x_{t-1} + sqrt(1 - rho^2) eps_t."""
-    g = torch.Generator().manual_seed(o.seed + 1)
-    x = torch.randn(o.hidden, generator=g)
-    out = []
-    for _ in range(o.tokens):
-        out.append(x.clone())
-        x = o.rho * x + math.sqrt(1 - o.rho * o.rho) * torch.randn(o.hidden, generator=g)
-    return torch.stack(out).to(o.torch_dtype)
+    """The decoded inputs, (tokens, hidden), or (tokens, batch, hidden)
+    with --batch above 1: per sequence, x_t = rho x_{t-1} + sqrt(1 - rho^2)
+    eps_t, each sequence from a seed of its own (the first's is the
+    single-sequence stream's)."""
+    seqs = []
+    for b in range(o.batch):
+        g = torch.Generator().manual_seed(o.seed + 1 + 7919 * b)
+        x = torch.randn(o.hidden, generator=g)
+        out = []
+        for _ in range(o.tokens):
+            out.append(x.clone())
+            x = o.rho * x + math.sqrt(1 - o.rho * o.rho) * torch.randn(o.hidden, generator=g)
+        seqs.append(torch.stack(out))
+    return (seqs[0] if o.batch == 1 else torch.stack(seqs, 1)).to(o.torch_dtype)
+
+
+def experts_of(ids):
+    """A layer's chosen experts: one sequence's in top-k order; a batch's
+    union, each once, in the order the rows name them."""
+    return list(dict.fromkeys(int(e) for e in ids.flatten()))
+
+
+def torch_experts(n, ids, gates, weights_of):
+    """The MoE block's output in PyTorch ops: each chosen expert once, on
+    the rows that chose it (weights_of(e) gives its w1, w3, w2), gated and
+    summed."""
+    y = torch.empty(ids.shape[0], ids.shape[1], n.shape[-1], dtype=n.dtype)
+    for e in experts_of(ids):
+        rows, js = (ids == e).nonzero(as_tuple=True)
+        w1, w3, w2 = weights_of(e)
+        x = n[rows]
+        y[rows, js] = F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
+    return gated_sum(y, gates)
 
 
 def rms_norm(h, weight, eps=1e-5):
@@ -391,6 +427,7 @@ class Stats:
         self.peak_rss_bytes = None  # its peak resident set
         self.budget_bytes = None  # the expert bytes it keeps in memory by design (None: unbudgeted)
         self.layer_times: list[Any] = []  # the offloaded run's per-layer times
+        self.batch = 1  # sequences per step
 
     def reset(self):
         """Forgets the warm-up: counters restart."""
@@ -410,7 +447,7 @@ class Stats:
 
     @property
     def tokens_per_s(self):
-        return len(self.step_ms) / self.seconds if self.step_ms else 0.0
+        return self.batch * len(self.step_ms) / self.seconds if self.step_ms else 0.0
 
     @property
     def hit_rate(self):
@@ -426,15 +463,17 @@ def decode(o, shared, stream, stats, moe, before_layer=None, pause=None):
     token and after every --probe-every tokens (t: the tokens decoded so
     far); it returns milliseconds to count in the last token's time."""
     def step(t):
-        h = stream[t:t + 1]
+        h = stream[t:t + 1] if o.batch == 1 else stream[t]  # (batch, hidden)
         for layer in range(o.layers):
             n = rms_norm(h, shared.norms[layer])
             ids, gates = route(n, shared.gates[layer], o.topk)
             if before_layer:
                 before_layer(layer, h, ids)
             h = h + moe(layer, n, ids, gates)
-            stats.routes[-1].append([int(e) for e in ids[0]])
-        return h[0]
+            stats.routes[-1].append(experts_of(ids))
+        return h[0] if o.batch == 1 else h
+
+    stats.batch = o.batch
 
     with QuietCollector():
         return decode_steps(o, stream, stats, step, pause)
@@ -492,13 +531,7 @@ def run_pytorch(o, shared, stream):
     w = shared.experts
 
     def moe(layer, n, ids, gates):
-        ys = []
-        for j in range(o.topk):
-            e = int(ids[0, j])
-            a = F.linear(n, w[expert_name(layer, e, "w1")])
-            b = F.linear(n, w[expert_name(layer, e, "w3")])
-            ys.append(F.linear(F.silu(a) * b, w[expert_name(layer, e, "w2")]))
-        return gated_sum(torch.stack(ys, 1), gates)
+        return torch_experts(n, ids, gates, lambda e: [w[expert_name(layer, e, m)] for m in PRODUCT_ORDER])
 
     with torch.no_grad():
         st.outputs = decode(o, shared, stream, st, moe)
@@ -636,7 +669,7 @@ class StrideWeaveModel:
         x = sw.from_dlpack(n)
         idt = sw.from_dlpack(ids)
         g = sw.from_dlpack(gates)
-        chosen = sorted(set(ids[0].tolist()))
+        chosen = sorted(experts_of(ids))
         per = self.layers[layer]
         t0 = time.perf_counter()
         for w in PRODUCT_ORDER:
@@ -734,7 +767,7 @@ def run_offloaded(o, shared, stream, path, probe=None):
         # waited for matrix by matrix, by the layer's own requests.
         if layer in pending:
             predicted = pending.pop(layer)
-            used = set(int(e) for e in ids[0])
+            used = set(experts_of(ids))
             st.predicted += len(predicted)
             st.predicted_right += len(used & predicted)
         current["h"] = h
@@ -755,8 +788,8 @@ def run_offloaded(o, shared, stream, path, probe=None):
             if nxt in pending and nxt != layer + 1:
                 continue
             guess, _ = route(rms_norm(current["h"], shared.norms[nxt]), shared.gates[nxt], o.topk)
-            ranked = [int(e) for e in guess[0]]
-            count = o.topk if nxt == layer + 1 else o.prefetch_experts
+            ranked = experts_of(guess)
+            count = len(ranked) if nxt == layer + 1 else o.prefetch_experts
             if o.prefetch:
                 for w in PRODUCT_ORDER:
                     if not model.promote_ahead(nxt, w, ranked[:min(count, o.budget_tiles)], demand=nxt == layer + 1):
@@ -854,14 +887,15 @@ def idle_disk(o, off):
         return None
     primary = [ms for missing, ms, _ in times if not missing]
     misses = [ms for missing, ms, _ in times if missing]
-    token_ms = 1000 * off.seconds / o.tokens
-    return {"all_primary_layers_per_token": len(primary) / o.tokens,
+    n = o.tokens * o.batch  # per token of any sequence: a step decodes --batch of them
+    token_ms = 1000 * off.seconds / n
+    return {"all_primary_layers_per_token": len(primary) / n,
             "all_primary_layer_ms": statistics.median(primary) if primary else None,
-            "layers_with_misses_per_token": len(misses) / o.tokens,
+            "layers_with_misses_per_token": len(misses) / n,
             "miss_layer_ms": statistics.median(misses) if misses else None,
-            "ms_per_token": sum(primary) / o.tokens,
-            "miss_layers_ms_per_token": sum(misses) / o.tokens,
-            "outside_calls_ms_per_token": token_ms - (sum(primary) + sum(misses)) / o.tokens}
+            "ms_per_token": sum(primary) / n,
+            "miss_layers_ms_per_token": sum(misses) / n,
+            "outside_calls_ms_per_token": token_ms - (sum(primary) + sum(misses)) / n}
 
 
 class DiskActivity:
@@ -927,19 +961,18 @@ def run_naive(o, shared, stream, path, regions):
     st = Stats("naive")
     reader = DirectReader(path)
 
+    def weights_of(layer, e):
+        w = []
+        for i, m in enumerate(PRODUCT_ORDER):
+            off, count = regions[expert_name(layer, e, m)]
+            raw = reader.read(off, count, slot=i)
+            st.bytes_read += count
+            shape = (o.ffn, o.hidden) if m != "w2" else (o.hidden, o.ffn)
+            w.append(torch.frombuffer(raw, dtype=o.torch_dtype).view(shape))
+        return w
+
     def moe(layer, n, ids, gates):
-        ys = []
-        for j in range(o.topk):
-            e = int(ids[0, j])
-            w = {}
-            for i, m in enumerate(MATRICES):
-                off, count = regions[expert_name(layer, e, m)]
-                raw = reader.read(off, count, slot=i)
-                st.bytes_read += count
-                shape = (o.ffn, o.hidden) if m != "w2" else (o.hidden, o.ffn)
-                w[m] = torch.frombuffer(raw, dtype=o.torch_dtype).view(shape)
-            ys.append(F.linear(F.silu(F.linear(n, w["w1"])) * F.linear(n, w["w3"]), w["w2"]))
-        return gated_sum(torch.stack(ys, 1), gates)
+        return torch_experts(n, ids, gates, lambda e: weights_of(layer, e))
 
     with torch.no_grad():
         st.outputs = decode(o, shared, stream, st, moe)
@@ -962,14 +995,9 @@ def run_mmap(o, shared, stream, path, regions):
         return torch.from_numpy(views[name]).view(o.torch_dtype).view(shape)  # no copy: pages fault in
 
     def moe(layer, n, ids, gates):
-        ys = []
-        for j in range(o.topk):
-            e = int(ids[0, j])
-            w1 = weight(expert_name(layer, e, "w1"), (o.ffn, o.hidden))
-            w3 = weight(expert_name(layer, e, "w3"), (o.ffn, o.hidden))
-            w2 = weight(expert_name(layer, e, "w2"), (o.hidden, o.ffn))
-            ys.append(F.linear(F.silu(F.linear(n, w1)) * F.linear(n, w3), w2))
-        return gated_sum(torch.stack(ys, 1), gates)
+        return torch_experts(n, ids, gates, lambda e: [weight(expert_name(layer, e, "w1"), (o.ffn, o.hidden)),
+                                                       weight(expert_name(layer, e, "w3"), (o.ffn, o.hidden)),
+                                                       weight(expert_name(layer, e, "w2"), (o.hidden, o.ffn))])
 
     # Its reads are the page faults': the bytes the kernel read from the
     # device for this process over the timed tokens (/proc/self/io), None
@@ -1465,7 +1493,7 @@ def plot(o, runs):
     ax2, ax3 = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
     colours = {st.name: f"C{i}" for i, st in enumerate(runs)}
     for st in runs:
-        tps = [1000 / ms for ms in st.step_ms]
+        tps = [1000 * st.batch / ms for ms in st.step_ms]
         ax1.plot(range(1, len(tps) + 1), tps, label=st.name, color=colours[st.name])
     ax1.set_xlabel("token")
     ax1.set_ylabel("tokens/s (log)")
@@ -1999,11 +2027,13 @@ def expert_bytes_of(o):
 
 def decode_main(o, path, workers):
     expert_bytes = expert_bytes_of(o)
+    n_tok = o.tokens * o.batch  # the timed tokens of every sequence
     print(f"StrideWeave {sw.__version__}: Mixtral-architecture MoE decoding, {o.layers} layers x {o.experts} "
           f"experts (top-{o.topk}), hidden {o.hidden}, ffn {o.ffn}, {o.dtype}; expert bytes "
           f"{expert_bytes / 2**20:.0f} MiB, primary budget {100 * o.budget:.1f}% ({o.budget_tiles} of {o.experts} "
           f"experts per layer, {expert_bytes * o.budget_tiles / o.experts / 2**20:.0f} MiB); tier {o.tier}; "
-          f"{o.tokens} tokens, input correlation rho {o.rho}; {torch.get_num_threads()} threads", flush=True)
+          f"{o.tokens} tokens" + (f" in each of {o.batch} sequences decoded together" if o.batch > 1 else "")
+          + f", input correlation rho {o.rho}; {torch.get_num_threads()} threads", flush=True)
     t0 = time.perf_counter()
     if make_model(o, path):
         print(f"wrote {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -2069,11 +2099,13 @@ def decode_main(o, path, workers):
     if any(st.budget_bytes is None for st in runs):
         print("  mmap is not a same-memory comparison: no budget bounds it; the page cache keeps every expert it "
               "touched, up to the whole file (its peak RSS counts the pages it mapped)")
-    summary = {"config": config_of(o) | {"tokens": o.tokens, "budget": o.budget, "tier": o.tier, "rho": o.rho},
+    summary = {"config": config_of(o) | {"tokens": o.tokens, "batch": o.batch, "budget": o.budget, "tier": o.tier,
+                                         "rho": o.rho},
                "runs": {st.name: {"tokens_per_s": st.tokens_per_s, "hit_rate": None if st.required == 0 or
                                   st.name == "naive" else st.hit_rate, "bytes_read": st.bytes_read,
                                   "max_error_vs_pytorch": st.max_error, "peak_rss_bytes": st.peak_rss_bytes,
                                   "start_rss_bytes": st.start_rss_bytes, "budget_bytes": st.budget_bytes,
+                                  "bytes_per_token": None if st.bytes_read is None else st.bytes_read / n_tok,
                                   "budgeted": st.budget_bytes is not None} for st in runs},
                "expert_bytes": expert_bytes,
                "tier_bandwidth": bandwidth, "tier_bandwidths": bandwidths, "lru_hit_rate": lru,
@@ -2098,9 +2130,9 @@ def decode_main(o, path, workers):
                 print(f"offloaded is {shown:.2f}x {word} than naive on-demand loading")
         if summary["bound_ratio"] is not None and bandwidth:
             print(f"offloaded time per token is {summary['bound_ratio']:.2f}x its lower bound "
-                  f"{1000 * lower / o.tokens:.2f} ms, the sum over its {o.probe_every}-token segments of "
+                  f"{1000 * lower / n_tok:.2f} ms, the sum over its {o.probe_every}-token segments of "
                   f"max(resident compute, bytes read / the bandwidth probed after the segment) (in all: compute "
-                  f"{1000 * compute_s / o.tokens:.2f} ms, transfer {1000 * transfer_s / o.tokens:.2f} ms per token)")
+                  f"{1000 * compute_s / n_tok:.2f} ms, transfer {1000 * transfer_s / n_tok:.2f} ms per token)")
             if summary["bound_ratio"] < 1:
                 print("(below 1: the run read faster than the probes after its segments read the same bytes; "
                       "the tier's speed drifts)")
@@ -2119,7 +2151,7 @@ def decode_main(o, path, workers):
                              f"lands)")
             parts.append(f"{idle['outside_calls_ms_per_token']:.2f} ms outside the calls (norms, routers, the calls' "
                          f"set-up), with no read in flight")
-            print(f"of the offloaded run's {1000 * off.seconds / o.tokens:.2f} ms per token: " + "; ".join(parts))
+            print(f"of the offloaded run's {1000 * off.seconds / n_tok:.2f} ms per token: " + "; ".join(parts))
         dev = device_bound(o, off, res)
         summary["device_bound_ratio"] = summary["device_read_bandwidth"] = None
         if dev and dev[0] > 0:
@@ -2130,10 +2162,10 @@ def decode_main(o, path, workers):
             probed = f", the probes {bandwidth / 1e9:.2f} GB/s" if bandwidth else ""
             if p_busy:
                 probed += f", {p_bytes / p_busy / 1e9:.2f} GB/s while the device was busy with them"
-            print(f"by the device's own count (/proc/diskstats) the run kept it busy {1000 * d_busy / o.tokens:.2f} "
-                  f"ms per token reading {d_bytes / o.tokens / 2**20:.1f} MiB ({rate}{probed}): offloaded time "
+            print(f"by the device's own count (/proc/diskstats) the run kept it busy {1000 * d_busy / n_tok:.2f} "
+                  f"ms per token reading {d_bytes / n_tok / 2**20:.1f} MiB ({rate}{probed}): offloaded time "
                   f"per token is {summary['device_bound_ratio']:.2f}x the sum over the segments of max(resident "
-                  f"compute, device busy), {1000 * d_lower / o.tokens:.2f} ms")
+                  f"compute, device busy), {1000 * d_lower / n_tok:.2f} ms")
     summary["max_error_vs_pytorch"] = max((st.max_error for st in runs if st.name != "pytorch"), default=0.0)
     if ref:
         bad = [st.name for st in runs if st.max_error > bound]

@@ -167,8 +167,9 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     assert set(s["runs"]) == {"pytorch", "resident", "offloaded", "naive", "mmap"}
     for name, run in s["runs"].items():
         assert run["tokens_per_s"] > 0 and run["max_error_vs_pytorch"] <= bound, (name, run)
-        assert set(run) == {"tokens_per_s", "hit_rate", "bytes_read", "max_error_vs_pytorch", "peak_rss_bytes",
-                            "start_rss_bytes", "budget_bytes", "budgeted"}
+        assert set(run) == {"tokens_per_s", "hit_rate", "bytes_read", "bytes_per_token", "max_error_vs_pytorch",
+                            "peak_rss_bytes", "start_rss_bytes", "budget_bytes", "budgeted"}
+        assert run["bytes_per_token"] == (None if run["bytes_read"] is None else run["bytes_read"] / 8)
         # Each run's process: its peak at least what it held when the run
         # began, which is at least the interpreter with PyTorch (> 64 MiB).
         assert run["peak_rss_bytes"] >= run["start_rss_bytes"] > 64 << 20, (name, run)
@@ -259,6 +260,43 @@ def check_mixtral_table(out, s):
     assert cells["mmap"]["expert budget"] == "page cache, unbudgeted"
     assert cells["offloaded"]["expert budget"].endswith("(25.0%)")
     assert cells["naive"]["expert budget"] == "0 (none kept)" and cells["pytorch"]["expert budget"].endswith("(all)")
+
+
+def test_mixtral_offload_decodes_batches(capsys, tmp_path):
+    """--batch 3: three sequences, one token of each per step; every layer
+    reads the union of their experts once (naive: each chosen expert's
+    three matrices once per layer and step, however many rows chose it),
+    tokens/s and bytes per token count the tokens of all three, and every
+    run equals PyTorch's grouped reference within the bound."""
+    demo = load("mixtral_offload")
+    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--batch", "3",
+                                      "--runs", "pytorch,resident,offloaded,naive"]) == 0
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    assert s["config"]["batch"] == 3 and "in each of 3 sequences decoded together" in out
+    for name, run in s["runs"].items():
+        assert run["max_error_vs_pytorch"] <= s["error_bound"], name
+    per_matrix = 64 * 96 * 2
+    naive = s["runs"]["naive"]
+    # 8 steps of 2 layers: each step reads between 2 (all three rows chose
+    # the same two) and 4 (the layer's every expert) distinct experts.
+    assert naive["bytes_read"] % (3 * per_matrix) == 0
+    assert 8 * 2 * 2 * 3 * per_matrix <= naive["bytes_read"] <= 8 * 2 * 4 * 3 * per_matrix
+    assert naive["bytes_per_token"] == naive["bytes_read"] / 24
+    off = s["runs"]["offloaded"]
+    assert 0 < off["bytes_read"] <= naive["bytes_read"] and off["bytes_per_token"] == off["bytes_read"] / 24
+    rows = (tmp_path / "mixtral_offload.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4 * 8  # one row per step
+
+
+def test_mixtral_offload_refuses_batch_with_one_sequence_options(capsys):
+    demo = load("mixtral_offload")
+    for extra in (["--batch", "2", "--trace"], ["--batch", "2", "--train"], ["--batch", "2", "--save-stream", "x.npy"],
+                  ["--batch", "0"]):
+        with pytest.raises(SystemExit) as e:
+            demo.parse(MIXTRAL_SMALL + extra)
+        assert e.value.code == 2
+        assert "--batch" in capsys.readouterr().err, extra
 
 
 def test_mixtral_offload_measures_each_runs_memory_apart(capsys, tmp_path):

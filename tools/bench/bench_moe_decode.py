@@ -3,7 +3,10 @@
 (examples/python/mixtral_offload.py) at primary budgets of 12.5, 25 and 50 %
 of the experts with the model file read with direct I/O, and at 25 % from
 the zstd tier, each run beside its same-run peers (all resident, naive
-on-demand loading, mmap, PyTorch); the expert matmul's resident path
+on-demand loading, mmap, PyTorch); batches of 4 and 8 sequences decoded
+together at 25 %, direct (aggregate tokens/s against one sequence's, bytes
+read per token, the bound ratio at each batch; beside resident and
+PyTorch at the same batch); the expert matmul's resident path
 against plain GEMMs on the same bytes (sw.matmul of each chosen expert); and
 the expert feed-forward's (sw.expert_ffn) against the same layer unfused on
 the same bytes and against PyTorch's.
@@ -147,25 +150,35 @@ def main(argv=None):
     o = p.parse_args(argv)
     demo = load_demo()
     size = ["--layers", "2", "--experts", "8", "--hidden", "128", "--ffn", "256"] if o.quick else []
-    configs = [("direct", 0.125), ("direct", 0.25), ("direct", 0.5), ("zstd", 0.25)]
+    configs = [("direct", 0.125, 1), ("direct", 0.25, 1), ("direct", 0.5, 1), ("zstd", 0.25, 1),
+               ("direct", 0.25, 4), ("direct", 0.25, 8)]
     rows = []
-    for tier, budget in configs:
+    for tier, budget, batch in configs:
         args = size + ["--tier", tier, "--budget", str(budget), "--tokens", str(o.tokens), "--dir", o.dir,
-                       "--quiet", "--csv", os.path.join(o.dir, f"bench_moe_{tier}_{budget}.csv")]
+                       "--quiet", "--csv", os.path.join(o.dir, f"bench_moe_{tier}_{budget}_b{batch}.csv")]
+        if batch > 1:  # the batch's own peers: resident for the bound, PyTorch for the error
+            args += ["--batch", str(batch), "--runs", "pytorch,resident,offloaded"]
         out = io.StringIO()
-        print(f"bench_moe_decode: tier {tier}, budget {100 * budget:.1f}% ...", file=sys.stderr, flush=True)
+        print(f"bench_moe_decode: tier {tier}, budget {100 * budget:.1f}%, batch {batch} ...", file=sys.stderr,
+              flush=True)
         with contextlib.redirect_stdout(out):
             status = demo.main(args)
         line = next(x for x in out.getvalue().splitlines() if x.startswith("SUMMARY_JSON "))
         s = json.loads(line[len("SUMMARY_JSON "):])
-        r = {"tier": tier, "budget": budget, "status": status, "vs_naive": s.get("vs_naive"),
+        runs = s["runs"]
+        tps = lambda name: runs[name]["tokens_per_s"] if name in runs else None  # noqa: E731
+        r = {"tier": tier, "budget": budget, "batch": batch, "status": status, "vs_naive": s.get("vs_naive"),
              "vs_resident": s.get("vs_resident"), "bound_ratio": s.get("bound_ratio"),
              "device_bound_ratio": s.get("device_bound_ratio"),
-             "lru_hit_rate": s["lru_hit_rate"], "hit_rate": s["runs"]["offloaded"]["hit_rate"],
-             "offloaded_tps": s["runs"]["offloaded"]["tokens_per_s"], "naive_tps": s["runs"]["naive"]["tokens_per_s"],
-             "resident_tps": s["runs"]["resident"]["tokens_per_s"], "pytorch_tps": s["runs"]["pytorch"]["tokens_per_s"],
-             "mmap_tps": s["runs"]["mmap"]["tokens_per_s"], "max_error_vs_pytorch": s["max_error_vs_pytorch"],
+             "lru_hit_rate": s["lru_hit_rate"], "hit_rate": runs["offloaded"]["hit_rate"],
+             "offloaded_tps": tps("offloaded"), "naive_tps": tps("naive"), "resident_tps": tps("resident"),
+             "pytorch_tps": tps("pytorch"), "mmap_tps": tps("mmap"), "max_error_vs_pytorch": s["max_error_vs_pytorch"],
+             "bytes_per_token": runs["offloaded"]["bytes_per_token"],
              "idle_ms_per_token": (s.get("offloaded_layers") or {}).get("ms_per_token")}
+        one = next((x for x in rows if (x["tier"], x["budget"], x["batch"]) == (tier, budget, 1)), None)
+        if batch > 1 and one:  # the same budget and tier, one sequence
+            r["vs_batch1"] = r["offloaded_tps"] / one["offloaded_tps"]
+            r["bytes_per_token_vs_batch1"] = r["bytes_per_token"] / one["bytes_per_token"]
         rows.append(r)
         print("BENCH_JSON " + json.dumps({"moe_decode": r}, sort_keys=True))
     # The demo's experts, and Mixtral 8x7B's (4096 x 14336: 117 MB a call,
@@ -179,15 +192,19 @@ def main(argv=None):
     for ef in ffns:
         print("BENCH_JSON " + json.dumps({"expert_ffn": ef}, sort_keys=True))
 
-    print(f"\n{'tier':7s} {'budget':>7s} {'tok/s':>7s} {'naive':>7s} {'resident':>9s} {'pytorch':>8s} {'mmap':>7s} "
-          f"{'vs naive':>9s} {'vs res.':>8s} {'bound':>7s} {'device':>7s} {'hit':>6s} {'LRU hit':>8s} {'max err':>8s}")
+    def cell(v, fmt, suffix=""):
+        return f"{v:{fmt}}{suffix}" if v is not None else "-".rjust(int(fmt.split(".")[0]) + len(suffix))
+
+    print(f"\n{'tier':7s} {'budget':>7s} {'B':>2s} {'tok/s':>7s} {'naive':>7s} {'resident':>9s} {'pytorch':>8s} "
+          f"{'mmap':>7s} {'vs naive':>9s} {'vs res.':>8s} {'vs B=1':>7s} {'KiB/tok':>8s} {'bound':>7s} {'device':>7s} "
+          f"{'hit':>6s} {'LRU hit':>8s} {'max err':>8s}")
     for r in rows:
-        bound = "-" if r["bound_ratio"] is None else f"{r['bound_ratio']:.2f}"
-        device = "-" if r["device_bound_ratio"] is None else f"{r['device_bound_ratio']:.2f}"
-        print(f"{r['tier']:7s} {100 * r['budget']:6.1f}% {r['offloaded_tps']:7.2f} {r['naive_tps']:7.2f} "
-              f"{r['resident_tps']:9.2f} {r['pytorch_tps']:8.2f} {r['mmap_tps']:7.2f} {r['vs_naive']:8.2f}x "
-              f"{r['vs_resident']:7.2f}x {bound:>7s} {device:>7s} {100 * r['hit_rate']:5.1f}% {100 * r['lru_hit_rate']:7.1f}% "
-              f"{r['max_error_vs_pytorch']:8.1e}")
+        print(f"{r['tier']:7s} {100 * r['budget']:6.1f}% {r['batch']:2d} {r['offloaded_tps']:7.2f} "
+              f"{cell(r['naive_tps'], '7.2f')} {cell(r['resident_tps'], '9.2f')} {cell(r['pytorch_tps'], '8.2f')} "
+              f"{cell(r['mmap_tps'], '7.2f')} {cell(r['vs_naive'], '8.2f', 'x')} {cell(r['vs_resident'], '7.2f', 'x')} "
+              f"{cell(r.get('vs_batch1'), '6.2f', 'x')} {cell(r['bytes_per_token'] / 1024, '8.0f')} "
+              f"{cell(r['bound_ratio'], '7.2f')} {cell(r['device_bound_ratio'], '7.2f')} {100 * r['hit_rate']:5.1f}% "
+              f"{100 * r['lru_hit_rate']:7.1f}% {r['max_error_vs_pytorch']:8.1e}")
     print()
     for em in ems:
         print(f"expert matmul, resident, 2 experts of {em['hidden']}x{em['ffn']} bf16 for one token: "
