@@ -41,6 +41,14 @@ once per layer (one sw.expert_ffn call over the B rows). tokens/s is then
 the aggregate over the sequences, and every per-token figure counts the
 tokens of all of them.
 
+With --tier remote the experts live on Valkey/Redis servers
+(docs/remote-tier.md): the demo seeds each layer's w1, w2 and w3 into a
+namespace of their own (one block per expert tile, placed over the
+servers by rendezvous hashing), the runs open them read-only as the
+secondary tier, and the namespaces are deleted at the end. Without
+--remote-endpoints (or $STRIDEWEAVE_REMOTE_ENDPOINTS) it starts two
+redis-servers of its own on unix sockets and stops them at the end.
+
 The token stream: each step's input hidden state is x_t = rho x_{t-1} +
 sqrt(1 - rho^2) eps_t (eps_t standard normal, rho = --rho): consecutive
 tokens are correlated, as consecutive tokens of text are, so routing has
@@ -69,7 +77,8 @@ plot beside it (.png).
 
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--batch 1] [--budget 0.25]
-        [--tier direct|page-cache|zstd] [--dtype bf16|f32] [--rho 0.8]
+        [--tier direct|page-cache|zstd|remote] [--remote-endpoints URL,...]
+        [--dtype bf16|f32] [--rho 0.8]
         [--prefetch] [--lookahead N] [--prefetch-experts N] [--[no-]poll]
         [--probe-every N] [--probe-mib N] [--dir DIR]
         [--csv FILE] [--quiet]
@@ -187,7 +196,11 @@ def parse(argv):
                    help="sequences decoded together, each layer reading the union of their experts once (default 1)")
     p.add_argument("--warmup", type=int, default=2, help="untimed tokens decoded first by every run")
     p.add_argument("--budget", type=float, default=0.25, help="fraction of each layer's experts kept primary")
-    p.add_argument("--tier", choices=("direct", "page-cache", "zstd"), default="direct")
+    p.add_argument("--tier", choices=("direct", "page-cache", "zstd", "remote"), default="direct")
+    p.add_argument("--remote-endpoints", default=os.environ.get("STRIDEWEAVE_REMOTE_ENDPOINTS"),
+                   help="--tier remote: comma-separated unix:///path or redis://host[:port] servers (default "
+                        "$STRIDEWEAVE_REMOTE_ENDPOINTS; without either the demo starts two redis-servers of its own "
+                        "on unix sockets)")
     p.add_argument("--dtype", choices=("bf16", "f32"), default="bf16")
     p.add_argument("--rho", type=float, default=0.8, help="correlation of consecutive input hidden states")
     p.add_argument("--seed", type=int, default=1234)
@@ -222,6 +235,8 @@ def parse(argv):
         p.error("--topk must be between 1 and --experts")
     if min(o.layers, o.hidden, o.ffn, o.tokens, o.batch) < 1:
         p.error("--layers, --hidden, --ffn, --tokens and --batch must be at least 1")
+    if o.train and o.tier == "remote":
+        p.error("--train writes its experts to a tier of its own: --tier direct, page-cache or zstd")
     if o.batch > 1 and (o.train or o.trace or o.save_stream):
         p.error("--batch decodes several sequences; --train, --trace and --save-stream take one (--batch 1)")
     if not (0 <= o.rho < 1):
@@ -238,6 +253,8 @@ def parse(argv):
     if o.trace and "offloaded" not in o.runs:
         p.error("--trace prints the offloaded run: --runs must include it")
     o.budget_tiles = max(1, round(o.budget * o.experts))
+    if o.remote_endpoints is not None:
+        o.remote_endpoints = [e for e in o.remote_endpoints.split(",") if e]
     o.torch_dtype = torch.bfloat16 if o.dtype == "bf16" else torch.float32
     o.csv = o.csv or os.path.join(o.dir, "mixtral_offload.csv")
     return o
@@ -316,6 +333,99 @@ def drop_page_cache(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+# ---- the remote tier ------------------------------------------------------------------------
+
+def remote_namespace(o, layer, w):
+    """The namespace of one layer's matrix on the servers, named by the
+    model's configuration."""
+    c = config_of(o)
+    return f"sw-demo:{c['layers']}x{c['experts']}-{c['hidden']}-{c['ffn']}-{c['dtype']}-{c['seed']}:{layer}.{w}"
+
+
+class LocalServers:
+    """Two redis-servers of the demo's own, on unix sockets in a new
+    directory under --dir (no port), stopped by stop(). Their endpoints are
+    `endpoints`, comma-separated."""
+
+    COUNT = 2
+
+    def __init__(self, o):
+        import shutil
+        import socket
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise SystemExit("--tier remote without --remote-endpoints starts redis-servers of its own: redis-server "
+                             "is not on the PATH (Debian: apt-get install redis-server; tools/install_deps.sh)")
+        self.dir = tempfile.mkdtemp(prefix="sw-demo-redis-", dir=o.dir)
+        self.procs, socks = [], []
+        for i in range(self.COUNT):
+            sock = os.path.join(self.dir, f"redis{i}.sock")
+            socks.append(sock)
+            self.procs.append(subprocess.Popen(
+                [binary, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--protected-mode", "yes",
+                 "--maxmemory-policy", "noeviction", "--logfile", os.path.join(self.dir, f"redis{i}.log")]))
+        deadline = time.monotonic() + 10
+        for proc, sock in zip(self.procs, socks):
+            while True:
+                try:
+                    with socket.socket(socket.AF_UNIX) as c:
+                        c.connect(sock)
+                        c.sendall(b"PING\r\n")
+                        if c.recv(16).startswith(b"+PONG"):
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise SystemExit(f"redis-server did not start (see {self.dir}/redis*.log)")
+                time.sleep(0.01)
+        self.endpoints = ",".join(f"unix://{sock}" for sock in socks)
+
+    def stop(self):
+        import shutil
+
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RemoteSeed:
+    """The experts seeded on the servers: per layer and matrix, a remote
+    carrier of the experts' values in blocks of one expert tile, moved from
+    the model file through the public API. The namespaces live as long as
+    this object: release() deletes them."""
+
+    def __init__(self, o, path):
+        t0 = time.perf_counter()
+        self.carriers = []
+        total = 0
+        for layer in range(o.layers):
+            for w in MATRICES:
+                ft = carriers.File.open_safetensors(path, [expert_name(layer, e, w) for e in range(o.experts)])
+                n = ft.carrier.size()
+                remote = carriers.Remote(0, endpoints=o.remote_endpoints, namespace=remote_namespace(o, layer, w),
+                                         dtype=ft.dtype, block_elements=math.prod(ft.tile_shape))
+                sw.move_async(sw.Tensor(ft.carrier, 0, sw.Layout.dense(n)), remote).wait()
+                ft.carrier.release()
+                self.carriers.append(remote)
+                total += n * (2 if o.dtype == "bf16" else 4)
+        servers = len(o.remote_endpoints)
+        print(f"seeded {total / 2**20:.0f} MiB of experts into {servers} server{'s' * (servers > 1)} "
+              f"({', '.join(o.remote_endpoints)}) in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    def release(self):
+        for r in self.carriers:
+            r.release()
 
 
 # ---- the token stream and the shared block math ---------------------------------------------
@@ -559,7 +669,15 @@ class StrideWeaveModel:
                 ft = carriers.File.open_safetensors(path, names, direct_io=(tier == "direct"), chunk_bytes=FILE_CHUNK,
                                                     requests_in_flight=FILE_IN_FLIGHT)
                 policy = policy_for() if policy_for else None
-                if tier == "zstd":
+                if tier == "remote":
+                    # The values seeded on the servers (RemoteSeed), read-only.
+                    r = carriers.Remote.open(ft.carrier.size(), endpoints=o.remote_endpoints,
+                                             namespace=remote_namespace(o, layer, w), dtype=ft.dtype, read_only=True,
+                                             chunk_bytes=FILE_CHUNK, requests_in_flight=FILE_IN_FLIGHT)
+                    te = sw.TiledEvictable(carriers.CPU(0, dtype=ft.dtype), r, ft.grid_shape, ft.tile_shape,
+                                           residency_policy=policy)
+                    ft.carrier.release()
+                elif tier == "zstd":
                     # The same values, held compressed in memory instead of in the file.
                     src = ft.tiled()
                     z = carriers.Zstd(src.size(), dtype=ft.dtype, level=1)
@@ -1036,7 +1154,10 @@ class TierProbe:
     segment's bytes take to read the fastest way measured, and a slow reader
     on either side cannot loosen it (on the reference machine's virtual disk
     the file carrier read the same regions 30-45 % faster than the preads).
-    `history` keeps both per pause. For zstd, it decompresses --probe-mib of
+    `history` keeps both per pause. For the remote tier, the replay through
+    a second copy of the model over the same namespaces (read-only) is the
+    only measure (there is no reader without StrideWeave here; tools/bench
+    has bench_remote for that). For zstd, it decompresses --probe-mib of
     the experts compressed at level 1 (the tier's level), on two threads as
     the runtime's workers; without the zstandard module there is no probe
     (measure() returns None)."""
@@ -1071,7 +1192,7 @@ class TierProbe:
         # With direct I/O the run's reads reach the device, and the kernel's
         # count of its busy time is a second measure of the tier's bandwidth.
         self.disk = DiskActivity.open(path) if o.tier == "direct" else None
-        if self.readers:  # the file tiers: the second replay, through the file carrier
+        if self.readers or o.tier == "remote":  # the replay through the file (or remote) carrier
             self.model = StrideWeaveModel(o, path, tier=o.tier)
             self.where = {expert_name(layer, e, w): (layer, w, e) for layer in range(o.layers)
                           for e in range(o.experts) for w in MATRICES}
@@ -1092,6 +1213,13 @@ class TierProbe:
             t0 = time.perf_counter()
             total = sum(self.pool.map(decompress, frames))
             return total / (time.perf_counter() - t0)
+        if self.o.tier == "remote":
+            if not names:
+                return None
+            carrier = self.replay(names)
+            self.replayed += sum(self.regions[n][1] for n in names)
+            self.history.append((None, carrier))
+            return carrier
         if self.readers is None or not names:
             return None
         pieces = []
@@ -1965,13 +2093,23 @@ def main(argv=None):
     os.makedirs(o.dir, exist_ok=True)
     if o.train:
         return train_main(o, path)
-    # The runs' process imports its modules while the checkpoint is checked
-    # (or written).
-    workers = Workers(argv)
+    servers = None
+    if o.tier == "remote" and not o.remote_endpoints:
+        servers = LocalServers(o)
+        argv += ["--remote-endpoints", servers.endpoints]  # the runs' processes parse them
+        o.remote_endpoints = servers.endpoints.split(",")
+        print(f"started {LocalServers.COUNT} redis-servers: {servers.endpoints}", flush=True)
     try:
-        return decode_main(o, path, workers)
+        # The runs' process imports its modules while the checkpoint is
+        # checked (or written).
+        workers = Workers(argv)
+        try:
+            return decode_main(o, path, workers)
+        finally:
+            workers.stop()
     finally:
-        workers.stop()
+        if servers:
+            servers.stop()
 
 
 def budget_of(o, name, expert_bytes):
@@ -2042,11 +2180,16 @@ def decode_main(o, path, workers):
         np.save(o.save_stream, stream.float().numpy())
         print(f"wrote the token stream to {o.save_stream} ({o.tokens} x {o.hidden} float32)", flush=True)
     runs = []
-    for name in o.runs:
-        log(o, f"== {name}")
-        st = workers.run(name)
-        st.budget_bytes = budget_of(o, name, expert_bytes)
-        runs.append(st)
+    seeded = RemoteSeed(o, path) if o.tier == "remote" else None
+    try:
+        for name in o.runs:
+            log(o, f"== {name}")
+            st = workers.run(name)
+            st.budget_bytes = budget_of(o, name, expert_bytes)
+            runs.append(st)
+    finally:
+        if seeded:
+            seeded.release()
     by = {st.name: st for st in runs}
     off, res = by.get("offloaded"), by.get("resident")
     bandwidths = [b for _, _, b in off.probes if b] if off else []
@@ -2054,12 +2197,14 @@ def decode_main(o, path, workers):
     if off and bandwidths:  # over the whole run: the bytes read / the time the probes' bandwidths give them
         segs = [(b1 - b0, w1) for (_, b0, _), (_, b1, w1) in zip(off.probes, off.probes[1:]) if w1]
         bandwidth = sum(b for b, _ in segs) / sum(b / w for b, w in segs) if sum(b for b, _ in segs) else None
-        what = "decompressing" if o.tier == "zstd" else "reading again each segment's reads"
+        what = {"zstd": "decompressing",
+                "remote": "reading again each segment's reads through a second, read-only remote carrier"}.get(
+            o.tier, "reading again each segment's reads")
         print(f"{o.tier} tier read bandwidth, measured at the offloaded run's pauses "
               f"(every {o.probe_every} tokens), {what}: " + " ".join(f"{b / 1e9:.2f}" for b in bandwidths)
               + (f" GB/s (over the run {bandwidth / 1e9:.2f})" if bandwidth else " GB/s"))
         history = getattr(off, "probe_history", [])
-        if history:
+        if history and o.tier != "remote":
             print("  the faster of two replays: preads without StrideWeave " +
                   " ".join(f"{p / 1e9:.2f}" for p, _ in history) + " GB/s; StrideWeave's file carrier " +
                   " ".join(f"{c / 1e9:.2f}" if c else "-" for _, c in history) + " GB/s")

@@ -2,6 +2,7 @@
 import importlib.util
 import pathlib
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -323,6 +324,26 @@ def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
         s = summary_of(capsys.readouterr().out)
         assert s["runs"]["offloaded"]["max_error_vs_pytorch"] <= s["error_bound"]
         assert s["config"]["tier"] == extra[1]
+
+
+def test_mixtral_offload_remote_tier(capsys, tmp_path):
+    """--tier remote without endpoints: the demo starts two redis-servers on
+    unix sockets, seeds the experts, decodes from them and stops them (their
+    directory is gone); the offloaded run equals PyTorch's within the bound
+    and reads from the servers. A missing redis-server fails: the test
+    command installs it."""
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not on the PATH; tools/install_deps.sh installs it")
+    demo = load("mixtral_offload")
+    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "pytorch,offloaded", "--tier", "remote",
+                                      "--remote-endpoints", ""]) == 0
+    out = capsys.readouterr().out
+    s = summary_of(out)
+    assert s["config"]["tier"] == "remote" and "started 2 redis-servers" in out and "seeded " in out
+    off = s["runs"]["offloaded"]
+    assert off["max_error_vs_pytorch"] <= s["error_bound"] and off["bytes_read"] > 0
+    assert s["tier_bandwidth"] > 0 and s["bound_ratio"] > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("sw-demo-redis-")]
 
 
 def test_mixtral_offload_splits_the_time_of_its_layers(capsys, tmp_path):

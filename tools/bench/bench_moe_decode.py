@@ -3,7 +3,9 @@
 (examples/python/mixtral_offload.py) at primary budgets of 12.5, 25 and 50 %
 of the experts with the model file read with direct I/O, and at 25 % from
 the zstd tier, each run beside its same-run peers (all resident, naive
-on-demand loading, mmap, PyTorch); batches of 4 and 8 sequences decoded
+on-demand loading, mmap, PyTorch); at 25 % from the remote tier (two
+redis-servers the demo starts on unix sockets, or
+STRIDEWEAVE_REMOTE_ENDPOINTS) against the direct-I/O file tier; batches of 4 and 8 sequences decoded
 together at 25 %, direct (aggregate tokens/s against one sequence's, bytes
 read per token, the bound ratio at each batch; beside resident and
 PyTorch at the same batch); the expert matmul's resident path
@@ -22,6 +24,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 import sys
 import time
 
@@ -151,13 +154,20 @@ def main(argv=None):
     demo = load_demo()
     size = ["--layers", "2", "--experts", "8", "--hidden", "128", "--ffn", "256"] if o.quick else []
     configs = [("direct", 0.125, 1), ("direct", 0.25, 1), ("direct", 0.5, 1), ("zstd", 0.25, 1),
-               ("direct", 0.25, 4), ("direct", 0.25, 8)]
+               ("remote", 0.25, 1), ("direct", 0.25, 4), ("direct", 0.25, 8)]
     rows = []
     for tier, budget, batch in configs:
+        if tier == "remote" and shutil.which("redis-server") is None and not os.environ.get(
+                "STRIDEWEAVE_REMOTE_ENDPOINTS"):
+            print("bench_moe_decode: remote tier skipped: no redis-server on the PATH and no "
+                  "STRIDEWEAVE_REMOTE_ENDPOINTS", file=sys.stderr, flush=True)
+            continue
         args = size + ["--tier", tier, "--budget", str(budget), "--tokens", str(o.tokens), "--dir", o.dir,
                        "--quiet", "--csv", os.path.join(o.dir, f"bench_moe_{tier}_{budget}_b{batch}.csv")]
-        if batch > 1:  # the batch's own peers: resident for the bound, PyTorch for the error
-            args += ["--batch", str(batch), "--runs", "pytorch,resident,offloaded"]
+        if batch > 1:
+            args += ["--batch", str(batch)]
+        if batch > 1 or tier == "remote":  # resident for the bound, PyTorch for the error
+            args += ["--runs", "pytorch,resident,offloaded"]
         out = io.StringIO()
         print(f"bench_moe_decode: tier {tier}, budget {100 * budget:.1f}%, batch {batch} ...", file=sys.stderr,
               flush=True)
@@ -175,6 +185,10 @@ def main(argv=None):
              "pytorch_tps": tps("pytorch"), "mmap_tps": tps("mmap"), "max_error_vs_pytorch": s["max_error_vs_pytorch"],
              "bytes_per_token": runs["offloaded"]["bytes_per_token"],
              "idle_ms_per_token": (s.get("offloaded_layers") or {}).get("ms_per_token")}
+        direct = next((x for x in rows if (x["tier"], x["budget"], x["batch"]) == ("direct", budget, 1)), None)
+        if tier == "remote" and direct:  # the file tier read with direct I/O at the same budget
+            r["direct_tps"] = direct["offloaded_tps"]
+            r["vs_direct"] = r["offloaded_tps"] / direct["offloaded_tps"]
         one = next((x for x in rows if (x["tier"], x["budget"], x["batch"]) == (tier, budget, 1)), None)
         if batch > 1 and one:  # the same budget and tier, one sequence
             r["vs_batch1"] = r["offloaded_tps"] / one["offloaded_tps"]

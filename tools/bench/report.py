@@ -217,6 +217,15 @@ def rows_moe_decode(parsed):
                     out.append(row(what + ": time per token / its lower bound", m["bound_ratio"], None, "ratio",
                                    m["bound_ratio"], "max(resident compute, bytes / bandwidth)", target=("<=", 1.15)))
                 continue
+            if m["tier"] == "remote":
+                note = (f"{m['bytes_per_token'] / 1024:.0f} KiB read per token, hit rate {100 * m['hit_rate']:.0f}%, "
+                        f"vs resident {m['vs_resident']:.2f}; two local redis-servers on unix sockets")
+                out.append(row(what, m["offloaded_tps"], m.get("direct_tps"), "tokens/s", m.get("vs_direct"),
+                               "the direct-I/O file tier at the same budget", note=note))
+                if m["bound_ratio"] is not None:
+                    out.append(row(what + ": time per token / its lower bound", m["bound_ratio"], None, "ratio",
+                                   m["bound_ratio"], "max(resident compute, bytes / the remote carrier's replay)"))
+                continue
             note = (f"hit rate {100 * m['hit_rate']:.0f}% (plain LRU {100 * m['lru_hit_rate']:.0f}%), vs resident "
                     f"{m['vs_resident']:.2f}, max error {m['max_error_vs_pytorch']:.1e}")
             out.append(row(what, m["offloaded_tps"], m["naive_tps"], "tokens/s", m["vs_naive"],
@@ -267,7 +276,7 @@ BENCHMARKS = [
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
               ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
     Benchmark("bench_moe_decode", "offloaded Mixtral-architecture decoding vs resident, naive, mmap and PyTorch at "
-              "budgets 12.5/25/50 % and from zstd, batches of 4 and 8 at 25 %; the expert matmul vs plain GEMMs; the expert feed-forward vs "
+              "budgets 12.5/25/50 % and from zstd and remote servers, batches of 4 and 8 at 25 %; the expert matmul vs plain GEMMs; the expert feed-forward vs "
               "the unfused layer and PyTorch's",
               [sys.executable, "tools/bench/bench_moe_decode.py", "--tokens", "32"], rows_moe_decode,
               env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
