@@ -22,6 +22,61 @@ def pytest_configure(config):
 
 
 @pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of the test's own on a unix socket in tmp_path (no
+    port): its endpoint, "unix://...". A missing redis-server fails the
+    test: tools/install_deps.sh installs it."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not on the PATH; tools/install_deps.sh installs it")
+    sock = tmp_path / "redis.sock"
+    proc = subprocess.Popen([binary, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                             "--save", "", "--dir", str(tmp_path), "--protected-mode", "yes",
+                             "--maxmemory-policy", "noeviction", "--logfile", str(tmp_path / "redis.log")])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.socket(socket.AF_UNIX) as c:
+                    c.connect(str(sock))
+                    c.sendall(b"PING\r\n")
+                    if c.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"redis-server did not start (see {tmp_path / 'redis.log'})")
+            time.sleep(0.01)
+        yield f"unix://{sock}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def redis_command(endpoint, *args):
+    """One command to the server at a unix:// endpoint; its raw reply."""
+    import socket
+
+    parts = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    with socket.socket(socket.AF_UNIX) as c:
+        c.connect(endpoint[len("unix://"):])
+        c.sendall(b"".join(parts))
+        return c.recv(1 << 16)
+
+
+@pytest.fixture
 def runtime():
     rt = sw.Runtime()
     yield rt

@@ -2,6 +2,7 @@
 against transformers itself on tiny random models it builds and saves
 (sharded so that a layer's experts span shards, in the per-expert Hub keys
 and in the fused gate_up_proj/down_proj layout)."""
+import gc
 import json
 import os
 import shutil
@@ -158,6 +159,43 @@ def test_every_tier_and_budget_gives_the_same_tokens(tier, checkpoints, referenc
             if budget in (4, 1.0):  # everything fits: each expert tile read at most once
                 assert s["total"]["bytes_read"] <= 4 * 3 * 64 * 96 * 4 * len(s["layers"])
             swhf.release(model)
+
+
+def test_the_remote_tier_gives_the_same_tokens(checkpoints, references, redis_server, monkeypatch):
+    """tier="remote": each layer's experts seeded into namespaces of the
+    load's own on the server, read back as the TiledEvictables' secondary
+    tier; the tokens are transformers' at every budget and layout, and
+    release() deletes every key the load wrote."""
+    from conftest import redis_command
+
+    ref = references(("mixtral", "hub"))
+    ids = torch.tensor(PROMPT)
+    want = ref.generate(ids, **GREEDY).tolist()
+    monkeypatch.delenv("STRIDEWEAVE_REMOTE_ENDPOINTS", raising=False)
+    for layout in LAYOUTS:
+        for budget in (2, 0.5):
+            model = swhf.from_pretrained(checkpoints["mixtral", layout], budget=budget, tier="remote",
+                                         remote_endpoints=[redis_server])
+            assert redis_command(redis_server, "DBSIZE") != b":0\r\n"
+            assert model.generate(ids, **GREEDY).tolist() == want, (layout, budget)
+            assert swhf.stats(model)["total"]["bytes_read"] > 0
+            swhf.release(model)
+            gc.collect()
+            assert redis_command(redis_server, "DBSIZE") == b":0\r\n", (layout, budget)
+    # The endpoints from the environment, as a comma-separated list.
+    monkeypatch.setenv("STRIDEWEAVE_REMOTE_ENDPOINTS", redis_server)
+    model = swhf.from_pretrained(checkpoints["mixtral", "fused"], budget=2, tier="remote")
+    assert model.generate(ids, **GREEDY).tolist() == want
+    swhf.release(model)
+
+
+def test_remote_tier_options_are_checked(checkpoints, monkeypatch):
+    good = checkpoints["mixtral", "hub"]
+    monkeypatch.delenv("STRIDEWEAVE_REMOTE_ENDPOINTS", raising=False)
+    _fails(ValueError, "needs servers", good, tier="remote")
+    _fails(ValueError, "needs servers", good, tier="remote", remote_endpoints="")
+    _fails(ValueError, "applies to tier='remote'", good, tier="direct", remote_endpoints="unix:///x.sock")
+    _fails(TypeError, "remote_endpoints", good, tier="remote", remote_endpoints=5)
 
 
 def test_bf16_logits_agree_within_bf16_rounding(tmp_path):

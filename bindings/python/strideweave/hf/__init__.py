@@ -20,6 +20,7 @@ interface (transformers.integrations.moe). See docs/transformers.md.
 """
 import math
 import numbers
+import os
 from contextlib import contextmanager
 
 import torch
@@ -47,6 +48,40 @@ IMPLEMENTATION = "strideweave"
 MEMORY_SLACK_BYTES = 128 << 20
 
 _FLOAT_STORAGE = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def _remote_endpoints(tier, remote_endpoints):
+    """The servers of tier "remote" (else None): from the argument (a list
+    or a comma-separated string) or $STRIDEWEAVE_REMOTE_ENDPOINTS."""
+    if tier != "remote":
+        if remote_endpoints is not None:
+            raise ValueError(f"remote_endpoints applies to tier='remote', not tier={tier!r}")
+        return None
+    if remote_endpoints is None:
+        remote_endpoints = os.environ.get("STRIDEWEAVE_REMOTE_ENDPOINTS", "")
+    if isinstance(remote_endpoints, str):
+        remote_endpoints = [e for e in remote_endpoints.split(",") if e]
+    elif not isinstance(remote_endpoints, (list, tuple)) or not all(isinstance(e, str) for e in remote_endpoints):
+        raise TypeError(f"remote_endpoints must be a list of str or a comma-separated str, not "
+                        f"{type(remote_endpoints).__name__}")
+    if not remote_endpoints:
+        raise ValueError("tier='remote' needs servers: pass remote_endpoints (unix:///path or redis://host[:port]) "
+                         "or set STRIDEWEAVE_REMOTE_ENDPOINTS")
+    return list(remote_endpoints)
+
+
+def _remote_of(tier, remote_endpoints):
+    """(endpoints, a namespace prefix of this load's own) for tier
+    "remote", else None."""
+    endpoints = _remote_endpoints(tier, remote_endpoints)
+    if endpoints is None:
+        return None
+    global _loads
+    _loads += 1
+    return endpoints, f"strideweave-hf:{os.getpid()}.{_loads}"
+
+
+_loads = 0  # loads onto a remote tier in this process, for their namespaces
 
 
 def _check_options(budget, tier, prefetch):
@@ -106,15 +141,19 @@ def _parameters_on_meta():
         torch.nn.Module.register_parameter = register
 
 
-def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefetch=None, runtime=None):
+def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefetch=None, runtime=None,
+                    remote_endpoints=None):
     """The transformers model of the checkpoint in `model_dir` (the class
     config.json names), its routed experts offloaded: see the module's doc.
 
     budget: a float in (0, 1], the fraction of each layer's experts kept in
       memory (rounded, at least top-k), or an int count of experts >= top-k.
     tier: "direct" (the checkpoint files read with O_DIRECT, bypassing the
-      page cache; the default), "page-cache" (buffered reads) or "zstd"
-      (the experts read once and held zstd-compressed in memory).
+      page cache; the default), "page-cache" (buffered reads), "zstd"
+      (the experts read once and held zstd-compressed in memory) or
+      "remote" (the experts read once and held on Valkey/Redis servers,
+      remote_endpoints or $STRIDEWEAVE_REMOTE_ENDPOINTS, in namespaces of
+      this load's own, deleted by release(); docs/remote-tier.md).
     dtype: the model's dtype (torch.bfloat16, torch.float16, torch.float32 or
       their names); None takes config.json's, else the experts' stored one.
       The experts compute in their stored dtype.
@@ -129,6 +168,7 @@ def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefet
     a budget of another type; NotImplementedError for an experts layout or
     activation StrideWeave cannot compute. Nothing is left open on error."""
     _check_options(budget, tier, prefetch)
+    _remote_endpoints(tier, remote_endpoints)  # checked before any work
     dtype = _as_torch_dtype(dtype)
     ckpt = Checkpoint(model_dir)
     config = transformers.AutoConfig.from_pretrained(ckpt.dir)
@@ -139,7 +179,8 @@ def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefet
     with _parameters_on_meta():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.eval()
-    offload_experts(model, ckpt, budget=budget, tier=tier, dtype=dtype, prefetch=prefetch, runtime=runtime)
+    offload_experts(model, ckpt, budget=budget, tier=tier, dtype=dtype, prefetch=prefetch, runtime=runtime,
+                    remote_endpoints=remote_endpoints)
     return model
 
 
@@ -274,13 +315,15 @@ def _set_tensor(model, name, value):
         owner._buffers[attr] = value
 
 
-def offload_experts(model, model_dir, *, budget=0.25, tier="direct", dtype=None, prefetch=None, runtime=None):
+def offload_experts(model, model_dir, *, budget=0.25, tier="direct", dtype=None, prefetch=None, runtime=None,
+                    remote_endpoints=None):
     """Offloads the routed experts of `model`, a transformers MoE model the
     caller built (for example with its parameters on the meta device), to
     the checkpoint in `model_dir`, and loads every other weight still on the
     meta device from it. Options and errors as for from_pretrained. Returns
     `model`."""
     _check_options(budget, tier, prefetch)
+    remote = _remote_of(tier, remote_endpoints)
     dtype = _as_torch_dtype(dtype)
     ckpt = model_dir if isinstance(model_dir, Checkpoint) else Checkpoint(model_dir)
     rt = _runtime.resolve(runtime)
@@ -308,7 +351,8 @@ def offload_experts(model, model_dir, *, budget=0.25, tier="direct", dtype=None,
             n = _budget_tiles(budget, shape[0], top_k)
             matrices = {}
             for matrix, src in sources.items():
-                mt = MatrixTier(matrix, src, tier=tier, budget_tiles=n, runtime=rt)
+                mt = MatrixTier(matrix, src, tier=tier, budget_tiles=n, runtime=rt,
+                                remote=remote and (remote[0], f"{remote[1]}:{name}.{matrix}"))
                 opened.append(mt)
                 matrices[matrix] = mt
             states.append(OffloadedExperts(_layer_of(name), name, matrices, activation=activation,

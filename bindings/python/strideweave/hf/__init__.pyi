@@ -15,17 +15,18 @@ IMPLEMENTATION: Final = "strideweave"
 MEMORY_SLACK_BYTES: Final[int]
 
 _Model = TypeVar("_Model", bound=torch.nn.Module)
-_Tier: TypeAlias = Literal["direct", "page-cache", "zstd"]
+_Tier: TypeAlias = Literal["direct", "page-cache", "zstd", "remote"]
 # torch.float32, torch.float16, torch.bfloat16 or their names ("bfloat16", "bf16", "half", ...).
 _DType: TypeAlias = torch.dtype | str
 
 # The model of the class config.json names, as transformers' AutoModelForCausalLM
 # types the models it makes (a PreTrainedModel with GenerationMixin's generate).
 def from_pretrained(model_dir: _StrPath, *, budget: float = 0.25, tier: _Tier = "direct", dtype: _DType | None = None,
-                    prefetch: bool | None = None, runtime: Runtime | None = None) -> _BaseModelWithGenerate: ...
+                    prefetch: bool | None = None, runtime: Runtime | None = None,
+                    remote_endpoints: list[str] | str | None = None) -> _BaseModelWithGenerate: ...
 def offload_experts(model: _Model, model_dir: _StrPath, *, budget: float = 0.25, tier: _Tier = "direct",
                     dtype: _DType | None = None, prefetch: bool | None = None,
-                    runtime: Runtime | None = None) -> _Model: ...
+                    runtime: Runtime | None = None, remote_endpoints: list[str] | str | None = None) -> _Model: ...
 # {"layers": [one dict per MoE layer], "total": {...}} (docs/transformers.md).
 def stats(model: torch.nn.Module) -> dict[str, Any]: ...
 def release(model: torch.nn.Module) -> None: ...

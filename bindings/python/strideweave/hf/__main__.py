@@ -40,7 +40,10 @@ def main(argv=None):
     g.add_argument("model_dir")
     g.add_argument("--budget", type=_budget, default=0.25,
                    help="fraction in (0, 1] of each layer's experts kept in memory, or an int count (default 0.25)")
-    g.add_argument("--tier", choices=("direct", "page-cache", "zstd"), default="direct")
+    g.add_argument("--tier", choices=("direct", "page-cache", "zstd", "remote"), default="direct")
+    g.add_argument("--remote-endpoints", default=None,
+                   help="--tier remote: comma-separated unix:///path or redis://host[:port] servers "
+                        "(default $STRIDEWEAVE_REMOTE_ENDPOINTS)")
     g.add_argument("--dtype", default=None, help="bfloat16, float16 or float32 (default: the checkpoint's)")
     g.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--max-new-tokens", type=int, default=32)
@@ -52,7 +55,8 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     try:
-        model = from_pretrained(o.model_dir, budget=o.budget, tier=o.tier, dtype=o.dtype, prefetch=o.prefetch)
+        model = from_pretrained(o.model_dir, budget=o.budget, tier=o.tier, dtype=o.dtype, prefetch=o.prefetch,
+                                remote_endpoints=o.remote_endpoints)
     except (OSError, ValueError, TypeError, NotImplementedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

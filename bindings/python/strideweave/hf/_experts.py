@@ -1,6 +1,7 @@
 """One MoE layer's routed experts kept in the checkpoint's files as
 TiledEvictable secondary tiers and computed with the expert feed-forward on
 the cached tiles, behind transformers' experts interface."""
+import math
 import time
 
 import torch
@@ -9,13 +10,16 @@ from .. import _dtypes
 from .. import carriers
 from .._coerce import as_tensor
 from .._errors import StrideWeaveRuntimeError
+from .._layout import Layout
+from .._move import move_async
+from .._tensor import Tensor
 from .._tiles import LRUPolicy, TileSelection, TileSet
 from ..carriers.tiled_evictable import TiledEvictable, expert_ffn
 
 # transformers' hidden_act names and the expert feed-forward's activations.
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
 
-TIERS = ("direct", "page-cache", "zstd")
+TIERS = ("direct", "page-cache", "zstd", "remote")
 
 _SW_DTYPES = {torch.float32: _dtypes.float32, torch.float16: _dtypes.float16, torch.bfloat16: _dtypes.bfloat16}
 
@@ -27,10 +31,12 @@ class MatrixTier:
 
     __slots__ = ("name", "tiled", "full", "policy", "tile_bytes")
 
-    def __init__(self, name, sources, *, tier, budget_tiles, runtime):
+    def __init__(self, name, sources, *, tier, budget_tiles, runtime, remote=None):
         """`sources`: (path, key) of a fused tensor holding every expert, or
         a list of (path, key), one tensor per expert in expert order (the
-        per-expert Hub keys, possibly spread over several shards)."""
+        per-expert Hub keys, possibly spread over several shards). `remote`:
+        with tier "remote", (endpoints, namespace) of the servers the
+        experts are seeded into."""
         self.name = name
         direct = tier == "direct"
         if isinstance(sources, tuple):
@@ -43,6 +49,8 @@ class MatrixTier:
         self.policy = LRUPolicy(budget_tiles)
         if tier == "zstd":
             self.tiled = _compressed(ft, self.policy)
+        elif tier == "remote":
+            self.tiled = _seeded(ft, self.policy, *remote)
         else:
             self.tiled = ft.tiled(residency_policy=self.policy)
         self.full = self.tiled.full_tensor()
@@ -79,6 +87,24 @@ def _compressed(ft, policy):
     finally:
         src.release()
     return te
+
+
+def _seeded(ft, policy, endpoints, namespace):
+    """The file tensor's values on Valkey/Redis servers instead: copied
+    once into a remote carrier of one block per expert tile in `namespace`
+    (deleted with the carrier), the secondary tier of the TiledEvictable."""
+    n = ft.carrier.size()
+    remote = carriers.Remote(0, endpoints=endpoints, namespace=namespace, dtype=ft.dtype,
+                             block_elements=math.prod(ft.tile_shape), runtime=ft.carrier._rt)
+    try:
+        move_async(Tensor(ft.carrier, 0, Layout.dense(n)), remote).wait()
+        return TiledEvictable(carriers.CPU(0, dtype=ft.dtype, runtime=ft.carrier._rt), remote, ft.grid_shape,
+                              ft.tile_shape, residency_policy=policy)
+    except BaseException:
+        remote.release()  # its namespace with it
+        raise
+    finally:
+        ft.carrier.release()
 
 
 class LayerStats:
