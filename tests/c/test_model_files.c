@@ -13,80 +13,9 @@
 #include <unistd.h>
 
 #include "sw_test.h"
+#include "sw_file_test.h"
 
-typedef struct {
-  sw_runtime_t* rt;
-  char dir[256];
-} fixture_t;
-
-static int fixture_setup(void** state) {
-  fixture_t* f = (fixture_t*)calloc(1, sizeof *f);
-  if (!f) return -1;
-  const char* tmp = getenv("TMPDIR");
-  snprintf(f->dir, sizeof f->dir, "%s/sw_model_test_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(f->dir)) return -1;
-  sw_error_t* e = sw_runtime_create(NULL, &f->rt);
-  if (e) {
-    sw_error_free(e);
-    return -1;
-  }
-  *state = f;
-  return 0;
-}
-
-static int count_entries(const char* dir, char* first, size_t capacity) {
-  DIR* d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    if (n == 0 && first) snprintf(first, capacity, "%s/%s", dir, e->d_name);
-    ++n;
-  }
-  closedir(d);
-  return n;
-}
-
-static void remove_all(const char* dir) {
-  char path[512];
-  while (count_entries(dir, path, sizeof path) > 0) unlink(path);
-}
-
-static int fixture_teardown(void** state) {
-  fixture_t* f = (fixture_t*)*state;
-  sw_runtime_release(f->rt);
-  remove_all(f->dir);
-  int ok = rmdir(f->dir) == 0 ? 0 : -1;
-  free(f);
-  return ok;
-}
-
-#define FIXTURE(state) ((fixture_t*)*(state))
-
-static void path_in(const fixture_t* f, const char* name, char* out, size_t capacity) {
-  snprintf(out, capacity, "%s/%s", f->dir, name);
-}
-
-static void write_bytes(const char* path, const void* data, size_t n) {
-  FILE* fp = fopen(path, "wb");
-  assert_non_null(fp);
-  if (n) assert_int_equal(fwrite(data, 1, n, fp), n);
-  assert_int_equal(fclose(fp), 0);
-}
-
-static unsigned char* read_bytes(const char* path, size_t* out_n) {
-  FILE* fp = fopen(path, "rb");
-  assert_non_null(fp);
-  fseek(fp, 0, SEEK_END);
-  long n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  unsigned char* data = (unsigned char*)malloc((size_t)n + 1);
-  assert_int_equal(fread(data, 1, (size_t)n, fp), (size_t)n);
-  fclose(fp);
-  *out_n = (size_t)n;
-  return data;
-}
+static int fixture_setup(void** state) { return file_fixture_setup(state, "sw_model_test"); }
 
 /* An npy 1.0 file: the dictionary text as given, padded to 64 bytes. */
 static void write_npy(const char* path, const char* dict, const void* data, size_t n) {
