@@ -409,76 +409,6 @@ impl Tensor {
         result(|out| unsafe { sys::sw_stack(raw.as_ptr(), raw.len(), axis, out) })
     }
 
-    /// -self.
-    pub fn neg(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Neg)
-    }
-
-    /// |self|.
-    pub fn abs(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Abs)
-    }
-
-    /// e^self.
-    pub fn exp(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Exp)
-    }
-
-    /// The natural logarithm.
-    pub fn log(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Log)
-    }
-
-    /// The square root.
-    pub fn sqrt(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Sqrt)
-    }
-
-    /// 1 / sqrt(self).
-    pub fn rsqrt(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Rsqrt)
-    }
-
-    /// self - other, broadcasting.
-    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Sub, other)
-    }
-
-    /// self / other, true division, broadcasting.
-    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Div, other)
-    }
-
-    /// self ^ other, broadcasting.
-    pub fn pow(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Pow, other)
-    }
-
-    /// The elementwise larger of self and other.
-    pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Maximum, other)
-    }
-
-    /// The elementwise smaller of self and other.
-    pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Minimum, other)
-    }
-
-    /// self + other.
-    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Add, other)
-    }
-
-    /// self * other, elementwise.
-    pub fn elementwise_mul(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::ElementwiseMul, other)
-    }
-
-    /// `mul(self, other)`: elementwise_mul of two tensors.
-    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Mul, other)
-    }
-
     /// self * scalar, the scalar taking the tensor's dtype.
     pub fn mul_scalar(&self, scalar: f64) -> Result<Tensor> {
         self.scalar(ScalarOp::Mul, scalar)
@@ -487,36 +417,6 @@ impl Tensor {
     /// scalar * self (`sw_scalar_mul`: the scalar on the left).
     pub fn scalar_mul(scalar: f64, tensor: &Tensor) -> Result<Tensor> {
         result(|out| unsafe { sys::sw_scalar_mul(scalar, tensor.as_raw(), out) })
-    }
-
-    /// max(self, 0).
-    pub fn relu(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Relu)
-    }
-
-    /// self * sigmoid(self), elementwise.
-    pub fn silu(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Silu)
-    }
-
-    /// self * Phi(self), elementwise: the exact (erf) GELU.
-    pub fn gelu(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Gelu)
-    }
-
-    /// 1 / (1 + e^-self), elementwise.
-    pub fn sigmoid(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Sigmoid)
-    }
-
-    /// tanh(self), elementwise.
-    pub fn tanh(&self) -> Result<Tensor> {
-        self.unary(UnaryOp::Tanh)
-    }
-
-    /// self @ other, NumPy style; the result has the operands' dtype.
-    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        self.binary(BinaryOp::Matmul, other)
     }
 
     /// self @ other with the result in `out_dtype` (`sw_matmul_ex`):
@@ -542,4 +442,73 @@ impl Tensor {
     pub fn sum(&self) -> Result<Tensor> {
         self.reduce_sum(&[], false)
     }
+}
+
+/// The named methods of the enum ops: `name => Variant` makes
+/// `pub fn name(&self[, other]) -> Result<Tensor>` calling
+/// [`Tensor::unary`] or [`Tensor::binary`] with that variant, its doc
+/// comment given before it.
+macro_rules! named_ops {
+    (unary: $($(#[$doc:meta])* $name:ident => $op:ident,)*) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(&self) -> Result<Tensor> {
+                self.unary(UnaryOp::$op)
+            })*
+        }
+    };
+    (binary: $($(#[$doc:meta])* $name:ident => $op:ident,)*) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
+                self.binary(BinaryOp::$op, other)
+            })*
+        }
+    };
+}
+
+named_ops! {
+    unary:
+        /// -self.
+        neg => Neg,
+        /// |self|.
+        abs => Abs,
+        /// e^self.
+        exp => Exp,
+        /// The natural logarithm.
+        log => Log,
+        /// The square root.
+        sqrt => Sqrt,
+        /// 1 / sqrt(self).
+        rsqrt => Rsqrt,
+        /// max(self, 0).
+        relu => Relu,
+        /// self * sigmoid(self), elementwise.
+        silu => Silu,
+        /// self * Phi(self), elementwise: the exact (erf) GELU.
+        gelu => Gelu,
+        /// 1 / (1 + e^-self), elementwise.
+        sigmoid => Sigmoid,
+        /// tanh(self), elementwise.
+        tanh => Tanh,
+}
+
+named_ops! {
+    binary:
+        /// self - other, broadcasting.
+        sub => Sub,
+        /// self / other, true division, broadcasting.
+        div => Div,
+        /// self ^ other, broadcasting.
+        pow => Pow,
+        /// The elementwise larger of self and other.
+        maximum => Maximum,
+        /// The elementwise smaller of self and other.
+        minimum => Minimum,
+        /// self + other.
+        add => Add,
+        /// self * other, elementwise.
+        elementwise_mul => ElementwiseMul,
+        /// `mul(self, other)`: elementwise_mul of two tensors.
+        mul => Mul,
+        /// self @ other, NumPy style; the result has the operands' dtype.
+        matmul => Matmul,
 }
