@@ -82,7 +82,7 @@ static void external_desc(fz_in* in) {
   d.bytes = (size_t)fz_range(in, 0, 256 - 16);
   d.read_only = fz_bool(in);
   d.release = fz_bool(in) ? on_release : NULL;
-  const sw_dtype_t dtype = (sw_dtype_t)fz_range(in, 0, 9);
+  const sw_dtype_t dtype = (sw_dtype_t)fz_range(in, 0, 14);
   release_calls = 0;
   sw_carrier_t* c = NULL;
   const sw_error_code_t code = FZ_CHECK(sw_carrier_create_cpu_external(fz_runtime(), dtype, &d, &c));
@@ -93,7 +93,10 @@ static void external_desc(fz_in* in) {
   }
   size_t n = 0;
   FZ_OK(sw_carrier_size(c, &n));
-  FZ_REQUIRE(n * sw_dtype_size(dtype) == d.bytes, "%zu slots over %zu bytes", n, d.bytes);
+  // A quantized dtype's slots are its blocks' elements: count its bytes by blocks.
+  FZ_REQUIRE(n % sw_dtype_block_elements(dtype) == 0 &&
+                 n / sw_dtype_block_elements(dtype) * sw_dtype_block_bytes(dtype) == d.bytes,
+             "%zu slots of %s over %zu bytes", n, sw_dtype_name(dtype), d.bytes);
   if (d.read_only) {
     uint8_t v[8] = {0};
     FZ_REQUIRE(n == 0 || FZ_CHECK(sw_carrier_write(c, 0, 1, v)) == SW_ERROR_STATE, "a read-only carrier took a write");
