@@ -359,7 +359,7 @@ class LocalServers:
         if binary is None:
             raise SystemExit("--tier remote without --remote-endpoints starts redis-servers of its own: redis-server "
                              "is not on the PATH (Debian: apt-get install redis-server; tools/install_deps.sh)")
-        self.dir = tempfile.mkdtemp(prefix="sw-demo-redis-", dir=o.dir)
+        self.dir = tempfile.mkdtemp(prefix="sw-demo-redis-", dir=os.path.abspath(o.dir))
         self.procs, socks = [], []
         for i in range(self.COUNT):
             sock = os.path.join(self.dir, f"redis{i}.sock")

@@ -326,16 +326,18 @@ def test_mixtral_offload_tiers_and_prefetch(capsys, tmp_path):
         assert s["config"]["tier"] == extra[1]
 
 
-def test_mixtral_offload_remote_tier(capsys, tmp_path):
+def test_mixtral_offload_remote_tier(capsys, tmp_path, monkeypatch):
     """--tier remote without endpoints: the demo starts two redis-servers on
     unix sockets, seeds the experts, decodes from them and stops them (their
     directory is gone); the offloaded run equals PyTorch's within the bound
-    and reads from the servers. A missing redis-server fails: the test
-    command installs it."""
+    and reads from the servers. --dir is relative, as the benchmark passes it
+    (redis-server changes to its --dir, so the servers' paths must be
+    absolute). A missing redis-server fails: the test command installs it."""
     if shutil.which("redis-server") is None:
         pytest.fail("redis-server is not on the PATH; tools/install_deps.sh installs it")
     demo = load("mixtral_offload")
-    assert demo.main(MIXTRAL_SMALL + ["--dir", str(tmp_path), "--runs", "pytorch,offloaded", "--tier", "remote",
+    monkeypatch.chdir(tmp_path.parent)
+    assert demo.main(MIXTRAL_SMALL + ["--dir", tmp_path.name, "--runs", "pytorch,offloaded", "--tier", "remote",
                                       "--remote-endpoints", ""]) == 0
     out = capsys.readouterr().out
     s = summary_of(out)
