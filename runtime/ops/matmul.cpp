@@ -1,6 +1,7 @@
 // matmul with NumPy semantics, and its VJP.
 #include "autograd/node.hpp"
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/dtype.hpp"
 #include "ops/backend.hpp"
 #include "ops/ops.hpp"
@@ -79,12 +80,52 @@ class MatmulNode final : public Node {
   std::vector<int64_t> a_shape_, b_shape_, out2_;
 };
 
+// x @ W with W (K, N) block-quantized: x (K) or (M, K) of any float dtype
+// on the CPU, taken as f32; the product accumulates in f32 (the CPU
+// backend's quantized kernels) and is rounded once to `out_dtype` (f32,
+// bf16 or f16). Not differentiable.
+Ref<Tensor> quantized_matmul(const Ref<Tensor>& a, const Ref<Tensor>& b, sw_dtype_t out_dtype) {
+  const std::string q = dtype_name(b->dtype());
+  if (!dtype_is_float(a->dtype()))
+    type_error("matmul: a product with " + q + " weights takes a float left operand, not " + dtype_name(a->dtype()));
+  if (out_dtype == a->dtype() && !(out_dtype == SW_DTYPE_F32 || out_dtype == SW_DTYPE_BF16 ||
+                                   out_dtype == SW_DTYPE_F16))
+    out_dtype = SW_DTYPE_F32;
+  if (out_dtype != SW_DTYPE_F32 && out_dtype != SW_DTYPE_BF16 && out_dtype != SW_DTYPE_F16)
+    type_error("matmul: the result of a product with " + q + " weights is f32, bf16 or f16, not " +
+               dtype_name(out_dtype));
+  if (b->rank() != 2 || a->rank() > 2)
+    value_error("matmul: " + q + " weights multiply as a (K, N) matrix by x (K) or (M, K); the operands have shapes " +
+                shape_text(a->shape()) + " and " + shape_text(b->shape()));
+  if (a->shape().back() != b->shape()[0])
+    value_error("matmul: contraction extents differ (" + std::to_string(a->shape().back()) + " and " +
+                std::to_string(b->shape()[0]) + ")");
+  if (should_record({a.get(), b.get()}))
+    unsupported_error("matmul: gradients through " + q +
+                      " weights are not supported (block-quantized weights are for inference)");
+  auto b1 = resolve(b, SW_PURPOSE_OPERATION, "matmul");
+  if (b1->carrier().kind() != SW_CARRIER_CPU || !b1->carrier().host_data() || a->carrier().kind() != SW_CARRIER_CPU)
+    unsupported_error("matmul: products with " + q + " weights run on CPU tensors only");
+  int64_t s0 = 0, s1 = 0;
+  if (!b1->layout().mode_stride(0, &s0) || !b1->layout().mode_stride(1, &s1) || (s0 != 1 && b1->shape()[0] > 1))
+    value_error("matmul: " + q + " weights must keep whole blocks along K (first mode contiguous), not the view " +
+                b1->layout().to_string());
+  auto a1 = as_matrix(*copy_as(*a, SW_DTYPE_F32), true);
+  ComputeBackend& be = backend_for(b1->carrier());
+  auto out = be.empty(a->runtime_ref(), SW_DTYPE_F32, {a1->shape()[0], b1->shape()[1]});
+  if (out->numel()) be.matmul(*a1, *b1, *out);
+  auto shaped = a->rank() == 1 ? reshape_dense(out, {b1->shape()[1]}) : out;
+  return out_dtype == SW_DTYPE_F32 ? shaped : copy_as(*shaped, out_dtype);
+}
+
 }  // namespace
 
 Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b) { return matmul(a, b, a->dtype()); }
 
 Ref<Tensor> matmul(const Ref<Tensor>& a, const Ref<Tensor>& b, sw_dtype_t out_dtype) {
-  auto pins = check_operands("matmul", {a.get(), b.get()});
+  const bool quantized_weights = dtype_is_quantized(b->dtype()) && !dtype_is_quantized(a->dtype());
+  auto pins = check_operands("matmul", {a.get(), b.get()}, quantized_weights);
+  if (quantized_weights) return quantized_matmul(a, b, out_dtype);
   if (a->dtype() != b->dtype())
     type_error(std::string("matmul: operand dtypes differ (") + dtype_name(a->dtype()) + " and " +
                dtype_name(b->dtype()) + ")");

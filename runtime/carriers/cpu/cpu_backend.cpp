@@ -16,6 +16,7 @@
 #include "carriers/cpu/cpu_carrier.hpp"
 #include "carriers/cpu/cpu_kernels.hpp"
 #include "carriers/cpu/gemm.hpp"
+#include "carriers/cpu/qgemm.hpp"
 #include "core/dtype.hpp"
 #include "core/interleave.hpp"
 #include "core/iteration.hpp"
@@ -389,6 +390,49 @@ void move_interleaved(ThreadPool& pool, std::byte* packed, const std::byte* part
   });
 }
 
+// Products whose weights `b` are block-quantized (the expert ops on
+// quantized tiles): a (m, K) f32 with any strides, b (K, N) whole blocks
+// along K with its columns at one stride, out (m, N) f32. X is quantized
+// once per distinct operand `a`, then all products run as one job.
+void quantized_matmuls(const std::vector<ComputeBackend::MatmulCall>& calls) {
+  std::vector<qgemm::Product> products;
+  std::vector<std::unique_ptr<qgemm::Activations>> xs;
+  std::vector<const Tensor*> x_of;  // the operand each of xs quantizes
+  std::vector<bool> x_k;             // and whether in blocks of 256
+  auto stride_of = [](const Tensor& t, size_t mode) {
+    int64_t s = 0;
+    if (!t.layout().mode_stride(mode, &s)) internal_error("matmul: a quantized product's operand is not strided");
+    return s;
+  };
+  for (const ComputeBackend::MatmulCall& c : calls) {
+    const Tensor &a = *c.a, &b = *c.b, &out = *c.out;
+    if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2 || a.dtype() != SW_DTYPE_F32 || out.dtype() != SW_DTYPE_F32)
+      internal_error("matmul: a quantized product takes (m, K) f32 times (K, N) blocks into (m, N) f32");
+    const int64_t m = a.shape()[0], K = a.shape()[1], N = b.shape()[1];
+    const Tensor::Units u = b.units();
+    int64_t run = 0, ldw = 0;
+    if (!u.layout->mode_stride(0, &run) || !u.layout->mode_stride(1, &ldw) || (run != 1 && K > dtype_block_elements(b.dtype())))
+      internal_error("matmul: quantized weights must be whole blocks along K, their columns at one stride");
+    size_t xi = 0;
+    while (xi < x_of.size() && !(&x_of[xi]->carrier() == &a.carrier() && x_of[xi]->offset() == a.offset() &&
+                                 x_of[xi]->layout().equals(a.layout()) &&
+                                 x_k[xi] == qgemm::wants_k_blocks(b.dtype())))
+      ++xi;
+    if (xi == x_of.size()) {
+      xs.push_back(std::make_unique<qgemm::Activations>());
+      x_of.push_back(&a);
+      x_k.push_back(qgemm::wants_k_blocks(b.dtype()));
+      qgemm::quantize_rows(b.dtype(), reinterpret_cast<const float*>(a.host_base()), stride_of(a, 0), stride_of(a, 1), m, K,
+                           xs.back().get());
+    }
+    products.push_back({b.dtype(), b.carrier().host_data() + static_cast<size_t>(u.offset) * u.unit_bytes,
+                        ldw * static_cast<int64_t>(u.unit_bytes), N, xs[xi].get(),
+                        reinterpret_cast<float*>(out.host_base()), stride_of(out, 0), stride_of(out, 1)});
+  }
+  if (products.empty()) return;
+  qgemm::multiply_all(calls[0].out->runtime().compute(), products.data(), products.size());
+}
+
 // With `later`, a single product whose operands and result are read and
 // written in place is appended there instead of run (matmuls runs them
 // together); any other runs here.
@@ -683,8 +727,12 @@ class CpuBackend final : public ComputeBackend {
       }
     });
   }
-  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override { matmul_impl(a, b, out); }
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    if (dtype_is_quantized(b.dtype())) return quantized_matmuls({{&a, &b, &out}});
+    matmul_impl(a, b, out);
+  }
   void matmuls(const std::vector<MatmulCall>& calls) override {
+    if (!calls.empty() && dtype_is_quantized(calls[0].b->dtype())) return quantized_matmuls(calls);
     // Products of one operand dtype and one result dtype go together.
     std::vector<gemm::Product> later;
     for (const MatmulCall& c : calls) {

@@ -73,7 +73,7 @@ UnaryOp activation_kernel(ops::Unary a) {
 struct Call {
   std::shared_ptr<const Routing> r;  // K = H, N = F (the gate's and up's products)
   int64_t H = 0, F = 0;
-  sw_dtype_t dt = SW_DTYPE_INVALID, acc = SW_DTYPE_INVALID, out = SW_DTYPE_INVALID;
+  sw_dtype_t dt = SW_DTYPE_INVALID, acc = SW_DTYPE_INVALID, out = SW_DTYPE_INVALID;  // dt: operand_dtype
   UnaryOp act = UnaryOp::kSilu;
   ComputeBackend* be = nullptr;
   Ref<Runtime> rt;
@@ -286,6 +286,7 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   const bool record = grad_enabled() &&
                       (w.gate_full->requires_grad() || (w.up_full && w.up_full->requires_grad()) ||
                        w.down_full->requires_grad() || x->requires_grad() || (gates && gates->requires_grad()));
+  refuse_quantized_grad(kOp, dt, record);
   if (record) {
     // Its expert matmuls commit together, or not at all.
     auto done = make_ref<Await>(w.down->runtime_ref(), SW_AWAIT_PROJECTION);
@@ -299,14 +300,14 @@ Ref<Await> expert_ffn(const ExpertFfnWeights& w, const Ref<Tensor>& x, const Ref
   call->r = r;
   call->H = H;
   call->F = F;
-  call->dt = dt;
+  call->dt = operand_dtype(dt);  // the dtype a, b and h are rounded to
   call->acc = acc;
   call->out = out_dtype;
   call->act = act;
   call->be = &backend_for(*w.gate->primary_carrier());
   call->rt = w.gate->runtime_ref();
   // Snapshots of the small operands: later writes to them cannot reach the call.
-  call->x = ops::copy_as(*x, dt);
+  call->x = ops::copy_as(*x, call->dt);
   call->gates = gates ? ops::copy_as(*gates, acc) : nullptr;
   call->Y = call->be->empty(call->rt, acc, {r->T, r->k, H});
   const size_t U = r->experts.size();

@@ -187,10 +187,11 @@ Ref<Await> TiledEvictable::expert_matmul(const Ref<Tensor>& full, const Ref<Tens
   // Snapshots of the small operands: later writes to them cannot reach the request.
   const sw_dtype_t acc = acc_dtype(dt);
   const int64_t S = r->S();
-  Ref<Tensor> xd = ops::copy_as(*x, dt);
-  Ref<Tensor> gd = gates ? ops::copy_as(*gates, acc) : nullptr;
   const bool record =
       grad_enabled() && (full->requires_grad() || x->requires_grad() || (gates && gates->requires_grad()));
+  refuse_quantized_grad(kOp, dt, record);
+  Ref<Tensor> xd = ops::copy_as(*x, operand_dtype(dt));
+  Ref<Tensor> gd = gates ? ops::copy_as(*gates, acc) : nullptr;
 
   ComputeBackend& be = backend_for(*primary_seed_);
   const Ref<Runtime>& rt = runtime_ref();

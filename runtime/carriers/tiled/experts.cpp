@@ -67,8 +67,9 @@ void check_experts(const TiledEvictable& te, const Tensor& full, const char* op,
   if (primary.kind() != SW_CARRIER_CPU)
     unsupported_error(std::string(op) + ": " + what + "' primary tier is a " + primary.kind_name() +
                       " carrier; only a CPU primary is supported (project the experts and call matmul instead)");
-  if (!dtype_is_float(te.dtype()))
-    type_error(std::string(op) + " supports f32, f64, f16 and bf16 experts, not " + dtype_name(te.dtype()));
+  if (!dtype_is_float(te.dtype()) && !dtype_is_quantized(te.dtype()))
+    type_error(std::string(op) + " supports f32, f64, f16, bf16 and block-quantized experts, not " +
+               dtype_name(te.dtype()));
 }
 
 void check_host_operand(const Tensor& t, const char* op, const char* what) {
@@ -79,24 +80,38 @@ void check_host_operand(const Tensor& t, const char* op, const char* what) {
 
 sw_dtype_t check_call(const char* op, sw_dtype_t dt, sw_dtype_t out_dtype, const Tensor& x, const Tensor& ids,
                       const Tensor* gates, std::vector<StoragePin>* pins) {
-  if (dtype_is_quantized(dt))
-    type_error(std::string(op) + ": " + dtype_name(dt) +
-               " experts are not supported; dequantize them first (sw_tensor_to_dtype of a projection)");
+  const bool quantized = dtype_is_quantized(dt);
   const bool half = dt == SW_DTYPE_F16 || dt == SW_DTYPE_BF16;
-  if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
-  if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
-    type_error(std::string(op) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
-               (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
+  if (quantized) {
+    if (out_dtype == SW_DTYPE_INVALID) out_dtype = SW_DTYPE_F32;
+    if (out_dtype != SW_DTYPE_F32 && out_dtype != SW_DTYPE_BF16 && out_dtype != SW_DTYPE_F16)
+      type_error(std::string(op) + ": the result of " + dtype_name(dt) + " experts is f32, bf16 or f16, not " +
+                 dtype_name(out_dtype));
+  } else {
+    if (out_dtype == SW_DTYPE_INVALID) out_dtype = dt;
+    if (out_dtype != dt && !(half && out_dtype == SW_DTYPE_F32))
+      type_error(std::string(op) + ": the result of " + dtype_name(dt) + " experts is " + dtype_name(dt) +
+                 (half ? " or f32" : "") + ", not " + dtype_name(out_dtype));
+  }
   *pins = gates ? ops::check_operands(op, {&x, &ids, gates}) : ops::check_operands(op, {&x, &ids});
   check_host_operand(x, op, "x");
   check_host_operand(ids, op, "ids");
   if (gates) check_host_operand(*gates, op, "gates");
-  if (x.dtype() != dt) type_error(std::string(op) + ": x is " + dtype_name(x.dtype()) + ", the experts " + dtype_name(dt));
+  if (quantized ? !dtype_is_float(x.dtype()) : x.dtype() != dt)
+    type_error(std::string(op) + ": x is " + dtype_name(x.dtype()) + ", the experts " + dtype_name(dt) +
+               (quantized ? " (x must be a float tensor)" : ""));
   if (ids.dtype() != SW_DTYPE_I32 && ids.dtype() != SW_DTYPE_I64)
     type_error(std::string(op) + ": ids must be i32 or i64, not " + dtype_name(ids.dtype()));
   if (gates && !dtype_is_float(gates->dtype()))
     type_error(std::string(op) + ": gates must be a float tensor, not " + dtype_name(gates->dtype()));
   return out_dtype;
+}
+
+void refuse_quantized_grad(const char* op, sw_dtype_t dt, bool record) {
+  if (record && dtype_is_quantized(dt))
+    unsupported_error(std::string(op) + ": gradients through " + dtype_name(dt) +
+                      " experts are not supported (block-quantized experts are for inference); call it with grad " +
+                      "mode off or with inputs that do not require grad");
 }
 
 bool consecutive(const std::vector<int64_t>& v) {

@@ -21,6 +21,7 @@
 #include "async/await.hpp"
 #include "carriers/tiled/tile_request.hpp"
 #include "carriers/tiled/tiled_carrier.hpp"
+#include "core/dtype.hpp"
 #include "ops/backend.hpp"
 
 namespace sw::experts {
@@ -48,8 +49,8 @@ void route(const char* op, const Tensor& ids, const Tensor& x, const Tensor* gat
            Routing* r);
 
 // Checks that `full` is the full tensor of `te`, a live TiledEvictable of
-// one expert per tile (grid (1, 1, E), tile (K, N, 1)) of a float dtype with
-// a CPU primary tier: STATE, TYPE, VALUE, UNSUPPORTED as for
+// one expert per tile (grid (1, 1, E), tile (K, N, 1)) of a float or
+// block-quantized dtype with a CPU primary tier: STATE, TYPE, VALUE, UNSUPPORTED as for
 // sw_tiled_expert_matmul; `what` names the experts in messages ("the
 // experts", "the down experts").
 void check_experts(const TiledEvictable& te, const Tensor& full, const char* op, const std::string& what);
@@ -61,8 +62,9 @@ void check_host_operand(const Tensor& t, const char* op, const char* what);
 // (`out_dtype`: SW_DTYPE_INVALID for the experts' `dt`, f32 allowed for half
 // experts; TYPE otherwise), the operands' carriers (ops::check_operands:
 // their storage is pinned into `pins`), CPU x, ids and gates, x of the
-// experts' dtype, i32/i64 ids and float gates (TYPE). `gates` may be null.
-// Returns the result's dtype.
+// experts' dtype (any float dtype for block-quantized experts, whose
+// products take f32 and give f32, bf16 or f16), i32/i64 ids and float gates
+// (TYPE). `gates` may be null. Returns the result's dtype.
 sw_dtype_t check_call(const char* op, sw_dtype_t dt, sw_dtype_t out_dtype, const Tensor& x, const Tensor& ids,
                       const Tensor* gates, std::vector<StoragePin>* pins);
 
@@ -79,8 +81,15 @@ void gated_sum(const Routing& r, const A* Y, const A* gate, A* out) {
     }
 }
 
+// UNSUPPORTED when a call on block-quantized `dt` experts would record
+// gradients (`record`): quantized experts are for inference.
+void refuse_quantized_grad(const char* op, sw_dtype_t dt, bool record);
+
 // The accumulation dtype of a product of `dt` operands.
 inline sw_dtype_t acc_dtype(sw_dtype_t dt) { return dt == SW_DTYPE_F64 ? SW_DTYPE_F64 : SW_DTYPE_F32; }
+// The dtype of the values multiplied by `dt` experts (x, the activations):
+// their own for float experts, f32 for block-quantized ones.
+inline sw_dtype_t operand_dtype(sw_dtype_t dt) { return dtype_is_quantized(dt) ? SW_DTYPE_F32 : dt; }
 
 template <typename A>
 A* data(const Tensor& t) {
