@@ -1,5 +1,5 @@
 /* The native methods of Carrier: slots through direct buffers, CPU carriers
- * over or copied from a direct buffer, file and zstd carriers, and the
+ * over or copied from a direct buffer, file, zstd and remote carriers, and the
  * model-file openers (.npy, .safetensors, raw tensors). direct_buffer serves
  * DeviceView too. */
 
@@ -117,6 +117,50 @@ jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, ji
                                               &carrier)))
     return 0;
   return (jlong)(intptr_t)carrier;
+}
+
+/* sw_carrier_create_remote (open false) or sw_carrier_open_remote (open
+ * true) with every field of sw_remote_carrier_desc_t: the strings as
+ * NUL-terminated UTF-8 byte[]s (user and password_file may be null), the
+ * endpoints as an Object[] of them. */
+jlong carrier_remote(JNIEnv* env, jlong runtime, jint dtype, jlong size, jboolean open, jobjectArray endpoints,
+                     jbyteArray key_namespace, jbyteArray user, jbyteArray password_file, jboolean allow_plaintext,
+                     jboolean read_only, jlong block_elements, jlong placement_seed, jlong deadline_ms,
+                     jlong chunk_bytes, jlong requests_in_flight, jboolean persistent) {
+  char** eps = NULL;
+  size_t count = 0;
+  if (sw_j_utf8s(env, endpoints, &eps, &count, "endpoints") < 0) return 0;
+  char* ns = sw_j_utf8(env, key_namespace, "namespace");
+  char* u = ns && user ? sw_j_utf8(env, user, "user") : NULL;
+  char* pw = ns && (!user || u) && password_file ? sw_j_utf8(env, password_file, "password file") : NULL;
+  jlong result = 0;
+  if (!(*env)->ExceptionCheck(env)) {
+    sw_remote_carrier_desc_t desc;
+    sw_remote_carrier_desc_init(&desc);
+    desc.endpoints = (const char* const*)eps;
+    desc.endpoint_count = count;
+    desc.key_namespace = ns;
+    desc.user = u;
+    desc.password_file = pw;
+    desc.allow_plaintext = allow_plaintext;
+    desc.read_only = read_only;
+    desc.block_elements = (size_t)block_elements;
+    desc.placement_seed = (uint64_t)placement_seed;
+    desc.deadline_ms = (uint32_t)deadline_ms;
+    desc.chunk_bytes = (size_t)chunk_bytes;
+    desc.requests_in_flight = (uint32_t)requests_in_flight;
+    desc.persistent = persistent;
+    sw_runtime_t* rt = (sw_runtime_t*)(intptr_t)runtime;
+    sw_carrier_t* carrier = NULL;
+    sw_error_t* e = open ? sw_carrier_open_remote(rt, (sw_dtype_t)dtype, (size_t)size, &desc, &carrier)
+                         : sw_carrier_create_remote(rt, (sw_dtype_t)dtype, (size_t)size, &desc, &carrier);
+    if (!sw_j_failed(env, e)) result = (jlong)(intptr_t)carrier;
+  }
+  free(pw);
+  free(u);
+  free(ns);
+  sw_j_free_utf8s(eps, count);
+  return result;
 }
 
 /* The options of a read-only File carrier (sw_file_carrier_desc_t). */

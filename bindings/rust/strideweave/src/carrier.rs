@@ -1,8 +1,9 @@
 //! Carriers: flat runs of slots of one dtype, with a version counter,
 //! ownership claims and dispose.
 use std::ffi::CString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr;
+use std::time::Duration;
 
 use strideweave_sys as sys;
 
@@ -56,7 +57,7 @@ pub enum CarrierKind {
     Vulkan,
     /// A TiledEvictable.
     Tiled,
-    /// Blocks on Valkey or Redis servers, a secondary tier (made through the C API).
+    /// Blocks on Valkey or Redis servers, a secondary tier ([`Carrier::remote`]).
     Remote,
     /// A kind this crate does not name.
     Other(u32),
@@ -116,6 +117,137 @@ impl Default for ZstdOptions {
     fn default() -> ZstdOptions {
         ZstdOptions { level: 1, frame_elements: 0, shuffle: None }
     }
+}
+
+/// Where a remote carrier's blocks live and how it reaches them
+/// (`sw_remote_carrier_desc_t`): what [`Carrier::remote`] and
+/// [`Carrier::open_remote`] take.
+///
+/// [`RemoteOptions::new`] names the servers and the namespace; every other
+/// field starts at its default and may be set with struct update syntax:
+///
+/// ```
+/// use strideweave::RemoteOptions;
+/// use std::time::Duration;
+///
+/// let o = RemoteOptions {
+///     block_elements: 4096,
+///     deadline: Some(Duration::from_secs(2)),
+///     ..RemoteOptions::new(["unix:///run/strideweave/redis.sock"], "experts")
+/// };
+/// assert_eq!(o.endpoints.len(), 1);
+/// ```
+///
+/// Every client of a namespace lists the same servers in the same order:
+/// block `i` is placed by rendezvous hashing of `(placement_seed, i)` over
+/// the endpoints' positions. A `redis://` host that is not a loopback
+/// address is refused (VALUE) unless `allow_plaintext`: the connection
+/// would be unencrypted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// The servers, `unix:///path/to.sock` or `redis://host[:port]` (port
+    /// 6379 by default); at least one.
+    pub endpoints: Vec<String>,
+    /// The namespace of every key of the carrier; not empty, no spaces.
+    pub namespace: String,
+    /// The ACL user for AUTH; `None`: `default`. Needs `password_file`.
+    pub user: Option<String>,
+    /// A file whose first line is the password; `None`: no AUTH. Neither
+    /// its group nor others may read or write it (VALUE otherwise).
+    pub password_file: Option<PathBuf>,
+    /// Allow `redis://` to a host that is not a loopback address.
+    pub allow_plaintext: bool,
+    /// [`Carrier::open_remote`] only: refuse writes (STATE).
+    pub read_only: bool,
+    /// Slots per block. Creating: 0 = 262144. Opening: 0 = the header's;
+    /// any other value must be the header's.
+    pub block_elements: usize,
+    /// Seeds the placement of blocks on endpoints; opening: must be the
+    /// header's.
+    pub placement_seed: u64,
+    /// The deadline of every request, rounded up to a whole millisecond;
+    /// `None` = 5 s.
+    pub deadline: Option<Duration>,
+    /// Bytes per GETRANGE or SETRANGE command; 0 = 1 MiB.
+    pub chunk_bytes: usize,
+    /// Commands in flight per transfer; 0 = 4.
+    pub requests_in_flight: u32,
+    /// [`Carrier::remote`] only: the namespace outlives the carrier (a
+    /// seeded tier other clients open); by default disposing or releasing
+    /// the carrier deletes its keys.
+    pub persistent: bool,
+}
+
+impl RemoteOptions {
+    /// Options over `endpoints` and `namespace`, every other field at its
+    /// default: no AUTH, loopback or unix sockets only, the library's block
+    /// size, deadline, chunk size and requests in flight, placement seed 0,
+    /// writable, deleted with the carrier.
+    pub fn new<I, S>(endpoints: I, namespace: impl Into<String>) -> RemoteOptions
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RemoteOptions {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            namespace: namespace.into(),
+            ..RemoteOptions::default()
+        }
+    }
+}
+
+/// The C strings a `sw_remote_carrier_desc_t` points into; alive while it is used.
+struct RemoteStrings {
+    _endpoints: Vec<CString>,
+    pointers: Vec<*const std::ffi::c_char>,
+    namespace: CString,
+    user: Option<CString>,
+    password_file: Option<CString>,
+}
+
+fn c_string(s: &str, what: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::value(format!("{what} holds a NUL byte")))
+}
+
+fn remote_desc(options: &RemoteOptions) -> Result<(sys::sw_remote_carrier_desc_t, RemoteStrings)> {
+    let endpoints = options
+        .endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, e)| c_string(e, &format!("endpoints[{i}]")))
+        .collect::<Result<Vec<_>>>()?;
+    let pointers = endpoints.iter().map(|e| e.as_ptr()).collect();
+    let strings = RemoteStrings {
+        pointers,
+        _endpoints: endpoints,
+        namespace: c_string(&options.namespace, "the namespace")?,
+        user: options.user.as_deref().map(|u| c_string(u, "the user")).transpose()?,
+        password_file: options.password_file.as_deref().map(path_cstring).transpose()?,
+    };
+    let deadline_ms = match options.deadline {
+        None => 0,
+        Some(d) if d.is_zero() => return Err(Error::value("the deadline is zero; None means the default (5 s)")),
+        Some(d) => {
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            u32::try_from(ms).map_err(|_| Error::value(format!("the deadline {d:?} exceeds u32::MAX milliseconds")))?
+        }
+    };
+    let mut desc = sys::sw_remote_carrier_desc_t::default();
+    unsafe { sys::sw_remote_carrier_desc_init(&mut desc) };
+    desc.endpoints = if strings.pointers.is_empty() { ptr::null() } else { strings.pointers.as_ptr() };
+    desc.endpoint_count = strings.pointers.len();
+    desc.key_namespace = strings.namespace.as_ptr();
+    desc.user = strings.user.as_ref().map_or(ptr::null(), |u| u.as_ptr());
+    desc.password_file = strings.password_file.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+    desc.allow_plaintext = options.allow_plaintext;
+    desc.read_only = options.read_only;
+    desc.block_elements = options.block_elements;
+    desc.placement_seed = options.placement_seed;
+    desc.deadline_ms = deadline_ms;
+    desc.chunk_bytes = options.chunk_bytes;
+    desc.requests_in_flight = options.requests_in_flight;
+    desc.persistent = options.persistent;
+    Ok((desc, strings))
 }
 
 pub(crate) fn path_cstring(path: &Path) -> Result<CString> {
@@ -275,6 +407,51 @@ impl Carrier {
             Some(true) => 1,
         };
         new_carrier!(|o| sys::sw_carrier_create_zstd(runtime.as_raw(), dtype.to_raw(), size, &desc, o))
+    }
+
+    /// A zero-filled carrier of `size` slots in a new namespace on Valkey
+    /// or Redis servers (`sw_carrier_create_remote`): a secondary tier whose
+    /// blocks are one string key each, with a CRC-32C checked on every read.
+    /// Its header and every block are written. Unless
+    /// [`RemoteOptions::persistent`], the carrier owns its keys: disposing
+    /// or releasing it deletes them. Size 0 makes an empty carrier, which a
+    /// TiledEvictable or a move fills.
+    ///
+    /// Choose [`RemoteOptions::block_elements`] equal to the tile size of
+    /// the TiledEvictable it serves: every promotion and eviction is then
+    /// one block.
+    ///
+    /// # Errors
+    ///
+    /// STATE when the namespace already has a header on one of the servers;
+    /// IO (TIMEOUT past the deadline) naming the server when one cannot be
+    /// reached or refuses the credentials or a command; VALUE for a bad
+    /// endpoint (a `redis://` one to a host that is not a loopback address
+    /// without `allow_plaintext`), namespace or password file, or
+    /// `read_only` set; UNSUPPORTED for `rediss://` and in builds without
+    /// hiredis.
+    pub fn remote(runtime: &Runtime, dtype: DType, size: usize, options: &RemoteOptions) -> Result<Carrier> {
+        let (desc, _strings) = remote_desc(options)?;
+        new_carrier!(|o| sys::sw_carrier_create_remote(runtime.as_raw(), dtype.to_raw(), size, &desc, o))
+    }
+
+    /// A carrier over an existing namespace on Valkey or Redis servers
+    /// (`sw_carrier_open_remote`), seeded by [`Carrier::remote`] with
+    /// [`RemoteOptions::persistent`] or by `python -m strideweave.remote
+    /// seed`. Every server's header must match `dtype`, `size`, the block
+    /// size (unless `block_elements` is 0), the endpoint count and the
+    /// placement seed. The carrier never deletes the keys.
+    ///
+    /// # Errors
+    ///
+    /// VALUE when a header differs (naming the field and the server), for a
+    /// bad endpoint, namespace or password file, or `persistent` set; IO
+    /// when a server has no header, cannot be reached, or refuses the
+    /// credentials or a command; TIMEOUT past the deadline; UNSUPPORTED for
+    /// `rediss://` and in builds without hiredis.
+    pub fn open_remote(runtime: &Runtime, dtype: DType, size: usize, options: &RemoteOptions) -> Result<Carrier> {
+        let (desc, _strings) = remote_desc(options)?;
+        new_carrier!(|o| sys::sw_carrier_open_remote(runtime.as_raw(), dtype.to_raw(), size, &desc, o))
     }
 
     /// A zero-filled compute carrier in device-local memory of a Vulkan

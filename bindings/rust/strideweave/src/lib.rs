@@ -3,10 +3,10 @@
 //! StrideWeave's core is the [`TiledEvictable`]: one logical tensor (MoE
 //! expert weights `(expert, out, in)` with one expert per tile, say) whose
 //! tiles live in a primary tier (CPU memory, Vulkan) or a secondary tier (a
-//! file, zstd-compressed memory, host memory), are promoted and evicted
-//! asynchronously under a residency policy, are gathered ("projected") into
-//! compact tensors while other work runs, are scattered back, take part in
-//! autograd, and never lose a dirty value.
+//! file, zstd-compressed memory, host memory, Valkey or Redis servers), are
+//! promoted and evicted asynchronously under a residency policy, are
+//! gathered ("projected") into compact tensors while other work runs, are
+//! scattered back, take part in autograd, and never lose a dirty value.
 //!
 //! ```no_run
 //! use strideweave::{Carrier, DType, Policy, Runtime, TileSelection, TiledEvictable};
@@ -69,7 +69,7 @@ mod tiled;
 mod tiles;
 
 pub use awaits::{move_async, Await, AwaitKind, AwaitMove, AwaitOutput, AwaitProjection, AwaitResidency, AwaitUpdate};
-pub use carrier::{Carrier, CarrierKind, FileOptions, FileSegment, ZstdOptions};
+pub use carrier::{Carrier, CarrierKind, FileOptions, FileSegment, RemoteOptions, ZstdOptions};
 pub use device::{CopyEvent, CopyStatus, Device, DeviceAllocation, DeviceKind, DeviceView, ObjectSpec, ViewInfo};
 pub use dtype::{BF16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorCode, Result};

@@ -155,11 +155,11 @@ impl Drop for PendingAwait {
 impl TiledEvictable {
     /// A TiledEvictable over `primary` (an empty or full-extent compute
     /// carrier: CPU or Vulkan) and `secondary` (an empty or full-extent
-    /// storage carrier: host, file or zstd) of one dtype. A full primary
-    /// makes every tile primary, a full secondary every tile secondary,
-    /// both full primary and dirty, both empty every tile invalid. TYPE for
-    /// wrong kinds or dtypes, VALUE for shapes, STATE for disposed or owned
-    /// tiers; on failure no tier is claimed.
+    /// storage carrier: host, file, zstd or remote) of one dtype. A full
+    /// primary makes every tile primary, a full secondary every tile
+    /// secondary, both full primary and dirty, both empty every tile
+    /// invalid. TYPE for wrong kinds or dtypes, VALUE for shapes, STATE for
+    /// disposed or owned tiers; on failure no tier is claimed.
     pub fn new(
         primary: &Carrier,
         secondary: &Carrier,

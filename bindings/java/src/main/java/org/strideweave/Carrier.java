@@ -10,7 +10,8 @@ import java.util.Objects;
  * A carrier ({@code sw_carrier_t}): a flat run of slots of one dtype with a version counter (one
  * step per public write), an ownership state (a carrier claimed by in-flight work or by a
  * TiledEvictable is not publicly mutable) and {@link #dispose()}. Compute carriers (CPU, Vulkan)
- * run ops; storage carriers (host, file, zstd) are secondary tiers of a {@link TiledEvictable}.
+ * run ops; storage carriers (host, file, zstd, remote) are secondary tiers of a
+ * {@link TiledEvictable}.
  * Size 0 makes an empty carrier, which a move, a projection or a TiledEvictable fills.
  *
  * <p>Carriers may be read from several threads at once; concurrent writes to one carrier must
@@ -718,6 +719,81 @@ public class Carrier extends NativeHandle {
     long r = rt(runtime);
     try {
       return new Carrier(Native.carrier_create_zstd(r, dtype.value(), size, level, frameElements, -1));
+    } finally {
+      runtime.end();
+    }
+  }
+
+  /**
+   * A zero-filled carrier of {@code size} slots in a new namespace on Valkey or Redis servers
+   * ({@code sw_carrier_create_remote}): a secondary tier whose blocks are one string key each,
+   * with a CRC-32C checked on every read. Its header and every block are written. Unless
+   * {@link RemoteOptions#persistent()}, the carrier owns its keys: disposing or releasing it
+   * deletes them.
+   *
+   * <p>Choose {@link RemoteOptions#blockElements()} equal to the tile size of the
+   * TiledEvictable it serves: every promotion and eviction is then one block.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type
+   * @param size slots; 0 for an empty carrier, which a TiledEvictable or a move fills
+   * @param options the servers, the namespace and the descriptor's other fields
+   * @return the carrier
+   * @throws InvalidStateException when the namespace already has a header on one of the servers
+   * @throws StorageIOException when a server cannot be reached, refuses the credentials or a
+   *     command (naming the server)
+   * @throws WaitTimeoutException when a server does not answer within the deadline
+   * @throws InvalidValueException for a bad endpoint (a plaintext one to a host that is not a
+   *     loopback address without {@link RemoteOptions#allowPlaintext()}), namespace or password
+   *     file, or {@code readOnly} set
+   * @throws UnsupportedFeatureException for {@code rediss://}, or in builds without hiredis
+   */
+  public static Carrier remote(StrideWeaveRuntime runtime, DType dtype, long size, RemoteOptions options) {
+    return remoteCarrier(runtime, dtype, size, options, false);
+  }
+
+  /**
+   * A carrier over an existing namespace on Valkey or Redis servers
+   * ({@code sw_carrier_open_remote}), seeded by {@link #remote} with
+   * {@link RemoteOptions#persistent()} or by {@code python -m strideweave.remote seed}. Every
+   * server's header must match the dtype, {@code size}, the block size (when
+   * {@link RemoteOptions#blockElements()} is not 0), the endpoint count and the placement seed.
+   * The carrier never deletes the keys.
+   *
+   * @param runtime the runtime
+   * @param dtype the element type, which must be the header's
+   * @param size slots, which must be the header's
+   * @param options the servers, the namespace and the descriptor's other fields
+   * @return the carrier
+   * @throws InvalidValueException when the header differs (naming the field and the server), for
+   *     a bad endpoint, namespace or password file, or {@code persistent} set
+   * @throws StorageIOException when a server has no header, cannot be reached, or refuses the
+   *     credentials or a command
+   * @throws WaitTimeoutException when a server does not answer within the deadline
+   * @throws UnsupportedFeatureException for {@code rediss://}, or in builds without hiredis
+   */
+  public static Carrier openRemote(StrideWeaveRuntime runtime, DType dtype, long size, RemoteOptions options) {
+    return remoteCarrier(runtime, dtype, size, options, true);
+  }
+
+  private static Carrier remoteCarrier(StrideWeaveRuntime runtime, DType dtype, long size, RemoteOptions options,
+                                       boolean open) {
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(options, "options");
+    if (size < 0 || options.blockElements() < 0 || options.chunkBytes() < 0 || options.requestsInFlight() < 0) {
+      throw new InvalidValueException("size " + size + ", blockElements " + options.blockElements() + ", chunkBytes "
+          + options.chunkBytes() + " and requestsInFlight " + options.requestsInFlight() + ": none may be negative");
+    }
+    Object[] endpoints = CStrings.strings(options.endpoints(), "endpoints");
+    byte[] ns = CStrings.of(options.namespace(), "namespace");
+    byte[] user = options.user() == null ? null : CStrings.of(options.user(), "user");
+    byte[] passwordFile = options.passwordFile() == null ? null : CStrings.of(options.passwordFile(), "passwordFile");
+    long deadlineMs = options.deadlineMillis();
+    long r = rt(runtime);
+    try {
+      return new Carrier(Native.carrier_remote(r, dtype.value(), size, open, endpoints, ns, user, passwordFile,
+          options.allowPlaintext(), options.readOnly(), options.blockElements(), options.placementSeed(), deadlineMs,
+          options.chunkBytes(), options.requestsInFlight(), options.persistent()));
     } finally {
       runtime.end();
     }

@@ -14,7 +14,7 @@ public enum CarrierKind {
   VULKAN(5),
   /** A {@link TiledEvictable}. */
   TILED(6),
-  /** Blocks on Valkey or Redis servers, a secondary tier (made through the C API). */
+  /** Blocks on Valkey or Redis servers, a secondary tier ({@link Carrier#remote}). */
   REMOTE(7);
 
   private final int value;
