@@ -396,6 +396,78 @@ static double run_op(int op, sw_tensor_t* a, sw_tensor_t* b) {
   return t;
 }
 
+/* ---- quantized decode ---------------------------------------------------------- */
+
+/* One token times a (4096, 1024) weight of each block-quantized dtype,
+ * rotating through copies that fill 768 MiB as the float decode shape does:
+ * the weight GB/s counted in quantized bytes, against the same DRAM read
+ * roof. The blocks are arbitrary bytes with modest f16 scales (a product's
+ * time does not depend on the values). */
+static const sw_dtype_t kQuantDtypes[] = {SW_DTYPE_Q8_0, SW_DTYPE_Q4_0, SW_DTYPE_Q4_K, SW_DTYPE_Q6_K, SW_DTYPE_MXFP4};
+#define QUANT_DTYPES (int)(sizeof kQuantDtypes / sizeof kQuantDtypes[0])
+#define QUANT_MAX_COPIES 512
+
+typedef struct quant_result_t {
+  sw_dtype_t dtype;
+  int copies;
+  double gbs, best; /* quantized weight bytes per second: median, fastest */
+} quant_result_t;
+
+static sw_tensor_t* quant_matrix(sw_runtime_t* rt, sw_dtype_t dtype, int64_t k, int64_t n, uint64_t seed) {
+  const size_t be = (size_t)sw_dtype_block_elements(dtype), bb = sw_dtype_block_bytes(dtype);
+  const size_t blocks = (size_t)(k * n) / be, bytes = blocks * bb;
+  unsigned char* b = alloc_pages(bytes);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < bytes; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b[i] = (unsigned char)x;
+  }
+  const unsigned char h[2] = {0x1f, 0x20}; /* f16 0.0079 */
+  for (size_t i = 0; i < blocks; ++i) {
+    unsigned char* blk = b + i * bb;
+    if (dtype == SW_DTYPE_Q8_0 || dtype == SW_DTYPE_Q4_0) memcpy(blk, h, 2);
+    if (dtype == SW_DTYPE_Q4_K) {
+      memcpy(blk, h, 2);
+      memcpy(blk + 2, h, 2);
+    }
+    if (dtype == SW_DTYPE_Q6_K) memcpy(blk + 208, h, 2);
+    if (dtype == SW_DTYPE_MXFP4) blk[0] = 120;
+  }
+  const int64_t extents[2] = {k, n};
+  sw_tensor_t* t = NULL;
+  CHECK(sw_tensor_from_data(rt, dtype, extents, 2, b, &t));
+  free(b);
+  return t;
+}
+
+static quant_result_t bench_quant_decode(sw_runtime_t* rt, sw_dtype_t dtype, int reps) {
+  const int64_t k = 4096, n = 1024;
+  const size_t weight_bytes = (size_t)(k * n) / (size_t)sw_dtype_block_elements(dtype) * sw_dtype_block_bytes(dtype);
+  int copies = (int)(DECODE_BYTES / weight_bytes);
+  if (copies > QUANT_MAX_COPIES) copies = QUANT_MAX_COPIES;
+  sw_tensor_t* a = matrix_of(rt, SW_DTYPE_F32, 1, k, 1);
+  sw_tensor_t** w = malloc((size_t)copies * sizeof *w);
+  for (int c = 0; c < copies; ++c) w[c] = quant_matrix(rt, dtype, k, n, 2 + (uint64_t)c);
+  double t[BENCH_MAX_REPS];
+  for (int r = -2; r < reps; ++r) {
+    const double t0 = now_seconds();
+    for (int c = 0; c < copies; ++c) {
+      sw_tensor_t* out = NULL;
+      CHECK(sw_matmul(a, w[c], &out));
+      sw_tensor_release(out);
+    }
+    if (r >= 0) t[r] = (now_seconds() - t0) / copies;
+  }
+  quant_result_t res = {dtype, copies, (double)weight_bytes / median(t, reps) * 1e-9,
+                        (double)weight_bytes / fastest(t, reps) * 1e-9};
+  for (int c = 0; c < copies; ++c) sw_tensor_release(w[c]);
+  free(w);
+  sw_tensor_release(a);
+  return res;
+}
+
 /* The DRAM read roof of the decode shapes: N threads summing 768 MiB, the
  * bytes the decode figures rotate through (64 MiB may sit in a large
  * last-level cache). */
@@ -516,6 +588,8 @@ int main(int argc, char** argv) {
   for (int d = 0; d < 2; ++d)
     for (int i = 0; i < SHAPES; ++i) mm[count++] = bench_matmul(rt, &kShapes[i], kMatmulDtypes[d], reps, 0);
   const experts_result_t ex = bench_experts(rt, reps);
+  quant_result_t qd[QUANT_DTYPES];
+  for (int i = 0; i < QUANT_DTYPES; ++i) qd[i] = bench_quant_decode(rt, kQuantDtypes[i], reps);
   stream_result_t st = bench_stream(rt, threads, reps, mib);
   const double dram_gbs = bench_dram_roof(threads, reps < 5 ? reps : 5);
 #ifdef SW_BENCH_CBLAS
@@ -534,6 +608,10 @@ int main(int argc, char** argv) {
     printf("  %-36s %-6s %11.1f %7.1f %14.2f %12.1f\n", mm[i].shape->name, sw_dtype_name(mm[i].dtype), mm[i].sw_gflops,
            mm[i].sw_best, mm[i].sw_weight_gbs, mm[i].blas_gflops);
   printf("  DRAM read roof (%d thread(s) summing 768 MiB): %.2f GB/s\n", threads, dram_gbs);
+  printf("\nquantized decode 1x4096->1024 (x f32), GB/s of quantized weight bytes   / DRAM read roof\n");
+  for (int i = 0; i < QUANT_DTYPES; ++i)
+    printf("  %-8s %4d copies %8.2f %8.3f   best %8.2f\n", sw_dtype_name(qd[i].dtype), qd[i].copies, qd[i].gbs,
+           qd[i].gbs / dram_gbs, qd[i].best);
   printf("\nexperts: %lld of (%lld, %lld) f32, x (%lld, %lld) shared, ms per batched matmul\n", (long long)ex.s,
          (long long)ex.i, (long long)ex.o, (long long)ex.m, (long long)ex.i);
   printf("  one block per expert, (S, I, O) view  %8.2f\n", ex.view_ms);
@@ -560,6 +638,10 @@ int main(int argc, char** argv) {
            i ? ", " : "", mm[i].shape->name, sw_dtype_name(mm[i].dtype), (long long)mm[i].shape->m,
            (long long)mm[i].shape->k, (long long)mm[i].shape->n, mm[i].shape->decode ? "true" : "false", mm[i].copies,
            mm[i].sw_gflops, mm[i].sw_best, mm[i].sw_weight_gbs, mm[i].blas_gflops, mm[i].blas_best);
+  printf("], \"quant_decode\": [");
+  for (int i = 0; i < QUANT_DTYPES; ++i)
+    printf("%s{\"dtype\": \"%s\", \"copies\": %d, \"gbs\": %.3f, \"best\": %.3f}", i ? ", " : "",
+           sw_dtype_name(qd[i].dtype), qd[i].copies, qd[i].gbs, qd[i].best);
   printf("], \"experts\": {\"s\": %lld, \"m\": %lld, \"i\": %lld, \"o\": %lld, \"view_ms\": %.3f, \"plain_ms\": %.3f, "
          "\"interleaved_ms\": %.3f}",
          (long long)ex.s, (long long)ex.m, (long long)ex.i, (long long)ex.o, ex.view_ms, ex.plain_ms,

@@ -9,6 +9,8 @@
 #include "carriers/cpu/qgemm.hpp"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -29,13 +31,17 @@
 namespace sw::qgemm {
 namespace {
 
-// Half of 2^(e - 127): an MXFP4 block's scale for its doubled e2m1 codes.
-inline float mxfp4_scale(uint8_t e) {
+// Half of 2^(e - 127) for each exponent byte e: an MXFP4 block's scale for
+// its doubled e2m1 codes.
+constexpr float mxfp4_scale(uint8_t e) {
   const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return std::bit_cast<float>(bits);
 }
+constexpr std::array<float, 256> kMxfp4Scale = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[static_cast<size_t>(e)] = mxfp4_scale(static_cast<uint8_t>(e));
+  return t;
+}();
 
 using Columns = void (*)(sw_dtype_t, const std::byte*, int64_t, int64_t, const void*, int64_t, int64_t, float*,
                          int64_t, int64_t);
