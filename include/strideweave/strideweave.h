@@ -1301,8 +1301,9 @@ SW_API sw_error_t* sw_save_npy(const char* path, sw_tensor_t* tensor);
  * more than 4 dimensions, or a count, string length or tensor that passes
  * the end of the file; UNSUPPORTED for GGUF versions other than 2 and 3, a
  * big-endian file, and a tensor whose ggml type StrideWeave has no dtype for
- * (F32, F16, BF16, F64, I32 and I64 open; quantized types such as Q8_0 and
- * Q4_K are refused as "unsupported dtype", naming the type). */
+ * (F32, F16, BF16, F64, I32, I64, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4 open;
+ * others such as Q4_1 and Q5_K are refused as "unsupported dtype", naming
+ * the type). */
 SW_API sw_error_t* sw_carrier_open_gguf(sw_runtime_t* runtime, const char* path, const char* name,
                                         const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
                                         sw_carrier_t** out_carrier);
