@@ -1301,8 +1301,9 @@ SW_API sw_error_t* sw_save_npy(const char* path, sw_tensor_t* tensor);
  * more than 4 dimensions, or a count, string length or tensor that passes
  * the end of the file; UNSUPPORTED for GGUF versions other than 2 and 3, a
  * big-endian file, and a tensor whose ggml type StrideWeave has no dtype for
- * (F32, F16, BF16, F64, I32 and I64 open; quantized types such as Q8_0 and
- * Q4_K are refused as "unsupported dtype", naming the type). */
+ * (F32, F16, BF16, F64, I32, I64, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4 open;
+ * others such as Q4_1 and Q5_K are refused as "unsupported dtype", naming
+ * the type). */
 SW_API sw_error_t* sw_carrier_open_gguf(sw_runtime_t* runtime, const char* path, const char* name,
                                         const sw_file_carrier_desc_t* desc, sw_file_tensor_info_t* out_info,
                                         sw_carrier_t** out_carrier);
@@ -1352,12 +1353,16 @@ SW_API void sw_gguf_save_desc_init(sw_gguf_save_desc_t* desc);
  * ne being its shape reversed, so gguf-py's GGUFReader gives its data back
  * with the tensor's shape (save sw_file_tensor_view of a TiledEvictable
  * opened from a GGUF file to keep that file's ne). F32, F16, BF16, F64, I32
- * and I64 tensors of rank 0 to 4; each tensor's data starts at a multiple of
- * the alignment. TYPE for another dtype; VALUE for a rank above 4, an empty,
- * duplicate or non-UTF-8 name or key, the key "general.alignment", an
- * alignment that is not a power of two, an unknown value type, a NULL
- * value or an unknown desc->struct_size; UNSUPPORTED for an array value;
- * otherwise errors as sw_save_safetensors. */
+ * and I64 tensors of rank 0 to 4, and block-quantized ones (Q8_0, Q4_0,
+ * Q4_K, Q6_K, MXFP4) of rank 1 to 4 as their ggml types, with ne their
+ * shape as it is (their blocks run along the first mode, ggml's ne[0]) and
+ * their blocks first mode fastest as data, as GGUF stores them; each
+ * tensor's data starts at a multiple of the alignment. TYPE for another
+ * dtype; VALUE for a rank above 4, a quantized tensor whose first extent is
+ * not whole blocks, an empty, duplicate or non-UTF-8 name or key, the key
+ * "general.alignment", an alignment that is not a power of two, an unknown
+ * value type, a NULL value or an unknown desc->struct_size; UNSUPPORTED for
+ * an array value; otherwise errors as sw_save_safetensors. */
 SW_API sw_error_t* sw_save_gguf(const char* path, const char* const* names, sw_tensor_t* const* tensors, size_t count,
                                 const sw_gguf_save_desc_t* desc);
 

@@ -15,11 +15,13 @@ namespace sw::quant {
 // multiply-add), so that the values equal theirs bit for bit.
 void dequantize(sw_dtype_t dtype, const std::byte* src, int64_t blocks, float* dst);
 
-// UNSUPPORTED unless `dtype` has a quantizer here (Q8_0, Q4_0, MXFP4).
+// UNSUPPORTED unless `dtype` has a quantizer here (every block-quantized
+// dtype does: Q8_0, Q4_0, Q4_K, Q6_K, MXFP4).
 void check_quantizer(sw_dtype_t dtype);
 // Quantizes blocks * dtype_block_elements(dtype) floats into `blocks` blocks,
-// rounding as the reference quantizers do (docs/quantization.md).
-// UNSUPPORTED for a dtype without a quantizer.
+// with the reference quantizers' f32 operations in their order, so that the
+// bytes equal theirs (docs/quantization.md). UNSUPPORTED for a dtype without
+// a quantizer.
 void quantize(sw_dtype_t dtype, const float* src, int64_t blocks, std::byte* dst);
 
 }  // namespace sw::quant

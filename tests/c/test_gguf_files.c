@@ -2,7 +2,8 @@
  * carriers with ggml's ne as the logical shape (a stacked expert tensor one
  * expert per tile, read with direct I/O), every lying-header rule with its
  * exact error kind through the opener and the parsing hook, quantized types
- * described but refused, sw_save_gguf's files read back, and the seed corpus
+ * opened as their dtypes or refused, sw_save_gguf's files read back
+ * (quantized tensors included), and the seed corpus
  * (tests/corpus/gguf) replayed. */
 #include <dirent.h>
 #include <unistd.h>
@@ -801,6 +802,54 @@ static void corpus_replay(void** state) {
   assert_true(valid >= 10);
 }
 
+/* A (64, 3) q4_0 tensor and its column view (64, 2) of columns 1 and 2:
+ * ggml type Q4_0 with ne (64, 3) and (64, 2), the blocks as stored (two
+ * 18-byte blocks per column), read back by the parser and the opener. */
+static void save_gguf_quantized(void** state) {
+  fixture_t* f = FIXTURE(state);
+  unsigned char blocks[3 * 2 * 18];
+  for (size_t i = 0; i < sizeof blocks; ++i) blocks[i] = (unsigned char)(i * 7 + 3);
+  for (int b = 0; b < 6; ++b) { /* finite f16 scales */
+    blocks[18 * b] = 0x00;
+    blocks[18 * b + 1] = (unsigned char)(0x38 + b);
+  }
+  const int64_t ext[2] = {64, 3};
+  sw_tensor_t *q = NULL, *cols = NULL;
+  SW_OK_(sw_tensor_from_data(f->rt, SW_DTYPE_Q4_0, ext, 2, blocks, &q));
+  SW_OK_(sw_tensor_slice(q, 1, 1, 3, 1, &cols));
+  char path[512];
+  path_in(f, "quantized.gguf", path, sizeof path);
+  const char* names[2] = {"q", "cols"};
+  sw_tensor_t* tensors[2] = {q, cols};
+  SW_OK_(sw_save_gguf(path, names, tensors, 2, NULL));
+
+  size_t n = 0;
+  unsigned char* file = read_bytes(path, &n);
+  sw_file_tensor_info_t info;
+  sw_file_tensor_info_init(&info);
+  SW_OK_(sw_testing_parse_gguf_header(file, n, 0, "q", NULL, NULL, &info));
+  assert_int_equal(info.dtype, SW_DTYPE_Q4_0);
+  assert_int_equal(info.logical_shape[0], 64); /* ne */
+  assert_int_equal(info.logical_shape[1], 3);
+  assert_int_equal(info.data_bytes, sizeof blocks);
+  assert_memory_equal(file + info.data_offset, blocks, sizeof blocks);
+  SW_OK_(sw_testing_parse_gguf_header(file, n, 0, "cols", NULL, NULL, &info));
+  assert_int_equal(info.logical_shape[0], 64);
+  assert_int_equal(info.logical_shape[1], 2);
+  assert_memory_equal(file + info.data_offset, blocks + 36, 72);
+  free(file);
+  /* The opener reads the same blocks. */
+  sw_carrier_t* carrier = NULL;
+  SW_OK_(sw_carrier_open_gguf(f->rt, path, "q", NULL, &info, &carrier));
+  assert_int_equal(info.dtype, SW_DTYPE_Q4_0);
+  unsigned char got[sizeof blocks];
+  SW_OK_(sw_carrier_read(carrier, 0, 192, got));
+  assert_memory_equal(got, blocks, sizeof blocks);
+  sw_carrier_release(carrier);
+  sw_tensor_release(cols);
+  sw_tensor_release(q);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
   const struct CMUnitTest tests[] = {
@@ -810,6 +859,7 @@ int main(void) {
       T(lying_headers),
       T(long_metadata),
       T(save_gguf_roundtrip),
+      T(save_gguf_quantized),
       T(save_tiled_keeps_ne),
       cmocka_unit_test(parser_survives_mutations),
       cmocka_unit_test(corpus_replay),

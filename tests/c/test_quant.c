@@ -1,5 +1,5 @@
 /* Block-quantized dtypes: their facts, hand-built blocks of every format
- * dequantized to exact values, the quantizers on rows with exact results,
+ * dequantized to exact values, every quantizer on rows with exact results,
  * the refusals (partial blocks, views splitting a block, element-wise ops),
  * and quantized tiles moved whole by promotion, eviction and projection.
  * tests/python/test_quant.py checks the formats against gguf-py. */
@@ -251,6 +251,65 @@ static void test_quantize_mxfp4(void** state) {
   assert_int_equal(b[3] & 0x0f, 0);
 }
 
+/* Q4_K: sub-block s holds 2^-s * (i % 16), an exact fit with scale 2^-s and
+ * min 0. The scales quantize against the largest, 1: d = f16(1 / 63) =
+ * 0x2410, sc = round(63 * 2^-s) = 63, 32 (31.5), 16, 8, 4, 2, 1, 0; dmin =
+ * 0 and every min 0. Each value requantizes to i % 16 against d * sc, and
+ * sub-block 7, whose stored scale is 0, keeps the fit's levels (the same). */
+static void test_quantize_q4_k(void** state) {
+  sw_runtime_t* rt = *state;
+  float x[256];
+  for (int v = 0; v < 256; ++v) x[v] = ldexpf((float)(v % 16), -(v / 32));
+  unsigned char b[144];
+  quantize_bytes(rt, x, 256, SW_DTYPE_Q4_K, b, sizeof b);
+  assert_int_equal(b[0] | (b[1] << 8), 0x2410);
+  assert_int_equal(b[2] | (b[3] << 8), 0);
+  const unsigned char scales[12] = {63, 32, 16, 8, 0, 0, 0, 0, 4, 2, 1, 0};
+  assert_memory_equal(b + 4, scales, 12);
+  for (int j = 0; j < 128; ++j) assert_int_equal(b[16 + j], (j % 16) | ((j % 16) << 4));
+  /* All zeros: every byte 0. */
+  memset(x, 0, sizeof x);
+  quantize_bytes(rt, x, 256, SW_DTYPE_Q4_K, b, sizeof b);
+  for (int j = 0; j < 144; ++j) assert_int_equal(b[j], 0);
+}
+
+/* Q6_K: sub-block s holds 2^-s * (4i - 32), an exact fit with scale 2^-s.
+ * The largest scale, 1, maps to -128: d = -1/128 (f16 0xa000) and the
+ * scales round(-128 * 2^-s) are -128, -64, ..., -1, then 0 from s = 8 on
+ * (-0.5 rounds half to even, to 0). Every value requantizes to q = 4i - 32
+ * (stored 4i), and the sub-blocks whose stored scale is 0 keep the fit's
+ * levels, the same. */
+static void test_quantize_q6_k(void** state) {
+  sw_runtime_t* rt = *state;
+  float x[256];
+  for (int v = 0; v < 256; ++v) x[v] = ldexpf((float)(4 * (v % 16) - 32), -(v / 16));
+  unsigned char b[210];
+  quantize_bytes(rt, x, 256, SW_DTYPE_Q6_K, b, sizeof b);
+  assert_int_equal(b[208] | (b[209] << 8), 0xa000);
+  for (int s = 0; s < 16; ++s) assert_int_equal((int8_t)b[192 + s], s < 8 ? -(128 >> s) : 0);
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      /* Element 128h + 32k + l stores 4 * (l % 16) for every quarter k. */
+      const int q = 4 * (l % 16);
+      assert_int_equal(b[64 * h + l], (q & 0x0f) | ((q & 0x0f) << 4));
+      assert_int_equal(b[64 * h + 32 + l], (q & 0x0f) | ((q & 0x0f) << 4));
+      assert_int_equal(b[128 + 32 * h + l], (q >> 4) * 0x55);
+    }
+  /* Dequantized: the values of sub-blocks 0..7, zeros after (signed: their
+   * step d * 0 is -0, times q = 4i - 32). */
+  sw_tensor_t* t = blocks_tensor(rt, SW_DTYPE_Q6_K, b, 256);
+  float* got = dequantized(t, 256);
+  float want[256];
+  for (int v = 0; v < 256; ++v) want[v] = v / 16 < 8 ? x[v] : -0.0f * (float)(4 * (v % 16) - 32);
+  expect_floats(got, want, 256);
+  free(got);
+  sw_tensor_release(t);
+  /* All zeros: every byte 0. */
+  memset(x, 0, sizeof x);
+  quantize_bytes(rt, x, 256, SW_DTYPE_Q6_K, b, sizeof b);
+  for (int j = 0; j < 210; ++j) assert_int_equal(b[j], 0);
+}
+
 /* Quantize then dequantize keeps exactly representable rows, and converts
  * between quantized dtypes through f32. */
 static void test_round_trip(void** state) {
@@ -364,14 +423,8 @@ static void test_refusals(void** state) {
   SW_FAILS(sw_tensor_set(q, &at, 1, 1.0), SW_ERROR_TYPE, "q8_0");
   const int64_t n = 32;
   SW_FAILS(sw_tensor_full(rt, SW_DTYPE_Q4_0, &n, 1, 1.0, &out), SW_ERROR_TYPE, "q4_0");
-  /* No quantizer for the K formats. */
-  float x[256] = {0};
-  sw_tensor_t* f = floats_tensor(rt, x, 256);
-  SW_FAILS(sw_tensor_to_dtype(f, SW_DTYPE_Q4_K, &out), SW_ERROR_UNSUPPORTED, "q4_k");
-  SW_FAILS(sw_tensor_to_dtype(f, SW_DTYPE_Q6_K, &out), SW_ERROR_UNSUPPORTED, "q6_k");
   /* Quantized tensors cannot require gradients. */
   SW_FAILS(sw_tensor_set_requires_grad(q, true), SW_ERROR_TYPE, "q8_0");
-  sw_tensor_release(f);
   sw_tensor_release(q);
 }
 
@@ -448,6 +501,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_quantize_q8_0, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_quantize_q4_0, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_quantize_mxfp4, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(test_quantize_q4_k, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(test_quantize_q6_k, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_round_trip, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_layouts, sw_test_runtime_setup, sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_refusals, sw_test_runtime_setup, sw_test_runtime_teardown),

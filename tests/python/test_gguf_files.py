@@ -155,8 +155,6 @@ def test_gguf_other_quantized_types_refused_naming_the_type(tmp_path):
         File.open_gguf(path, "missing")
     with pytest.raises(TypeError):
         File.open_gguf(path, 3)
-    with pytest.raises(NotImplementedError, match="block-quantized dtype q8_0, which save_gguf does not write yet"):
-        sw.save_gguf(tmp_path / "out.gguf", {"q8": sw.from_blocks(np.zeros((34, 2), np.uint8), sw.q8_0)})
 
 
 def test_gguf_lying_header_names_file_and_tensor(tmp_path):
@@ -253,3 +251,102 @@ def test_save_gguf_errors(tmp_path):
     with pytest.raises(TypeError, match="a value must be"):
         sw.save_gguf(path, {"t": t}, metadata={"k": object()})
     assert not path.exists()
+
+
+QUANTIZED = ["Q8_0", "Q4_0", "Q4_K", "Q6_K", "MXFP4"]
+
+
+@pytest.mark.parametrize("name", QUANTIZED)
+def test_save_gguf_quantized_read_back_by_gguf_reader_and_open_gguf(tmp_path, name):
+    """A quantized tensor of shape (K, N) is GGUF's tensor of its ggml type
+    with ne (K, N) and its blocks as they are stored: gguf-py reads the
+    same type, shape and bytes and dequantizes them to StrideWeave's values;
+    File.open_gguf opens the same blocks. A strided view saves its own
+    blocks."""
+    qtype = getattr(gguf.GGMLQuantizationType, name)
+    block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    K, N = 2 * block if block == 256 else 4 * block, 5
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((N, K)).astype(np.float32)
+    q = sw.tensor(x.T, dtype=name.lower())
+    assert q.shape == (K, N)
+    view = q[block:, 1::2]  # a view: the second block onward of columns 1 and 3
+    path = tmp_path / "q.gguf"
+    sw.save_gguf(path, {"w": q, "bias": sw.from_numpy(np.arange(3, dtype=np.float32)), "view": view}, alignment=64)
+
+    reader = gguf.GGUFReader(str(path))
+    t = {t.name: t for t in reader.tensors}
+    assert t["w"].tensor_type == qtype
+    assert list(t["w"].shape) == [K, N]  # ne: ne[0] is the first mode, the blocks' mode
+    assert t["w"].data.shape == (N, K // block * nbytes)
+    assert t["w"].data.tobytes() == np.ascontiguousarray(q.numpy().T).tobytes()
+    want = q.astype(sw.float32).numpy().T
+    assert gguf.quants.dequantize(t["w"].data, qtype).tobytes() == want.tobytes()
+    assert list(t["view"].shape) == [K - block, 2]
+    assert t["view"].data.tobytes() == np.ascontiguousarray(q.numpy()[nbytes:, 1::2].T).tobytes()
+    assert t["bias"].data.tobytes() == np.arange(3, dtype=np.float32).tobytes()
+    assert all(tt.data_offset % 64 == 0 for tt in reader.tensors)
+
+    ft = File.open_gguf(path, "w")
+    assert ft.dtype is getattr(sw, name.lower())
+    assert ft.logical_shape == (K, N)
+    tiled = ft.tiled()
+    full = tiled.full_tensor()
+    assert full.shape == (K, N)
+    assert np.array_equal(full.numpy(), q.numpy())
+    compact = tiled.project(full, sw.TileSelection([[0], list(range(N))])).wait()
+    assert compact.astype(sw.float32).numpy().tobytes() == q.astype(sw.float32).numpy().tobytes()
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q8_0"])
+def test_save_gguf_quantized_stacked_experts_round_trip(tmp_path, name):
+    """A stacked expert tensor of shape (K, N, E), ne (K, N, E) as llama.cpp's
+    ffn_*_exps: saved from a CPU tensor, read by gguf-py as its (E, N, K)
+    blocks, opened one expert per tile, and saved again from that
+    TiledEvictable (tile by tile, nothing promoted) to the same bytes."""
+    qtype = getattr(gguf.GGMLQuantizationType, name)
+    block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    K, N, E = 2 * block, 3, 4
+    rng = np.random.default_rng(5)
+    experts = rng.standard_normal((E, N, K)).astype(np.float32)
+    q = sw.tensor(np.transpose(experts, (2, 1, 0)), dtype=name.lower())
+    assert q.shape == (K, N, E)
+    path = tmp_path / "experts.gguf"
+    sw.save_gguf(path, {"blk.0.ffn_up_exps.weight": q})
+    t = gguf.GGUFReader(str(path)).tensors[0]
+    assert t.tensor_type == qtype and list(t.shape) == [K, N, E]
+    assert t.data.shape == (E, N, K // block * nbytes)
+    assert t.data.tobytes() == np.ascontiguousarray(np.transpose(q.numpy(), (2, 1, 0))).tobytes()
+    assert gguf.quants.dequantize(t.data, qtype).tobytes() == \
+        np.ascontiguousarray(np.transpose(q.astype(sw.float32).numpy(), (2, 1, 0))).tobytes()
+
+    ft = File.open_gguf(path, "blk.0.ffn_up_exps.weight")
+    assert ft.logical_shape == (K, N, E)
+    assert ft.grid_shape == (1, 1, E) and ft.tile_shape == (K, N, 1)
+    tiled = ft.tiled()
+    again = tmp_path / "again.gguf"
+    sw.save_gguf(again, {"blk.0.ffn_up_exps.weight": tiled})
+    assert all(tiled.tile_state((0, 0, e)).location == "secondary" for e in range(E))
+    t2 = gguf.GGUFReader(str(again)).tensors[0]
+    assert t2.tensor_type == qtype and list(t2.shape) == [K, N, E]
+    assert t2.data.tobytes() == t.data.tobytes()
+    compact = tiled.project(tiled.full_tensor(), sw.TileSelection([[0], [0], [2, 0]])).wait()
+    assert np.array_equal(compact.numpy(), q.numpy()[:, :, [2, 0]])
+
+
+def test_save_gguf_quantized_errors_name_the_tensor_and_file(tmp_path):
+    """A quantized tensor always keeps whole blocks along its first mode (GGUF's
+    ne[0]): one that would not is refused where it would be made. A rank
+    above GGUF's 4 is refused naming the tensor and the file, and nothing
+    is written."""
+    with pytest.raises(ValueError, match="whole"):
+        sw.from_blocks(np.zeros((17, 2), np.uint8), sw.q8_0)
+    q = sw.from_blocks(np.zeros((34, 2), np.uint8), sw.q8_0)
+    with pytest.raises(ValueError, match="splits a block"):
+        q[16:]
+    path = tmp_path / "bad.gguf"
+    deep = sw.from_blocks(np.zeros((34, 1, 1, 1, 2), np.uint8), sw.q8_0)
+    with pytest.raises(ValueError, match=r"saving GGUF file '.*bad\.gguf': tensor 'deep' has 5 modes"):
+        sw.save_gguf(path, {"ok": q, "deep": deep})
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []

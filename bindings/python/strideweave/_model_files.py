@@ -223,7 +223,11 @@ def save_gguf(path, tensors, *, metadata=None, alignment=32):
     indexing, GGUFReader's `data` giving it back with the tensor's shape (its
     ggml ne is the shape reversed; save `FileTensor.view(full)` of a file
     opened with File.open_gguf to keep that file's ne). float32, float16,
-    bfloat16, float64, int32 and int64 tensors of at most 4 modes.
+    bfloat16, float64, int32 and int64 tensors of at most 4 modes, and the
+    block-quantized q8_0, q4_0, q4_k, q6_k and mxfp4 ones as their ggml
+    types: ne is then the shape as it is (the blocks run along the first
+    mode, ggml's ne[0]) and the data their blocks as GGUF stores them, so
+    GGUFReader's `data` is the transpose of t.numpy().
     `metadata` maps keys to str (STRING), bool (BOOL), int (UINT32, INT32 when
     negative, UINT64 / INT64 when it does not fit), float (FLOAT32) or numpy
     scalars (their own type: numpy.float64(x) is FLOAT64); arrays are not

@@ -322,21 +322,31 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Writes `t`'s values in row-major order of its indexing, chunk by chunk.
-void write_row_major(AtomicFile& out, const Tensor& t) {
-  const int64_t total = t.numel();
+// Writes `t`'s values chunk by chunk: in row-major order of its indexing,
+// or, for a block-quantized dtype, its blocks first mode fastest (GGUF's
+// order: the blocks run along ne[0], which is the first mode).
+void write_values(AtomicFile& out, const Tensor& t) {
+  const Tensor::Units u = t.units();  // blocks of a quantized dtype, elements otherwise
+  const int64_t total = u.layout->size();
   if (total == 0) return;
   const Carrier& c = t.carrier();
-  const size_t es = dtype_size(t.dtype());
-  // The modes reversed: their first-mode-fastest order is t's row-major order.
-  std::vector<size_t> reverse(t.rank());
-  for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = reverse.size() - 1 - i;
-  const Ref<Layout> rows = reverse.size() > 1 ? t.layout().permute(reverse) : t.layout_ref();
+  const size_t es = u.unit_bytes;
+  const auto unit = static_cast<int64_t>(dtype_block_elements(t.dtype()));  // slots per unit
+  Ref<Layout> order = u.layout;
+  if (!dtype_is_quantized(t.dtype()) && u.layout->rank() > 1) {
+    // The modes reversed: their first-mode-fastest order is t's row-major order.
+    std::vector<size_t> reverse(u.layout->rank());
+    for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = reverse.size() - 1 - i;
+    order = u.layout->permute(reverse);
+  }
   Iteration it;
-  if (!build_iteration({rows.get()}, &it)) internal_error("save: no iteration over one layout");
+  if (!build_iteration({order.get()}, &it)) internal_error("save: no iteration over one layout");
   const bool contiguous = it.dims.empty() || it.dims[0].stride[0] == 1;
   int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kSaveChunkBytes / es));
-  if (const size_t g = c.read_granule()) chunk = std::max<int64_t>(1, chunk / static_cast<int64_t>(g)) * static_cast<int64_t>(g);
+  if (const size_t g = c.read_granule()) {
+    const int64_t g_units = std::max<int64_t>(1, static_cast<int64_t>(g) / unit);
+    chunk = std::max<int64_t>(1, chunk / g_units) * g_units;
+  }
   if (!contiguous) chunk = std::min(chunk, kScatteredChunkElements);
   chunk = std::min(chunk, total);
   std::vector<std::byte> buffer(static_cast<size_t>(chunk) * es);
@@ -348,7 +358,7 @@ void write_row_major(AtomicFile& out, const Tensor& t) {
     std::byte* to = buffer.data();
     runs.clear();
     walk(it, begin, end, [&](const int64_t* off, int64_t count, const int64_t* step) {
-      const int64_t first = t.offset() + off[0];
+      const int64_t first = u.offset + off[0];
       if (host) {
         if (step[0] == 1) {
           std::memcpy(to, host + first * static_cast<int64_t>(es), static_cast<size_t>(count) * es);
@@ -359,14 +369,16 @@ void write_row_major(AtomicFile& out, const Tensor& t) {
         to += count * static_cast<int64_t>(es);
         return;
       }
-      auto add_run = [&](size_t slot, size_t n) {
+      // Carriers read slots: a unit is `unit` consecutive slots.
+      auto add_run = [&](int64_t first_unit, int64_t units) {
+        const auto slot = static_cast<size_t>(first_unit * unit), n = static_cast<size_t>(units * unit);
         if (!runs.empty() && runs.back().first + runs.back().count == slot) runs.back().count += n;
         else runs.push_back({slot, n});
       };
       if (step[0] == 1) {
-        add_run(static_cast<size_t>(first), static_cast<size_t>(count));
+        add_run(first, count);
       } else {
-        for (int64_t i = 0; i < count; ++i) add_run(static_cast<size_t>(first + i * step[0]), 1);
+        for (int64_t i = 0; i < count; ++i) add_run(first + i * step[0], 1);
       }
     });
     if (!host) c.read_runs(runs, buffer.data());
@@ -431,7 +443,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   const std::string header = safetensors_header(stored, metadata);
   AtomicFile out(path);
   out.write(header.data(), header.size());
-  for (const auto& entry : tensors) write_row_major(out, *entry.second);
+  for (const auto& entry : tensors) write_values(out, *entry.second);
   out.commit();
 }
 
@@ -445,7 +457,7 @@ void save_npy(const std::string& path, const Ref<Tensor>& tensor) {
   const std::string header = npy_header(tensor->dtype(), tensor->shape(), target);
   AtomicFile out(path);
   out.write(header.data(), header.size());
-  write_row_major(out, *tensor);
+  write_values(out, *tensor);
   out.commit();
 }
 
@@ -460,9 +472,6 @@ void save_gguf(const std::string& path, const std::vector<std::pair<std::string,
     if (name.empty()) value_error(target + ": a tensor name is empty");
     if (!valid_utf8(name)) value_error(target + ": a tensor name is not valid UTF-8");
     if (!names.insert(name).second) value_error(target + ": tensor '" + name + "' is named twice");
-    if (dtype_is_quantized(tensor->dtype()))
-      unsupported_error(target + ": tensor '" + name + "' has the block-quantized dtype " +
-                        dtype_name(tensor->dtype()) + ", which save_gguf does not write yet");
     const GgufType* type = gguf_type_of(tensor->dtype());
     if (!type)
       type_error(target + ": tensor '" + name + "' has dtype " + dtype_name(tensor->dtype()) +
@@ -470,12 +479,22 @@ void save_gguf(const std::string& path, const std::vector<std::pair<std::string,
     if (tensor->rank() > kGgufMaxDims)
       value_error(target + ": tensor '" + name + "' has " + std::to_string(tensor->rank()) +
                   " modes; GGUF tensors have at most " + std::to_string(kGgufMaxDims));
-    check_saveable(*tensor, target);
     GgufTensorOut s;
     s.name = name;
     s.type = type;
-    s.ne.assign(tensor->shape().rbegin(), tensor->shape().rend());
-    s.bytes = static_cast<uint64_t>(tensor->numel()) * dtype_size(tensor->dtype());
+    if (dtype_is_quantized(tensor->dtype())) {
+      // ggml's ne[0] is the mode its blocks run along, which is the first
+      // mode of a quantized tensor: ne is the shape as it is.
+      if (tensor->rank() == 0 || tensor->shape()[0] % type->block != 0)
+        value_error(target + ": tensor '" + name + "' of dtype " + dtype_name(tensor->dtype()) + " has shape " +
+                    shape_text(tensor->shape()) + ", whose first mode (GGUF's ne[0]) is not a multiple of its " +
+                    std::to_string(type->block) + "-element blocks");
+      s.ne = tensor->shape();
+    } else {
+      s.ne.assign(tensor->shape().rbegin(), tensor->shape().rend());
+    }
+    check_saveable(*tensor, target);
+    s.bytes = static_cast<uint64_t>(tensor->numel()) / type->block * type->bytes;
     stored.push_back(std::move(s));
   }
   std::set<std::string> keys;
@@ -495,7 +514,7 @@ void save_gguf(const std::string& path, const std::vector<std::pair<std::string,
   const std::vector<char> zeros(alignment, 0);
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (stored[i].offset > at) out.write(zeros.data(), static_cast<size_t>(stored[i].offset - at));
-    write_row_major(out, *tensors[i].second);
+    write_values(out, *tensors[i].second);
     at = stored[i].offset + stored[i].bytes;
   }
   // The data section ends padded too, as llama.cpp's reader sizes it.

@@ -194,7 +194,7 @@ GgufHeader parse_gguf_header(const std::byte* data, size_t size, uint64_t file_s
                              uint64_t* more = nullptr);
 
 // The dtype of a tensor of a GGUF file, UNSUPPORTED naming the ggml type
-// when StrideWeave has none for it (quantized types among them, for now).
+// when StrideWeave has none for it (Q4_1, Q5_K, the IQ types, ...).
 sw_dtype_t gguf_tensor_dtype(const GgufTensor& t, const std::string& source);
 
 // One tensor to write: its ggml type, dimensions and bytes; the offset is

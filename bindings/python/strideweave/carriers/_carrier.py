@@ -278,10 +278,10 @@ class File(Carrier):
         as open_npy does. ggml lists a tensor's dimensions ne fastest first:
         `shape` is NumPy's (ne reversed, "C" order) and `logical_shape` is ne,
         so a stacked expert tensor (blk.L.ffn_up_exps.weight, ne (n_embd,
-        n_ff, n_expert)) tiles one expert per tile. F32, F16, BF16, F64, I32
-        and I64 tensors open; NotImplementedError ("unsupported dtype") names
-        a quantized type (Q8_0, Q4_K, ...) or another ggml type StrideWeave
-        lacks; DataCorruptError for a lying header (offsets past the end,
+        n_ff, n_expert)) tiles one expert per tile. F32, F16, BF16, F64, I32,
+        I64, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4 tensors open;
+        NotImplementedError ("unsupported dtype") names another ggml type
+        StrideWeave lacks (Q4_1, Q5_K, ...); DataCorruptError for a lying header (offsets past the end,
         overlapping or misaligned tensors, a block that does not divide the
         first dimension, absurd counts), naming the file and the tensor."""
         return _model_files.open_gguf(cls, path, name, direct_io=direct_io, chunk_bytes=chunk_bytes,

@@ -254,8 +254,8 @@ impl Carrier {
     /// [`open_safetensors`](Self::open_safetensors); DATA_CORRUPT for a lying
     /// header (offsets past the end, overlapping or misaligned tensors, a
     /// block that does not divide the first dimension, absurd counts);
-    /// UNSUPPORTED for a ggml type StrideWeave has no dtype for (quantized
-    /// types such as Q8_0 and Q4_K among them).
+    /// UNSUPPORTED for a ggml type StrideWeave has no dtype for (such as Q4_1
+    /// and Q5_K; Q8_0, Q4_0, Q4_K, Q6_K and MXFP4 open as their dtypes).
     pub fn open_gguf(
         runtime: &Runtime,
         path: impl AsRef<Path>,

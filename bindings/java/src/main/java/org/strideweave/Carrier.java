@@ -394,7 +394,7 @@ public class Carrier extends NativeHandle {
    * @throws DataCorruptException for a lying header (offsets past the end, overlapping or
    *     misaligned tensors, a block that does not divide the first dimension, absurd counts)
    * @throws UnsupportedFeatureException for a GGUF version other than 2 and 3 or a ggml type
-   *     StrideWeave has no dtype for (quantized types such as Q8_0 and Q4_K among them)
+   *     StrideWeave has no dtype for (such as Q4_1 and Q5_K; Q8_0, Q4_0, Q4_K, Q6_K and MXFP4 open)
    * @throws InvalidValueException for a name the file lacks, a tensor with no elements or of
    *     rank 0
    */
