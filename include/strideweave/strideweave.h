@@ -653,7 +653,15 @@ SW_API sw_error_t* sw_reduce_sum(sw_tensor_t* a, const int64_t* axes, size_t cou
  * have one unit stride (any batch strides, the other stride at least its
  * extent: transposes, padded rows, the experts of a projection in the
  * geometry docs/matmul.md recommends) are read in place; other layouts are
- * packed per batch first. */
+ * packed per batch first.
+ *
+ * Block-quantized weights: b a (K, N) Q8_0, Q4_0, Q4_K, Q6_K or MXFP4 CPU
+ * tensor (blocks along K), a any float CPU tensor (K) or (M, K), taken as
+ * f32. The blocks are multiplied where they lie (a quantized to 8-bit
+ * blocks; docs/quantization.md gives the error bound); the result is a's
+ * dtype when that is f32, bf16 or f16, else f32 (sw_matmul_ex: f32, bf16
+ * or f16). TYPE for an integer a or another result dtype, VALUE for
+ * batched operands, UNSUPPORTED for a non-CPU operand or gradients. */
 SW_API sw_error_t* sw_matmul(sw_tensor_t* a, sw_tensor_t* b, sw_tensor_t** out_result);
 
 /* Options of sw_matmul_ex; fill with sw_matmul_desc_init. */
@@ -1743,6 +1751,11 @@ SW_API sw_error_t* sw_tiled_update_async(sw_carrier_t* tiled, sw_tensor_t* tenso
  * f64), the gated sum too, and the result is rounded once to its dtype:
  * desc->out_dtype (sw_matmul_desc_t, NULL for the defaults) as for
  * sw_matmul_ex, the experts' dtype by default or f32 for f16/bf16 experts.
+ * Block-quantized experts (Q8_0, Q4_0, Q4_K, Q6_K, MXFP4; a GGUF file's
+ * stacked expert tensor opened one expert per tile) are multiplied on their
+ * blocks as sw_matmul multiplies quantized weights: x any float dtype, the
+ * result f32 by default (bf16 or f16 on request), no gradients
+ * (UNSUPPORTED when an input requires grad, before any work).
  *
  * As a projection, it returns a PROJECTION await whose result is the tensor:
  * the policy is consulted with the experts the call uses (purpose
@@ -1788,9 +1801,10 @@ SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc);
  * (Mixtral's w2(silu(w1 x) * w3 x): gate is w1, up w3, down w2). `gate` and
  * `up` are TiledEvictables of one expert per tile with grid (1, 1, E) and
  * tile (H, F, 1), `down` one with grid (1, 1, E) and tile (F, H, 1), all of
- * one float dtype with a CPU primary tier; each comes with its full tensor
- * (`*_experts`, as for sw_tiled_expert_matmul: a row-major (E, F, H) gate
- * or up file and (E, H, F) down file are these tensors as they lie).
+ * one float or block-quantized dtype with a CPU primary tier; each comes
+ * with its full tensor (`*_experts`, as for sw_tiled_expert_matmul: a
+ * row-major (E, F, H) gate or up file and (E, H, F) down file are these
+ * tensors as they lie).
  *
  * The fused form (Hugging Face transformers 5's experts: `gate_up_proj` of
  * torch shape (E, 2F, H) and `down_proj` (E, H, F)): `up` and `up_experts`
@@ -1819,6 +1833,9 @@ SW_API void sw_expert_ffn_desc_init(sw_expert_ffn_desc_t* desc);
  * and h to the experts' dtype, each Y[t, j] to the result's dtype
  * (desc->out_dtype), and the gated sum (in f32, f64 for f64 experts, over
  * j in order) once; the products accumulate as for sw_tiled_expert_matmul.
+ * Block-quantized experts (all three of one quantized dtype) take x of any
+ * float dtype; a, b, act(a) and h stay f32 and the result is f32 unless
+ * desc->out_dtype asks bf16 or f16; no gradients (UNSUPPORTED).
  *
  * Each expert's three products run on its tiles' memory in place (a
  * resident expert is never copied) as soon as its inputs are there: the

@@ -403,6 +403,21 @@ def main():
                                               verdict(item["ratio_roof"], DECODE_ROOF_TARGET))
             print(line)
             summary["matmul"].append(item)
+    summary["quant_decode"] = []
+    if "quant_decode" in runs[THREADS[0]][0][0]:
+        print("\nquantized decode 1x4096->1024: GB/s of quantized weight bytes (x f32), / DRAM read roof")
+        print("threads dtype    GB/s    roof   /roof   best  target >= %.2f" % DECODE_ROOF_TARGET)
+        for t in THREADS:
+            for first in runs[t][0][0]["quant_decode"]:
+                rows = [(next(q for q in c["quant_decode"] if q["dtype"] == first["dtype"]), c["roof"]["dram_read_gbs"])
+                        for c, _, _ in runs[t]]
+                item = {"threads": t, "dtype": first["dtype"], "gbs": med(q["gbs"] for q, _ in rows),
+                        "read_roof_gbs": med(r for _, r in rows), "ratio_roof": med(q["gbs"] / r for q, r in rows),
+                        "ratio_roof_best": med(q["best"] / r for q, r in rows)}
+                print("%7d %-6s %7.2f %7.2f %7.3f %6.3f  %s" % (t, item["dtype"], item["gbs"], item["read_roof_gbs"],
+                                                               item["ratio_roof"], item["ratio_roof_best"],
+                                                               verdict(item["ratio_roof"], DECODE_ROOF_TARGET)))
+                summary["quant_decode"].append(item)
     if inputs is not None:
         print("\nPython path: sw.matmul(sw.from_dlpack(x), weight) on the PyTorch tensors' memory vs torch.matmul on "
               "them, GFLOP/s (decode: weight GB/s)")

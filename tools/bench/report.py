@@ -74,6 +74,10 @@ def rows_cpu(parsed):
             note = f"PyTorch {m['torch_weight_gbs']:.2f} GB/s" if "torch_weight_gbs" in m else ""
             out.append(row(f"{what}: weight bytes", m["weight_gbs"], m["read_roof_gbs"], "GB/s", m["ratio_roof"],
                            "DRAM read roof", target=(">=", 0.80), note=note))
+    for q in summary.get("quant_decode", []):
+        out.append(row(f"quantized decode {q['dtype']} 1x4096->1024, {q['threads']}T: weight bytes", q["gbs"],
+                       q["read_roof_gbs"], "GB/s", q["ratio_roof"], "DRAM read roof", q["ratio_roof_best"],
+                       (">=", 0.80), note="quantized bytes; x f32, quantized to 8-bit blocks in the call"))
     for e in summary.get("experts", []):
         what = f"expert matmul, {e['s']} resident experts ({e['i']}, {e['o']}) f32, {e['threads']}T"
         out.append(row(what, e["view_ms"], e["plain_ms"], "ms (lower is better)", e["ratio_plain"],
@@ -258,8 +262,8 @@ def have_torch():
 
 
 BENCHMARKS = [
-    Benchmark("bench_cpu", "matmul f32 and bf16 vs PyTorch and NumPy, decode and elementwise vs the DRAM roof "
-              "(1 and 2 threads)",
+    Benchmark("bench_cpu", "matmul f32 and bf16 vs PyTorch and NumPy, decode (f32, bf16, each quantized dtype) and "
+              "elementwise vs the DRAM roof (1 and 2 threads)",
               [sys.executable, "tools/bench/bench_cpu.py", "--build", "{build}", "--runs", "3", "--reps", "15",
                "--mib", "64"], rows_cpu, needs="{build}/tools/bench/bench_cpu"),
     Benchmark("bench_file", "file-tier promotion vs pread",

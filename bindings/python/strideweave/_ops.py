@@ -124,7 +124,13 @@ def matmul(a, b, *, out_dtype=None):
     returned as its transposed view: a row-major (M, N) result for
     matrices, as NumPy's and PyTorch's (docs/matmul.md). Otherwise the
     result is dense first mode fastest. The values are the same either
-    way."""
+    way.
+
+    ``b`` may be block-quantized (q8_0, q4_0, q4_k, q6_k, mxfp4; a (K, N)
+    CPU tensor, blocks along K): ``a`` of any float dtype is taken as
+    float32 and the blocks are multiplied where they lie, giving float32
+    (or ``out_dtype`` bfloat16/float16); no gradients. docs/quantization.md
+    gives the error bound."""
     if type(a) is not Tensor:
         a = as_tensor(a, "matmul: a")
     if type(b) is not Tensor:

@@ -262,7 +262,10 @@ class TiledEvictable(Carrier):
         multiplied on its tile memory in place; missing experts are read
         while the resident ones compute. Differentiable in experts, x and
         gates. `out_dtype`: float32 for the f32 sums of half experts.
-        Returns an AwaitProjection."""
+        Block-quantized experts (a GGUF file's stacked experts) are
+        multiplied on their blocks: `x` of any float dtype, the result
+        float32 (or `out_dtype` bfloat16/float16), not differentiable
+        (docs/quantization.md). Returns an AwaitProjection."""
         experts = _tensor(experts, "experts")
         x = _tensor(x, "x")
         ids = _tensor(ids, "ids")
@@ -387,7 +390,10 @@ def expert_ffn(x, ids, gate, up, down, gates=None, *, activation="silu", out_dty
     once). a, b, act(a), h and each Y[t, j] are rounded to the experts'
     dtype as the unfused layer rounds them. `activation`: "silu" (default),
     "gelu", "relu", "sigmoid" or "tanh". `out_dtype`: float32 keeps each
-    expert's output and the sum of half experts unrounded.
+    expert's output and the sum of half experts unrounded. Block-quantized
+    experts (one quantized dtype for all three) take `x` of any float
+    dtype, keep a, b and h in float32 and give float32 (or `out_dtype`
+    bfloat16/float16); they are not differentiable (docs/quantization.md).
 
     Each expert's products run on its tiles in place as soon as its inputs
     are there; a missing expert's gate (or gate_up), up and down tiles are
