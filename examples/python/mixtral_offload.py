@@ -41,6 +41,20 @@ once per layer (one sw.expert_ffn call over the B rows). tokens/s is then
 the aggregate over the sequences, and every per-token figure counts the
 tokens of all of them.
 
+With --quant TYPE (q8_0, q4_0, q4_k, q6_k, mxfp4) the checkpoint's experts
+are also quantized to TYPE by StrideWeave's quantizer (astype), one expert
+matrix at a time, and written once as a GGUF file beside the model file
+(llama.cpp's stacked blk.{l}.ffn_{gate,up,down}_exps.weight; reused while
+its configuration matches), and three more runs decode from it:
+q-offloaded (the offloaded run on the GGUF experts, same budget and tier,
+sw.expert_ffn computing on the quantized tiles in place), q-naive (each
+chosen expert's blocks read from the file on demand, sw.matmul on them) and
+q-resident (every quantized expert primary). Their error against the
+unquantized PyTorch reference is printed as max err and as rms err
+(||difference|| / ||reference|| of the final hidden states), and checked
+against a bound per layer (QUANT_ERROR_BOUND). The default runs are then
+pytorch, resident, offloaded and the three q- runs.
+
 With --tier remote the experts live on Valkey/Redis servers
 (docs/remote-tier.md): the demo seeds each layer's w1, w2 and w3 into a
 namespace of their own (one block per expert tile, placed over the
@@ -78,7 +92,7 @@ plot beside it (.png).
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--batch 1] [--budget 0.25]
         [--tier direct|page-cache|zstd|remote] [--remote-endpoints URL,...]
-        [--dtype bf16|f32] [--rho 0.8]
+        [--dtype bf16|f32] [--quant q8_0|q4_0|q4_k|q6_k|mxfp4] [--rho 0.8]
         [--prefetch] [--lookahead N] [--prefetch-experts N] [--[no-]poll]
         [--probe-every N] [--probe-mib N] [--dir DIR]
         [--csv FILE] [--quiet]
