@@ -41,6 +41,20 @@ once per layer (one sw.expert_ffn call over the B rows). tokens/s is then
 the aggregate over the sequences, and every per-token figure counts the
 tokens of all of them.
 
+With --quant TYPE (q8_0, q4_0, q4_k, q6_k, mxfp4) the checkpoint's experts
+are also quantized to TYPE by StrideWeave's quantizer (astype), one expert
+matrix at a time, and written once as a GGUF file beside the model file
+(llama.cpp's stacked blk.{l}.ffn_{gate,up,down}_exps.weight; reused while
+its configuration matches), and three more runs decode from it:
+q-offloaded (the offloaded run on the GGUF experts, same budget and tier,
+sw.expert_ffn computing on the quantized tiles in place), q-naive (each
+chosen expert's blocks read from the file on demand, sw.matmul on them) and
+q-resident (every quantized expert primary). Their error against the
+unquantized PyTorch reference is printed as max err and as rms err
+(||difference|| / ||reference|| of the final hidden states), and checked
+against a bound per layer (QUANT_ERROR_BOUND). The default runs are then
+pytorch, resident, offloaded and the three q- runs.
+
 With --tier remote the experts live on Valkey/Redis servers
 (docs/remote-tier.md): the demo seeds each layer's w1, w2 and w3 into a
 namespace of their own (one block per expert tile, placed over the
@@ -78,7 +92,7 @@ plot beside it (.png).
     python3 examples/python/mixtral_offload.py [--layers 4] [--experts 8]
         [--hidden 1024] [--ffn 2816] [--topk 2] [--tokens 48] [--batch 1] [--budget 0.25]
         [--tier direct|page-cache|zstd|remote] [--remote-endpoints URL,...]
-        [--dtype bf16|f32] [--rho 0.8]
+        [--dtype bf16|f32] [--quant q8_0|q4_0|q4_k|q6_k|mxfp4] [--rho 0.8]
         [--prefetch] [--lookahead N] [--prefetch-experts N] [--[no-]poll]
         [--probe-every N] [--probe-mib N] [--dir DIR]
         [--csv FILE] [--quiet]
@@ -179,7 +193,16 @@ import strideweave as sw  # noqa: E402
 from strideweave import carriers  # noqa: E402
 
 MATRICES = ("w1", "w2", "w3")
-RUN_NAMES = ("pytorch", "resident", "offloaded", "naive", "mmap")
+RUN_NAMES = ("pytorch", "resident", "offloaded", "naive", "mmap", "q-offloaded", "q-naive", "q-resident")
+QUANT_RUNS = ("q-offloaded", "q-naive", "q-resident")  # the runs on the --quant GGUF file
+# The q- runs' max err (final hidden state against the unquantized PyTorch
+# reference, relative to its largest magnitude) allowed per layer of the stack.
+QUANT_ERROR_BOUND = {"q8_0": 0.02, "q6_k": 0.03, "q4_k": 0.1, "q4_0": 0.15, "mxfp4": 0.2}
+# The block-quantized dtypes --quant writes, with the elements of a block
+# (the first mode of each expert matrix, its input features, is a multiple).
+QUANT_BLOCK = {"q8_0": 32, "q4_0": 32, "mxfp4": 32, "q4_k": 256, "q6_k": 256}
+# Each matrix's stacked tensor in the GGUF file, by llama.cpp's names.
+GGUF_NAMES = {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
 PRODUCT_ORDER = ("w1", "w3", "w2")  # the order a block multiplies them in
 
 
@@ -218,7 +241,12 @@ def parse(argv):
     p.add_argument("--probe-every", type=int, default=8,
                    help="tokens between the offloaded run's pauses to read its reads again, the tier's bandwidth (default 8)")
     p.add_argument("--probe-mib", type=int, default=128, help="MiB each zstd probe decompresses (default 128)")
-    p.add_argument("--runs", default=",".join(RUN_NAMES))
+    p.add_argument("--runs", default=None,
+                   help="comma-separated runs (default pytorch,resident,offloaded,naive,mmap; with --quant "
+                        "pytorch,resident,offloaded,q-offloaded,q-naive,q-resident)")
+    p.add_argument("--quant", choices=tuple(QUANT_BLOCK), default=None,
+                   help="also decode from the experts quantized to this dtype, written once as a GGUF file beside "
+                        "the model file (the q- runs)")
     p.add_argument("--dir", default=os.environ.get("SW_RESULTS", "results"))
     p.add_argument("--csv", default=None)
     p.add_argument("--quiet", action="store_true")
@@ -246,7 +274,20 @@ def parse(argv):
     if o.probe_every < 1 or o.probe_mib < 1:
         p.error("--probe-every and --probe-mib must be at least 1")
     o.lookahead = o.lookahead or max(1, o.layers - 1)
+    if o.runs is None:
+        o.runs = ("pytorch,resident,offloaded,q-offloaded,q-naive,q-resident" if o.quant
+                  else "pytorch,resident,offloaded,naive,mmap")
     o.runs = [r for r in o.runs.split(",") if r]
+    if o.quant:
+        if o.train or o.trace or o.save_stream:
+            p.error("--quant decodes; --train, --trace and --save-stream take the model file's experts as they are")
+        if o.tier not in ("direct", "page-cache"):
+            p.error("--quant reads its GGUF file: --tier direct or page-cache")
+        block = QUANT_BLOCK[o.quant]
+        if o.hidden % block or o.ffn % block:
+            p.error(f"--quant {o.quant}: --hidden and --ffn must be multiples of its block of {block} elements")
+    elif any(r in QUANT_RUNS for r in o.runs):
+        p.error(f"the runs {', '.join(QUANT_RUNS)} decode from the quantized experts: they need --quant")
     for r in o.runs:
         if r not in RUN_NAMES:
             p.error(f"unknown run {r!r}")
@@ -333,6 +374,77 @@ def drop_page_cache(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def gguf_path_of(path, quant):
+    """The quantized experts' GGUF file, beside the model file."""
+    return path[:-len(".safetensors")] + f".{quant}.gguf"
+
+
+def gguf_name(layer, w):
+    return f"blk.{layer}.{GGUF_NAMES[w]}.weight"
+
+
+def gguf_first_string(path):
+    """The first metadata value of a GGUF file when it is a string (the
+    configuration make_gguf writes first), else None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+            if len(head) < 24 or head[:4] != b"GGUF":
+                return None
+            if int.from_bytes(head[16:24], "little") < 1:
+                return None
+            n = int.from_bytes(f.read(8), "little")
+            f.read(n)  # the key
+            if int.from_bytes(f.read(4), "little") != 8:  # GGUF_TYPE_STRING
+                return None
+            n = int.from_bytes(f.read(8), "little")
+            return f.read(n).decode() if n < 1 << 20 else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def make_gguf(o, path, gpath):
+    """Writes the checkpoint's experts quantized to --quant as a GGUF file
+    (llama.cpp's stacked blk.{l}.ffn_{gate,up,down}_exps.weight, ggml shape
+    [hidden, ffn, experts] for gate and up, [ffn, hidden, experts] for down)
+    unless a file of this configuration is there already. StrideWeave's
+    quantizer (astype) quantizes one expert matrix at a time, read from the
+    model file; each quantized matrix goes into a TiledEvictable whose
+    secondary tier is a scratch file in --dir and is evicted there at once,
+    so no more than one layer's matrix of one expert is held in memory,
+    quantized or not; sw.save_gguf then writes the file, reading the tiles
+    from the scratch files."""
+    from safetensors import safe_open
+
+    cfg = json.dumps(config_of(o) | {"quant": o.quant}, sort_keys=True)
+    if gguf_first_string(gpath) == cfg:
+        return False
+    E = o.experts
+    everything = sw.TileSelection([[0], [0], list(range(E))])
+    tiled = {}
+    try:
+        with safe_open(path, "pt") as f:
+            for layer in range(o.layers):
+                for w in PRODUCT_ORDER:
+                    K, N = (o.hidden, o.ffn) if w != "w2" else (o.ffn, o.hidden)
+                    te = sw.TiledEvictable(carriers.CPU(0, dtype=o.quant),
+                                           carriers.File(K * N * E, dtype=o.quant, directory=o.dir), (1, 1, E),
+                                           (K, N, 1))
+                    tiled[gguf_name(layer, w)] = te
+                    full = te.full_tensor()
+                    for e in range(E):
+                        t = f.get_tensor(expert_name(layer, e, w))  # (N, K) row-major: (K, N, 1) first mode fastest
+                        q = sw.from_dlpack(t.unsqueeze(0).permute(2, 1, 0)).astype(o.quant)
+                        te.update_async(full, q, sw.TileSelection([[0], [0], [e]])).wait()
+                    te.evict(everything)
+        sw.save_gguf(gpath, tiled, metadata={"strideweave.config": cfg, "general.architecture": "llama",
+                                             "general.quantized_by": "StrideWeave astype"})
+    finally:
+        for te in tiled.values():
+            te.release()
+    return True
 
 
 # ---- the remote tier ------------------------------------------------------------------------
@@ -653,8 +765,10 @@ class StrideWeaveModel:
     tile over the model file's per-expert tensors (grid (1, 1, E), tile
     (K, N, 1): the file's row-major (N, K) weights as they lie)."""
 
-    def __init__(self, o, path, policy_for=None, tier="direct"):
+    def __init__(self, o, path, policy_for=None, tier="direct", gguf=None):
         self.o = o
+        self.gguf = gguf  # the --quant GGUF file: the experts are its stacked tensors, one expert per tile
+        self.out_dtype = sw.bfloat16 if gguf and o.dtype == "bf16" else None
         self.budgeted = policy_for is not None
         self.after_submit = None  # called with the layer once its requests are submitted
         self.ahead = {}  # (layer, matrix) -> {expert: await}: promotions issued before the layer ran, not waited for
@@ -662,9 +776,20 @@ class StrideWeaveModel:
         self.skipped = 0  # ahead promotions refused (a tile they would evict still loading)
         self.layers = []
         self.policies = []
+        self.tile_bytes = {}
         for layer in range(o.layers):
             per = {}
             for w in MATRICES:
+                if gguf:
+                    ft = carriers.File.open_gguf(gguf, gguf_name(layer, w), direct_io=(tier == "direct"),
+                                                 chunk_bytes=FILE_CHUNK, requests_in_flight=FILE_IN_FLIGHT)
+                    policy = policy_for() if policy_for else None
+                    te = ft.tiled(residency_policy=policy)
+                    per[w] = (te, te.full_tensor())
+                    if policy is not None:
+                        self.policies.append((layer, w, policy))
+                    self.tile_bytes[w] = ft.data_bytes // o.experts
+                    continue
                 names = [expert_name(layer, e, w) for e in range(o.experts)]
                 ft = carriers.File.open_safetensors(path, names, direct_io=(tier == "direct"), chunk_bytes=FILE_CHUNK,
                                                     requests_in_flight=FILE_IN_FLIGHT)
@@ -696,7 +821,8 @@ class StrideWeaveModel:
                 if policy is not None:
                     self.policies.append((layer, w, policy))
             self.layers.append(per)
-        self.tile_bytes = {w: o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4) for w in MATRICES}
+        if not gguf:
+            self.tile_bytes = {w: o.hidden * o.ffn * (2 if o.dtype == "bf16" else 4) for w in MATRICES}
         self.explicit_bytes = 0  # read by explicit promotions (the LRU statistics count only its own plans)
         self.read_log = []  # the tensor names of the tiles read from the tier, in request order
         # Per layer of a budgeted run: (the most experts any of its three
@@ -805,7 +931,7 @@ class StrideWeaveModel:
             self.after_submit(layer)
 
         def start():
-            return sw.expert_ffn(x, idt, per["w1"][1], per["w3"][1], per["w2"][1], g)
+            return sw.expert_ffn(x, idt, per["w1"][1], per["w3"][1], per["w2"][1], g, out_dtype=self.out_dtype)
 
         a = self.submit(layer, start)
         self.read_log += reads
@@ -862,9 +988,9 @@ class GlueOnOneThread:
         torch.set_num_threads(self.saved)
 
 
-def run_resident(o, shared, stream, path):
-    st = Stats("resident")
-    model = StrideWeaveModel(o, path, tier="page-cache")
+def run_resident(o, shared, stream, path, gguf=None, name="resident"):
+    st = Stats(name)
+    model = StrideWeaveModel(o, path, tier="page-cache", gguf=gguf)
     model.promote_all()
     with GlueOnOneThread(), sw.no_grad():
         st.outputs = decode(o, shared, stream, st, model.moe)
@@ -872,11 +998,12 @@ def run_resident(o, shared, stream, path):
     return st
 
 
-def run_offloaded(o, shared, stream, path, probe=None):
+def run_offloaded(o, shared, stream, path, probe=None, gguf=None, name="offloaded"):
     """probe: a TierProbe, measured at each pause of the run (st.probes:
-    (tokens decoded, bytes read so far, bandwidth) at each)."""
-    st = Stats("offloaded")
-    model = StrideWeaveModel(o, path, policy_for=lambda: sw.LRUPolicy(o.budget_tiles), tier=o.tier)
+    (tokens decoded, bytes read so far, bandwidth) at each). gguf: the
+    experts from that --quant file instead of the model file."""
+    st = Stats(name)
+    model = StrideWeaveModel(o, path, policy_for=lambda: sw.LRUPolicy(o.budget_tiles), tier=o.tier, gguf=gguf)
     pending: dict[int, set[int]] = {}  # layer -> the experts predicted for it, not yet scored
     current = {}
 
@@ -1093,6 +1220,56 @@ def run_naive(o, shared, stream, path, regions):
         return torch_experts(n, ids, gates, lambda e: weights_of(layer, e))
 
     with torch.no_grad():
+        st.outputs = decode(o, shared, stream, st, moe)
+    reader.close()
+    return st
+
+
+def gguf_regions(o, gguf):
+    """{(layer, matrix): (byte offset of expert 0, bytes per expert)} of the
+    --quant file's stacked expert tensors."""
+    regions = {}
+    for layer in range(o.layers):
+        for w in MATRICES:
+            ft = carriers.File.open_gguf(gguf, gguf_name(layer, w))
+            regions[(layer, w)] = (ft.data_offset, ft.data_bytes // o.experts)
+            ft.carrier.release()
+    return regions
+
+
+def run_q_naive(o, shared, stream, gguf):
+    """On-demand loading of the quantized experts: each chosen expert's
+    blocks of w1, w3 and w2 read from the GGUF file (direct I/O), made a
+    quantized tensor (sw.from_blocks) and multiplied in place (sw.matmul of
+    the f32 activations by the blocks), then dropped."""
+    st = Stats("q-naive")
+    regions = gguf_regions(o, gguf)
+    reader = DirectReader(gguf)
+
+    def weights_of(layer, e):
+        w = []
+        for i, m in enumerate(PRODUCT_ORDER):
+            off, count = regions[(layer, m)]
+            raw = reader.read(off + e * count, count, slot=i)
+            st.bytes_read += count
+            N = o.ffn if m != "w2" else o.hidden
+            blocks = np.frombuffer(raw, dtype=np.uint8).reshape(N, count // N).T  # the first mode's blocks, (bytes, N)
+            w.append(sw.from_blocks(blocks, o.quant))
+        return w
+
+    def moe(layer, n, ids, gates):
+        y = torch.empty(ids.shape[0], ids.shape[1], n.shape[-1], dtype=n.dtype)
+        for e in experts_of(ids):
+            rows, js = (ids == e).nonzero(as_tuple=True)
+            w1, w3, w2 = weights_of(layer, e)
+            x = sw.from_dlpack(n[rows].float().contiguous())
+            a = torch.from_dlpack(sw.matmul(x, w1))
+            b = torch.from_dlpack(sw.matmul(x, w3))
+            h = sw.from_dlpack((F.silu(a) * b).contiguous())
+            y[rows, js] = torch.from_dlpack(sw.matmul(h, w2)).to(n.dtype)
+        return gated_sum(y, gates)
+
+    with GlueOnOneThread(), sw.no_grad():
         st.outputs = decode(o, shared, stream, st, moe)
     reader.close()
     return st
@@ -1526,6 +1703,12 @@ def run_one(o, name, path, probe=None):
         return st
     if name == "naive":
         return run_naive(o, shared, stream, path, regions)
+    if name == "q-offloaded":
+        return run_offloaded(o, shared, stream, path, gguf=gguf_path_of(path, o.quant), name=name)
+    if name == "q-resident":
+        return run_resident(o, shared, stream, path, gguf=gguf_path_of(path, o.quant), name=name)
+    if name == "q-naive":
+        return run_q_naive(o, shared, stream, gguf_path_of(path, o.quant))
     return run_mmap(o, shared, stream, path, regions)
 
 
@@ -2118,8 +2301,10 @@ def budget_of(o, name, expert_bytes):
     each layer's experts in each matrix), none (naive: it drops each expert
     after use); None for mmap, whose experts the page cache holds, with no
     limit but the machine's memory."""
+    q = getattr(o, "q_expert_bytes", 0)  # the --quant file's expert bytes
     return {"pytorch": expert_bytes, "resident": expert_bytes, "naive": 0, "mmap": None,
-            "offloaded": expert_bytes * o.budget_tiles // o.experts}[name]
+            "offloaded": expert_bytes * o.budget_tiles // o.experts, "q-resident": q, "q-naive": 0,
+            "q-offloaded": q * o.budget_tiles // o.experts}[name]
 
 
 def size_text(n):
@@ -2133,9 +2318,9 @@ def budget_cell(o, name, budget, expert_bytes):
         return "page cache, unbudgeted"
     if budget == 0:
         return "0 (none kept)"
-    if name == "offloaded":
+    if name in ("offloaded", "q-offloaded"):
         return f"{size_text(budget)} ({100 * o.budget_tiles / o.experts:.1f}%)"
-    return size_text(budget) + (" (all)" if budget == expert_bytes else "")
+    return size_text(budget) + (" (all)" if budget in (expert_bytes, getattr(o, "q_expert_bytes", 0)) else "")
 
 
 # The table's columns, as the legend under it explains them (docs/moe-offload.md, 5.).
@@ -2175,6 +2360,19 @@ def decode_main(o, path, workers):
     t0 = time.perf_counter()
     if make_model(o, path):
         print(f"wrote {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
+    quant = None
+    if o.quant:
+        gpath = gguf_path_of(path, o.quant)
+        t0 = time.perf_counter()
+        wrote = make_gguf(o, path, gpath)
+        o.q_expert_bytes = sum(n for _, n in gguf_regions(o, gpath).values()) * o.experts
+        quant = {"type": o.quant, "file": gpath, "file_bytes": os.path.getsize(gpath),
+                 "expert_bytes": o.q_expert_bytes, "vs_bf16_bytes": o.q_expert_bytes / expert_bytes,
+                 "written": wrote, "quantizer": "StrideWeave (astype), one expert matrix at a time"}
+        print(f"{'wrote' if wrote else 'reusing'} {gpath}: the experts quantized to {o.quant} by StrideWeave's "
+              f"quantizer (astype, one expert matrix at a time), {os.path.getsize(gpath) / 2**20:.1f} MiB, expert "
+              f"bytes {o.q_expert_bytes / 2**20:.1f} MiB = {o.q_expert_bytes / expert_bytes:.3f}x the {o.dtype} "
+              f"experts'" + (f"; in {time.perf_counter() - t0:.1f} s" if wrote else ""), flush=True)
     if o.save_stream:
         stream = token_stream(o)
         np.save(o.save_stream, stream.float().numpy())
@@ -2219,8 +2417,11 @@ def decode_main(o, path, workers):
     scale = float(ref.outputs.float().abs().max()) if ref else 1.0
     for st in runs:
         st.max_error = float((st.outputs.float() - ref.outputs.float()).abs().max()) / scale if ref else float("nan")
+        st.rms_error = (float((st.outputs.float() - ref.outputs.float()).norm() / ref.outputs.float().norm())
+                        if ref else float("nan"))
     # bf16: each layer rounds its expert outputs and its residual sum once (2^-8 relative each).
     bound = 1e-4 if o.dtype == "f32" else 2 * o.layers * 2.0**-8
+    q_bound = QUANT_ERROR_BOUND[o.quant] * o.layers if o.quant else None
 
     print()
     print(f"{'run':10s} {'tokens/s':>9s} {'ms/token':>9s} {'hit rate':>9s} {'predicted':>9s} {'MiB read':>9s} "
@@ -2231,7 +2432,7 @@ def decode_main(o, path, workers):
         hr = "-" if st.required == 0 or st.name == "naive" else f"{100 * st.hit_rate:.1f}%"
         pr = "-" if st.predicted == 0 else f"{100 * st.predicted_right / st.predicted:.1f}%"
         mib = "-" if st.bytes_read is None else f"{st.bytes_read / 2**20:.0f}"
-        wait = f"{st.wait_ms:.0f}" if st.name == "offloaded" else "-"
+        wait = f"{st.wait_ms:.0f}" if st.name in ("offloaded", "q-offloaded") else "-"
         start = "-" if st.start_rss_bytes is None else f"{st.start_rss_bytes / 2**20:.0f}"
         vr = f"{st.tokens_per_s / res.tokens_per_s:.2f}x" if res else "-"
         vn = f"{st.tokens_per_s / nav.tokens_per_s:.2f}x" if nav else "-"
@@ -2248,7 +2449,8 @@ def decode_main(o, path, workers):
                                          "rho": o.rho},
                "runs": {st.name: {"tokens_per_s": st.tokens_per_s, "hit_rate": None if st.required == 0 or
                                   st.name == "naive" else st.hit_rate, "bytes_read": st.bytes_read,
-                                  "max_error_vs_pytorch": st.max_error, "peak_rss_bytes": st.peak_rss_bytes,
+                                  "max_error_vs_pytorch": st.max_error, "rms_error_vs_pytorch": st.rms_error,
+                                  "peak_rss_bytes": st.peak_rss_bytes,
                                   "start_rss_bytes": st.start_rss_bytes, "budget_bytes": st.budget_bytes,
                                   "bytes_per_token": None if st.bytes_read is None else st.bytes_read / n_tok,
                                   "budgeted": st.budget_bytes is not None} for st in runs},
@@ -2256,7 +2458,7 @@ def decode_main(o, path, workers):
                "tier_bandwidth": bandwidth, "tier_bandwidths": bandwidths, "lru_hit_rate": lru,
                "tier_probe_bytes": getattr(off, "probe_bytes", 0) if off else 0,
                "tier_probe_replays": [list(h) for h in getattr(off, "probe_history", [])] if off else [],
-               "error_bound": bound}
+               "error_bound": bound, "quant": quant, "quant_error_bound": q_bound}
     ok = True
     if off:
         lower, compute_s, transfer_s = lower_bound(o, off, res)
@@ -2311,15 +2513,37 @@ def decode_main(o, path, workers):
                   f"ms per token reading {d_bytes / n_tok / 2**20:.1f} MiB ({rate}{probed}): offloaded time "
                   f"per token is {summary['device_bound_ratio']:.2f}x the sum over the segments of max(resident "
                   f"compute, device busy), {1000 * d_lower / n_tok:.2f} ms")
-    summary["max_error_vs_pytorch"] = max((st.max_error for st in runs if st.name != "pytorch"), default=0.0)
+    qoff = by.get("q-offloaded")
+    if qoff and off:
+        summary["q_vs_offloaded_tps"] = qoff.tokens_per_s / off.tokens_per_s
+        summary["q_vs_offloaded_bytes"] = (qoff.bytes_read / off.bytes_read) if off.bytes_read else None
+        bytes_text = ("" if summary["q_vs_offloaded_bytes"] is None else
+                      f"reads {summary['q_vs_offloaded_bytes']:.2f}x the bytes per token "
+                      f"({qoff.bytes_read / n_tok / 2**10:.0f} against {off.bytes_read / n_tok / 2**10:.0f} KiB) and ")
+        print(f"{o.quant} offloaded (q-offloaded) {bytes_text}runs at {summary['q_vs_offloaded_tps']:.2f}x the "
+              f"tokens/s of {o.dtype} offloaded, at the same budget of {o.budget_tiles} of {o.experts} experts per "
+              f"layer")
+    summary["max_error_vs_pytorch"] = max((st.max_error for st in runs if st.name not in ("pytorch", *QUANT_RUNS)),
+                                          default=0.0)
     if ref:
-        bad = [st.name for st in runs if st.max_error > bound]
+        exact = [st for st in runs if st.name not in QUANT_RUNS]
+        bad = [st.name for st in exact if st.max_error > bound]
         if bad:
             ok = False
             print(f"ERROR: {', '.join(bad)} differ from the PyTorch reference by more than {bound:.2e}")
         else:
             print(f"every run equals the PyTorch reference within {bound:.2e} (max relative error "
                   f"{summary['max_error_vs_pytorch']:.2e})")
+        quantized = [st for st in runs if st.name in QUANT_RUNS]
+        if quantized:
+            print(f"the {o.quant} runs against the {o.dtype} PyTorch reference (final hidden states; max err: max "
+                  f"|difference| / max |reference|, rms err: ||difference|| / ||reference||): " +
+                  ", ".join(f"{st.name} max {st.max_error:.2e} rms {st.rms_error:.2e}" for st in quantized) +
+                  f"; bound on max err {q_bound:.2e} ({QUANT_ERROR_BOUND[o.quant]:.2e} per layer)")
+            bad = [st.name for st in quantized if not st.max_error <= q_bound]
+            if bad:
+                ok = False
+                print(f"ERROR: {', '.join(bad)} differ from the PyTorch reference by more than {q_bound:.2e}")
     write_csv(o, runs)
     png = plot(o, runs)
     print(f"per-token figures: {o.csv}\nplot:              {png}")

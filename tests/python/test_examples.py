@@ -300,6 +300,57 @@ def test_mixtral_offload_refuses_batch_with_one_sequence_options(capsys):
         assert "--batch" in capsys.readouterr().err, extra
 
 
+QUANT_SMALL = ["--layers", "2", "--experts", "4", "--hidden", "256", "--ffn", "256", "--topk", "2", "--tokens", "4",
+               "--warmup", "1", "--quiet"]
+
+
+@pytest.mark.parametrize("quant,bound", [("q8_0", 2 * 0.02), ("q4_k", 2 * 0.1)])
+def test_mixtral_offload_quantized_experts(capsys, tmp_path, quant, bound):
+    """--quant: the experts are written once as a GGUF file beside the model
+    file (a second run reuses it), and the runs on it (offloaded at the
+    same budget as the bf16 offloaded run, naive loading, resident) decode
+    within the stated bound of the bf16 PyTorch reference (max |difference|
+    / max |reference| of the final hidden states, per layer 0.02 for q8_0,
+    0.1 for q4_k), reading fewer bytes per token than bf16."""
+    demo = load("mixtral_offload")
+    assert demo.main(QUANT_SMALL + ["--quant", quant, "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    gguf = tmp_path / f"mixtral-2x4-256-256-bf16.{quant}.gguf"
+    assert f"wrote {gguf}: the experts quantized to {quant} by StrideWeave's quantizer" in out
+    s = summary_of(out)
+    assert set(s["runs"]) == {"pytorch", "resident", "offloaded", "q-offloaded", "q-naive", "q-resident"}
+    assert s["quant"]["type"] == quant and s["quant"]["written"] and s["quant_error_bound"] == pytest.approx(bound)
+    ratio = {"q8_0": 34 / 64, "q4_k": 144 / 512}[quant]  # block bytes / the block's bf16 bytes
+    assert s["quant"]["vs_bf16_bytes"] == pytest.approx(ratio)
+    for name in ("q-offloaded", "q-naive", "q-resident"):
+        run = s["runs"][name]
+        assert run["tokens_per_s"] > 0 and 0 < run["max_error_vs_pytorch"] <= bound, (name, run)
+    for name in ("resident", "offloaded"):
+        assert s["runs"][name]["max_error_vs_pytorch"] <= 2 * 2 * 2.0**-8
+    q, b = s["runs"]["q-offloaded"], s["runs"]["offloaded"]
+    assert 0 < q["bytes_per_token"] < b["bytes_per_token"] and q["hit_rate"] is not None
+    assert s["runs"]["q-naive"]["bytes_per_token"] > 0
+    _, cells, _ = table_of(out)
+    assert set(cells) == set(s["runs"])
+    assert cells["q-offloaded"]["expert budget"].endswith("(25.0%)") and cells["q-resident"]["expert budget"].endswith(
+        "(all)") and cells["q-naive"]["expert budget"] == "0 (none kept)"
+    written = gguf.stat().st_mtime_ns
+    assert demo.main(QUANT_SMALL + ["--quant", quant, "--dir", str(tmp_path), "--runs", "pytorch,q-resident"]) == 0
+    out = capsys.readouterr().out
+    assert f"reusing {gguf}" in out and not summary_of(out)["quant"]["written"]
+    assert gguf.stat().st_mtime_ns == written
+
+
+def test_mixtral_offload_refuses_quantized_runs_without_quant(capsys):
+    demo = load("mixtral_offload")
+    for extra in (["--runs", "pytorch,q-offloaded"], ["--quant", "q4_k"], ["--quant", "q8_0", "--tier", "zstd"],
+                  ["--quant", "q8_0", "--train"]):
+        with pytest.raises(SystemExit) as e:
+            demo.parse(MIXTRAL_SMALL + extra)  # hidden 64 is no multiple of q4_k's 256
+        assert e.value.code == 2, extra
+        assert "quant" in capsys.readouterr().err, extra
+
+
 def test_mixtral_offload_measures_each_runs_memory_apart(capsys, tmp_path):
     """Each run's peak resident set is its own process's: the offloaded run,
     after PyTorch's, peaks well below it (in one process it could not

@@ -11,9 +11,15 @@ read per token, the bound ratio at each batch; beside resident and
 PyTorch at the same batch); the expert matmul's resident path
 against plain GEMMs on the same bytes (sw.matmul of each chosen expert); and
 the expert feed-forward's (sw.expert_ffn) against the same layer unfused on
-the same bytes and against PyTorch's.
+the same bytes and against PyTorch's. With --quant TYPE (q8_0, q4_0, q4_k,
+q6_k, mxfp4; repeatable) also the demo's --quant run at 25 %, direct: the
+experts quantized to TYPE in a GGUF file, offloaded at the same budget
+against the bf16 offloaded run (bytes read per token, tokens/s), naive
+on-demand loading of the quantized file and the quantized experts all
+resident, each with its error against the bf16 PyTorch reference.
 
     PYTHONPATH=build/bindings/python python3 tools/bench/bench_moe_decode.py [--tokens 32] [--quick]
+        [--quant TYPE ...]
 
 Prints a table and one BENCH_JSON line per configuration.
 """
@@ -150,11 +156,16 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--dir", default=os.environ.get("SW_RESULTS", "results"))
     p.add_argument("--quick", action="store_true", help="small model (a smoke run, not a measurement)")
+    p.add_argument("--quant", action="append", default=[], choices=("q8_0", "q4_0", "q4_k", "q6_k", "mxfp4"),
+                   help="also decode from the experts quantized to this dtype (repeatable)")
+    p.add_argument("--only-quant", action="store_true", help="only the --quant configurations")
     o = p.parse_args(argv)
     demo = load_demo()
-    size = ["--layers", "2", "--experts", "8", "--hidden", "128", "--ffn", "256"] if o.quick else []
+    size = ["--layers", "2", "--experts", "8", "--hidden", "256", "--ffn", "512"] if o.quick else []
     configs = [("direct", 0.125, 1), ("direct", 0.25, 1), ("direct", 0.5, 1), ("zstd", 0.25, 1),
                ("remote", 0.25, 1), ("direct", 0.25, 4), ("direct", 0.25, 8)]
+    if o.only_quant:
+        configs = []
     rows = []
     for tier, budget, batch in configs:
         if tier == "remote" and shutil.which("redis-server") is None and not os.environ.get(
@@ -195,6 +206,34 @@ def main(argv=None):
             r["bytes_per_token_vs_batch1"] = r["bytes_per_token"] / one["bytes_per_token"]
         rows.append(r)
         print("BENCH_JSON " + json.dumps({"moe_decode": r}, sort_keys=True))
+    qrows = []
+    for quant in o.quant:
+        args = size + ["--tier", "direct", "--budget", "0.25", "--tokens", str(o.tokens), "--dir", o.dir, "--quiet",
+                       "--quant", quant, "--csv", os.path.join(o.dir, f"bench_moe_{quant}.csv")]
+        out = io.StringIO()
+        print(f"bench_moe_decode: {quant} experts, tier direct, budget 25.0% ...", file=sys.stderr, flush=True)
+        with contextlib.redirect_stdout(out):
+            status = demo.main(args)
+        line = next(x for x in out.getvalue().splitlines() if x.startswith("SUMMARY_JSON "))
+        s = json.loads(line[len("SUMMARY_JSON "):])
+        runs = s["runs"]
+        r = {"quant": quant, "tier": "direct", "budget": 0.25, "status": status,
+             "quant_bytes_vs_bf16": s["quant"]["vs_bf16_bytes"], "gguf_bytes": s["quant"]["file_bytes"],
+             "lru_hit_rate": s["lru_hit_rate"], "tps_vs_bf16_offloaded": s.get("q_vs_offloaded_tps"),
+             "bytes_vs_bf16_offloaded": s.get("q_vs_offloaded_bytes"), "quant_error_bound": s["quant_error_bound"]}
+        for name in ("pytorch", "resident", "offloaded", "q-offloaded", "q-naive", "q-resident"):
+            if name in runs:
+                key = name.replace("-", "_")
+                r[f"{key}_tps"] = runs[name]["tokens_per_s"]
+                r[f"{key}_bytes_per_token"] = runs[name]["bytes_per_token"]
+                r[f"{key}_hit_rate"] = runs[name]["hit_rate"]
+                r[f"{key}_max_error"] = runs[name]["max_error_vs_pytorch"]
+                r[f"{key}_rms_error"] = runs[name]["rms_error_vs_pytorch"]
+        qrows.append(r)
+        print("BENCH_JSON " + json.dumps({"moe_decode_quant": r}, sort_keys=True))
+    if o.only_quant:
+        print_quant(qrows)
+        return 0 if all(r["status"] == 0 for r in qrows) else 1
     # The demo's experts, and Mixtral 8x7B's (4096 x 14336: 117 MB a call,
     # past any L3, where the call's fixed cost no longer shows).
     sizes = [(128, 256)] if o.quick else [(1024, 2816), (4096, 14336)]
@@ -224,12 +263,31 @@ def main(argv=None):
         print(f"expert matmul, resident, 2 experts of {em['hidden']}x{em['ffn']} bf16 for one token: "
               f"{em['expert_matmul_us']:.0f} us; two plain GEMMs on the same bytes {em['plain_gemm_us']:.0f} us: "
               f"ratio {em['ratio']:.2f} (target >= 0.9)")
+    print_quant(qrows)
     for ef in ffns:
         print(f"expert feed-forward, resident, 2 experts of {ef['hidden']}x{ef['ffn']} bf16 (w1, w3, w2) for one "
               f"token: {ef['expert_ffn_us']:.0f} us; the unfused layer on the same bytes {ef['unfused_us']:.0f} us "
               f"(ratio {ef['ratio']:.2f}, target >= 0.9), PyTorch's F.linear layer {ef['pytorch_us']:.0f} us "
               f"(ratio {ef['ratio_pytorch']:.2f})")
-    return 0 if all(r["status"] == 0 for r in rows) else 1
+    return 0 if all(r["status"] == 0 for r in rows + qrows) else 1
+
+
+def print_quant(qrows):
+    for r in qrows:
+        print(f"\n{r['quant']} experts ({r['quant_bytes_vs_bf16']:.3f}x the bf16 bytes), direct tier, budget 25%:")
+        print(f"  {'run':12s} {'tok/s':>7s} {'KiB/tok':>8s} {'hit':>6s} {'max err':>8s} {'rms err':>8s}")
+        for name in ("pytorch", "resident", "offloaded", "q-offloaded", "q-naive", "q-resident"):
+            key = name.replace("-", "_")
+            if f"{key}_tps" not in r:
+                continue
+            bpt, hit = r[f"{key}_bytes_per_token"], r[f"{key}_hit_rate"]
+            print(f"  {name:12s} {r[f'{key}_tps']:7.2f} {'-' if bpt is None else f'{bpt / 1024:.0f}':>8s} "
+                  f"{'-' if hit is None else f'{100 * hit:.1f}%':>6s} {r[f'{key}_max_error']:8.1e} "
+                  f"{r[f'{key}_rms_error']:8.1e}")
+        if r["tps_vs_bf16_offloaded"] is not None:
+            print(f"  {r['quant']} offloaded against bf16 offloaded at the same budget: bytes per token "
+                  f"{r['bytes_vs_bf16_offloaded']:.2f}x (target <= 0.3 for q4_k), tokens/s "
+                  f"{r['tps_vs_bf16_offloaded']:.2f}x (target >= 2.5 for q4_k)")
 
 
 if __name__ == "__main__":

@@ -241,6 +241,30 @@ def rows_moe_decode(parsed):
                 out.append(row(what + ": time per token / its lower bound", m["bound_ratio"], None, "ratio",
                                m["bound_ratio"], "max(resident compute, bytes / bandwidth)", target=("<=", 1.15),
                                note=note))
+        elif "moe_decode_quant" in j:
+            m = j["moe_decode_quant"]
+            q = m["quant"].upper()
+            what = f"MoE decoding, {q} experts offloaded, {m['tier']} tier, budget {100 * m['budget']:.1f}%"
+            targeted = m["quant"] == "q4_k"  # the targets are Q4_K's
+            note = (f"hit rate {100 * (m.get('q_offloaded_hit_rate') or 0):.0f}%; max error vs the bf16 PyTorch "
+                    f"reference {m.get('q_offloaded_max_error', float('nan')):.1e} (rms "
+                    f"{m.get('q_offloaded_rms_error', float('nan')):.1e})")
+            if m.get("bytes_vs_bf16_offloaded") is not None:
+                out.append(row(what + ": bytes read per token", m["q_offloaded_bytes_per_token"],
+                               m["offloaded_bytes_per_token"], "bytes/token (lower is better)",
+                               m["bytes_vs_bf16_offloaded"], "bf16 offloaded at the same budget (ratio: ours / bf16)",
+                               target=("<=", 0.3) if targeted else None, note=note))
+            if m.get("tps_vs_bf16_offloaded") is not None:
+                out.append(row(what, m["q_offloaded_tps"], m["offloaded_tps"], "tokens/s",
+                               m["tps_vs_bf16_offloaded"], "bf16 offloaded at the same budget",
+                               target=(">=", 2.5) if targeted else None, note=note))
+            if m.get("q_naive_tps"):
+                out.append(row(what, m["q_offloaded_tps"], m["q_naive_tps"], "tokens/s",
+                               m["q_offloaded_tps"] / m["q_naive_tps"],
+                               f"naive on-demand loading of the {q} file"))
+            if m.get("q_resident_tps"):
+                out.append(row(what, m["q_offloaded_tps"], m["q_resident_tps"], "tokens/s",
+                               m["q_offloaded_tps"] / m["q_resident_tps"], f"{q} experts all resident"))
         elif "expert_matmul" in j:
             e = j["expert_matmul"]
             out.append(row(f"expert matmul on resident tiles, 2 experts {e['hidden']}x{e['ffn']} bf16, 1 token",
@@ -280,9 +304,10 @@ BENCHMARKS = [
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
               ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
     Benchmark("bench_moe_decode", "offloaded Mixtral-architecture decoding vs resident, naive, mmap and PyTorch at "
-              "budgets 12.5/25/50 % and from zstd and remote servers, batches of 4 and 8 at 25 %; the expert matmul vs plain GEMMs; the expert feed-forward vs "
+              "budgets 12.5/25/50 % and from zstd and remote servers, batches of 4 and 8 at 25 %, Q4_K experts at 25 %; the expert matmul vs plain GEMMs; the expert feed-forward vs "
               "the unfused layer and PyTorch's",
-              [sys.executable, "tools/bench/bench_moe_decode.py", "--tokens", "32"], rows_moe_decode,
+              [sys.executable, "tools/bench/bench_moe_decode.py", "--tokens", "32", "--quant", "q4_k"],
+              rows_moe_decode,
               env={"STRIDEWEAVE_PYTHONPATH": "{build}/bindings/python"}, needs="{build}/bindings/python/strideweave"),
     Benchmark("bench_python_overhead", "Python op call overhead vs PyTorch and NumPy",
               [sys.executable, "tools/bench/bench_python_overhead.py", "--number", "20000", "--repeats", "7"],
