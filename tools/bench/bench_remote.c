@@ -31,7 +31,9 @@
  * The CRC-32C the carrier computes per block (on every read and every write;
  * the peer computes none) is timed on its own, with the library's routine,
  * and printed beside the ratios: its share of a block's time, and the ratio
- * with that time taken out.
+ * with that time taken out (a bound: the carrier extends the CRC chunk by
+ * chunk, partly while the server works on the next chunks, so not all of
+ * that time is on a block's path).
  *
  * Over loopback or a unix socket this measures the protocol's and the copies'
  * costs on the client and the server, not a network.
@@ -645,7 +647,7 @@ int main(int argc, char** argv) {
   const double load1 = load_average();
   printf("\nratio: StrideWeave's GB/s over the peer's, per round, median; best: fastest rounds. CRC: the carrier's "
          "CRC-32C of one block (the peer computes none), its share of StrideWeave's time per block, and the ratio "
-         "with it taken out.\n");
+         "with all of it taken out (a bound: part of it overlaps the server's work).\n");
   printf("target: promote and evict >= %.2fx the peer: %s; load average %.2f -> %.2f%s; %.0f s\n", TARGET,
          met ? "ok" : "MISS", load0, load1, load0 > 1.5 ? " (the machine is loaded: figures are noisy)" : "",
          now_seconds() - t_start);
