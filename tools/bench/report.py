@@ -281,6 +281,24 @@ def rows_moe_decode(parsed):
     return out
 
 
+def rows_remote(parsed):
+    summary = parsed["summary"]
+    if summary is None:
+        raise ValueError("bench_remote printed no SUMMARY_JSON line")
+    out = []
+    for r in summary["results"]:
+        blocks = r["blocks"]
+        what = (f"remote tier {r['op']}, {blocks} block{'s' if blocks > 1 else ''} of {r['block_bytes'] >> 20} MiB, "
+                f"{'unix socket' if r['transport'] == 'unix' else 'loopback TCP'}")
+        note = (f"per block p50/p99 {r['sw_p50_ms']:.2f}/{r['sw_p99_ms']:.2f} ms, peer's "
+                f"{r['raw_p50_ms']:.2f}/{r['raw_p99_ms']:.2f} ms; the carrier's CRC-32C {r['crc_ms']:.2f} ms per block "
+                f"({100 * r['crc_share']:.0f}% of its time), ratio without it {r['ratio_without_crc']:.2f}")
+        out.append(row(what, r["sw_gbs"], r["raw_gbs"], "GB/s", r["ratio"],
+                       "bare hiredis async client on a libuv loop, same commands, chunks and requests in flight",
+                       r["ratio_best"], (">=", summary["target"]), note=note))
+    return out
+
+
 def have_torch():
     return importlib.util.find_spec("torch") is not None
 
@@ -301,6 +319,9 @@ BENCHMARKS = [
               ["{build}/tools/bench/bench_await", "--iters", "10000", "--warmup", "500"], rows_await),
     Benchmark("bench_tiled", "projection vs memcpy; MoE step vs max(compute, transfer)",
               ["{build}/tools/bench/bench_tiled", "--reps", "15"], rows_tiled),
+    Benchmark("bench_remote", "remote tier promote and dirty evict vs a bare hiredis client (redis-servers of its own, "
+              "unix socket and loopback TCP)",
+              ["{build}/tools/bench/bench_remote", "--runs", "7"], rows_remote),
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
               ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
     Benchmark("bench_moe_decode", "offloaded Mixtral-architecture decoding vs resident, naive, mmap and PyTorch at "

@@ -286,12 +286,20 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     size_t chunks = 0, steps = 0, sent = 0, outstanding = 0;
     bool have_crc = false;
     uint32_t crc = 0;
+    // The CRC-32C of the block's first crc_upto bytes, extended chunk by
+    // chunk as GETRANGE replies land (their bytes still in the cache, while
+    // the server prepares the next ones) or as SETRANGE commands are sent.
+    uint32_t running_crc = 0;
+    size_t crc_upto = 0;
     long long length = -1;
     size_t delivered = 0;
     bool commit_sent = false;
   };
 
-  bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {});
+  bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {},
+            size_t at = 0);
+  // Extends the block's running CRC over [at, at + n) if it reaches there.
+  static void extend_crc(Block& b, size_t at, size_t n) noexcept;
   bool send_step(Block& b);
   void send_commit(Block& b);
   void block_read(Block& b);
@@ -350,7 +358,8 @@ void Transfer::start() noexcept {
   finish_if_idle();
 }
 
-bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect) {
+bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect,
+                    size_t at) {
   auto* cmd = new (std::nothrow) Command;
   if (!cmd) {
     fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
@@ -360,6 +369,7 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
   cmd->kind = kind;
   cmd->block = static_cast<size_t>(&b - blocks_.data());
   cmd->deadline = deadline_;
+  cmd->at = at;
   if (expect.dst) expect.got = &cmd->got;
   Status why;
   bool sent = false;
@@ -390,17 +400,27 @@ bool Transfer::send_step(Block& b) {
   const size_t chunk = step - (write_ ? 1 : 2);
   const size_t at = chunk * cfg_.chunk_bytes, n = std::min(cfg_.chunk_bytes, b.bytes - at);
   const std::string from = std::to_string(at);
-  if (write_)
-    return send(b, kSetrange, {"SETRANGE", key, from, std::string_view(reinterpret_cast<const char*>(b.land + at), n)});
+  if (write_) {
+    if (!send(b, kSetrange, {"SETRANGE", key, from, std::string_view(reinterpret_cast<const char*>(b.land + at), n)}))
+      return false;
+    extend_crc(b, at, n);  // while the server stores the chunks before it
+    return true;
+  }
   const std::string to = std::to_string(at + n - 1);
-  return send(b, kGetrange, {"GETRANGE", key, from, to}, {b.land + at, n, nullptr});
+  return send(b, kGetrange, {"GETRANGE", key, from, to}, {b.land + at, n, nullptr}, at);
+}
+
+void Transfer::extend_crc(Block& b, size_t at, size_t n) noexcept {
+  if (at != b.crc_upto || n > b.bytes - at) return;
+  b.running_crc = crc32c(b.running_crc, b.land + at, n);
+  b.crc_upto = at + n;
 }
 
 void Transfer::send_commit(Block& b) {
   b.commit_sent = true;
   fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote write"); }));
   if (!error_.ok()) return;
-  const uint32_t crc = crc32c(0, b.land, b.bytes);
+  const uint32_t crc = b.crc_upto == b.bytes ? b.running_crc : crc32c(0, b.land, b.bytes);
   const std::string staging = cfg_.staging_key(b.index), key = cfg_.block_key(b.index), crc_key = cfg_.crc_key(),
                     field = std::to_string(b.index), crc_text = std::to_string(crc);
   send(b, kMulti, {"MULTI"}) && send(b, kRename, {"RENAME", staging, key}) &&
@@ -408,7 +428,8 @@ void Transfer::send_commit(Block& b) {
 }
 
 void Transfer::block_read(Block& b) {
-  Status st = check_block(cfg_, b.index, b.have_crc, b.crc, b.length, b.delivered, b.land, b.bytes);
+  const uint32_t* computed = b.crc_upto == b.bytes ? &b.running_crc : nullptr;
+  Status st = check_block(cfg_, b.index, b.have_crc, b.crc, b.length, b.delivered, b.land, b.bytes, computed);
   if (!st.ok()) return fail(std::move(st));
   if (!b.bounce.empty()) {
     std::memcpy(buffer_ + b.copy_to, b.land + b.copy_from, b.copy_length);
@@ -432,6 +453,8 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
         break;
       case kStrlen: b.length = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1; break;
       case kGetrange:
+        // A block's replies come in the order of its chunks (one connection).
+        if (cmd.got == std::min(cfg_.chunk_bytes, b.bytes - cmd.at)) extend_crc(b, cmd.at, cmd.got);
         b.delivered += cmd.got;
         fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read"); }));
         break;

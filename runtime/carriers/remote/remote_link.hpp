@@ -32,6 +32,7 @@ struct Command {
   std::shared_ptr<Transfer> transfer;
   int kind = 0;          // the transfer's
   size_t block = 0;      // the transfer's block
+  size_t at = 0;         // a GETRANGE's or SETRANGE's first byte in the block
   size_t got = 0;        // bytes a GETRANGE reply delivered
   uint64_t deadline = 0; // uv_now milliseconds
 };
