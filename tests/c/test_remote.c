@@ -2,8 +2,13 @@
  * own, on unix sockets and loopback TCP: values, the header, a
  * TiledEvictable's promote / evict / projection / scatter / prefetch
  * bit-identical with a host secondary, missing and damaged blocks,
- * credentials and transport rules, a server killed or stopped mid-transfer.
- * Every wait is bounded; a missing redis-server fails the suite. */
+ * credentials and transport rules, a server killed or stopped mid-transfer,
+ * a connection killed once (the read is sent again) and twice (IO), and a
+ * writer and a reader process sharing a namespace. Every wait is bounded; a
+ * missing redis-server fails the suite. */
+#include <pthread.h>
+#include <spawn.h>
+
 #include "sw_remote_test.h"
 
 typedef struct fixture_t {
@@ -542,41 +547,289 @@ static void test_stopped_server_times_out(void** state) {
   sw_carrier_release(c);
 }
 
-static void test_client_kill_mid_transfer(void** state) {
+/* CLIENT PAUSE ALL holds back every command, CLIENT KILL's too, and runs
+ * them in arrival order once it ends, writing no reply before all of them
+ * ran: a kill sent after a promotion's commands closes its connection
+ * before any of their replies leaves the server. */
+static void test_client_kill_retried(void** state) {
   fixture_t* f = (fixture_t*)*state;
-  const int64_t T = 262144, tiles = 2;
+  const int64_t T = 65536, tiles = 3; /* 256 KiB tiles */
   sw_carrier_t* c = seeded(f, "ckill", (size_t)(T * tiles), (size_t)T, 0, 8);
   tt_fix_t geo;
   sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
-  sw_tile_set_t* all = NULL;
-  SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
-  kill(f->srv.pid, SIGSTOP);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0)); /* the asynchronous connection is made */
+  const int k = rs_connect(&f->srv);
+  assert_true(k >= 0);
+  const long long connections = rs_info_number(&f->srv, "stats", "total_connections_received");
+
+  /* One kill: the read is sent again on a fresh connection and succeeds. */
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  assert_int_equal(rs_reply(k).type, '+');
+  sw_tile_set_t* s1 = one_tile(1);
   sw_await_t* a = NULL;
-  SW_OK_(sw_tiled_promote_async(te, all, &a));
+  SW_OK_(sw_tiled_promote_async(te, s1, &a));
   usleep(100000);
-  kill(f->srv.pid, SIGCONT);
-  /* Kills every client but the one asking (SKIPME yes). */
-  rs_reply_t r = RS_CMD(&f->srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
-  sw_error_t* e = sw_await_wait(a, 10000000000LL);
-  if (r.integer > 0) {
-    /* The transfer's connection was killed, unless it finished first. */
-    if (e) {
-      assert_int_equal(sw_error_code(e), SW_ERROR_IO);
-      sw_error_free(e);
-      assert_int_equal(primary_count(te), 0);
-    }
-  } else if (e) {
-    fail_msg("promote failed: %s", sw_error_message(e));
-  }
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  SW_OK_(sw_await_wait(a, 10000000000LL));
   sw_await_release(a);
-  SW_OK_(sw_tiled_promote(te, all));
-  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 8);
-  sw_tile_set_release(all);
+  assert_true(rs_reply(k).integer >= 1);
+  tt_expect_tile(&geo, 1, SW_TILE_PRIMARY, false);
+  expect_tile_values(te, 1, T, 8);
+  assert_true(rs_info_number(&f->srv, "stats", "total_connections_received") > connections);
+
+  /* A second kill, of the fresh connection, while the read runs again on
+   * it: the promotion fails IO, naming the block and the server, and leaves
+   * the tile where it was. */
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  assert_int_equal(rs_reply(k).type, '+');
+  sw_tile_set_t* s2 = one_tile(2);
+  SW_OK_(sw_tiled_promote_async(te, s2, &a));
+  usleep(100000);
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  sw_error_t* e = sw_await_wait(a, 10000000000LL);
+  sw_await_release(a);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  const char* m = sw_error_message(e);
+  if (!strstr(m, "block 2 (key 'ckill:b:2')") || !strstr(m, f->srv.socket) || !strstr(m, "again on a fresh connection"))
+    fail_msg("unexpected message: %s", m);
+  sw_error_free(e);
+  assert_true(rs_reply(k).integer >= 1);
+  assert_int_equal(rs_reply(k).type, '+');
+  assert_true(rs_reply(k).integer >= 1);
+  close(k);
+  tt_expect_tile(&geo, 2, SW_TILE_SECONDARY, false);
+  assert_int_equal(primary_count(te), 2);
+  /* The next promotion connects again. */
+  SW_OK_(sw_tiled_promote(te, s2));
+  expect_tile_values(te, 2, T, 8);
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_tile_set_release(s2);
   sw_carrier_release(te);
   sw_carrier_release(c);
 }
 
-int main(void) {
+/* The blocking path reads again on a fresh connection too. */
+typedef struct blocking_read_t {
+  sw_carrier_t* c;
+  float* v;
+  size_t first, count;
+  sw_error_t* e;
+} blocking_read_t;
+
+static void* blocking_read(void* arg) {
+  blocking_read_t* r = (blocking_read_t*)arg;
+  r->e = sw_carrier_read(r->c, r->first, r->count, r->v);
+  return NULL;
+}
+
+static void test_client_kill_blocking_read(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const size_t T = 65536, n = 2 * T;
+  sw_carrier_t* c = seeded(f, "bkill", n, T, 0, 10);
+  float* v = (float*)malloc(sizeof(float) * n);
+  SW_OK_(sw_carrier_read(c, 0, n, v)); /* a pooled connection */
+  const int k = rs_connect(&f->srv);
+  assert_true(k >= 0);
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  assert_int_equal(rs_reply(k).type, '+');
+  memset(v, 0, sizeof(float) * n);
+  blocking_read_t r = {c, v, 0, n, NULL};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, blocking_read, &r), 0);
+  usleep(100000);
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  pthread_join(t, NULL);
+  SW_OK_(r.e);
+  assert_true(rs_reply(k).integer >= 1);
+  close(k);
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != pattern(i, 10)) fail_msg("slot %zu: %g, expected %g", i, (double)v[i], (double)pattern(i, 10));
+  free(v);
+  sw_carrier_release(c);
+}
+
+/* ---- a writer and a reader of one namespace ----------------------------- */
+
+/* Version `ver` of tile k, slot w: every slot tells the tile and the version. */
+#define SHARED_TILES 3
+#define SHARED_T 16384 /* 64 KiB blocks, read in 16 chunks */
+#define SHARED_VERSIONS 4000 /* (4000 * 4 + k) * 1024 + 1023 < 2^24: exact in f32 */
+static float shared_value(int64_t k, int64_t ver, int64_t w) {
+  return (float)(((ver * 4 + k) * 1024) + (w & 1023));
+}
+
+/* The reader, in a process of its own (this program with --shared-reader
+ * SOCKET NAMESPACE): opens the namespace read-only and reads its blocks again
+ * and again, through a TiledEvictable and with blocking reads, until the
+ * writer sets NAMESPACE-test:done. Every read must be one whole version of
+ * its tile, at least the version the writer had committed before the read
+ * began. Reports its count of reads and of versions seen in
+ * NAMESPACE-test:reads and :seen; exits 0, or 1 with a message. */
+static int shared_reader(const char* socket_path, const char* ns) {
+  rs_server_t srv;
+  memset(&srv, 0, sizeof srv);
+  rs_copy(srv.socket, sizeof srv.socket, socket_path);
+  snprintf(srv.endpoint, sizeof srv.endpoint, "unix://%s", socket_path);
+  const char* eps[1] = {srv.endpoint};
+  sw_runtime_t* rt = NULL;
+  sw_error_t* e = sw_runtime_create(NULL, &rt);
+  sw_carrier_t *c = NULL, *p = NULL, *te = NULL;
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, ns, 0);
+  d.read_only = true;
+  d.chunk_bytes = 4096;
+  if (!e) e = sw_carrier_open_remote(rt, SW_DTYPE_F32, SHARED_TILES * SHARED_T, &d, &c);
+  if (!e) e = sw_carrier_create_cpu(rt, SW_DTYPE_F32, 0, &p);
+  const int64_t grid[2] = {1, SHARED_TILES}, tile[2] = {SHARED_T, 1};
+  if (!e) e = sw_tiled_create(p, c, grid, tile, 2, NULL, &te);
+  if (e) {
+    fprintf(stderr, "reader: %s\n", sw_error_message(e));
+    return 1;
+  }
+  char key[128], done_key[128];
+  snprintf(done_key, sizeof done_key, "%s-test:done", ns);
+  snprintf(key, sizeof key, "%s-test:started", ns);
+  rs_cmdv(&srv, 3, (const char*[]){"SET", key, "1"});
+  static float v[SHARED_T];
+  long long reads = 0, seen = 0, last[SHARED_TILES] = {0};
+  const double until = rs_now() + 60.0;
+  int status = 0;
+  while (status == 0 && rs_now() < until) {
+    rs_reply_t done = rs_cmdv(&srv, 2, (const char*[]){"GET", done_key});
+    if (!done.nil) break;
+    for (int64_t k = 0; k < SHARED_TILES && status == 0; ++k) {
+      snprintf(key, sizeof key, "%s-test:committed:%lld", ns, (long long)k);
+      const long long committed = atoll(rs_cmdv(&srv, 2, (const char*[]){"GET", key}).text);
+      const bool tiled = (reads & 1) == 0;
+      if (tiled) {
+        const int64_t coord[2] = {0, k};
+        sw_tile_set_t* s = NULL;
+        e = sw_tile_set_create(coord, 1, 2, &s);
+        if (!e) e = sw_tiled_promote(te, s);
+        if (!e) e = sw_carrier_read(te, (size_t)(k * SHARED_T), SHARED_T, v);
+        if (!e) e = sw_tiled_evict(te, s); /* clean: dropped */
+        sw_tile_set_release(s);
+      } else {
+        e = sw_carrier_read(c, (size_t)(k * SHARED_T), SHARED_T, v);
+      }
+      if (e) {
+        fprintf(stderr, "reader: %s read of tile %lld: %s: %s\n", tiled ? "tiled" : "blocking", (long long)k,
+                sw_error_code_name(sw_error_code(e)), sw_error_message(e));
+        sw_error_free(e);
+        status = 1;
+        break;
+      }
+      ++reads;
+      const long long ver = (long long)v[0] / 1024 / 4;
+      for (int64_t w = 0; w < SHARED_T; ++w)
+        if (v[w] != shared_value(k, ver, w)) {
+          fprintf(stderr, "reader: tile %lld slot %lld holds %g, not version %lld's %g: a mixed read\n", (long long)k,
+                  (long long)w, (double)v[w], ver, (double)shared_value(k, ver, w));
+          status = 1;
+          break;
+        }
+      if (status == 0 && ver < committed) {
+        fprintf(stderr, "reader: tile %lld read (%s, read %lld) as version %lld after version %lld was committed\n",
+                (long long)k, tiled ? "through the TiledEvictable" : "blocking", reads, ver, committed);
+        status = 1;
+      }
+      if (ver != last[k]) ++seen;
+      last[k] = ver;
+    }
+  }
+  char number[32];
+  snprintf(key, sizeof key, "%s-test:reads", ns);
+  snprintf(number, sizeof number, "%lld", reads);
+  rs_cmdv(&srv, 3, (const char*[]){"SET", key, number});
+  snprintf(key, sizeof key, "%s-test:seen", ns);
+  snprintf(number, sizeof number, "%lld", seen);
+  rs_cmdv(&srv, 3, (const char*[]){"SET", key, number});
+  sw_carrier_release(te);
+  sw_carrier_release(p);
+  sw_carrier_release(c);
+  sw_runtime_release(rt);
+  return status;
+}
+
+static void test_writer_and_reader(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = SHARED_T, tiles = SHARED_TILES;
+  const size_t n = (size_t)(T * tiles);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "shared", (size_t)T);
+  d.chunk_bytes = 4096;
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float* v = (float*)malloc(sizeof(float) * n);
+  for (int64_t k = 0; k < tiles; ++k)
+    for (int64_t w = 0; w < T; ++w) v[k * T + w] = shared_value(k, 0, w);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  char key[64], number[32];
+  for (int64_t k = 0; k < tiles; ++k) {
+    snprintf(key, sizeof key, "shared-test:committed:%lld", (long long)k);
+    RS_CMD(&f->srv, "SET", key, "0");
+  }
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+
+  char self[512];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(len > 0);
+  self[len] = '\0';
+  pid_t reader;
+  char* argv[] = {self, (char*)"--shared-reader", f->srv.socket, (char*)"shared", NULL};
+  extern char** environ;
+  assert_int_equal(posix_spawn(&reader, self, NULL, NULL, argv, environ), 0);
+
+  /* Once the reader reads: new versions of every tile for two seconds, each
+   * committed by a dirty eviction. */
+  for (const double until = rs_now() + 30.0; RS_CMD(&f->srv, "GET", "shared-test:started").nil; usleep(10000)) {
+    int status;
+    if (waitpid(reader, &status, WNOHANG) == reader) fail_msg("the reader ended before it started reading");
+    if (rs_now() > until) fail_msg("the reader did not start within 30 s");
+  }
+  int64_t ver = 1;
+  for (const double until = rs_now() + 2.0; rs_now() < until && ver < SHARED_VERSIONS; ++ver) {
+    for (int64_t k = 0; k < tiles; ++k) {
+      for (int64_t w = 0; w < T; ++w) v[w] = shared_value(k, ver, w);
+      SW_OK_(sw_carrier_write(te, (size_t)(k * T), (size_t)T, v));
+      sw_tile_set_t* s = one_tile(k);
+      SW_OK_(sw_tiled_evict(te, s));
+      sw_tile_set_release(s);
+      snprintf(key, sizeof key, "shared-test:committed:%lld", (long long)k);
+      snprintf(number, sizeof number, "%lld", (long long)ver);
+      RS_CMD(&f->srv, "SET", key, number);
+    }
+  }
+  free(v);
+  RS_CMD(&f->srv, "SET", "shared-test:done", "1");
+  int status = 0;
+  const double until = rs_now() + 30.0;
+  while (waitpid(reader, &status, WNOHANG) == 0) {
+    if (rs_now() > until) {
+      kill(reader, SIGKILL);
+      waitpid(reader, &status, 0);
+      fail_msg("the reader did not finish within 30 s");
+    }
+    usleep(10000);
+  }
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  const long long reads = atoll(RS_CMD(&f->srv, "GET", "shared-test:reads").text);
+  const long long seen = atoll(RS_CMD(&f->srv, "GET", "shared-test:seen").text);
+  print_message("writer committed %lld versions of %lld tiles; the reader read %lld blocks, %lld of them new\n",
+                (long long)(ver - 1), (long long)tiles, reads, seen);
+  assert_true(reads >= 100);
+  assert_true(seen >= 10);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[1], "--shared-reader") == 0) return shared_reader(argv[2], argv[3]);
   signal(SIGPIPE, SIG_DFL); /* the library must not die of one */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_values_and_header, setup, teardown),
@@ -587,7 +840,9 @@ int main(void) {
       cmocka_unit_test(test_transport_rules),
       cmocka_unit_test_setup_teardown(test_kill9_during_promote, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_server_times_out, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_client_kill_mid_transfer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_kill_retried, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_kill_blocking_read, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
