@@ -3,9 +3,10 @@
  * TiledEvictable's promote / evict / projection / scatter / prefetch
  * bit-identical with a host secondary, missing and damaged blocks,
  * credentials and transport rules, a server killed or stopped mid-transfer,
- * a connection killed once (the read is sent again) and twice (IO), and a
- * writer and a reader process sharing a namespace. Every wait is bounded; a
- * missing redis-server fails the suite. */
+ * a connection killed once (the read is sent again) and twice (IO), a
+ * server out of memory and a read-only ACL user refusing a dirty eviction,
+ * and a writer and a reader process sharing a namespace. Every wait is
+ * bounded; a missing redis-server fails the suite. */
 #include <pthread.h>
 #include <spawn.h>
 
@@ -653,6 +654,169 @@ static void test_client_kill_blocking_read(void** state) {
   sw_carrier_release(c);
 }
 
+/* ---- refusals of a write: out of memory, an ACL ------------------------- */
+
+/* A carrier opened over namespace `ns` of `srv` (blocking reads), holding
+ * pattern(seed) in slots first..first+count? */
+static void expect_stored(sw_runtime_t* rt, const char* const* eps, const char* ns, size_t n, size_t first,
+                          size_t count, uint32_t seed) {
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, ns, 0);
+  d.read_only = true;
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(rt, SW_DTYPE_F32, n, &d, &o));
+  float* v = (float*)malloc(sizeof(float) * count);
+  SW_OK_(sw_carrier_read(o, first, count, v));
+  for (size_t i = 0; i < count; ++i)
+    if (v[i] != pattern(first + i, seed))
+      fail_msg("stored slot %zu: %g, expected %g", first + i, (double)v[i], (double)pattern(first + i, seed));
+  free(v);
+  sw_carrier_release(o);
+}
+
+/* Writes pattern(seed) into tile k of a TiledEvictable: the tile is then
+ * resident and dirty. */
+static void dirty_tile(sw_carrier_t* te, int64_t k, int64_t T, uint32_t seed) {
+  float* v = (float*)malloc(sizeof(float) * (size_t)T);
+  for (int64_t w = 0; w < T; ++w) v[w] = pattern((size_t)(k * T + w), seed);
+  SW_OK_(sw_carrier_write(te, (size_t)(k * T), (size_t)T, v));
+  free(v);
+}
+
+static void test_out_of_memory(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 65536, tiles = 2; /* 256 KiB tiles */
+  const size_t n = (size_t)(T * tiles);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "oom", (size_t)T);
+  d.chunk_bytes = 16384; /* the server runs out part way through a block */
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float* v = (float*)malloc(sizeof(float) * n);
+  fill(v, n, 11);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  free(v);
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0));
+  dirty_tile(te, 0, T, 12);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+
+  /* Room for a quarter of the block. */
+  char limit[32];
+  snprintf(limit, sizeof limit, "%lld", rs_info_number(&f->srv, "memory", "used_memory") + 65536);
+  rs_reply_t r = RS_CMD(&f->srv, "CONFIG", "SET", "maxmemory", limit);
+  assert_int_equal(r.type, '+');
+  sw_error_t* e = sw_tiled_evict(te, s0);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  const char* m = sw_error_message(e);
+  if (!strstr(m, "OOM") || !strstr(m, "block 0 (key 'oom:b:0')") || !strstr(m, f->srv.socket))
+    fail_msg("unexpected message: %s", m);
+  sw_error_free(e);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  expect_tile_values(te, 0, T, 12);
+  expect_stored(f->rt, f->eps, "oom", n, 0, (size_t)T, 11); /* the stored block is the old one */
+
+  /* Room again: the same eviction commits. */
+  r = RS_CMD(&f->srv, "CONFIG", "SET", "maxmemory", "0");
+  assert_int_equal(r.type, '+');
+  SW_OK_(sw_tiled_evict(te, s0));
+  tt_expect_tile(&geo, 0, SW_TILE_SECONDARY, false);
+  expect_stored(f->rt, f->eps, "oom", n, 0, (size_t)T, 12);
+  SW_OK_(sw_tiled_promote(te, s0));
+  expect_tile_values(te, 0, T, 12);
+  sw_tile_set_release(s0);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+/* The least-privilege users of docs/remote-tier.md, for namespace acl. */
+static void test_read_only_acl(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  rs_reply_t r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-writer", "on", ">writer-pass", "resetkeys", "~acl:*",
+                        "resetchannels", "-@all", "+exists", "+hgetall", "+hget", "+strlen", "+getrange", "+hset",
+                        "+del", "+unlink", "+set", "+setrange", "+multi", "+exec", "+rename");
+  assert_int_equal(r.type, '+');
+  r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-reader", "on", ">reader-pass", "resetkeys", "~acl:*", "resetchannels",
+             "-@all", "+hgetall", "+hget", "+strlen", "+getrange");
+  assert_int_equal(r.type, '+');
+  char writer_pw[256], reader_pw[256];
+  rs_password_file(writer_pw, sizeof writer_pw, "writer-pass", 0600);
+  rs_password_file(reader_pw, sizeof reader_pw, "reader-pass", 0600);
+  const int64_t T = 1024, tiles = 3;
+  const size_t n = (size_t)(T * tiles);
+
+  /* The writer makes the namespace, writes it, evicts into it. */
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "acl", (size_t)T);
+  d.user = "acl-writer";
+  d.password_file = writer_pw;
+  sw_carrier_t* w = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &w));
+  float v[3072];
+  fill(v, n, 13);
+  SW_OK_(sw_carrier_write(w, 0, n, v));
+  tt_fix_t wgeo;
+  sw_carrier_t* wte = tiled_over(f, w, tiles, T, &wgeo);
+  sw_tile_set_t* s1 = one_tile(1);
+  SW_OK_(sw_tiled_promote(wte, s1));
+  dirty_tile(wte, 1, T, 14);
+  SW_OK_(sw_tiled_evict(wte, s1));
+  tt_expect_tile(&wgeo, 1, SW_TILE_SECONDARY, false);
+  /* Out of its keys, it is refused. */
+  sw_remote_carrier_desc_t other = d;
+  other.key_namespace = "elsewhere";
+  sw_carrier_t* x = NULL;
+  SW_FAILS(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &other, &x), SW_ERROR_IO, "NOPERM");
+
+  /* The reader promotes; a dirty eviction is refused by the server. */
+  sw_remote_carrier_desc_t rd = rs_desc(f->eps, 1, "acl", 0);
+  rd.user = "acl-reader";
+  rd.password_file = reader_pw;
+  sw_carrier_t* rc = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc));
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, rc, tiles, T, &geo);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0));
+  expect_tile_values(te, 0, T, 13);
+  SW_OK_(sw_tiled_promote(te, s1));
+  expect_tile_values(te, 1, T, 14);
+  dirty_tile(te, 0, T, 15);
+  sw_error_t* e = sw_tiled_evict(te, s0);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  const char* m = sw_error_message(e);
+  if (!strstr(m, "NOPERM") || !strstr(m, "block 0 (key 'acl:b:0')") || !strstr(m, f->srv.socket))
+    fail_msg("unexpected message: %s", m);
+  sw_error_free(e);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  expect_tile_values(te, 0, T, 15);
+  expect_stored(f->rt, f->eps, "acl", n, 0, (size_t)T, 13);
+  /* Opened read-only, the library refuses first. */
+  sw_carrier_release(te);
+  sw_carrier_release(rc);
+  rd.read_only = true;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc));
+  te = tiled_over(f, rc, tiles, T, &geo);
+  SW_OK_(sw_tiled_promote(te, s0));
+  dirty_tile(te, 0, T, 15);
+  SW_FAILS(sw_tiled_evict(te, s0), SW_ERROR_STATE, "read-only");
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  sw_carrier_release(te);
+  sw_carrier_release(rc);
+
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_carrier_release(wte);
+  sw_carrier_release(w); /* the writer deletes the keys (UNLINK), perhaps a moment later on the loop thread */
+  r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0");
+  for (const double until = rs_now() + 5.0; r.integer != 0 && rs_now() < until; usleep(10000))
+    r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0");
+  assert_int_equal(r.integer, 0);
+  rs_password_file_remove(writer_pw);
+  rs_password_file_remove(reader_pw);
+}
+
 /* ---- a writer and a reader of one namespace ----------------------------- */
 
 /* Version `ver` of tile k, slot w: every slot tells the tile and the version. */
@@ -842,6 +1006,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test_setup_teardown(test_stopped_server_times_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_client_kill_retried, setup, teardown),
       cmocka_unit_test_setup_teardown(test_client_kill_blocking_read, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_out_of_memory, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_read_only_acl, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
