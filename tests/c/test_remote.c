@@ -5,8 +5,9 @@
  * credentials and transport rules, a server killed or stopped mid-transfer,
  * a connection killed once (the read is sent again) and twice (IO), a
  * server out of memory and a read-only ACL user refusing a dirty eviction,
- * and a writer and a reader process sharing a namespace. Every wait is
- * bounded; a missing redis-server fails the suite. */
+ * a writer and a reader process sharing a namespace, and a sweep of the
+ * fault points at each chunk reply and commit. Every wait is bounded; a
+ * missing redis-server fails the suite. */
 #include <pthread.h>
 #include <spawn.h>
 
@@ -992,6 +993,129 @@ static void test_writer_and_reader(void** state) {
   sw_carrier_release(c);
 }
 
+/* ---- a fault at each chunk reply and at the commit ------------------------ */
+
+/* The remote tier's fault points, swept: each GETRANGE reply of a promotion
+ * (SW_FAULT_READ), and each SETRANGE reply, the commit that joins a block's
+ * chunks and the commit's reply of a dirty eviction (SW_FAULT_WRITE). For
+ * every n the step reaches, the n-th point fails: the step fails IO
+ * ("injected"), exactly one fault was injected, a failed promotion left
+ * nothing resident, a failed eviction left every tile resident and dirty
+ * with its values and every stored block whole (the old or the new one,
+ * its CRC checked); the step then succeeds and the values are right. */
+#define SWEEP_TILES 3
+#define SWEEP_T 64 /* 256-byte blocks in 4 chunks */
+
+static void sweep_expect_stored_whole(fixture_t* f, const char* ns, int64_t k, uint32_t old_seed, uint32_t new_seed) {
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, ns, 0);
+  d.read_only = true;
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, SWEEP_TILES * SWEEP_T, &d, &o));
+  float v[SWEEP_T];
+  SW_OK_(sw_carrier_read(o, (size_t)(k * SWEEP_T), SWEEP_T, v)); /* its CRC checked */
+  sw_carrier_release(o);
+  bool is_old = true, is_new = true;
+  for (int64_t w = 0; w < SWEEP_T; ++w) {
+    is_old = is_old && v[w] == pattern((size_t)(k * SWEEP_T + w), old_seed);
+    is_new = is_new && v[w] == pattern((size_t)(k * SWEEP_T + w), new_seed);
+  }
+  if (!is_old && !is_new) fail_msg("stored block %lld is neither the old nor the new one", (long long)k);
+}
+
+static void test_fault_sweep(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const size_t n = SWEEP_TILES * SWEEP_T;
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "sweep", SWEEP_T);
+  d.chunk_bytes = 64;
+  d.requests_in_flight = 2;
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float v[SWEEP_TILES * SWEEP_T];
+  fill(v, n, 1);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, SWEEP_TILES, SWEEP_T, &geo);
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
+  uint64_t reached = 0, injected = 0, before = 0;
+
+  /* Promotions: a fault at each chunk reply. */
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, UINT64_MAX));
+  SW_OK_(sw_tiled_promote(te, all));
+  SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_READ, &reached, &before));
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, 0));
+  assert_int_equal(reached, SWEEP_TILES * 4);
+  SW_OK_(sw_tiled_evict(te, all)); /* clean: dropped */
+  uint32_t seed = 1;
+  for (uint64_t nth = 1; nth <= reached; ++nth) {
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, nth));
+    sw_error_t* e = sw_tiled_promote(te, all);
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, 0));
+    SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_READ, NULL, &injected));
+    assert_int_equal(injected, before + 1);
+    before = injected;
+    assert_non_null(e);
+    assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+    if (!strstr(sw_error_message(e), "injected read failure: remote read of a chunk"))
+      fail_msg("read fault %llu: %s", (unsigned long long)nth, sw_error_message(e));
+    sw_error_free(e);
+    assert_int_equal(primary_count(te), 0);
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
+    SW_OK_(sw_tiled_promote(te, all));
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) expect_tile_values(te, k, SWEEP_T, seed);
+    SW_OK_(sw_tiled_evict(te, all));
+  }
+  print_message("remote read faults: %llu points\n", (unsigned long long)reached);
+
+  /* Dirty evictions: a fault at each chunk reply, each commit and each
+   * commit's reply. */
+  SW_OK_(sw_tiled_promote(te, all));
+  for (int64_t k = 0; k < SWEEP_TILES; ++k) dirty_tile(te, k, SWEEP_T, ++seed);
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, UINT64_MAX));
+  SW_OK_(sw_tiled_evict(te, all));
+  SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_WRITE, &reached, &before));
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 0));
+  assert_int_equal(reached, SWEEP_TILES * (4 + 2));
+  uint32_t stored[SWEEP_TILES];
+  for (int64_t k = 0; k < SWEEP_TILES; ++k) stored[k] = seed - (uint32_t)(SWEEP_TILES - 1 - k);
+  SW_OK_(sw_tiled_promote(te, all));
+  for (uint64_t nth = 1; nth <= reached; ++nth) {
+    uint32_t next[SWEEP_TILES];
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) {
+      next[k] = ++seed;
+      dirty_tile(te, k, SWEEP_T, next[k]);
+    }
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, nth));
+    sw_error_t* e = sw_tiled_evict(te, all);
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 0));
+    SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_WRITE, NULL, &injected));
+    assert_int_equal(injected, before + 1);
+    before = injected;
+    assert_non_null(e);
+    assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+    if (!strstr(sw_error_message(e), "injected write failure: remote"))
+      fail_msg("write fault %llu: %s", (unsigned long long)nth, sw_error_message(e));
+    sw_error_free(e);
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) {
+      tt_expect_tile(&geo, k, SW_TILE_PRIMARY, true);
+      expect_tile_values(te, k, SWEEP_T, next[k]);
+      sweep_expect_stored_whole(f, "sweep", k, stored[k], next[k]);
+    }
+    SW_OK_(sw_tiled_evict(te, all));
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) {
+      tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
+      stored[k] = next[k];
+    }
+    expect_stored(f->rt, f->eps, "sweep", n, 0, SWEEP_T, stored[0]);
+    SW_OK_(sw_tiled_promote(te, all));
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) expect_tile_values(te, k, SWEEP_T, stored[k]);
+  }
+  print_message("remote write faults: %llu points\n", (unsigned long long)reached);
+  sw_tile_set_release(all);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "--shared-reader") == 0) return shared_reader(argv[2], argv[3]);
   signal(SIGPIPE, SIG_DFL); /* the library must not die of one */
@@ -1009,6 +1133,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test_setup_teardown(test_out_of_memory, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_acl, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_sweep, setup, teardown),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -423,7 +423,8 @@ bool Transfer::send_step(Block& b) {
 
 void Transfer::send_commit(Block& b) {
   b.commit_sent = true;
-  fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote write"); }));
+  // Every chunk of the block is stored: the commit joins them.
+  fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote commit"); }));
   if (!error_.ok()) return;
   const uint32_t crc = crc32c(0, b.land, b.bytes);
   const std::string staging = cfg_.staging_key(b.index), key = cfg_.block_key(b.index), crc_key = cfg_.crc_key(),
@@ -524,7 +525,10 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
       case kStrlen: b.length = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1; break;
       case kGetrange:
         b.delivered += cmd.got;
-        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read"); }));
+        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read of a chunk"); }));
+        break;
+      case kSetrange:
+        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote write of a chunk"); }));
         break;
       case kRecheck: {
         b.rechecking = false;
@@ -545,8 +549,13 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
         std::string failure_text = reply->type == REDIS_REPLY_ARRAY ? "" : "the transaction was aborted";
         for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; ++i)
           if (reply->element[i]->type == REDIS_REPLY_ERROR) failure_text = reply_text(reply->element[i]);
-        if (!failure_text.empty())
+        if (!failure_text.empty()) {
           fail(Status::make(SW_ERROR_IO, head() + "the commit of " + cfg_.where(b.index) + " failed: " + failure_text));
+        } else {
+          // Committed on the server: a failure from here on is what a lost reply
+          // would be, the tile staying dirty over the new stored block.
+          fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote commit's reply"); }));
+        }
         break;
       }
       default: break;
