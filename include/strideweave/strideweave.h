@@ -1018,9 +1018,13 @@ SW_API sw_error_t* sw_carrier_create_zstd(sw_runtime_t* runtime, sw_dtype_t dtyp
  * server on a mismatch); a missing block is SW_ERROR_IO naming the block and
  * the server, never zeros. A write of a block goes to a staging key and
  * replaces the block atomically (MULTI, RENAME, HSET of its CRC, EXEC), so a
- * failed write leaves the stored block as it was. Every request has a
- * deadline: on expiry the connection is dropped, the transfers pending on it
- * fail SW_ERROR_TIMEOUT, and the next request reconnects.
+ * failed write leaves the stored block as it was (a failed eviction leaves
+ * its tiles resident and dirty). Every request has a deadline: on expiry the
+ * connection is dropped, the transfers pending on it fail SW_ERROR_TIMEOUT,
+ * and the next request reconnects. A read whose connection the server or
+ * the network closed is sent again once on a fresh connection (SW_ERROR_IO
+ * if that one is lost too); a read that straddled a writer's commit of the
+ * block is read again, so it returns the whole old or the whole new block.
  *
  * Security: StrideWeave opens no port. Endpoints are `unix:///path` or
  * `redis://host[:port]`; a `redis://` host that is not a loopback address

@@ -87,10 +87,13 @@ SW_API sw_error_t* sw_testing_unclaim(sw_carrier_t* carrier);
  *   handle of the old generation is stale. */
 typedef enum sw_fault_kind_t {
   SW_FAULT_ALLOCATION = 1,  /* an allocation as listed above */
-  SW_FAULT_READ = 2,        /* one read request of a storage carrier, or one
+  SW_FAULT_READ = 2,        /* one read request of a storage carrier (a
+                               remote carrier: one chunk's reply), or one
                                read of a model file's header by
                                sw_carrier_open_npy / _safetensors(_stack) */
-  SW_FAULT_WRITE = 3,       /* one write request of a storage carrier */
+  SW_FAULT_WRITE = 3,       /* one write request of a storage carrier (a
+                               remote carrier: one chunk's reply, a block's
+                               commit, the commit's reply) */
   SW_FAULT_DECOMPRESS = 4,  /* one zstd frame decompression */
   SW_FAULT_DEVICE_ALLOCATION = 5, /* one device allocation: OUT_OF_MEMORY */
   SW_FAULT_DEVICE_COPY = 6,       /* one device copy: IO */

@@ -174,6 +174,51 @@ static inline rs_reply_t rs_cmdv(const rs_server_t* s, int argc, const char* con
 #define RS_CMD(s, ...) rs_cmdv((s), (int)(sizeof((const char*[]){__VA_ARGS__}) / sizeof(const char*)), \
                                (const char*[]){__VA_ARGS__})
 
+/* Writes one command on an open connection `fd` (from rs_connect) without
+ * reading its reply: commands pipelined this way run in order, and their
+ * replies are read later with rs_read_reply. */
+static inline void rs_sendv(int fd, int argc, const char* const* argv) {
+  char head[64];
+  snprintf(head, sizeof head, "*%d\r\n", argc);
+  if (write(fd, head, strlen(head)) < 0) fail_msg("write: %s", strerror(errno));
+  for (int i = 0; i < argc; ++i) {
+    snprintf(head, sizeof head, "$%zu\r\n", strlen(argv[i]));
+    if (write(fd, head, strlen(head)) < 0 || write(fd, argv[i], strlen(argv[i])) < 0 || write(fd, "\r\n", 2) < 0)
+      fail_msg("write: %s", strerror(errno));
+  }
+}
+
+#define RS_SEND(fd, ...) rs_sendv((fd), (int)(sizeof((const char*[]){__VA_ARGS__}) / sizeof(const char*)), \
+                                  (const char*[]){__VA_ARGS__})
+
+/* The next reply on `fd`, which must come. */
+static inline rs_reply_t rs_reply(int fd) {
+  rs_reply_t r;
+  if (!rs_read_reply(fd, &r)) fail_msg("no reply on the test's connection");
+  return r;
+}
+
+/* A field of INFO `section` (a number), read from the start of its text. */
+static inline long long rs_info_number(const rs_server_t* s, const char* section, const char* field) {
+  const int fd = rs_connect(s);
+  if (fd < 0) fail_msg("cannot connect to %s", s->socket);
+  RS_SEND(fd, "INFO", section);
+  char line[600];
+  if (!rs_read_line(fd, line, sizeof line) || line[0] != '$') fail_msg("INFO %s: no reply", section);
+  const long long n = atoll(line + 1);
+  char* body = (char*)malloc((size_t)n + 3);
+  if (!rs_read_exact(fd, body, (size_t)n + 2)) fail_msg("INFO %s: short reply", section);
+  body[n] = '\0';
+  close(fd);
+  char key[128];
+  snprintf(key, sizeof key, "\n%s:", field);
+  const char* at = strstr(body, key);
+  if (!at) fail_msg("INFO %s has no %s", section, field);
+  const long long v = atoll(at + strlen(key));
+  free(body);
+  return v;
+}
+
 /* A free loopback TCP port (bound and released; the server binds it next). */
 static inline int rs_free_port(void) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -21,7 +21,10 @@
  * with and without direct I/O)
  * has one, of read-only steps; it never writes, and its final check
  * compares every value with the file, which must be unchanged. The sweep
- * prints the (kind, n) points it covered. */
+ * prints the (kind, n) points it covered. The remote tier's points (each
+ * chunk's reply, each commit and its reply) are swept by the remote suite
+ * (test_remote.c), which starts the redis-server they need: this suite runs
+ * in builds without the remote carrier and on machines without a server. */
 #include <dirent.h>
 #include <unistd.h>
 

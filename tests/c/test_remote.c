@@ -2,8 +2,15 @@
  * own, on unix sockets and loopback TCP: values, the header, a
  * TiledEvictable's promote / evict / projection / scatter / prefetch
  * bit-identical with a host secondary, missing and damaged blocks,
- * credentials and transport rules, a server killed or stopped mid-transfer.
- * Every wait is bounded; a missing redis-server fails the suite. */
+ * credentials and transport rules, a server killed or stopped mid-transfer,
+ * a connection killed once (the read is sent again) and twice (IO), a
+ * server out of memory and a read-only ACL user refusing a dirty eviction,
+ * a writer and a reader process sharing a namespace, and a sweep of the
+ * fault points at each chunk reply and commit. Every wait is bounded; a
+ * missing redis-server fails the suite. */
+#include <pthread.h>
+#include <spawn.h>
+
 #include "sw_remote_test.h"
 
 typedef struct fixture_t {
@@ -542,41 +549,575 @@ static void test_stopped_server_times_out(void** state) {
   sw_carrier_release(c);
 }
 
-static void test_client_kill_mid_transfer(void** state) {
+/* CLIENT PAUSE ALL holds back every command, CLIENT KILL's too, and runs
+ * them in arrival order once it ends, writing no reply before all of them
+ * ran: a kill sent after a promotion's commands closes its connection
+ * before any of their replies leaves the server. */
+static void test_client_kill_retried(void** state) {
   fixture_t* f = (fixture_t*)*state;
-  const int64_t T = 262144, tiles = 2;
+  const int64_t T = 65536, tiles = 3; /* 256 KiB tiles */
   sw_carrier_t* c = seeded(f, "ckill", (size_t)(T * tiles), (size_t)T, 0, 8);
   tt_fix_t geo;
   sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0)); /* the asynchronous connection is made */
+  const int k = rs_connect(&f->srv);
+  assert_true(k >= 0);
+  const long long connections = rs_info_number(&f->srv, "stats", "total_connections_received");
+
+  /* One kill: the read is sent again on a fresh connection and succeeds. */
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  assert_int_equal(rs_reply(k).type, '+');
+  sw_tile_set_t* s1 = one_tile(1);
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_promote_async(te, s1, &a));
+  usleep(100000);
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  SW_OK_(sw_await_wait(a, 10000000000LL));
+  sw_await_release(a);
+  assert_true(rs_reply(k).integer >= 1);
+  tt_expect_tile(&geo, 1, SW_TILE_PRIMARY, false);
+  expect_tile_values(te, 1, T, 8);
+  assert_true(rs_info_number(&f->srv, "stats", "total_connections_received") > connections);
+
+  /* A second kill, of the fresh connection, while the read runs again on
+   * it: the promotion fails IO, naming the block and the server, and leaves
+   * the tile where it was. */
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  assert_int_equal(rs_reply(k).type, '+');
+  sw_tile_set_t* s2 = one_tile(2);
+  SW_OK_(sw_tiled_promote_async(te, s2, &a));
+  usleep(100000);
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  sw_error_t* e = sw_await_wait(a, 10000000000LL);
+  sw_await_release(a);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  const char* m = sw_error_message(e);
+  if (!strstr(m, "block 2 (key 'ckill:b:2')") || !strstr(m, f->srv.socket) || !strstr(m, "again on a fresh connection"))
+    fail_msg("unexpected message: %s", m);
+  sw_error_free(e);
+  assert_true(rs_reply(k).integer >= 1);
+  assert_int_equal(rs_reply(k).type, '+');
+  assert_true(rs_reply(k).integer >= 1);
+  close(k);
+  tt_expect_tile(&geo, 2, SW_TILE_SECONDARY, false);
+  assert_int_equal(primary_count(te), 2);
+  /* The next promotion connects again. */
+  SW_OK_(sw_tiled_promote(te, s2));
+  expect_tile_values(te, 2, T, 8);
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_tile_set_release(s2);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+/* The blocking path reads again on a fresh connection too. */
+typedef struct blocking_read_t {
+  sw_carrier_t* c;
+  float* v;
+  size_t first, count;
+  sw_error_t* e;
+} blocking_read_t;
+
+static void* blocking_read(void* arg) {
+  blocking_read_t* r = (blocking_read_t*)arg;
+  r->e = sw_carrier_read(r->c, r->first, r->count, r->v);
+  return NULL;
+}
+
+static void test_client_kill_blocking_read(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const size_t T = 65536, n = 2 * T;
+  sw_carrier_t* c = seeded(f, "bkill", n, T, 0, 10);
+  float* v = (float*)malloc(sizeof(float) * n);
+  SW_OK_(sw_carrier_read(c, 0, n, v)); /* a pooled connection */
+  const int k = rs_connect(&f->srv);
+  assert_true(k >= 0);
+  RS_SEND(k, "CLIENT", "PAUSE", "400", "ALL");
+  assert_int_equal(rs_reply(k).type, '+');
+  memset(v, 0, sizeof(float) * n);
+  blocking_read_t r = {c, v, 0, n, NULL};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, blocking_read, &r), 0);
+  usleep(100000);
+  RS_SEND(k, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+  pthread_join(t, NULL);
+  SW_OK_(r.e);
+  assert_true(rs_reply(k).integer >= 1);
+  close(k);
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != pattern(i, 10)) fail_msg("slot %zu: %g, expected %g", i, (double)v[i], (double)pattern(i, 10));
+  free(v);
+  sw_carrier_release(c);
+}
+
+/* ---- refusals of a write: out of memory, an ACL ------------------------- */
+
+/* A carrier opened over namespace `ns` of `srv` (blocking reads), holding
+ * pattern(seed) in slots first..first+count? */
+static void expect_stored(sw_runtime_t* rt, const char* const* eps, const char* ns, size_t n, size_t first,
+                          size_t count, uint32_t seed) {
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, ns, 0);
+  d.read_only = true;
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(rt, SW_DTYPE_F32, n, &d, &o));
+  float* v = (float*)malloc(sizeof(float) * count);
+  SW_OK_(sw_carrier_read(o, first, count, v));
+  for (size_t i = 0; i < count; ++i)
+    if (v[i] != pattern(first + i, seed))
+      fail_msg("stored slot %zu: %g, expected %g", first + i, (double)v[i], (double)pattern(first + i, seed));
+  free(v);
+  sw_carrier_release(o);
+}
+
+/* Writes pattern(seed) into tile k of a TiledEvictable: the tile is then
+ * resident and dirty. */
+static void dirty_tile(sw_carrier_t* te, int64_t k, int64_t T, uint32_t seed) {
+  float* v = (float*)malloc(sizeof(float) * (size_t)T);
+  for (int64_t w = 0; w < T; ++w) v[w] = pattern((size_t)(k * T + w), seed);
+  SW_OK_(sw_carrier_write(te, (size_t)(k * T), (size_t)T, v));
+  free(v);
+}
+
+static void test_out_of_memory(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 65536, tiles = 2; /* 256 KiB tiles */
+  const size_t n = (size_t)(T * tiles);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "oom", (size_t)T);
+  d.chunk_bytes = 16384; /* the server runs out part way through a block */
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float* v = (float*)malloc(sizeof(float) * n);
+  fill(v, n, 11);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  free(v);
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0));
+  dirty_tile(te, 0, T, 12);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+
+  /* Room for a quarter of the block. */
+  char limit[32];
+  snprintf(limit, sizeof limit, "%lld", rs_info_number(&f->srv, "memory", "used_memory") + 65536);
+  rs_reply_t r = RS_CMD(&f->srv, "CONFIG", "SET", "maxmemory", limit);
+  assert_int_equal(r.type, '+');
+  sw_error_t* e = sw_tiled_evict(te, s0);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  const char* m = sw_error_message(e);
+  if (!strstr(m, "OOM") || !strstr(m, "block 0 (key 'oom:b:0')") || !strstr(m, f->srv.socket))
+    fail_msg("unexpected message: %s", m);
+  sw_error_free(e);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  expect_tile_values(te, 0, T, 12);
+  expect_stored(f->rt, f->eps, "oom", n, 0, (size_t)T, 11); /* the stored block is the old one */
+
+  /* Room again: the same eviction commits. */
+  r = RS_CMD(&f->srv, "CONFIG", "SET", "maxmemory", "0");
+  assert_int_equal(r.type, '+');
+  SW_OK_(sw_tiled_evict(te, s0));
+  tt_expect_tile(&geo, 0, SW_TILE_SECONDARY, false);
+  expect_stored(f->rt, f->eps, "oom", n, 0, (size_t)T, 12);
+  SW_OK_(sw_tiled_promote(te, s0));
+  expect_tile_values(te, 0, T, 12);
+  sw_tile_set_release(s0);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+/* The least-privilege users of docs/remote-tier.md, for namespace acl. */
+static void test_read_only_acl(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  rs_reply_t r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-writer", "on", ">writer-pass", "resetkeys", "~acl:*",
+                        "resetchannels", "-@all", "+exists", "+hgetall", "+hget", "+strlen", "+getrange", "+hset",
+                        "+del", "+unlink", "+set", "+setrange", "+multi", "+exec", "+rename");
+  assert_int_equal(r.type, '+');
+  r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-reader", "on", ">reader-pass", "resetkeys", "~acl:*", "resetchannels",
+             "-@all", "+hgetall", "+hget", "+strlen", "+getrange");
+  assert_int_equal(r.type, '+');
+  char writer_pw[256], reader_pw[256];
+  rs_password_file(writer_pw, sizeof writer_pw, "writer-pass", 0600);
+  rs_password_file(reader_pw, sizeof reader_pw, "reader-pass", 0600);
+  const int64_t T = 1024, tiles = 3;
+  const size_t n = (size_t)(T * tiles);
+
+  /* The writer makes the namespace, writes it, evicts into it. */
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "acl", (size_t)T);
+  d.user = "acl-writer";
+  d.password_file = writer_pw;
+  sw_carrier_t* w = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &w));
+  float v[3072];
+  fill(v, n, 13);
+  SW_OK_(sw_carrier_write(w, 0, n, v));
+  tt_fix_t wgeo;
+  sw_carrier_t* wte = tiled_over(f, w, tiles, T, &wgeo);
+  sw_tile_set_t* s1 = one_tile(1);
+  SW_OK_(sw_tiled_promote(wte, s1));
+  dirty_tile(wte, 1, T, 14);
+  SW_OK_(sw_tiled_evict(wte, s1));
+  tt_expect_tile(&wgeo, 1, SW_TILE_SECONDARY, false);
+  /* Out of its keys, it is refused. */
+  sw_remote_carrier_desc_t other = d;
+  other.key_namespace = "elsewhere";
+  sw_carrier_t* x = NULL;
+  SW_FAILS(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &other, &x), SW_ERROR_IO, "NOPERM");
+
+  /* The reader promotes; a dirty eviction is refused by the server. */
+  sw_remote_carrier_desc_t rd = rs_desc(f->eps, 1, "acl", 0);
+  rd.user = "acl-reader";
+  rd.password_file = reader_pw;
+  sw_carrier_t* rc = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc));
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, rc, tiles, T, &geo);
+  sw_tile_set_t* s0 = one_tile(0);
+  SW_OK_(sw_tiled_promote(te, s0));
+  expect_tile_values(te, 0, T, 13);
+  SW_OK_(sw_tiled_promote(te, s1));
+  expect_tile_values(te, 1, T, 14);
+  dirty_tile(te, 0, T, 15);
+  sw_error_t* e = sw_tiled_evict(te, s0);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  const char* m = sw_error_message(e);
+  if (!strstr(m, "NOPERM") || !strstr(m, "block 0 (key 'acl:b:0')") || !strstr(m, f->srv.socket))
+    fail_msg("unexpected message: %s", m);
+  sw_error_free(e);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  expect_tile_values(te, 0, T, 15);
+  expect_stored(f->rt, f->eps, "acl", n, 0, (size_t)T, 13);
+  /* Opened read-only, the library refuses first. */
+  sw_carrier_release(te);
+  sw_carrier_release(rc);
+  rd.read_only = true;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc));
+  te = tiled_over(f, rc, tiles, T, &geo);
+  SW_OK_(sw_tiled_promote(te, s0));
+  dirty_tile(te, 0, T, 15);
+  SW_FAILS(sw_tiled_evict(te, s0), SW_ERROR_STATE, "read-only");
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  sw_carrier_release(te);
+  sw_carrier_release(rc);
+
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_carrier_release(wte);
+  sw_carrier_release(w); /* the writer deletes the keys (UNLINK), perhaps a moment later on the loop thread */
+  r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0");
+  for (const double until = rs_now() + 5.0; r.integer != 0 && rs_now() < until; usleep(10000))
+    r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0");
+  assert_int_equal(r.integer, 0);
+  rs_password_file_remove(writer_pw);
+  rs_password_file_remove(reader_pw);
+}
+
+/* ---- a writer and a reader of one namespace ----------------------------- */
+
+/* Version `ver` of tile k, slot w: every slot tells the tile and the version. */
+#define SHARED_TILES 3
+#define SHARED_T 16384 /* 64 KiB blocks, read in 16 chunks */
+#define SHARED_VERSIONS 4000 /* (4000 * 4 + k) * 1024 + 1023 < 2^24: exact in f32 */
+static float shared_value(int64_t k, int64_t ver, int64_t w) {
+  return (float)(((ver * 4 + k) * 1024) + (w & 1023));
+}
+
+/* The reader, in a process of its own (this program with --shared-reader
+ * SOCKET NAMESPACE): opens the namespace read-only and reads its blocks again
+ * and again, through a TiledEvictable and with blocking reads, until the
+ * writer sets NAMESPACE-test:done. Every read must be one whole version of
+ * its tile, at least the version the writer had committed before the read
+ * began. Reports its count of reads and of versions seen in
+ * NAMESPACE-test:reads and :seen; exits 0, or 1 with a message. */
+static int shared_reader(const char* socket_path, const char* ns) {
+  rs_server_t srv;
+  memset(&srv, 0, sizeof srv);
+  rs_copy(srv.socket, sizeof srv.socket, socket_path);
+  snprintf(srv.endpoint, sizeof srv.endpoint, "unix://%s", socket_path);
+  const char* eps[1] = {srv.endpoint};
+  sw_runtime_t* rt = NULL;
+  sw_error_t* e = sw_runtime_create(NULL, &rt);
+  sw_carrier_t *c = NULL, *p = NULL, *te = NULL;
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, ns, 0);
+  d.read_only = true;
+  d.chunk_bytes = 4096;
+  if (!e) e = sw_carrier_open_remote(rt, SW_DTYPE_F32, SHARED_TILES * SHARED_T, &d, &c);
+  if (!e) e = sw_carrier_create_cpu(rt, SW_DTYPE_F32, 0, &p);
+  const int64_t grid[2] = {1, SHARED_TILES}, tile[2] = {SHARED_T, 1};
+  if (!e) e = sw_tiled_create(p, c, grid, tile, 2, NULL, &te);
+  if (e) {
+    fprintf(stderr, "reader: %s\n", sw_error_message(e));
+    return 1;
+  }
+  char key[128], done_key[128];
+  snprintf(done_key, sizeof done_key, "%s-test:done", ns);
+  snprintf(key, sizeof key, "%s-test:started", ns);
+  rs_cmdv(&srv, 3, (const char*[]){"SET", key, "1"});
+  static float v[SHARED_T];
+  long long reads = 0, seen = 0, last[SHARED_TILES] = {0};
+  const double until = rs_now() + 60.0;
+  int status = 0;
+  while (status == 0 && rs_now() < until) {
+    rs_reply_t done = rs_cmdv(&srv, 2, (const char*[]){"GET", done_key});
+    if (!done.nil) break;
+    for (int64_t k = 0; k < SHARED_TILES && status == 0; ++k) {
+      snprintf(key, sizeof key, "%s-test:committed:%lld", ns, (long long)k);
+      const long long committed = atoll(rs_cmdv(&srv, 2, (const char*[]){"GET", key}).text);
+      const bool tiled = (reads & 1) == 0;
+      if (tiled) {
+        const int64_t coord[2] = {0, k};
+        sw_tile_set_t* s = NULL;
+        e = sw_tile_set_create(coord, 1, 2, &s);
+        if (!e) e = sw_tiled_promote(te, s);
+        if (!e) e = sw_carrier_read(te, (size_t)(k * SHARED_T), SHARED_T, v);
+        if (!e) e = sw_tiled_evict(te, s); /* clean: dropped */
+        sw_tile_set_release(s);
+      } else {
+        e = sw_carrier_read(c, (size_t)(k * SHARED_T), SHARED_T, v);
+      }
+      if (e) {
+        fprintf(stderr, "reader: %s read of tile %lld: %s: %s\n", tiled ? "tiled" : "blocking", (long long)k,
+                sw_error_code_name(sw_error_code(e)), sw_error_message(e));
+        sw_error_free(e);
+        status = 1;
+        break;
+      }
+      ++reads;
+      const long long ver = (long long)v[0] / 1024 / 4;
+      for (int64_t w = 0; w < SHARED_T; ++w)
+        if (v[w] != shared_value(k, ver, w)) {
+          fprintf(stderr, "reader: tile %lld slot %lld holds %g, not version %lld's %g: a mixed read\n", (long long)k,
+                  (long long)w, (double)v[w], ver, (double)shared_value(k, ver, w));
+          status = 1;
+          break;
+        }
+      if (status == 0 && ver < committed) {
+        fprintf(stderr, "reader: tile %lld read (%s, read %lld) as version %lld after version %lld was committed\n",
+                (long long)k, tiled ? "through the TiledEvictable" : "blocking", reads, ver, committed);
+        status = 1;
+      }
+      if (ver != last[k]) ++seen;
+      last[k] = ver;
+    }
+  }
+  char number[32];
+  snprintf(key, sizeof key, "%s-test:reads", ns);
+  snprintf(number, sizeof number, "%lld", reads);
+  rs_cmdv(&srv, 3, (const char*[]){"SET", key, number});
+  snprintf(key, sizeof key, "%s-test:seen", ns);
+  snprintf(number, sizeof number, "%lld", seen);
+  rs_cmdv(&srv, 3, (const char*[]){"SET", key, number});
+  sw_carrier_release(te);
+  sw_carrier_release(p);
+  sw_carrier_release(c);
+  sw_runtime_release(rt);
+  return status;
+}
+
+static void test_writer_and_reader(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = SHARED_T, tiles = SHARED_TILES;
+  const size_t n = (size_t)(T * tiles);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "shared", (size_t)T);
+  d.chunk_bytes = 4096;
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float* v = (float*)malloc(sizeof(float) * n);
+  for (int64_t k = 0; k < tiles; ++k)
+    for (int64_t w = 0; w < T; ++w) v[k * T + w] = shared_value(k, 0, w);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  char key[64], number[32];
+  for (int64_t k = 0; k < tiles; ++k) {
+    snprintf(key, sizeof key, "shared-test:committed:%lld", (long long)k);
+    RS_CMD(&f->srv, "SET", key, "0");
+  }
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, tiles, T, &geo);
+
+  char self[512];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(len > 0);
+  self[len] = '\0';
+  pid_t reader;
+  char* argv[] = {self, (char*)"--shared-reader", f->srv.socket, (char*)"shared", NULL};
+  extern char** environ;
+  assert_int_equal(posix_spawn(&reader, self, NULL, NULL, argv, environ), 0);
+
+  /* Once the reader reads: new versions of every tile for two seconds, each
+   * committed by a dirty eviction. */
+  for (const double until = rs_now() + 30.0; RS_CMD(&f->srv, "GET", "shared-test:started").nil; usleep(10000)) {
+    int status;
+    if (waitpid(reader, &status, WNOHANG) == reader) fail_msg("the reader ended before it started reading");
+    if (rs_now() > until) fail_msg("the reader did not start within 30 s");
+  }
+  int64_t ver = 1;
+  for (const double until = rs_now() + 2.0; rs_now() < until && ver < SHARED_VERSIONS; ++ver) {
+    for (int64_t k = 0; k < tiles; ++k) {
+      for (int64_t w = 0; w < T; ++w) v[w] = shared_value(k, ver, w);
+      SW_OK_(sw_carrier_write(te, (size_t)(k * T), (size_t)T, v));
+      sw_tile_set_t* s = one_tile(k);
+      SW_OK_(sw_tiled_evict(te, s));
+      sw_tile_set_release(s);
+      snprintf(key, sizeof key, "shared-test:committed:%lld", (long long)k);
+      snprintf(number, sizeof number, "%lld", (long long)ver);
+      RS_CMD(&f->srv, "SET", key, number);
+    }
+  }
+  free(v);
+  RS_CMD(&f->srv, "SET", "shared-test:done", "1");
+  int status = 0;
+  const double until = rs_now() + 30.0;
+  while (waitpid(reader, &status, WNOHANG) == 0) {
+    if (rs_now() > until) {
+      kill(reader, SIGKILL);
+      waitpid(reader, &status, 0);
+      fail_msg("the reader did not finish within 30 s");
+    }
+    usleep(10000);
+  }
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  const long long reads = atoll(RS_CMD(&f->srv, "GET", "shared-test:reads").text);
+  const long long seen = atoll(RS_CMD(&f->srv, "GET", "shared-test:seen").text);
+  print_message("writer committed %lld versions of %lld tiles; the reader read %lld blocks, %lld of them new\n",
+                (long long)(ver - 1), (long long)tiles, reads, seen);
+  assert_true(reads >= 100);
+  assert_true(seen >= 10);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
+/* ---- a fault at each chunk reply and at the commit ------------------------ */
+
+/* The remote tier's fault points, swept: each GETRANGE reply of a promotion
+ * (SW_FAULT_READ), and each SETRANGE reply, the commit that joins a block's
+ * chunks and the commit's reply of a dirty eviction (SW_FAULT_WRITE). For
+ * every n the step reaches, the n-th point fails: the step fails IO
+ * ("injected"), exactly one fault was injected, a failed promotion left
+ * nothing resident, a failed eviction left every tile resident and dirty
+ * with its values and every stored block whole (the old or the new one,
+ * its CRC checked); the step then succeeds and the values are right. */
+#define SWEEP_TILES 3
+#define SWEEP_T 64 /* 256-byte blocks in 4 chunks */
+
+static void sweep_expect_stored_whole(fixture_t* f, const char* ns, int64_t k, uint32_t old_seed, uint32_t new_seed) {
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, ns, 0);
+  d.read_only = true;
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, SWEEP_TILES * SWEEP_T, &d, &o));
+  float v[SWEEP_T];
+  SW_OK_(sw_carrier_read(o, (size_t)(k * SWEEP_T), SWEEP_T, v)); /* its CRC checked */
+  sw_carrier_release(o);
+  bool is_old = true, is_new = true;
+  for (int64_t w = 0; w < SWEEP_T; ++w) {
+    is_old = is_old && v[w] == pattern((size_t)(k * SWEEP_T + w), old_seed);
+    is_new = is_new && v[w] == pattern((size_t)(k * SWEEP_T + w), new_seed);
+  }
+  if (!is_old && !is_new) fail_msg("stored block %lld is neither the old nor the new one", (long long)k);
+}
+
+static void test_fault_sweep(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const size_t n = SWEEP_TILES * SWEEP_T;
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "sweep", SWEEP_T);
+  d.chunk_bytes = 64;
+  d.requests_in_flight = 2;
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float v[SWEEP_TILES * SWEEP_T];
+  fill(v, n, 1);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, SWEEP_TILES, SWEEP_T, &geo);
   sw_tile_set_t* all = NULL;
   SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
-  kill(f->srv.pid, SIGSTOP);
-  sw_await_t* a = NULL;
-  SW_OK_(sw_tiled_promote_async(te, all, &a));
-  usleep(100000);
-  kill(f->srv.pid, SIGCONT);
-  /* Kills every client but the one asking (SKIPME yes). */
-  rs_reply_t r = RS_CMD(&f->srv, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
-  sw_error_t* e = sw_await_wait(a, 10000000000LL);
-  if (r.integer > 0) {
-    /* The transfer's connection was killed, unless it finished first. */
-    if (e) {
-      assert_int_equal(sw_error_code(e), SW_ERROR_IO);
-      sw_error_free(e);
-      assert_int_equal(primary_count(te), 0);
-    }
-  } else if (e) {
-    fail_msg("promote failed: %s", sw_error_message(e));
-  }
-  sw_await_release(a);
+  uint64_t reached = 0, injected = 0, before = 0;
+
+  /* Promotions: a fault at each chunk reply. */
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, UINT64_MAX));
   SW_OK_(sw_tiled_promote(te, all));
-  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 8);
+  SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_READ, &reached, &before));
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, 0));
+  assert_int_equal(reached, SWEEP_TILES * 4);
+  SW_OK_(sw_tiled_evict(te, all)); /* clean: dropped */
+  uint32_t seed = 1;
+  for (uint64_t nth = 1; nth <= reached; ++nth) {
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, nth));
+    sw_error_t* e = sw_tiled_promote(te, all);
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_READ, 0));
+    SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_READ, NULL, &injected));
+    assert_int_equal(injected, before + 1);
+    before = injected;
+    assert_non_null(e);
+    assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+    if (!strstr(sw_error_message(e), "injected read failure: remote read of a chunk"))
+      fail_msg("read fault %llu: %s", (unsigned long long)nth, sw_error_message(e));
+    sw_error_free(e);
+    assert_int_equal(primary_count(te), 0);
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
+    SW_OK_(sw_tiled_promote(te, all));
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) expect_tile_values(te, k, SWEEP_T, seed);
+    SW_OK_(sw_tiled_evict(te, all));
+  }
+  print_message("remote read faults: %llu points\n", (unsigned long long)reached);
+
+  /* Dirty evictions: a fault at each chunk reply, each commit and each
+   * commit's reply. */
+  SW_OK_(sw_tiled_promote(te, all));
+  for (int64_t k = 0; k < SWEEP_TILES; ++k) dirty_tile(te, k, SWEEP_T, ++seed);
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, UINT64_MAX));
+  SW_OK_(sw_tiled_evict(te, all));
+  SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_WRITE, &reached, &before));
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 0));
+  assert_int_equal(reached, SWEEP_TILES * (4 + 2));
+  uint32_t stored[SWEEP_TILES];
+  for (int64_t k = 0; k < SWEEP_TILES; ++k) stored[k] = seed - (uint32_t)(SWEEP_TILES - 1 - k);
+  SW_OK_(sw_tiled_promote(te, all));
+  for (uint64_t nth = 1; nth <= reached; ++nth) {
+    uint32_t next[SWEEP_TILES];
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) {
+      next[k] = ++seed;
+      dirty_tile(te, k, SWEEP_T, next[k]);
+    }
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, nth));
+    sw_error_t* e = sw_tiled_evict(te, all);
+    SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 0));
+    SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_WRITE, NULL, &injected));
+    assert_int_equal(injected, before + 1);
+    before = injected;
+    assert_non_null(e);
+    assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+    if (!strstr(sw_error_message(e), "injected write failure: remote"))
+      fail_msg("write fault %llu: %s", (unsigned long long)nth, sw_error_message(e));
+    sw_error_free(e);
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) {
+      tt_expect_tile(&geo, k, SW_TILE_PRIMARY, true);
+      expect_tile_values(te, k, SWEEP_T, next[k]);
+      sweep_expect_stored_whole(f, "sweep", k, stored[k], next[k]);
+    }
+    SW_OK_(sw_tiled_evict(te, all));
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) {
+      tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
+      stored[k] = next[k];
+    }
+    expect_stored(f->rt, f->eps, "sweep", n, 0, SWEEP_T, stored[0]);
+    SW_OK_(sw_tiled_promote(te, all));
+    for (int64_t k = 0; k < SWEEP_TILES; ++k) expect_tile_values(te, k, SWEEP_T, stored[k]);
+  }
+  print_message("remote write faults: %llu points\n", (unsigned long long)reached);
   sw_tile_set_release(all);
   sw_carrier_release(te);
   sw_carrier_release(c);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[1], "--shared-reader") == 0) return shared_reader(argv[2], argv[3]);
   signal(SIGPIPE, SIG_DFL); /* the library must not die of one */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_values_and_header, setup, teardown),
@@ -587,7 +1128,12 @@ int main(void) {
       cmocka_unit_test(test_transport_rules),
       cmocka_unit_test_setup_teardown(test_kill9_during_promote, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stopped_server_times_out, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_client_kill_mid_transfer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_kill_retried, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_kill_blocking_read, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_out_of_memory, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_read_only_acl, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_sweep, setup, teardown),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -64,30 +64,71 @@ size_t block_length(const Config& cfg, size_t b, size_t size) {
 
 std::string text_of(const redisReply& r) { return std::string(r.str ? r.str : "", r.str ? r.len : 0); }
 
+// As the asynchronous path: a read cut off by a lost connection is sent
+// again once on a fresh one; a read whose bytes fail their CRC while the
+// block's CRC field changed (a commit came between) is read again.
+constexpr int kReadRetriesAfterLoss = 1;
+constexpr int kRereadsAfterCommit = 8;
+
 // Reads block `b` (`bytes` bytes) into `dst`, checked.
 void read_block(const Config& cfg, remote::Session& s, size_t b, std::byte* dst, size_t bytes) {
   const std::string key = cfg.block_key(b), field = std::to_string(b), crc_key = cfg.crc_key();
-  s.append({"HGET", crc_key, field});
-  s.append({"STRLEN", key});
   const size_t chunks = (bytes + cfg.chunk_bytes - 1) / cfg.chunk_bytes;
-  std::vector<size_t> got(chunks, 0);
-  for (size_t i = 0; i < chunks; ++i) {
-    const size_t at = i * cfg.chunk_bytes, n = std::min(cfg.chunk_bytes, bytes - at);
-    s.append({"GETRANGE", key, std::to_string(at), std::to_string(at + n - 1)}, {dst + at, n, &got[i]});
-  }
   const std::string what = "the read of " + cfg.where(b);
-  Reply crc = s.get_ok(what);
-  Reply length = s.get_ok(what);
-  size_t delivered = 0;
-  for (size_t i = 0; i < chunks; ++i) {
-    s.get_ok(what);
-    delivered += got[i];
+  for (int reread = 0;; ++reread) {
+    s.append({"HGET", crc_key, field});
+    s.append({"STRLEN", key});
+    std::vector<size_t> got(chunks, 0);
+    for (size_t i = 0; i < chunks; ++i) {
+      const size_t at = i * cfg.chunk_bytes, n = std::min(cfg.chunk_bytes, bytes - at);
+      s.append({"GETRANGE", key, std::to_string(at), std::to_string(at + n - 1)}, {dst + at, n, &got[i]});
+    }
+    Reply crc = s.get_ok(what);
+    Reply length = s.get_ok(what);
+    size_t delivered = 0;
+    for (size_t i = 0; i < chunks; ++i) {
+      s.get_ok(what);
+      delivered += got[i];
+    }
+    uint32_t stored_crc = 0;
+    const bool have_crc = crc->type == REDIS_REPLY_STRING && remote::parse_crc(crc->str, crc->len, &stored_crc);
+    const long long stored_length = length->type == REDIS_REPLY_INTEGER ? length->integer : -1;
+    Status st = remote::check_block(cfg, b, have_crc, stored_crc, stored_length, delivered, dst, bytes);
+    if (st.code != SW_ERROR_DATA_CORRUPT) {
+      if (!st.ok()) st.raise();
+      return;
+    }
+    // Corrupt, or replaced by a writer's commit while it was read: the CRC
+    // field tells (it changes with every commit).
+    s.append({"HGET", crc_key, field});
+    Reply again = s.get_ok(what);
+    uint32_t now = 0;
+    const bool have_now = again->type == REDIS_REPLY_STRING && remote::parse_crc(again->str, again->len, &now);
+    if (have_now == have_crc && now == stored_crc) st.raise();
+    if (reread == kRereadsAfterCommit)
+      throw_error(SW_ERROR_IO, "remote carrier '" + cfg.ns + "': " + cfg.where(b) +
+                                   " was replaced by a write during each of " + std::to_string(reread + 1) +
+                                   " reads of it");
   }
-  uint32_t stored_crc = 0;
-  const bool have_crc = crc->type == REDIS_REPLY_STRING && remote::parse_crc(crc->str, crc->len, &stored_crc);
-  const long long stored_length = length->type == REDIS_REPLY_INTEGER ? length->integer : -1;
-  Status st = remote::check_block(cfg, b, have_crc, stored_crc, stored_length, delivered, dst, bytes);
-  if (!st.ok()) st.raise();
+}
+
+// Reads block `b` on a session of `pool`, and once more on a fresh one when
+// the server or the network ended the first connection mid-read.
+void read_block_pooled(const Config& cfg, remote::SyncPool& pool, size_t b, std::byte* dst, size_t bytes) {
+  for (int retries = 0;; ++retries) {
+    Lease s(pool, cfg.endpoint_of(b));
+    try {
+      read_block(cfg, *s, b, dst, bytes);
+      return;
+    } catch (const Error& e) {
+      if (!s->lost()) throw;
+      const std::string head = "remote carrier '" + cfg.ns + "': ";
+      std::string why = e.message();
+      if (why.rfind(head, 0) == 0) why.erase(0, head.size());
+      if (retries >= kReadRetriesAfterLoss)
+        throw_error(e.code(), head + "the read of " + cfg.where(b) + " failed again on a fresh connection: " + why);
+    }
+  }
 }
 
 // Writes block `b` (`bytes` bytes from `src`) through its staging key and
@@ -293,8 +334,7 @@ void RemoteCarrier::read_slots(size_t first, size_t count, void* dst) const {
       land = bounce.data();
     }
     runtime().check_fault(FaultKind::kRead, "remote read");
-    Lease s(*sync_, cfg.endpoint_of(b));
-    read_block(cfg, *s, b, land, length * es);
+    read_block_pooled(cfg, *sync_, b, land, length * es);
     if (!whole) std::memcpy(out + (lo - first) * es, bounce.data() + (lo - begin) * es, (hi - lo) * es);
   }
 }

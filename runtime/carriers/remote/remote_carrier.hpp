@@ -16,7 +16,9 @@
 // of the block.
 //
 // A read checks each block's length and CRC: a missing block is IO naming
-// the block and server, a wrong one DATA_CORRUPT. A write of a block fills
+// the block and server, a wrong one DATA_CORRUPT, unless the block's CRC
+// field changed meanwhile (a writer's commit came between), when the block
+// is read again. A write of a block fills
 // its staging key and, once every chunk is stored, commits it with
 // MULTI / RENAME / HSET crc / EXEC, so the stored block is either the old
 // one or the new one. An asynchronous write that covers part of a block
@@ -25,6 +27,9 @@
 // Deadlines: every asynchronous command carries its transfer's deadline;
 // when the oldest one on a connection expires the connection is dropped and
 // every command pending on it fails TIMEOUT; the next transfer reconnects.
+// A read whose connection the server or the network ended is sent again,
+// once, on a fresh connection, within the same transfer; a write is not (the
+// tile stays dirty, the stored block whole).
 #pragma once
 
 #include <atomic>

@@ -20,7 +20,7 @@ namespace sw::remote {
 
 namespace {
 
-enum Kind { kAuth, kHget, kStrlen, kGetrange, kDel, kSetrange, kMulti, kRename, kHset, kExec };
+enum Kind { kAuth, kHget, kStrlen, kGetrange, kRecheck, kDel, kSetrange, kMulti, kRename, kHset, kExec };
 
 std::string reply_text(const redisReply* r) { return r && r->str ? std::string(r->str, r->len) : std::string(); }
 
@@ -211,6 +211,7 @@ void Link::drop(Status why) noexcept {
   if (!ac) return;
   drop_status_ = std::move(why);
   ac_ = nullptr;
+  lost_ = nullptr;
   redisAsyncFree(ac);  // runs every pending command's callback with no reply
 }
 
@@ -264,9 +265,18 @@ Link& LinkSet::get(IoPriority priority, size_t endpoint, uv_loop_t* loop) {
 
 // ---- a transfer --------------------------------------------------------------
 
+// A read of a block cut off by a lost connection is sent again, from its
+// start, on a fresh connection, this many times; a read whose bytes fail
+// their CRC while the block's CRC field changed (a writer's commit came
+// between the CRC's read and the bytes') is read again this many times.
+constexpr int kReadRetriesAfterLoss = 1;
+constexpr int kRereadsAfterCommit = 8;
+
 // One asynchronous read or write of a carrier's slots: its blocks' commands
 // on their endpoints' links, at most requests_in_flight outstanding; `done`
-// runs once, on a later turn of the loop, after the last reply.
+// runs once, on a later turn of the loop, after the last reply. A block's
+// read that needs sending again (a lost connection, a commit in between)
+// starts over within the same transfer.
 class Transfer : public std::enable_shared_from_this<Transfer> {
  public:
   Transfer(Ref<RemoteCarrier> carrier, bool write, size_t first, size_t count, std::byte* buffer, IoDone done,
@@ -275,7 +285,8 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
         buffer_(buffer), done_(std::move(done)), priority_(priority) {}
 
   void start() noexcept;
-  void on_reply(const Command& cmd, redisReply* reply, const Status& failure) noexcept;
+  // `lost`: the connection was ended by the server or the network.
+  void on_reply(const Command& cmd, redisReply* reply, const Status& failure, bool lost) noexcept;
 
  private:
   struct Block {
@@ -294,6 +305,13 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     long long length = -1;
     size_t delivered = 0;
     bool commit_sent = false;
+    bool checked = false;     // a read: its bytes passed their checks
+    bool rechecking = false;  // a read: its CRC field is read again after a mismatch
+    Status mismatch;          // what the checks found, meanwhile
+    int rereads = 0;
+    bool lost = false;  // a read: its connection was lost; sent again once its commands are back
+    Status lost_status;
+    int retries = 0;
   };
 
   bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {},
@@ -303,11 +321,18 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   bool send_step(Block& b);
   void send_commit(Block& b);
   void block_read(Block& b);
+  // Sends the block's read again from its first command.
+  void restart(Block& b);
+  // A lost read whose commands are all back: sent again on a later turn
+  // (never inside the callbacks of the connection going away).
+  void retry_later(Block& b);
+  void run_retries();
   void issue();
   void finish_if_idle();
   void fail(Status s) {
     if (error_.ok()) error_ = std::move(s);
   }
+  std::string head() const { return "remote carrier '" + cfg_.ns + "': "; }
   uv_loop_t* uv() const { return carrier_->runtime().loop().uv(); }
 
   Ref<RemoteCarrier> carrier_;
@@ -319,8 +344,10 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   IoPriority priority_;
   std::vector<Block> blocks_;
   size_t cursor_ = 0;  // the first block with steps left to send
-  uint32_t in_flight_ = 0;
+  uint32_t in_flight_ = 0;  // commands outstanding, and a posted retry
   uint64_t deadline_ = 0;
+  size_t waiting_ = 0;  // lost blocks not sent again yet: nothing is sent meanwhile
+  bool retry_posted_ = false;
   Status error_;
   bool finished_ = false;
 };
@@ -378,9 +405,7 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
   }));
   if (!sent) {
     delete cmd;
-    fail(why.ok() ? Status::make(SW_ERROR_IO, "remote carrier '" + cfg_.ns + "': cannot send to " +
-                                                  cfg_.server(b.endpoint))
-                  : why);
+    fail(why.ok() ? Status::make(SW_ERROR_IO, head() + "cannot send to " + cfg_.server(b.endpoint)) : why);
     return false;
   }
   ++in_flight_;
@@ -418,7 +443,8 @@ void Transfer::extend_crc(Block& b, size_t at, size_t n) noexcept {
 
 void Transfer::send_commit(Block& b) {
   b.commit_sent = true;
-  fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote write"); }));
+  // Every chunk of the block is stored: the commit joins them.
+  fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote commit"); }));
   if (!error_.ok()) return;
   const uint32_t crc = b.crc_upto == b.bytes ? b.running_crc : crc32c(0, b.land, b.bytes);
   const std::string staging = cfg_.staging_key(b.index), key = cfg_.block_key(b.index), crc_key = cfg_.crc_key(),
@@ -430,22 +456,90 @@ void Transfer::send_commit(Block& b) {
 void Transfer::block_read(Block& b) {
   const uint32_t* computed = b.crc_upto == b.bytes ? &b.running_crc : nullptr;
   Status st = check_block(cfg_, b.index, b.have_crc, b.crc, b.length, b.delivered, b.land, b.bytes, computed);
+  if (st.code == SW_ERROR_DATA_CORRUPT) {
+    // Corrupt, or replaced by a writer's commit while it was read: the CRC
+    // field tells (it changes with every commit).
+    b.mismatch = std::move(st);
+    b.rechecking = true;
+    const std::string crc_key = cfg_.crc_key(), field = std::to_string(b.index);
+    send(b, kRecheck, {"HGET", crc_key, field});
+    return;
+  }
   if (!st.ok()) return fail(std::move(st));
+  b.checked = true;
   if (!b.bounce.empty()) {
     std::memcpy(buffer_ + b.copy_to, b.land + b.copy_from, b.copy_length);
     std::vector<std::byte>().swap(b.bounce);
   }
 }
 
-void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& failure) noexcept {
+void Transfer::restart(Block& b) {
+  b.sent = 0;
+  b.have_crc = false;
+  b.crc = 0;
+  b.length = -1;
+  b.delivered = 0;
+  b.rechecking = false;
+  b.mismatch = {};
+  b.running_crc = 0;  // the chunks arrive again
+  b.crc_upto = 0;
+  cursor_ = std::min(cursor_, static_cast<size_t>(&b - blocks_.data()));
+}
+
+void Transfer::retry_later(Block& b) {
+  if (retry_posted_) return;  // the posted one takes every waiting block
+  if (!carrier_->runtime().is_shut_down() &&
+      carrier_->runtime().loop().post([self = shared_from_this()] { self->run_retries(); })) {
+    retry_posted_ = true;
+    ++in_flight_;
+    return;
+  }
+  fail(b.lost_status);
+}
+
+void Transfer::run_retries() {
+  retry_posted_ = false;
+  --in_flight_;
+  if (carrier_->runtime().is_shut_down())
+    fail(Status::make(SW_ERROR_CANCELLED, "remote read: the runtime has been shut down"));
+  for (Block& b : blocks_) {
+    if (!b.lost || b.outstanding != 0) continue;
+    b.lost = false;
+    --waiting_;
+    ++b.retries;
+    restart(b);
+  }
+  issue();
+  finish_if_idle();
+}
+
+void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& failure, bool lost) noexcept {
   --in_flight_;
   Block& b = blocks_[cmd.block];
   --b.outstanding;
   if (!failure.ok()) {
-    fail(failure);
+    if (!lost) {
+      fail(failure);
+    } else {
+      // Name the block; the link's message names the server and why.
+      std::string why = failure.message;
+      if (why.rfind(head(), 0) == 0) why.erase(0, head().size());
+      Status st = Status::make(failure.code, head() + "the " + (write_ ? "write" : "read") + " of " +
+                                                 cfg_.where(b.index) + " failed" +
+                                                 (b.retries ? " again on a fresh connection" : "") + ": " + why);
+      // A read is sent again on a fresh connection; a write is not: its
+      // commit never ran or ran whole, and the tile stays dirty.
+      if (write_ || b.retries >= kReadRetriesAfterLoss) {
+        fail(std::move(st));
+      } else if (!b.lost) {
+        b.lost = true;
+        b.lost_status = std::move(st);
+        ++waiting_;
+      }
+    }
   } else if (reply->type == REDIS_REPLY_ERROR) {
-    fail(Status::make(SW_ERROR_IO, "remote carrier '" + cfg_.ns + "': the " + (write_ ? "write" : "read") + " of " +
-                                       cfg_.where(b.index) + " failed: " + reply_text(reply)));
+    fail(Status::make(SW_ERROR_IO, head() + "the " + (write_ ? "write" : "read") + " of " + cfg_.where(b.index) +
+                                       " failed: " + reply_text(reply)));
   } else {
     switch (cmd.kind) {
       case kHget:
@@ -456,30 +550,56 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
         // A block's replies come in the order of its chunks (one connection).
         if (cmd.got == std::min(cfg_.chunk_bytes, b.bytes - cmd.at)) extend_crc(b, cmd.at, cmd.got);
         b.delivered += cmd.got;
-        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read"); }));
+        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read of a chunk"); }));
         break;
+      case kSetrange:
+        fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote write of a chunk"); }));
+        break;
+      case kRecheck: {
+        b.rechecking = false;
+        uint32_t now = 0;
+        const bool have = reply->type == REDIS_REPLY_STRING && parse_crc(reply->str, reply->len, &now);
+        if (have == b.have_crc && now == b.crc) {
+          fail(std::move(b.mismatch));  // the bytes the CRC was stored for are not these
+        } else if (b.rereads < kRereadsAfterCommit) {
+          ++b.rereads;
+          restart(b);
+        } else {
+          fail(Status::make(SW_ERROR_IO, head() + cfg_.where(b.index) + " was replaced by a write during each of " +
+                                             std::to_string(b.rereads + 1) + " reads of it"));
+        }
+        break;
+      }
       case kExec: {
         std::string failure_text = reply->type == REDIS_REPLY_ARRAY ? "" : "the transaction was aborted";
         for (size_t i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; ++i)
           if (reply->element[i]->type == REDIS_REPLY_ERROR) failure_text = reply_text(reply->element[i]);
-        if (!failure_text.empty())
-          fail(Status::make(SW_ERROR_IO, "remote carrier '" + cfg_.ns + "': the commit of " + cfg_.where(b.index) +
-                                             " failed: " + failure_text));
+        if (!failure_text.empty()) {
+          fail(Status::make(SW_ERROR_IO, head() + "the commit of " + cfg_.where(b.index) + " failed: " + failure_text));
+        } else {
+          // Committed on the server: a failure from here on is what a lost reply
+          // would be, the tile staying dirty over the new stored block.
+          fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote commit's reply"); }));
+        }
         break;
       }
       default: break;
     }
   }
-  if (error_.ok() && b.sent == b.steps && b.outstanding == 0) {
-    if (write_ && !b.commit_sent) send_commit(b);
-    else if (!write_) block_read(b);
+  if (error_.ok() && b.outstanding == 0) {
+    if (b.lost) {
+      retry_later(b);
+    } else if (b.sent == b.steps && !b.rechecking) {
+      if (write_ && !b.commit_sent) send_commit(b);
+      else if (!write_ && !b.checked) block_read(b);
+    }
   }
   issue();
   finish_if_idle();
 }
 
 void Transfer::issue() {
-  while (error_.ok() && in_flight_ < cfg_.requests_in_flight && cursor_ < blocks_.size()) {
+  while (error_.ok() && waiting_ == 0 && in_flight_ < cfg_.requests_in_flight && cursor_ < blocks_.size()) {
     Block& b = blocks_[cursor_];
     if (b.sent == b.steps) {
       ++cursor_;
@@ -491,7 +611,7 @@ void Transfer::issue() {
 
 void Transfer::finish_if_idle() {
   if (finished_ || in_flight_ > 0) return;
-  if (error_.ok() && cursor_ < blocks_.size()) return;
+  if (error_.ok() && (cursor_ < blocks_.size() || waiting_ > 0)) return;
   finished_ = true;
   // On a later turn: never inside hiredis's callbacks, nor the caller's call.
   auto finish = [done = std::move(done_), status = std::move(error_)]() mutable { done(std::move(status)); };
@@ -505,14 +625,21 @@ void Link::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
   const auto it = std::find(link->pending_.begin(), link->pending_.end(), cmd);
   if (it != link->pending_.end()) link->pending_.erase(it);
   Status failure;
+  bool lost = false;
   if (!reply) {
-    // The context is going away: its commands fail with the reason.
-    failure = link->drop_status_.ok() ? link->lost_status(ac) : link->drop_status_;
-    if (link->ac_ == ac) link->ac_ = nullptr;
+    // The context is going away: its commands fail with the reason. One
+    // drop() did not end was ended by the server or the network (the first
+    // of its commands to fail finds it still current).
+    if (link->ac_ == ac) {
+      link->ac_ = nullptr;
+      link->lost_ = ac;
+    }
+    lost = link->lost_ == ac;
+    failure = lost || link->drop_status_.ok() ? link->lost_status(ac) : link->drop_status_;
   }
   link->arm();
   std::shared_ptr<Transfer> transfer = std::move(cmd->transfer);
-  transfer->on_reply(*cmd, static_cast<redisReply*>(reply), failure);
+  transfer->on_reply(*cmd, static_cast<redisReply*>(reply), failure, lost);
   delete cmd;
 }
 

@@ -1,8 +1,9 @@
 // The remote carrier's asynchronous connections, on the runtime's libuv loop
 // (loop thread only). A Link is one hiredis asynchronous connection to one
-// endpoint, made on first use and again after it was dropped; its socket's
-// poll handle does not keep the loop alive, its deadline timer does while
-// commands are pending. A LinkSet holds a carrier's links: per endpoint one
+// endpoint, made on first use and again after it was dropped (a deadline,
+// refused credentials, the carrier's close) or lost (the server or the
+// network ended it); its socket's poll handle does not keep the loop alive,
+// its deadline timer does while commands are pending. A LinkSet holds a carrier's links: per endpoint one
 // for demand transfers and one for prefetch reads.
 #pragma once
 
@@ -68,9 +69,12 @@ class Link {
   ReplySink sink_;
   uv_timer_t* timer_ = nullptr;
   std::deque<Command*> pending_;
-  // Why the connection is going away (a deadline, refused credentials);
-  // empty when the server or the network ended it.
+  // Why drop() let the connection go (a deadline, refused credentials, the
+  // carrier's close).
   Status drop_status_;
+  // The context the server or the network ended, while its commands fail:
+  // theirs is a lost connection, which a read may try again on a new one.
+  const redisAsyncContext* lost_ = nullptr;
 };
 
 class LinkSet {

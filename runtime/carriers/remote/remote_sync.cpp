@@ -107,6 +107,7 @@ void Session::connection_failed(const std::string& doing) {
                          (error_number == EAGAIN || error_number == EWOULDBLOCK || error_number == ETIMEDOUT ||
                           std::strstr(c_->errstr, "timed out") || std::strstr(c_->errstr, "temporarily unavailable"));
   const std::string detail = c_ && c_->errstr[0] ? c_->errstr : "connection failed";
+  lost_ = !timed_out && c_ && c_->err != 0 && queued_ != 0;
   if (timed_out)
     throw_error(SW_ERROR_TIMEOUT, "remote carrier '" + cfg_->ns + "': " + doing + " " + server_text() +
                                       ": no reply within " + std::to_string(cfg_->deadline_ms) + " ms");

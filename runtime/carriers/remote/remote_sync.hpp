@@ -39,6 +39,9 @@ class Session {
   // the server and the server's message otherwise.
   Reply get_ok(const std::string& what);
   bool broken() const { return broken_; }
+  // Whether it broke because the server or the network ended the
+  // connection while replies were awaited (not a deadline, not a refusal).
+  bool lost() const { return lost_; }
   // Replies not read yet.
   bool pending() const { return queued_ != 0; }
   size_t endpoint() const { return endpoint_; }
@@ -56,6 +59,7 @@ class Session {
   ReplySink sink_;
   size_t queued_ = 0;  // replies not read yet
   bool broken_ = false;
+  bool lost_ = false;
 };
 
 class SyncPool {
