@@ -516,6 +516,29 @@ def test_quantized_experts_generate_the_dequantized_models_tokens(arch, qtype, q
     swhf.release(model)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_architecture_quantizes_its_routed_experts(arch, tmp_path):
+    """Each architecture (per-expert keys; shared experts, dense first
+    layers and grouped routing left to the checkpoint) quantized to q8_0,
+    widths of whole blocks: logits within QUANT_LOGIT_TOL of the model with
+    the GGUF's experts dequantized, one GGUF layer per MoE layer."""
+    cfg = _configs()[arch]()
+    for attr in ("intermediate_size", "moe_intermediate_size"):
+        if getattr(cfg, attr, 32) % 32:
+            setattr(cfg, attr, 64)
+    torch.manual_seed(6)
+    path = _save(transformers.AutoModelForCausalLM.from_config(cfg), tmp_path / arch, "hub")
+    out = swhf.quantize_experts(path, "q8_0")
+    ref = _dequantized_reference(path, out)
+    model = swhf.from_pretrained(path, budget=2, experts_gguf=out)
+    with torch.no_grad():
+        want, got = ref(torch.tensor(PROMPT)).logits, model(torch.tensor(PROMPT)).logits
+    assert (want - got).abs().max().item() <= QUANT_LOGIT_TOL["q8_0"] * want.abs().max().item()
+    layers = [r["layer"] for r in swhf.stats(model)["layers"]]
+    assert layers == sorted(_routed_experts(ref))
+    swhf.release(model)
+
+
 def test_quantize_writes_llama_cpp_tensors_and_metadata(quant_checkpoints, tmp_path):
     gguf = pytest.importorskip("gguf", reason="gguf-py reads the file back")
     path = quant_checkpoints["qwen3_moe"]
