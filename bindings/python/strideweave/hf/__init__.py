@@ -32,7 +32,8 @@ from transformers.conversion_mapping import get_model_conversion_mapping
 from transformers.core_model_loading import WeightRenaming, rename_source_key
 from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
-from .. import _runtime
+from .. import _lib, _runtime
+from .._surface import tensor as _sw_tensor
 from .._errors import StrideWeaveNotImplementedError
 from . import _gguf
 from ._checkpoint import Checkpoint, matrix_of, per_expert_pattern
@@ -299,10 +300,8 @@ def _expert_weight(ckpt, sources, matrix, e, F):
 def _quantized_bytes(weight, qtype):
     """The GGUF bytes of a (rows, K) weight quantized along K: each row's
     blocks in turn, as llama.cpp stores a row."""
-    from .. import tensor
-
     rows = weight.float().numpy()
-    q = tensor(rows.T, dtype=qtype)  # (K, rows), first mode fastest: each row's values in a column
+    q = _sw_tensor(rows.T, dtype=qtype)  # (K, rows), first mode fastest: each row's values in a column
     return q.numpy().T.tobytes()
 
 
@@ -354,12 +353,12 @@ def quantize_experts(model_dir, qtype, *, out=None, force=False, progress=None):
     arch = _LLAMA_ARCH.get(config.model_type, config.model_type)
     E, F, H = layers[0][3], layers[0][4], layers[0][5]
     top_k = int(getattr(config, "num_experts_per_tok", None) or getattr(config, "top_k", None) or 1)
-    from .. import __version__
+    version = _lib.native.sw_version_string()
     metadata = {
         "general.architecture": arch,
         "general.name": os.path.basename(os.path.abspath(ckpt.dir)),
         "general.quantization_version": 2,
-        "general.quantized_by": f"StrideWeave {__version__}",
+        "general.quantized_by": f"StrideWeave {version}",
         f"{arch}.block_count": int(config.num_hidden_layers),
         f"{arch}.expert_count": E,
         f"{arch}.expert_used_count": top_k,
@@ -368,7 +367,7 @@ def quantize_experts(model_dir, qtype, *, out=None, force=False, progress=None):
         "strideweave.experts.source": os.path.abspath(ckpt.dir),
         "strideweave.experts.source_model_type": config.model_type,
         "strideweave.experts.type": qtype,
-        "strideweave.experts.quantizer": f"StrideWeave {__version__} astype({qtype!r}): ggml's reference "
+        "strideweave.experts.quantizer": f"StrideWeave {version} astype({qtype!r}): ggml's reference "
                                          f"rounding, no importance matrix",
         "strideweave.experts.layer_count": len(layers),
     }
