@@ -408,3 +408,253 @@ def test_peak_memory_stays_within_non_experts_plus_budget(tmp_path):
     # transformers' own load holds every expert.
     assert theirs["peak"] - theirs["base"] >= expert_bytes
     assert grown < theirs["peak"] - theirs["base"] - expert_bytes // 2
+
+
+# ---- quantized experts: `quantize` writes a GGUF of the routed experts, experts_gguf= computes on it ----
+
+# Wide enough for every block (Q4_K and Q6_K take rows of 256 values).
+QUANT_COMMON = dict(vocab_size=128, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                    max_position_embeddings=128)
+
+
+def _quant_configs():
+    return {
+        "mixtral": lambda: transformers.MixtralConfig(intermediate_size=256, num_local_experts=4, num_experts_per_tok=2,
+                                                      **QUANT_COMMON),
+        "qwen3_moe": lambda: transformers.Qwen3MoeConfig(intermediate_size=256, moe_intermediate_size=256,
+                                                         num_experts=4, num_experts_per_tok=2, head_dim=64,
+                                                         **QUANT_COMMON),
+    }
+
+
+# Mixtral in the per-expert Hub keys, Qwen3-MoE in transformers' fused gate_up_proj.
+QUANT_CASES = [("mixtral", "hub"), ("qwen3_moe", "fused")]
+
+
+@pytest.fixture(scope="module")
+def quant_checkpoints(tmp_path_factory):
+    out = {}
+    root = tmp_path_factory.mktemp("hfq")
+    for arch, layout in QUANT_CASES:
+        torch.manual_seed(3)
+        model = transformers.AutoModelForCausalLM.from_config(_quant_configs()[arch]())
+        out[arch] = _save(model, root / f"{arch}-{layout}", layout, shard="400KB")
+    return out
+
+
+def _routed_experts(model):
+    """{layer: experts module} of a transformers model."""
+    out = {}
+    for name, module in model.named_modules():
+        if isinstance(module._parameters.get("gate_up_proj"), torch.nn.Parameter):
+            out[int(name.split(".layers.")[1].split(".")[0])] = module
+    return out
+
+
+def _dequantized_reference(path, gguf_path):
+    """transformers' own model of the checkpoint, its routed experts
+    replaced by gguf-py's dequantization of the GGUF's blocks (f32)."""
+    gguf = pytest.importorskip("gguf", reason="gguf-py dequantizes the reference's experts")
+    ref = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    reader = gguf.GGUFReader(gguf_path)
+    deq = {t.name: torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type).astype("float32"))
+           for t in reader.tensors}
+    for layer, module in _routed_experts(ref).items():
+        gate, up = deq[f"blk.{layer}.ffn_gate_exps.weight"], deq[f"blk.{layer}.ffn_up_exps.weight"]
+        with torch.no_grad():
+            module.gate_up_proj.copy_(torch.cat([gate, up], dim=1))
+            module.down_proj.copy_(deq[f"blk.{layer}.ffn_down_exps.weight"])
+    return ref
+
+
+# Logits within this fraction of their largest magnitude of the dequantized
+# model's: the kernels quantize each activation row to 8-bit blocks (32
+# values; 256 for the K-quants) before the integer products, an error of at
+# most half a step (1/254 of the block's largest value) per value, through
+# two products per expert. These models measure at most 0.26 % (q8_0) and
+# 0.41 % (q4_k); 1 % leaves room for other seeds and kernel sets.
+QUANT_LOGIT_TOL = {"q8_0": 0.01, "q4_k": 0.01}
+
+
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_k"])
+@pytest.mark.parametrize("arch", [a for a, _ in QUANT_CASES])
+def test_quantized_experts_generate_the_dequantized_models_tokens(arch, qtype, quant_checkpoints, tmp_path):
+    """Quantize, then generate from the GGUF, against transformers with the
+    GGUF's dequantized experts loaded. The rule: (1) teacher-forced on the
+    reference's greedy sequence, every logit is within QUANT_LOGIT_TOL of
+    the largest logit magnitude, `bound`, of the reference's; (2) at every
+    step where the reference's two best logits are more than 2 * bound
+    apart (then no error within the bound can swap them) our argmax is the
+    reference's token; (3) free-running greedy tokens equal the reference's
+    up to the first step whose margin is within 2 * bound (all of them when
+    none is). The test's model is chosen so that most steps are decided."""
+    path = quant_checkpoints[arch]
+    out = swhf.quantize_experts(path, qtype, out=tmp_path / f"{qtype}.gguf")
+    assert out == str(tmp_path / f"{qtype}.gguf")
+    ref = _dequantized_reference(path, out)
+    model = swhf.from_pretrained(path, budget=2, experts_gguf=out)
+    assert type(model) is type(ref)
+    ids = torch.tensor(PROMPT)
+    want = ref.generate(ids, **GREEDY)
+    with torch.no_grad():
+        lw, lg = ref(want).logits[0], model(want).logits[0]
+    bound = QUANT_LOGIT_TOL[qtype] * lw.abs().max().item()
+    err = (lw - lg).abs().max().item()
+    assert err <= bound, (err, bound)
+    p0 = len(PROMPT[0]) - 1
+    top2 = lw[p0:-1].topk(2, dim=-1).values
+    decided = ((top2[:, 0] - top2[:, 1]) > 2 * bound).tolist()
+    assert sum(decided) >= len(decided) // 2, decided
+    for i, ok in enumerate(decided):
+        if ok:
+            assert lg[p0 + i].argmax().item() == want[0, p0 + i + 1].item(), i
+    prefix = len(PROMPT[0]) + (decided.index(False) if False in decided else len(decided))
+    got = model.generate(ids, **GREEDY)
+    assert got[0, :prefix].tolist() == want[0, :prefix].tolist()
+    s = swhf.stats(model)
+    assert s["total"]["misses"] > 0 and s["total"]["calls"] == 2 * (1 + GREEDY["max_new_tokens"])
+    swhf.release(model)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_architecture_quantizes_its_routed_experts(arch, tmp_path):
+    """Each architecture (per-expert keys; shared experts, dense first
+    layers and grouped routing left to the checkpoint) quantized to q8_0,
+    widths of whole blocks: logits within QUANT_LOGIT_TOL of the model with
+    the GGUF's experts dequantized, one GGUF layer per MoE layer."""
+    cfg = _configs()[arch]()
+    for attr in ("intermediate_size", "moe_intermediate_size"):
+        if getattr(cfg, attr, 32) % 32:
+            setattr(cfg, attr, 64)
+    torch.manual_seed(6)
+    path = _save(transformers.AutoModelForCausalLM.from_config(cfg), tmp_path / arch, "hub")
+    out = swhf.quantize_experts(path, "q8_0")
+    ref = _dequantized_reference(path, out)
+    model = swhf.from_pretrained(path, budget=2, experts_gguf=out)
+    with torch.no_grad():
+        want, got = ref(torch.tensor(PROMPT)).logits, model(torch.tensor(PROMPT)).logits
+    assert (want - got).abs().max().item() <= QUANT_LOGIT_TOL["q8_0"] * want.abs().max().item()
+    layers = [r["layer"] for r in swhf.stats(model)["layers"]]
+    assert layers == sorted(_routed_experts(ref))
+    swhf.release(model)
+
+
+def test_quantize_writes_llama_cpp_tensors_and_metadata(quant_checkpoints, tmp_path):
+    gguf = pytest.importorskip("gguf", reason="gguf-py reads the file back")
+    path = quant_checkpoints["qwen3_moe"]
+    lines = []
+    out = swhf.quantize_experts(path, "q6_k", progress=lines.append)
+    try:
+        assert out == os.path.join(path, "experts-q6_k.gguf")
+        assert len(lines) == 2 and "layer 1 (2/2 MoE layers)" in lines[1]
+        reader = gguf.GGUFReader(out)
+        names = {t.name: t for t in reader.tensors}
+        assert sorted(names) == sorted(f"blk.{l}.ffn_{m}_exps.weight" for l in (0, 1) for m in ("gate", "up", "down"))
+        for name, t in names.items():
+            assert t.tensor_type == gguf.GGMLQuantizationType.Q6_K
+            assert [int(d) for d in t.shape] == [256, 256, 4]
+        fields = {k: f.contents() for k, f in reader.fields.items()}
+        assert fields["general.architecture"] == "qwen3moe"
+        assert fields["qwen3moe.block_count"] == 2 and fields["qwen3moe.expert_count"] == 4
+        assert fields["strideweave.experts.type"] == "q6_k"
+        assert fields["strideweave.experts.source"] == os.path.abspath(path)
+        assert "StrideWeave" in fields["strideweave.experts.quantizer"]
+        # The blocks are StrideWeave's quantization of the checkpoint's expert, row by row.
+        ckpt = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        up = _routed_experts(ckpt)[1].gate_up_proj.detach()[2, 256:]  # expert 2's up rows (F, H)
+        want = sw.tensor(up.numpy().T.copy(order="F"), dtype="q6_k").numpy().T
+        assert (names["blk.1.ffn_up_exps.weight"].data[2] == want).all()
+        # The shared experts and the rest stay in the checkpoint: nothing else is written.
+        assert not [n for n in names if "shexp" in n]
+        # An existing output is kept unless forced.
+        with pytest.raises(FileExistsError, match="experts-q6_k.gguf"):
+            swhf.quantize_experts(path, "q6_k")
+        assert swhf.quantize_experts(path, "q6_k", force=True) == out
+    finally:
+        os.unlink(out)
+
+
+def test_quantized_experts_read_only_the_chosen_experts(quant_checkpoints, tmp_path):
+    """At a budget of top-k, one token reads exactly its top-k experts of
+    each layer from the GGUF: three tiles each, their blocks' bytes."""
+    path = quant_checkpoints["mixtral"]
+    out = swhf.quantize_experts(path, "q4_k", out=tmp_path / "e.gguf")
+    for tier in ("direct", "page-cache"):
+        model = swhf.from_pretrained(path, budget=2, tier=tier, experts_gguf=out)
+        with torch.no_grad():
+            model(torch.tensor([[7]]))
+        t = swhf.stats(model)["total"]
+        tile = 256 // 256 * 144 * 256  # a (256, 256) q4_k expert matrix
+        assert t["misses"] == 2 * 2 * 3 and t["hits"] == 0
+        assert t["bytes_read"] == 2 * 2 * 3 * tile
+        assert 2 * t["bytes_read"] <= os.path.getsize(out)  # 2 of 4 experts, none twice
+        swhf.release(model)
+
+
+def test_quantize_and_experts_gguf_refuse_what_does_not_fit(quant_checkpoints, checkpoints, tmp_path):
+    path = quant_checkpoints["mixtral"]
+    with pytest.raises(ValueError, match="unknown quantized type 'q5_k'"):
+        swhf.quantize_experts(path, "q5_k")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "llama")
+    with pytest.raises(ValueError, match="no routed experts"):
+        swhf.quantize_experts(tmp_path / "llama", "q8_0")
+    # Rows of 64 values: not whole Q4_K blocks.
+    with pytest.raises(ValueError, match="blocks of 256"):
+        swhf.quantize_experts(checkpoints["mixtral", "hub"], "q4_k", out=tmp_path / "x.gguf")
+    assert not os.path.exists(tmp_path / "x.gguf")
+    # A missing file.
+    e = _fails(FileNotFoundError, "no such experts GGUF file", path, experts_gguf=tmp_path / "none.gguf")
+    assert str(tmp_path / "none.gguf") in str(e)
+    good = swhf.quantize_experts(path, "q8_0", out=tmp_path / "good.gguf")
+    _fails(ValueError, "tier must be 'direct' or 'page-cache'", path, experts_gguf=good, tier="zstd")
+    # Another model's experts: the intermediate size differs.
+    torch.manual_seed(4)
+    other = transformers.AutoModelForCausalLM.from_config(
+        transformers.MixtralConfig(intermediate_size=512, num_local_experts=4, num_experts_per_tok=2, **QUANT_COMMON))
+    wide = swhf.quantize_experts(_save(other, tmp_path / "wide", "fused", shard="1MB"), "q8_0",
+                                 out=tmp_path / "wide.gguf")
+    e = _fails(ValueError, r"tensor 'blk.0.ffn_gate_exps.weight' has ne \[256, 512, 4\]", path, experts_gguf=wide)
+    assert "wide.gguf" in str(e)
+    # Another expert count.
+    torch.manual_seed(5)
+    other = transformers.AutoModelForCausalLM.from_config(
+        transformers.MixtralConfig(intermediate_size=256, num_local_experts=8, num_experts_per_tok=2, **QUANT_COMMON))
+    eight = swhf.quantize_experts(_save(other, tmp_path / "eight", "fused", shard="1MB"), "q8_0",
+                                  out=tmp_path / "eight.gguf")
+    _fails(ValueError, "llama.expert_count is 8, the model", path, experts_gguf=eight)
+    # A layer missing, and a layer the model lacks.
+    gate = sw.tensor(torch.zeros(4, 256, 256).numpy().T, dtype="q8_0")
+    down = gate
+    for layers, text in (((0,), "no tensor 'blk.1.ffn_gate_exps.weight'"),
+                         ((0, 1, 2), "'blk.2.ffn_gate_exps.weight' holds experts of layer 2")):
+        f = tmp_path / f"layers{len(layers)}.gguf"
+        sw.save_gguf(f, {f"blk.{l}.ffn_{m}_exps.weight": (down if m == "down" else gate) for l in layers
+                         for m in ("gate", "up", "down")})
+        e = _fails(ValueError, text, path, experts_gguf=f)
+        assert str(f) in str(e)
+
+
+@pytest.mark.e2e
+def test_the_command_line_quantizes_and_generates(quant_checkpoints, tmp_path):
+    path = quant_checkpoints["qwen3_moe"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = str(tmp_path / "cli.gguf")
+    cmd = [sys.executable, "-m", "strideweave.hf", "quantize", path, "--type", "q4_k", "--out", out]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "layer 1 (2/2 MoE layers)" in r.stderr and r.stdout.strip() == out
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "--force" in r.stderr and out in r.stderr
+    r = subprocess.run(cmd[:-4] + ["--type", "q3_k"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "unknown quantized type 'q3_k'" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "strideweave.hf", "generate", path, "--budget", "2", "--experts-gguf",
+                        out, "--max-new-tokens", "4", "--prompt-ids", "1,5,9,3,17,4", "--json"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    model = swhf.from_pretrained(path, budget=2, experts_gguf=out)
+    want = model.generate(torch.tensor(PROMPT), max_new_tokens=4, do_sample=False, pad_token_id=0)
+    assert report["tokens"] == want[0, len(PROMPT[0]):].tolist()
+    assert report["stats"]["total"]["bytes_read"] > 0

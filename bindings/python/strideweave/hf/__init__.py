@@ -18,9 +18,12 @@ KV cache and sampling stay transformers' own code: only the experts
 module's weights and forward are replaced, through transformers' experts
 interface (transformers.integrations.moe). See docs/transformers.md.
 """
+import errno
 import math
 import numbers
 import os
+import re
+import time
 from contextlib import contextmanager
 
 import torch
@@ -29,12 +32,15 @@ from transformers.conversion_mapping import get_model_conversion_mapping
 from transformers.core_model_loading import WeightRenaming, rename_source_key
 from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
-from .. import _runtime
+from .. import _lib, _runtime
+from .._surface import tensor as _sw_tensor
 from .._errors import StrideWeaveNotImplementedError
+from . import _gguf
 from ._checkpoint import Checkpoint, matrix_of, per_expert_pattern
-from ._experts import ACTIVATIONS, TIERS, MatrixTier, OffloadedExperts
+from ._experts import ACTIVATIONS, TIERS, GgufSource, MatrixTier, OffloadedExperts
 
-__all__ = ["from_pretrained", "offload_experts", "stats", "release", "IMPLEMENTATION", "MEMORY_SLACK_BYTES"]
+__all__ = ["from_pretrained", "offload_experts", "quantize_experts", "stats", "release", "IMPLEMENTATION",
+           "MEMORY_SLACK_BYTES", "QUANTIZED_TYPES"]
 
 # The name StrideWeave's experts forward is registered under in
 # transformers' experts interface (config._experts_implementation).
@@ -142,7 +148,7 @@ def _parameters_on_meta():
 
 
 def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefetch=None, runtime=None,
-                    remote_endpoints=None):
+                    remote_endpoints=None, experts_gguf=None):
     """The transformers model of the checkpoint in `model_dir` (the class
     config.json names), its routed experts offloaded: see the module's doc.
 
@@ -161,13 +167,22 @@ def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefet
       wins), True or False: before a MoE layer's attention runs, apply its
       router to the layer's input and read the experts it predicts into
       idle disk time.
+    experts_gguf: a GGUF file of the model's routed experts in llama.cpp's
+      stacked tensors (as `python -m strideweave.hf quantize` writes it):
+      the experts are read from it, as the tier ("direct" or "page-cache"),
+      and computed on its quantized blocks in place; every other weight
+      comes from the checkpoint, whose own expert weights are then not
+      read. The file must match the model: its layers, expert count and
+      shapes (ValueError naming the file and the tensor otherwise).
 
-    FileNotFoundError for a missing directory, config.json, index or shard;
-    DataCorruptError for a corrupted or truncated shard or index; ValueError
-    for a model without routed experts, a bad budget or tier; TypeError for
-    a budget of another type; NotImplementedError for an experts layout or
+    FileNotFoundError for a missing directory, config.json, index, shard or
+    experts_gguf; DataCorruptError for a corrupted or truncated shard or
+    index; ValueError for a model without routed experts, a bad budget or
+    tier, an experts_gguf that does not match the model; TypeError for a
+    budget of another type; NotImplementedError for an experts layout or
     activation StrideWeave cannot compute. Nothing is left open on error."""
     _check_options(budget, tier, prefetch)
+    _check_gguf_tier(experts_gguf, tier)
     _remote_endpoints(tier, remote_endpoints)  # checked before any work
     dtype = _as_torch_dtype(dtype)
     ckpt = Checkpoint(model_dir)
@@ -180,8 +195,209 @@ def from_pretrained(model_dir, *, budget=0.25, tier="direct", dtype=None, prefet
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.eval()
     offload_experts(model, ckpt, budget=budget, tier=tier, dtype=dtype, prefetch=prefetch, runtime=runtime,
-                    remote_endpoints=remote_endpoints)
+                    remote_endpoints=remote_endpoints, experts_gguf=experts_gguf)
     return model
+
+
+# The block-quantized types `quantize_experts` writes.
+QUANTIZED_TYPES = ("q8_0", "q4_0", "q4_k", "q6_k", "mxfp4")
+
+# llama.cpp's architecture names (general.architecture) of transformers' model types.
+_LLAMA_ARCH = {"mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "olmoe": "olmoe",
+               "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
+
+_GGUF_MATRICES = ("gate", "up", "down")
+
+
+def _gguf_name(layer, matrix):
+    return f"blk.{layer}.ffn_{matrix}_exps.weight"
+
+
+def _check_gguf_tier(experts_gguf, tier):
+    if experts_gguf is None:
+        return
+    if not isinstance(experts_gguf, (str, os.PathLike)):
+        raise TypeError(f"experts_gguf must be a str or os.PathLike, not {type(experts_gguf).__name__}")
+    if tier not in ("direct", "page-cache"):
+        raise ValueError(f"experts_gguf reads the experts from the GGUF file itself: tier must be 'direct' or "
+                         f"'page-cache' with it, not {tier!r}")
+
+
+def _experts_file(path, modules, model):
+    """{experts module name: ({"gate"/"up"/"down": GgufSource}, compute
+    dtype)} for a GGUF file of llama.cpp's stacked expert tensors, checked
+    against the model's MoE layers: every layer's three tensors present
+    with ne (H, F, E) for gate and up and (F, H, E) for down, of a type
+    StrideWeave computes, no experts of layers the model lacks, and the
+    file's expert and block counts (when it states them) the model's."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "no such experts GGUF file", path)
+    header = _gguf.Header(path)
+    config = model.config
+    cls = type(model).__name__
+    by_layer = {}
+    for name, module in modules:
+        E, F2, H = module._parameters["gate_up_proj"].shape
+        by_layer[_layer_of(name)] = (name, E, F2 // 2, H)
+    for tensor in header.tensors:
+        m = re.fullmatch(r"blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight", tensor)
+        if m and int(m.group(1)) not in by_layer:
+            raise ValueError(f"{path}: tensor {tensor!r} holds experts of layer {m.group(1)}, which is not a MoE "
+                             f"layer of the model ({cls}: {config.num_hidden_layers} layers, MoE layers "
+                             f"{sorted(by_layer)})")
+    arch = header.metadata.get("general.architecture")
+    model_type = getattr(config, "model_type", None)
+    if isinstance(arch, str) and model_type in _LLAMA_ARCH and arch != _LLAMA_ARCH[model_type]:
+        raise ValueError(f"{path}: general.architecture is {arch!r}, the model ({cls}) is llama.cpp's "
+                         f"{_LLAMA_ARCH[model_type]!r}")
+    experts = {e for _, e, _, _ in by_layer.values()}
+    for key, want in ((f"{arch}.expert_count", experts), (f"{arch}.block_count", {config.num_hidden_layers})):
+        value = header.metadata.get(key)
+        if value is not None and value not in want:
+            raise ValueError(f"{path}: {key} is {value}, the model ({cls}) has {min(want)}")
+    out = {}
+    for layer, (name, E, F, H) in sorted(by_layer.items()):
+        sources, types = {}, set()
+        for matrix in _GGUF_MATRICES:
+            tensor = _gguf_name(layer, matrix)
+            if tensor not in header.tensors:
+                raise ValueError(f"{path}: no tensor {tensor!r}, the experts' {matrix} weights of the model's layer "
+                                 f"{layer} ({name})")
+            ggml_type, ne = header.tensors[tensor]
+            want = (F, H, E) if matrix == "down" else (H, F, E)
+            if ne != want:
+                raise ValueError(f"{path}: tensor {tensor!r} has ne {list(ne)}, the model's {name} expects "
+                                 f"{list(want)} ({'n_ff, n_embd' if matrix == 'down' else 'n_embd, n_ff'}, "
+                                 f"n_expert)")
+            if ggml_type not in _gguf.TYPE_NAMES:
+                raise ValueError(f"{path}: tensor {tensor!r} is of ggml type {ggml_type}, which StrideWeave's expert "
+                                 f"feed-forward does not compute (it computes "
+                                 f"{', '.join(sorted(_gguf.GGML_TYPES))})")
+            types.add(_gguf.TYPE_NAMES[ggml_type])
+            sources[matrix] = GgufSource(path, tensor)
+        floats = types - set(QUANTIZED_TYPES)
+        if floats and (len(floats) > 1 or len(types) > 1):
+            raise ValueError(f"{path}: the experts of layer {layer} mix the types {sorted(types)}; a float layer "
+                             f"must be of one type")
+        dtype = torch.float32 if not floats else {"f32": torch.float32, "f16": torch.float16,
+                                                  "bf16": torch.bfloat16}[floats.pop()]
+        out[name] = (sources, dtype)
+    return out
+
+
+def _expert_weight(ckpt, sources, matrix, e, F):
+    """Expert e's `matrix` ("gate", "up" or "down") from the checkpoint, as
+    a torch (rows, K) tensor of its stored dtype: one expert read."""
+    if "gate_up" in sources:
+        if matrix == "down":
+            return ckpt.read(sources["down"][1], e)
+        gate_up = ckpt.read(sources["gate_up"][1], e)
+        return gate_up[:F] if matrix == "gate" else gate_up[F:]
+    return ckpt.read(sources[matrix][e][1])
+
+
+def _quantized_bytes(weight, qtype):
+    """The GGUF bytes of a (rows, K) weight quantized along K: each row's
+    blocks in turn, as llama.cpp stores a row."""
+    rows = weight.float().numpy()
+    q = _sw_tensor(rows.T, dtype=qtype)  # (K, rows), first mode fastest: each row's values in a column
+    return q.numpy().T.tobytes()
+
+
+def quantize_experts(model_dir, qtype, *, out=None, force=False, progress=None):
+    """Writes the routed experts of the checkpoint in `model_dir` as one GGUF
+    file of `qtype` (q8_0, q4_0, q4_k, q6_k or mxfp4) and returns its path:
+    `out`, by default MODEL_DIR/experts-<qtype>.gguf. Each MoE layer's
+    experts are llama.cpp's stacked tensors, blk.{l}.ffn_gate_exps.weight
+    and ffn_up_exps (ne n_embd, n_ff, n_expert) and ffn_down_exps (n_ff,
+    n_embd, n_expert), gate and up apart even where the checkpoint fuses
+    them; shared experts and every other weight stay in the checkpoint.
+    The experts are read and quantized one at a time (memory holds one
+    expert's matrix, never a layer), written as they are quantized, and the
+    file is renamed onto `out` once complete. `progress`, if given, is
+    called with a line of text after each layer.
+
+    ValueError for an unknown qtype, a model without routed experts or
+    rows that qtype's block does not divide; FileExistsError for an existing
+    `out` unless `force`; the checkpoint's errors as from_pretrained's."""
+    if not isinstance(qtype, str) or qtype.lower() not in QUANTIZED_TYPES:
+        raise ValueError(f"unknown quantized type {qtype!r}: one of {', '.join(QUANTIZED_TYPES)}")
+    qtype = qtype.lower()
+    ckpt = Checkpoint(model_dir)
+    config = transformers.AutoConfig.from_pretrained(ckpt.dir)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    modules = _experts_modules(model)
+    if not modules:
+        raise ValueError(f"{ckpt.dir}: {type(model).__name__} has no routed experts (no experts module with "
+                         f"gate_up_proj and down_proj parameters): nothing to quantize")
+    out = os.path.join(ckpt.dir, f"experts-{qtype}.gguf") if out is None else os.fspath(out)
+    if os.path.exists(out) and not force:
+        raise FileExistsError(errno.EEXIST, "the output file exists (force=True, or --force, replaces it)", out)
+    block = _gguf.BLOCKS[qtype][0]
+    renamed = _renamed_keys(model, ckpt)
+    layers, tensors = [], []
+    for name, module in modules:
+        E, F2, H = shape = tuple(module._parameters["gate_up_proj"].shape)
+        F = F2 // 2
+        sources = _expert_sources(name, shape, renamed, ckpt)
+        for matrix, k in (("gate and up", H), ("down", F)):
+            if k % block:
+                raise ValueError(f"{ckpt.dir}: the {matrix} rows of {name} have {k} values, which {qtype}'s blocks "
+                                 f"of {block} do not divide")
+        layer = _layer_of(name)
+        layers.append((layer, name, sources, E, F, H))
+        tensors += [(_gguf_name(layer, "gate"), qtype, (H, F, E)), (_gguf_name(layer, "up"), qtype, (H, F, E)),
+                    (_gguf_name(layer, "down"), qtype, (F, H, E))]
+    arch = _LLAMA_ARCH.get(config.model_type, config.model_type)
+    E, F, H = layers[0][3], layers[0][4], layers[0][5]
+    top_k = int(getattr(config, "num_experts_per_tok", None) or getattr(config, "top_k", None) or 1)
+    version = _lib.native.sw_version_string()
+    metadata = {
+        "general.architecture": arch,
+        "general.name": os.path.basename(os.path.abspath(ckpt.dir)),
+        "general.quantization_version": 2,
+        "general.quantized_by": f"StrideWeave {version}",
+        f"{arch}.block_count": int(config.num_hidden_layers),
+        f"{arch}.expert_count": E,
+        f"{arch}.expert_used_count": top_k,
+        f"{arch}.embedding_length": H,
+        f"{arch}.expert_feed_forward_length": F,
+        "strideweave.experts.source": os.path.abspath(ckpt.dir),
+        "strideweave.experts.source_model_type": config.model_type,
+        "strideweave.experts.type": qtype,
+        "strideweave.experts.quantizer": f"StrideWeave {version} astype({qtype!r}): ggml's reference "
+                                         f"rounding, no importance matrix",
+        "strideweave.experts.layer_count": len(layers),
+    }
+    tmp = f"{out}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            writer = _gguf.Writer(f, metadata, tensors)
+            for i, (layer, name, sources, E, F, H) in enumerate(layers):
+                t0 = time.perf_counter()
+                before = after = 0
+                for matrix in _GGUF_MATRICES:
+                    for e in range(E):
+                        weight = _expert_weight(ckpt, sources, matrix, e, F)
+                        data = _quantized_bytes(weight, qtype)
+                        before += weight.numel() * weight.element_size()
+                        after += len(data)
+                        writer.write(data)
+                if progress is not None:
+                    progress(f"layer {layer} ({i + 1}/{len(layers)} MoE layers): {E} experts, "
+                             f"{before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB of {qtype} in "
+                             f"{time.perf_counter() - t0:.2f} s")
+            writer.close()
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return out
 
 
 def _stored_expert_dtype(ckpt):
@@ -316,13 +532,14 @@ def _set_tensor(model, name, value):
 
 
 def offload_experts(model, model_dir, *, budget=0.25, tier="direct", dtype=None, prefetch=None, runtime=None,
-                    remote_endpoints=None):
+                    remote_endpoints=None, experts_gguf=None):
     """Offloads the routed experts of `model`, a transformers MoE model the
     caller built (for example with its parameters on the meta device), to
     the checkpoint in `model_dir`, and loads every other weight still on the
     meta device from it. Options and errors as for from_pretrained. Returns
     `model`."""
     _check_options(budget, tier, prefetch)
+    _check_gguf_tier(experts_gguf, tier)
     remote = _remote_of(tier, remote_endpoints)
     dtype = _as_torch_dtype(dtype)
     ckpt = model_dir if isinstance(model_dir, Checkpoint) else Checkpoint(model_dir)
@@ -334,10 +551,15 @@ def offload_experts(model, model_dir, *, budget=0.25, tier="direct", dtype=None,
     config = model.config
     top_k = int(getattr(config, "num_experts_per_tok", None) or getattr(config, "top_k", None) or 1)
     renamed = _renamed_keys(model, ckpt)
+    gguf = None if experts_gguf is None else _experts_file(experts_gguf, modules, model)
     plans = []
     for name, module in modules:
         activation = _check_module(name, module, getattr(module, "config", config))
         shape = tuple(module._parameters["gate_up_proj"].shape)
+        if gguf is not None:
+            sources, compute_dtype = gguf[name]
+            plans.append((name, module, activation, sources, compute_dtype, shape))
+            continue
         sources = _expert_sources(name, shape, renamed, ckpt)
         storage = {ckpt.entries[(v[1] if isinstance(v, tuple) else v[0][1])].dtype for v in sources.values()}
         if len(storage) != 1 or next(iter(storage)) not in _FLOAT_STORAGE:

@@ -1,9 +1,11 @@
 """python -m strideweave.hf generate MODEL_DIR [--budget 0.25] [--tier direct]
-[--max-new-tokens N] (--prompt-ids 1,2,3 | --prompt "text")
+[--experts-gguf PATH] [--max-new-tokens N] (--prompt-ids 1,2,3 | --prompt "text")
+python -m strideweave.hf quantize MODEL_DIR --type q4_k [--out PATH] [--force]
 
 Greedy generation with transformers' generate() from a Hugging Face MoE
-checkpoint whose routed experts stay in its files, with a progress line per
-token on stderr and the offload statistics at the end."""
+checkpoint whose routed experts stay in its files (or in a GGUF file of
+them that quantize writes), with a progress line per token on stderr and
+the offload statistics at the end."""
 import argparse
 import json
 import os
@@ -13,7 +15,7 @@ import time
 import torch
 import transformers
 
-from . import from_pretrained, stats
+from . import QUANTIZED_TYPES, from_pretrained, quantize_experts, stats
 
 
 def _budget(text):
@@ -50,13 +52,23 @@ def main(argv=None):
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt-ids", type=_ids, help="comma-separated token ids")
     src.add_argument("--prompt", help="a prompt string (needs a tokenizer in MODEL_DIR)")
+    g.add_argument("--experts-gguf", default=None, metavar="PATH",
+                   help="read the routed experts from this GGUF file (as quantize writes it) instead of the "
+                        "checkpoint, computed on its quantized blocks")
     g.add_argument("--json", action="store_true", help="print the statistics as one JSON line")
+    q = sub.add_parser("quantize", help="write a checkpoint's routed experts as one quantized GGUF file")
+    q.add_argument("model_dir")
+    q.add_argument("--type", required=True, metavar="TYPE", help=f"one of {', '.join(QUANTIZED_TYPES)}")
+    q.add_argument("--out", default=None, metavar="PATH", help="the GGUF file (default MODEL_DIR/experts-TYPE.gguf)")
+    q.add_argument("--force", action="store_true", help="replace an existing output file")
     o = p.parse_args(argv)
+    if o.command == "quantize":
+        return _quantize(o)
 
     t0 = time.perf_counter()
     try:
         model = from_pretrained(o.model_dir, budget=o.budget, tier=o.tier, dtype=o.dtype, prefetch=o.prefetch,
-                                remote_endpoints=o.remote_endpoints)
+                                remote_endpoints=o.remote_endpoints, experts_gguf=o.experts_gguf)
     except (OSError, ValueError, TypeError, NotImplementedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -71,8 +83,9 @@ def main(argv=None):
         ids = tokenizer(o.prompt, return_tensors="pt").input_ids
     else:
         ids = torch.tensor([o.prompt_ids], dtype=torch.long)
+    where = f", from {o.experts_gguf}" if o.experts_gguf else ""
     print(f"loaded {type(model).__name__} from {o.model_dir} in {load_s:.2f} s "
-          f"(experts offloaded, budget {o.budget}, tier {o.tier})", file=sys.stderr)
+          f"(experts offloaded{where}, budget {o.budget}, tier {o.tier})", file=sys.stderr)
 
     class Progress(transformers.generation.streamers.BaseStreamer):
         def __init__(self):
@@ -106,6 +119,21 @@ def main(argv=None):
           f"{t['wait_s']:.2f} s in expert calls; prefetch {t['prefetch_issued']} issued, {t['prefetch_used']} used")
     if o.json:
         print(json.dumps({"tokens": new, "seconds": gen_s, "load_seconds": load_s, "stats": s}))
+    return 0
+
+
+def _quantize(o):
+    t0 = time.perf_counter()
+    print(f"quantizing the routed experts of {o.model_dir} to {o.type}", file=sys.stderr)
+    try:
+        out = quantize_experts(o.model_dir, o.type, out=o.out, force=o.force,
+                               progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (OSError, ValueError, TypeError, NotImplementedError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({os.path.getsize(out) / 2**20:.1f} MiB) in {time.perf_counter() - t0:.2f} s",
+          file=sys.stderr)
+    print(out)
     return 0
 
 

@@ -125,22 +125,30 @@ class Checkpoint:
                     raise DataCorruptError(f"{os.path.join(self.dir, name)}: has no tensor {key!r}, which "
                                            f"{INDEX_NAME} places there")
 
-    def read(self, key):
+    def read(self, key, index=None):
         """The tensor `key` as a torch tensor of its stored dtype (one pread,
-        no mapping of the file)."""
+        no mapping of the file); with `index`, only `key[index]` (one slice
+        along its first dimension, an expert of a stacked tensor)."""
         entry = self.entries[key]
         if entry.dtype not in TORCH_DTYPES:
             raise StrideWeaveNotImplementedError(f"{entry.path}: tensor {key!r} is {entry.dtype}, which "
                                                  f"strideweave.hf does not load")
         dtype = TORCH_DTYPES[entry.dtype]
-        buf = bytearray(entry.nbytes)
+        shape, offset, nbytes = entry.shape, entry.offset, entry.nbytes
+        if index is not None:
+            if not shape or not 0 <= index < shape[0]:
+                raise IndexError(f"{entry.path}: tensor {key!r} of shape {list(shape)} has no slice {index}")
+            nbytes //= shape[0]
+            offset += index * nbytes
+            shape = shape[1:]
+        buf = bytearray(nbytes)
         with open(entry.path, "rb", buffering=0) as f:
-            got = f.readinto(memoryview(buf)) if f.seek(entry.offset) == entry.offset else 0
-        if got != entry.nbytes:
+            got = f.readinto(memoryview(buf)) if f.seek(offset) == offset else 0
+        if got != nbytes:
             raise DataCorruptError(f"{entry.path}: truncated while reading tensor {key!r}")
-        if entry.nbytes == 0:
-            return torch.empty(entry.shape, dtype=dtype)
-        return torch.frombuffer(buf, dtype=dtype).reshape(entry.shape)
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
 TORCH_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,

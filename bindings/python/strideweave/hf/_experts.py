@@ -24,6 +24,16 @@ TIERS = ("direct", "page-cache", "zstd", "remote")
 _SW_DTYPES = {torch.float32: _dtypes.float32, torch.float16: _dtypes.float16, torch.bfloat16: _dtypes.bfloat16}
 
 
+class GgufSource:
+    """One stacked expert tensor of a GGUF file (llama.cpp's
+    blk.{l}.ffn_{gate,up,down}_exps.weight), one expert per tile."""
+
+    __slots__ = ("path", "name")
+
+    def __init__(self, path, name):
+        self.path, self.name = path, name
+
+
 class MatrixTier:
     """One matrix kind (gate_up, gate, up or down) of a layer's experts: a
     TiledEvictable of one expert per tile over the checkpoint file(s), its
@@ -32,20 +42,23 @@ class MatrixTier:
     __slots__ = ("name", "tiled", "full", "policy", "tile_bytes")
 
     def __init__(self, name, sources, *, tier, budget_tiles, runtime, remote=None):
-        """`sources`: (path, key) of a fused tensor holding every expert, or
-        a list of (path, key), one tensor per expert in expert order (the
-        per-expert Hub keys, possibly spread over several shards). `remote`:
-        with tier "remote", (endpoints, namespace) of the servers the
-        experts are seeded into."""
+        """`sources`: (path, key) of a fused tensor holding every expert, a
+        list of (path, key), one tensor per expert in expert order (the
+        per-expert Hub keys, possibly spread over several shards), or a
+        GgufSource. `remote`: with tier "remote", (endpoints, namespace) of
+        the servers the experts are seeded into."""
         self.name = name
         direct = tier == "direct"
-        if isinstance(sources, tuple):
-            path, names = sources
+        if isinstance(sources, GgufSource):
+            ft = carriers.File.open_gguf(sources.path, sources.name, direct_io=direct, runtime=runtime)
         else:
-            paths = [p for p, _ in sources]
-            names = [k for _, k in sources]
-            path = paths[0] if len(set(paths)) == 1 else paths
-        ft = carriers.File.open_safetensors(path, names, direct_io=direct, runtime=runtime)
+            if isinstance(sources, tuple):
+                path, names = sources
+            else:
+                paths = [p for p, _ in sources]
+                names = [k for _, k in sources]
+                path = paths[0] if len(set(paths)) == 1 else paths
+            ft = carriers.File.open_safetensors(path, names, direct_io=direct, runtime=runtime)
         self.policy = LRUPolicy(budget_tiles)
         if tier == "zstd":
             self.tiled = _compressed(ft, self.policy)
@@ -55,7 +68,8 @@ class MatrixTier:
             self.tiled = ft.tiled(residency_policy=self.policy)
         self.full = self.tiled.full_tensor()
         tile = self.tiled.tile_shape
-        self.tile_bytes = tile[0] * tile[1] * ft.dtype.itemsize
+        dt = ft.dtype
+        self.tile_bytes = tile[0] // dt.block_elements * dt.block_bytes * tile[1]
 
     @property
     def experts(self):
