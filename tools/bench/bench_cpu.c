@@ -30,7 +30,10 @@
 #ifdef SW_BENCH_CBLAS
 #include <cblas.h>
 #endif
+#include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,6 +471,306 @@ static quant_result_t bench_quant_decode(sw_runtime_t* rt, sw_dtype_t dtype, int
   return res;
 }
 
+/* ---- ggml's quantized vec_dot: the quantized decode's peer ---------------------- */
+
+/* With --ggml DIR (a directory holding libggml-base.so and libggml-cpu.so,
+ * tools/bench/bench_cpu.py finds one), the quantized decode is also timed
+ * with ggml's own kernel on the same weight bytes: per product, x is
+ * quantized with the CPU type traits' from_float into the vec_dot type
+ * (Q8_0 or Q8_K), then vec_dot runs over the N rows (the weight's columns,
+ * K/block blocks each, the bytes StrideWeave multiplies), split in halves
+ * across 2 threads that meet at a spinning barrier after the quantization
+ * and after the rows, as ggml's mul_mat does. This is the plain vec_dot
+ * path, not the repacked buffers llama.cpp may use for some types.
+ *
+ * The library is loaded at run time, so the tool needs no ggml headers; the
+ * declarations below mirror ggml.h / ggml-cpu.h (ggml_type values are
+ * GGUF's, fixed). */
+typedef void (*ggml_from_float_fn)(const float* x, void* y, int64_t k);
+typedef void (*ggml_vec_dot_fn)(int n, float* s, size_t bs, const void* x, size_t bx, const void* y, size_t by,
+                                int nrc);
+typedef struct ggml_traits_cpu_t {
+  ggml_from_float_fn from_float;
+  ggml_vec_dot_fn vec_dot;
+  int vec_dot_type; /* enum ggml_type */
+  int64_t nrows;
+} ggml_traits_cpu_t;
+
+typedef struct ggml_peer_t {
+  int available;
+  char reason[512], version[64];
+  const ggml_traits_cpu_t* (*traits)(int);
+  const char* (*type_name)(int);
+  int64_t (*blck_size)(int);
+  size_t (*type_size)(int);
+} ggml_peer_t;
+
+/* `text` for a JSON string: quotes, backslashes and control characters
+ * become spaces (reasons are dlerror() messages and paths). Two calls may
+ * share one printf. */
+static const char* json_safe(const char* text) {
+  static char bufs[2][512];
+  static int which;
+  char* b = bufs[which ^= 1];
+  size_t i = 0;
+  for (; text && text[i] && i + 1 < sizeof bufs[0]; ++i)
+    b[i] = (text[i] == '"' || text[i] == '\\' || (unsigned char)text[i] < 0x20) ? ' ' : text[i];
+  b[i] = 0;
+  return b;
+}
+
+static int ggml_type_of(sw_dtype_t dtype, const char** name) {
+  switch (dtype) {
+    case SW_DTYPE_Q8_0: *name = "q8_0"; return 8;
+    case SW_DTYPE_Q4_0: *name = "q4_0"; return 2;
+    case SW_DTYPE_Q4_K: *name = "q4_K"; return 12;
+    case SW_DTYPE_Q6_K: *name = "q6_K"; return 14;
+    case SW_DTYPE_MXFP4: *name = "mxfp4"; return 39;
+    default: *name = "?"; return -1;
+  }
+}
+
+static void ggml_peer_open(ggml_peer_t* p, const char* dir) {
+  memset(p, 0, sizeof *p);
+  if (!dir) {
+    snprintf(p->reason, sizeof p->reason, "no --ggml DIR given");
+    return;
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/libggml-base.so", dir);
+  void* base = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+  if (!base) {
+    snprintf(p->reason, sizeof p->reason, "cannot load %s: %s", path, dlerror());
+    return;
+  }
+  snprintf(path, sizeof path, "%s/libggml-cpu.so", dir);
+  void* cpu = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+  if (!cpu) {
+    snprintf(p->reason, sizeof p->reason, "cannot load %s: %s", path, dlerror());
+    return;
+  }
+  void (*cpu_init)(void) = (void (*)(void))dlsym(cpu, "ggml_cpu_init");
+  p->traits = (const ggml_traits_cpu_t* (*)(int))dlsym(cpu, "ggml_get_type_traits_cpu");
+  p->type_name = (const char* (*)(int))dlsym(base, "ggml_type_name");
+  p->blck_size = (int64_t(*)(int))dlsym(base, "ggml_blck_size");
+  p->type_size = (size_t(*)(int))dlsym(base, "ggml_type_size");
+  if (!cpu_init || !p->traits || !p->type_name || !p->blck_size || !p->type_size) {
+    snprintf(p->reason, sizeof p->reason, "%s lacks ggml_cpu_init or ggml_get_type_traits_cpu (too old a ggml)", dir);
+    return;
+  }
+  const char* (*version)(void) = (const char* (*)(void))dlsym(base, "ggml_version");
+  snprintf(p->version, sizeof p->version, "%s", version ? version() : "unknown");
+  cpu_init();
+  p->available = 1;
+}
+
+/* Why ggml cannot multiply `dtype` here, or NULL when it can. */
+static const char* ggml_type_missing(const ggml_peer_t* p, sw_dtype_t dtype) {
+  const char* name;
+  const int type = ggml_type_of(dtype, &name);
+  if (!p->available) return p->reason;
+  /* ggml_type_name gives "NONE" past the version's last type. */
+  if (type < 0 || strcmp(p->type_name(type), name) != 0) return "this ggml has no such type";
+  if (p->blck_size(type) != (int64_t)sw_dtype_block_elements(dtype) ||
+      p->type_size(type) != sw_dtype_block_bytes(dtype))
+    return "ggml's block differs from StrideWeave's";
+  const ggml_traits_cpu_t* tr = p->traits(type);
+  if (!tr->vec_dot || !p->traits(tr->vec_dot_type)->from_float) return "no CPU vec_dot for this type";
+  return NULL;
+}
+
+/* A barrier the threads spin on, as ggml's thread pool does inside a graph. */
+typedef struct spin_barrier_t {
+  atomic_int arrived, phase;
+  int n;
+} spin_barrier_t;
+
+static void spin_barrier_wait(spin_barrier_t* b) {
+  const int phase = atomic_load_explicit(&b->phase, memory_order_acquire);
+  if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) == b->n - 1) {
+    atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->phase, phase + 1, memory_order_release);
+    return;
+  }
+  while (atomic_load_explicit(&b->phase, memory_order_acquire) == phase) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+typedef struct ggml_team_t ggml_team_t;
+typedef struct ggml_worker_arg_t {
+  ggml_team_t* team;
+  int index;
+} ggml_worker_arg_t;
+
+struct ggml_team_t {
+  int threads, quit;
+  pthread_t ids[MAX_THREADS];
+  ggml_worker_arg_t args[MAX_THREADS];
+  pthread_barrier_t start, done; /* between passes the workers sleep */
+  spin_barrier_t spin;           /* within a pass they spin */
+  const ggml_traits_cpu_t* tr;
+  ggml_from_float_fn from_float;
+  int k, n, copies;
+  size_t row_bytes;
+  unsigned char* const* w;
+  const float* x;
+  void* xq;
+  float* out;
+};
+
+/* One pass over the copies: thread `index`'s rows of each product. */
+static void ggml_pass(ggml_team_t* t, int index) {
+  const int b = t->n * index / t->threads, e = t->n * (index + 1) / t->threads;
+  for (int c = 0; c < t->copies; ++c) {
+    if (index == 0) t->from_float(t->x, t->xq, t->k);
+    if (t->threads > 1) spin_barrier_wait(&t->spin);
+    const unsigned char* w = t->w[c];
+    for (int j = b; j < e; ++j) t->tr->vec_dot(t->k, &t->out[j], 0, w + (size_t)j * t->row_bytes, 0, t->xq, 0, 1);
+    if (t->threads > 1) spin_barrier_wait(&t->spin);
+  }
+}
+
+static void* ggml_worker(void* p) {
+  ggml_worker_arg_t* a = p;
+  for (;;) {
+    pthread_barrier_wait(&a->team->start);
+    if (a->team->quit) return NULL;
+    ggml_pass(a->team, a->index);
+    pthread_barrier_wait(&a->team->done);
+  }
+}
+
+typedef struct ggml_result_t {
+  const char* missing; /* NULL when timed */
+  double gbs, best;
+  double check; /* max over the N outputs of |StrideWeave - ggml| / the allowance; <= 1 passes */
+} ggml_result_t;
+
+/* Times ggml on `copies` weights of `dtype` made as bench_quant_decode makes
+ * them (the same seeds: the same bytes), after checking that its products
+ * agree with StrideWeave's on the first: each side is within the bound of
+ * docs/quantization.md ("Error bound") of the exact product of x and the
+ * dequantized weights, so the two may differ by the sum of the bounds,
+ * sum over x's blocks b of (d_b / 2 + d'_b / 2) * sum_{i in b} |w_ij|, with
+ * d'_b ggml's block scale (for a Q8_0 x block stored in f16, whose rounding
+ * moves each value by up to 127 * 2^-11 d_b more: d'_b = 1.125 d_b), plus
+ * 2e-5 * sum_i |x_i w_ij| for the f32 sums. */
+static ggml_result_t bench_ggml_decode(sw_runtime_t* rt, const ggml_peer_t* p, sw_dtype_t dtype, int copies,
+                                       int threads, int reps) {
+  ggml_result_t res = {ggml_type_missing(p, dtype), 0, 0, 0};
+  if (res.missing) return res;
+  const char* name;
+  const int type = ggml_type_of(dtype, &name);
+  const int64_t k = 4096, n = 1024;
+  const ggml_traits_cpu_t* tr = p->traits(type);
+  const int qtype = tr->vec_dot_type;
+  const size_t row_bytes = (size_t)k / (size_t)sw_dtype_block_elements(dtype) * sw_dtype_block_bytes(dtype);
+  const size_t weight_bytes = row_bytes * (size_t)n;
+  sw_tensor_t* a = matrix_of(rt, SW_DTYPE_F32, 1, k, 1);
+  sw_tensor_t** w = malloc((size_t)copies * sizeof *w);
+  unsigned char** wb = malloc((size_t)copies * sizeof *wb);
+  for (int c = 0; c < copies; ++c) {
+    w[c] = quant_matrix(rt, dtype, k, n, 2 + (uint64_t)c);
+    wb[c] = (unsigned char*)host_pointer(w[c]);
+  }
+  float* x = malloc((size_t)k * sizeof *x);
+  CHECK(sw_tensor_read(a, x, (size_t)k * sizeof *x));
+  void* xq = alloc_pages((size_t)k / (size_t)p->blck_size(qtype) * p->type_size(qtype) + 64);
+  float* out = alloc_pages((size_t)n * sizeof *out);
+
+  ggml_team_t* team = alloc_pages(sizeof(ggml_team_t));
+  memset(team, 0, sizeof *team);
+  team->threads = threads;
+  team->tr = tr;
+  team->from_float = p->traits(qtype)->from_float;
+  team->k = (int)k;
+  team->n = (int)n;
+  team->row_bytes = row_bytes;
+  team->w = wb;
+  team->x = x;
+  team->xq = xq;
+  team->out = out;
+  team->spin.n = threads;
+
+  { /* the check, on the first copy */
+    team->threads = 1;
+    team->copies = 1;
+    ggml_pass(team, 0);
+    team->threads = threads;
+    sw_tensor_t* y = NULL;
+    sw_tensor_t* wf = NULL;
+    CHECK(sw_matmul(a, w[0], &y));
+    CHECK(sw_tensor_to_dtype(w[0], SW_DTYPE_F32, &wf));
+    float* ys = malloc((size_t)n * sizeof *ys);
+    float* deq = malloc((size_t)(k * n) * sizeof *deq); /* (K, N), K fastest: column j at j * K */
+    CHECK(sw_tensor_read(y, ys, (size_t)n * sizeof *ys));
+    CHECK(sw_tensor_read(wf, deq, (size_t)(k * n) * sizeof *deq));
+    const int xb = (qtype == 15) ? 256 : 32; /* Q8_K or Q8_0 blocks of x */
+    const double ggml_scale = (qtype == 15) ? 1.0 : 1.125;
+    for (int64_t j = 0; j < n; ++j) {
+      double allowance = 0, abs_sum = 0;
+      for (int64_t b0 = 0; b0 < k; b0 += xb) {
+        double amax = 0, wsum = 0;
+        for (int64_t i = b0; i < b0 + xb; ++i) {
+          const double xi = fabs((double)x[i]), wi = fabs((double)deq[j * k + i]);
+          amax = xi > amax ? xi : amax;
+          wsum += wi;
+          abs_sum += xi * wi;
+        }
+        allowance += (amax / 127.0) * 0.5 * (1.0 + ggml_scale) * wsum;
+      }
+      allowance += 2e-5 * abs_sum;
+      const double r = fabs((double)ys[j] - (double)out[j]) / (allowance > 0 ? allowance : 1e-30);
+      if (!(r <= res.check)) res.check = r; /* NaN sticks */
+    }
+    free(deq);
+    free(ys);
+    sw_tensor_release(wf);
+    sw_tensor_release(y);
+  }
+
+  /* The runtime's compute threads may spin a while after its last product:
+   * let them park before timing ggml's threads. */
+  const struct timespec settle = {0, 50 * 1000 * 1000};
+  nanosleep(&settle, NULL);
+  team->copies = copies;
+  pthread_barrier_init(&team->start, NULL, (unsigned)threads);
+  pthread_barrier_init(&team->done, NULL, (unsigned)threads);
+  for (int i = 1; i < threads; ++i) {
+    team->args[i] = (ggml_worker_arg_t){team, i};
+    pthread_create(&team->ids[i], NULL, ggml_worker, &team->args[i]);
+  }
+  double t[BENCH_MAX_REPS];
+  for (int r = -2; r < reps; ++r) {
+    if (threads > 1) pthread_barrier_wait(&team->start);
+    const double t0 = now_seconds();
+    ggml_pass(team, 0);
+    const double s = (now_seconds() - t0) / copies;
+    if (threads > 1) pthread_barrier_wait(&team->done);
+    if (r >= 0) t[r] = s;
+  }
+  team->quit = 1;
+  if (threads > 1) pthread_barrier_wait(&team->start);
+  for (int i = 1; i < threads; ++i) pthread_join(team->ids[i], NULL);
+  pthread_barrier_destroy(&team->start);
+  pthread_barrier_destroy(&team->done);
+  res.gbs = (double)weight_bytes / median(t, reps) * 1e-9;
+  res.best = (double)weight_bytes / fastest(t, reps) * 1e-9;
+
+  free(team);
+  free(out);
+  free(xq);
+  free(x);
+  for (int c = 0; c < copies; ++c) sw_tensor_release(w[c]);
+  free(wb);
+  free(w);
+  sw_tensor_release(a);
+  return res;
+}
+
 /* The DRAM read roof of the decode shapes: N threads summing 768 MiB, the
  * bytes the decode figures rotate through (64 MiB may sit in a large
  * last-level cache). */
@@ -547,12 +850,15 @@ static void usage(void) {
           "usage: OPENBLAS_NUM_THREADS=N bench_cpu --threads N [--reps R] [--mib M]\n"
           "  --threads N  compute threads of the runtime (and, through the environment, of the informational OpenBLAS)\n"
           "  --reps R     timed repetitions per figure, median reported (default 15, at most 255)\n"
-          "  --mib M      size of each elementwise operand in MiB (default 64)\n");
+          "  --mib M      size of each elementwise operand in MiB (default 64)\n"
+          "  --ggml DIR   also time ggml's vec_dot on the quantized decode weights, DIR holding libggml-base.so\n"
+          "               and libggml-cpu.so\n");
   exit(2);
 }
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 15, mib = 64;
+  const char* ggml_dir = NULL;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = atoi(argv[++i]);
@@ -560,6 +866,8 @@ int main(int argc, char** argv) {
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
       mib = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ggml") && i + 1 < argc)
+      ggml_dir = argv[++i];
     else
       usage();
   }
@@ -599,6 +907,12 @@ int main(int argc, char** argv) {
     mm[i].blas_best = b.blas_best;
   }
 #endif
+  /* ggml after every StrideWeave figure, as the system BLAS. */
+  ggml_peer_t ggml;
+  ggml_peer_open(&ggml, ggml_dir);
+  ggml_result_t gq[QUANT_DTYPES];
+  for (int i = 0; i < QUANT_DTYPES; ++i)
+    gq[i] = bench_ggml_decode(rt, &ggml, kQuantDtypes[i], qd[i].copies, threads, reps);
   sw_runtime_release(rt);
   const double load_after = load_average();
   printf("load average (1 min, this benchmark included): %.2f before, %.2f after\n", load_before, load_after);
@@ -612,6 +926,19 @@ int main(int argc, char** argv) {
   for (int i = 0; i < QUANT_DTYPES; ++i)
     printf("  %-8s %4d copies %8.2f %8.3f   best %8.2f\n", sw_dtype_name(qd[i].dtype), qd[i].copies, qd[i].gbs,
            qd[i].gbs / dram_gbs, qd[i].best);
+  if (ggml.available) {
+    printf("  ggml %s peer (from_float + vec_dot per row, %d thread(s)), same weight bytes:\n", ggml.version, threads);
+    printf("    dtype      ggml GB/s   best   StrideWeave/ggml   check (|SW - ggml| / bound, <= 1)\n");
+    for (int i = 0; i < QUANT_DTYPES; ++i) {
+      if (gq[i].missing)
+        printf("    %-8s   not timed: %s\n", sw_dtype_name(qd[i].dtype), gq[i].missing);
+      else
+        printf("    %-8s %11.2f %6.2f %18.3f   %.2g %s\n", sw_dtype_name(qd[i].dtype), gq[i].gbs, gq[i].best,
+               qd[i].gbs / gq[i].gbs, gq[i].check, gq[i].check <= 1.0 ? "ok" : "FAIL");
+    }
+  } else {
+    printf("  ggml peer: not available (%s)\n", ggml.reason);
+  }
   printf("\nexperts: %lld of (%lld, %lld) f32, x (%lld, %lld) shared, ms per batched matmul\n", (long long)ex.s,
          (long long)ex.i, (long long)ex.o, (long long)ex.m, (long long)ex.i);
   printf("  one block per expert, (S, I, O) view  %8.2f\n", ex.view_ms);
@@ -639,10 +966,18 @@ int main(int argc, char** argv) {
            (long long)mm[i].shape->k, (long long)mm[i].shape->n, mm[i].shape->decode ? "true" : "false", mm[i].copies,
            mm[i].sw_gflops, mm[i].sw_best, mm[i].sw_weight_gbs, mm[i].blas_gflops, mm[i].blas_best);
   printf("], \"quant_decode\": [");
-  for (int i = 0; i < QUANT_DTYPES; ++i)
-    printf("%s{\"dtype\": \"%s\", \"copies\": %d, \"gbs\": %.3f, \"best\": %.3f}", i ? ", " : "",
+  for (int i = 0; i < QUANT_DTYPES; ++i) {
+    printf("%s{\"dtype\": \"%s\", \"copies\": %d, \"gbs\": %.3f, \"best\": %.3f", i ? ", " : "",
            sw_dtype_name(qd[i].dtype), qd[i].copies, qd[i].gbs, qd[i].best);
-  printf("], \"experts\": {\"s\": %lld, \"m\": %lld, \"i\": %lld, \"o\": %lld, \"view_ms\": %.3f, \"plain_ms\": %.3f, "
+    if (ggml.available && !gq[i].missing)
+      printf(", \"ggml_gbs\": %.3f, \"ggml_best\": %.3f, \"ggml_check\": %.5f", gq[i].gbs, gq[i].best, gq[i].check);
+    else
+      printf(", \"ggml_missing\": \"%s\"", json_safe(gq[i].missing));
+    printf("}");
+  }
+  printf("], \"ggml\": {\"available\": %s, \"version\": \"%s\", \"reason\": \"%s\"", ggml.available ? "true" : "false",
+         json_safe(ggml.version), json_safe(ggml.available ? "" : ggml.reason));
+  printf("}, \"experts\": {\"s\": %lld, \"m\": %lld, \"i\": %lld, \"o\": %lld, \"view_ms\": %.3f, \"plain_ms\": %.3f, "
          "\"interleaved_ms\": %.3f}",
          (long long)ex.s, (long long)ex.m, (long long)ex.i, (long long)ex.o, ex.view_ms, ex.plain_ms,
          ex.interleaved_ms);

@@ -27,6 +27,17 @@ PyTorch tensors' memory, taken without a copy; the calls of the two
 libraries alternate. Target (the row-major issue's): >= 0.90x PyTorch at
 every shape, dtype and thread count.
 
+The quantized decode has ggml as its peer where a libggml with its CPU
+backend can be had, looked for in this order: the llama_cpp package's
+bundled libraries (pip install llama-cpp-python compiles them); the
+directory of $STRIDEWEAVE_TEST_LIBGGML (a directory, or one of the
+libraries in it, holding libggml-base.so and libggml-cpu.so); the build
+tools/bench/build_ggml.sh leaves under ~/.cache/strideweave/ggml-VERSION/.
+The C tool loads it and times ggml's from_float + vec_dot over the rows of
+the same weight bytes (see bench_cpu.c); without one, the table says
+"ggml peer: not available (why)". Informational: StrideWeave/ggml is shown,
+with no target.
+
 Ratios are taken per run, StrideWeave over the peer, and the summary prints
 their medians over the runs, "ok" or "MISS" against the targets:
 f32 >= 0.90x PyTorch at every shape; bf16 >= 0.80x PyTorch on the MoE and
@@ -35,11 +46,12 @@ weight bytes; elementwise >= 0.70x the read roof; the Python path >= 0.90x
 PyTorch. The system cblas_sgemm and
 NumPy rows are informational.
 
-    python3 tools/bench/bench_cpu.py [--build build] [--runs 3] [--reps 15] [--no-python]
+    python3 tools/bench/bench_cpu.py [--build build] [--runs 3] [--reps 15] [--no-python] [--no-ggml]
 
 Exits 0 whether or not the targets are met; the last line is SUMMARY_JSON.
 """
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -62,6 +74,53 @@ PYTHON_LAYOUTS = ("row-major", "linear")
 PYTHON_SAMPLE_S = 0.02  # each sample of the Python path: passes over the weight copies lasting about this long
 PYTHON_SETTLE_S = 0.02  # pause before each sample, for the other library's spinning threads to park
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+GGML_LIBS = ("libggml-base.so", "libggml-cpu.so")
+
+
+def ggml_version(root):
+    """The llama-cpp-python version whose ggml build_ggml.sh builds."""
+    env = os.environ.get("STRIDEWEAVE_GGML_VERSION")
+    if env:
+        return env
+    with open(os.path.join(root, "tools", "bench", "build_ggml.sh")) as f:
+        found = re.search(r"STRIDEWEAVE_GGML_VERSION:-([^}]+)\}", f.read())
+    return found.group(1) if found else "?"
+
+
+def ggml_cache_dir(root):
+    return os.path.join(os.path.expanduser("~"), ".cache", "strideweave", "ggml-" + ggml_version(root), "lib")
+
+
+def find_ggml(root):
+    """(directory holding libggml-base.so and libggml-cpu.so, where it came
+    from), or (None, why there is none)."""
+    def has_libs(d):
+        return all(os.path.exists(os.path.join(d, lib)) for lib in GGML_LIBS)
+
+    why = []
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.origin:
+        why.append("llama_cpp not installed")
+    else:
+        d = os.path.join(os.path.dirname(spec.origin), "lib")
+        if has_libs(d):
+            return d, "llama_cpp package"
+        why.append("llama_cpp's %s lacks %s" % (d, " or ".join(GGML_LIBS)))
+    env = os.environ.get("STRIDEWEAVE_TEST_LIBGGML")
+    if not env:
+        why.append("STRIDEWEAVE_TEST_LIBGGML unset")
+    else:
+        d = env if os.path.isdir(env) else os.path.dirname(os.path.abspath(env))
+        if has_libs(d):
+            return d, "STRIDEWEAVE_TEST_LIBGGML"
+        why.append("STRIDEWEAVE_TEST_LIBGGML=%s: no %s in %s" % (env, " and ".join(GGML_LIBS), d))
+    d = ggml_cache_dir(root)
+    if has_libs(d) and os.path.exists(os.path.join(d, ".complete")):
+        return d, "tools/bench/build_ggml.sh's build"
+    why.append("no build in %s (bash tools/bench/build_ggml.sh makes one)" % os.path.dirname(d))
+    return None, "; ".join(why)
 
 
 def torch_target(dtype, shape_name):
@@ -164,11 +223,13 @@ def torch_config():
     return "PyTorch %s (f32 on BLAS %s, bf16 on %s)" % (torch.__version__, blas, dnnl)
 
 
-def run_c_tool(exe, threads, reps, mib):
+def run_c_tool(exe, threads, reps, mib, ggml_dir=None):
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = str(threads)
-    proc = subprocess.run([exe, "--threads", str(threads), "--reps", str(reps), "--mib", str(mib)], env=env,
-                          capture_output=True, text=True)
+    cmd = [exe, "--threads", str(threads), "--reps", str(reps), "--mib", str(mib)]
+    if ggml_dir:
+        cmd += ["--ggml", ggml_dir]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit("bench_cpu failed (%d):\n%s%s" % (proc.returncode, proc.stdout, proc.stderr))
     for line in proc.stdout.splitlines():
@@ -311,6 +372,7 @@ def main():
     parser.add_argument("--mib", type=int, default=64, help="elementwise operand size in MiB")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     parser.add_argument("--no-python", action="store_true", help="skip the Python path (sw.matmul on PyTorch tensors)")
+    parser.add_argument("--no-ggml", action="store_true", help="do not time ggml's kernels on the quantized weights")
     parser.add_argument("--numpy-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.numpy_worker:
@@ -331,12 +393,14 @@ def main():
         print("Python path skipped: %s" % ("no PyTorch" if not tconf else "no strideweave package in %s"
                                            % os.path.join(args.build, "bindings", "python")))
     inputs = PythonInputs() if sw is not None else None
+    ggml_dir, ggml_from = (None, "skipped with --no-ggml") if args.no_ggml else find_ggml(root)
+    print("ggml peer: %s" % ("%s (%s)" % (ggml_dir, ggml_from) if ggml_dir else "not available (%s)" % ggml_from))
 
     runs = {t: [] for t in THREADS}  # threads -> [(c_json, torch, numpy)]
     py_runs = {t: [] for t in THREADS}  # threads -> [[python rows]]
     for run in range(args.runs):
         for t in THREADS:
-            text, c = run_c_tool(exe, t, args.reps, args.mib)
+            text, c = run_c_tool(exe, t, args.reps, args.mib, ggml_dir)
             shapes = [m for m in c["matmul"] if m["dtype"] == "f32"]
             reps = max(3, args.reps // 2)
             tor = torch_matmul(shapes, t, reps) if tconf else {}
@@ -404,9 +468,16 @@ def main():
             print(line)
             summary["matmul"].append(item)
     summary["quant_decode"] = []
+    gj = runs[THREADS[0]][0][0].get("ggml") or {}
+    if ggml_dir and gj.get("available"):
+        summary["ggml"] = {"available": True, "lib": ggml_dir, "from": ggml_from, "version": gj.get("version")}
+    else:
+        summary["ggml"] = {"available": False, "reason": gj.get("reason") if ggml_dir else ggml_from}
     if "quant_decode" in runs[THREADS[0]][0][0]:
-        print("\nquantized decode 1x4096->1024: GB/s of quantized weight bytes (x f32), / DRAM read roof")
-        print("threads dtype    GB/s    roof   /roof   best  target >= %.2f" % DECODE_ROOF_TARGET)
+        print("\nquantized decode 1x4096->1024: GB/s of quantized weight bytes (x f32), / DRAM read roof; "
+              "ggml's vec_dot on the same bytes (informational)")
+        print("threads dtype    GB/s    roof   /roof   best  target >= %.2f   ggml GB/s  SW/ggml   best  check"
+              % DECODE_ROOF_TARGET)
         for t in THREADS:
             for first in runs[t][0][0]["quant_decode"]:
                 rows = [(next(q for q in c["quant_decode"] if q["dtype"] == first["dtype"]), c["roof"]["dram_read_gbs"])
@@ -414,10 +485,29 @@ def main():
                 item = {"threads": t, "dtype": first["dtype"], "gbs": med(q["gbs"] for q, _ in rows),
                         "read_roof_gbs": med(r for _, r in rows), "ratio_roof": med(q["gbs"] / r for q, r in rows),
                         "ratio_roof_best": med(q["best"] / r for q, r in rows)}
-                print("%7d %-6s %7.2f %7.2f %7.3f %6.3f  %s" % (t, item["dtype"], item["gbs"], item["read_roof_gbs"],
-                                                               item["ratio_roof"], item["ratio_roof_best"],
-                                                               verdict(item["ratio_roof"], DECODE_ROOF_TARGET)))
+                line = "%7d %-6s %7.2f %7.2f %7.3f %6.3f  %-15s" % (
+                    t, item["dtype"], item["gbs"], item["read_roof_gbs"], item["ratio_roof"], item["ratio_roof_best"],
+                    verdict(item["ratio_roof"], DECODE_ROOF_TARGET))
+                if all("ggml_gbs" in q for q, _ in rows):
+                    item["ggml_gbs"] = med(q["ggml_gbs"] for q, _ in rows)
+                    item["ratio_ggml"] = med(q["gbs"] / q["ggml_gbs"] for q, _ in rows)
+                    item["ratio_ggml_best"] = med(q["best"] / q["ggml_best"] for q, _ in rows)
+                    item["ggml_check"] = max(q["ggml_check"] for q, _ in rows)
+                    line += " %10.2f %8.3f %6.3f  %s" % (item["ggml_gbs"], item["ratio_ggml"], item["ratio_ggml_best"],
+                                                        "ok" if item["ggml_check"] <= 1.0 else "FAIL %.3g"
+                                                        % item["ggml_check"])
+                else:
+                    item["ggml_missing"] = (rows[0][0].get("ggml_missing") if summary["ggml"]["available"]
+                                            else summary["ggml"]["reason"])
+                    line += " ggml: %s" % (item["ggml_missing"] if summary["ggml"]["available"]
+                                           else "not available (below)")
+                print(line)
                 summary["quant_decode"].append(item)
+        if summary["ggml"]["available"]:
+            print("ggml peer: ggml %s from %s (%s); check: |StrideWeave - ggml| over the bound both keep "
+                  "(docs/quantization.md), <= 1" % (summary["ggml"]["version"], ggml_dir, ggml_from))
+        else:
+            print("ggml peer: not available (%s)" % summary["ggml"]["reason"])
     if inputs is not None:
         print("\nPython path: sw.matmul(sw.from_dlpack(x), weight) on the PyTorch tensors' memory vs torch.matmul on "
               "them, GFLOP/s (decode: weight GB/s)")

@@ -5,7 +5,7 @@ BENCH_JSON / SUMMARY_JSON line the tools printed, the figures, peer figures
 and ratios taken from them, and the machine).
 
     python3 tools/bench/report.py [--build build] [--out bench-report]
-                                  [--only NAME ...] [--timeout 900]
+                                  [--only NAME ...] [--timeout 900] [--no-ggml-build]
 
 tools/run_benchmarks.sh installs the dependencies, builds the release and
 runs this. Each benchmark runs at its tool's default size, spelled out in
@@ -14,6 +14,12 @@ other work loads them); each tool's full output goes to
 bench-report/logs/NAME.txt. A benchmark that is not built, cannot run here (no
 Vulkan driver, no Python bindings), fails or times out is recorded as skipped
 with the reason; the suite goes on. Exits 0 unless no benchmark ran at all.
+
+bench_cpu's quantized decode has ggml's kernels as its peer (informational):
+when no libggml is found (see bench_cpu.py), this script first runs
+tools/bench/build_ggml.sh, which builds one into ~/.cache/strideweave once
+(a few minutes); --no-ggml-build skips that, and the report then says why
+the peer is not available.
 
 Figures drift 10-30 % between runs on these machines: compare the ratios, each
 measured against its peer in the same run, and look at the load average in the
@@ -74,10 +80,21 @@ def rows_cpu(parsed):
             note = f"PyTorch {m['torch_weight_gbs']:.2f} GB/s" if "torch_weight_gbs" in m else ""
             out.append(row(f"{what}: weight bytes", m["weight_gbs"], m["read_roof_gbs"], "GB/s", m["ratio_roof"],
                            "DRAM read roof", target=(">=", 0.80), note=note))
+    ggml = summary.get("ggml") or {"available": False, "reason": "this bench_cpu.py reports no ggml peer"}
     for q in summary.get("quant_decode", []):
-        out.append(row(f"quantized decode {q['dtype']} 1x4096->1024, {q['threads']}T: weight bytes", q["gbs"],
-                       q["read_roof_gbs"], "GB/s", q["ratio_roof"], "DRAM read roof", q["ratio_roof_best"],
-                       (">=", 0.80), note="quantized bytes; x f32, quantized to 8-bit blocks in the call"))
+        what = f"quantized decode {q['dtype']} 1x4096->1024, {q['threads']}T: weight bytes"
+        out.append(row(what, q["gbs"], q["read_roof_gbs"], "GB/s", q["ratio_roof"], "DRAM read roof",
+                       q["ratio_roof_best"], (">=", 0.80),
+                       note="quantized bytes; x f32, quantized to 8-bit blocks in the call"))
+        if "ggml_gbs" in q:
+            check = "ok" if q["ggml_check"] <= 1.0 else f"FAILED ({q['ggml_check']:.3g})"
+            out.append(row(what, q["gbs"], q["ggml_gbs"], "GB/s", q["ratio_ggml"],
+                           f"ggml {ggml.get('version') or ''} vec_dot".replace("  ", " "), q["ratio_ggml_best"],
+                           note=f"informational; same bytes, results agree within the bound: {check}"))
+        else:
+            why = q.get("ggml_missing") or ggml.get("reason")
+            out.append(row(what, q["gbs"], None, "GB/s", None, "ggml vec_dot",
+                           note=f"ggml peer: not available ({why})"))
     for e in summary.get("experts", []):
         what = f"expert matmul, {e['s']} resident experts ({e['i']}, {e['o']}) f32, {e['threads']}T"
         out.append(row(what, e["view_ms"], e["plain_ms"], "ms (lower is better)", e["ratio_plain"],
@@ -517,7 +534,8 @@ def markdown(report):
         f"{' '.join(f'{x:.2f}' for x in report['load_average_end'])}"
         + (" (the machine was busy: medians are noisy, prefer the \"best\" ratios)" if load[0] > 1.0 else ""),
         f"- build: `{m['build_dir']}` ({m['build_type']}); Python {m['python']}, NumPy {m['numpy']}, "
-        f"PyTorch {'installed' if m['torch'] else 'not installed'}",
+        f"PyTorch {'installed' if m['torch'] else 'not installed'}"
+        + (f"; bench_cpu's ggml peer: {report['ggml_build']}" if report.get("ggml_build") else ""),
         f"- suite time: {report['seconds']:.0f} s; {len(ok)} benchmark(s) ran, {len(skipped)} skipped; "
         f"targets: {len(met)} met, {len(misses)} missed",
         "",
@@ -553,12 +571,39 @@ def markdown(report):
     return "\n".join(lines)
 
 
+def ensure_ggml(logs, skip):
+    """Builds ggml for bench_cpu's quantized peer when none is found (see
+    bench_cpu.py's find_ggml), unless `skip`; returns what was done."""
+    spec = importlib.util.spec_from_file_location("bench_cpu_driver", ROOT / "tools" / "bench" / "bench_cpu.py")
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    found, how = driver.find_ggml(str(ROOT))
+    if found:
+        return f"found: {found} ({how})"
+    if skip:
+        return f"not built (--no-ggml-build): {how}"
+    print("bench_cpu's ggml peer: none found, building it (tools/bench/build_ggml.sh, a few minutes once) ...",
+          end="", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "bench" / "build_ggml.sh")], cwd=ROOT, capture_output=True,
+                          text=True)
+    (logs / "build_ggml.txt").write_text(f"{proc.stdout}\n--- stderr ---\n{proc.stderr}")
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(f" failed, {took:.0f} s (logs/build_ggml.txt)", flush=True)
+        return f"build failed: {last_lines(proc.stderr or proc.stdout)}"
+    print(f" done, {took:.0f} s", flush=True)
+    return "built by tools/bench/build_ggml.sh"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=str(ROOT / "build"), help="meson build directory (release)")
     parser.add_argument("--out", default=str(ROOT / "bench-report"), help="report directory")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks")
     parser.add_argument("--timeout", type=float, default=900, help="seconds before a benchmark counts as skipped")
+    parser.add_argument("--no-ggml-build", action="store_true",
+                        help="do not build ggml (tools/bench/build_ggml.sh) for bench_cpu's peer when none is found")
     args = parser.parse_args(argv)
     build, out = pathlib.Path(args.build).resolve(), pathlib.Path(args.out).resolve()
     logs = out / "logs"
@@ -570,6 +615,8 @@ def main(argv=None):
                      f"{', '.join(b.name for b in BENCHMARKS)}")
 
     report = {"machine": machine(build), "benchmarks": []}
+    if any(b.name == "bench_cpu" for b in chosen):
+        report["ggml_build"] = ensure_ggml(logs, skip=args.no_ggml_build)
     load = report["machine"]["load_average_start"][0]
     print(f"benchmarks: {len(chosen)} to run, load average {load:.2f} on {os.cpu_count()} CPUs"
           + ("; the machine is busy, figures will be noisy" if load > 1.0 else ""), flush=True)
