@@ -169,7 +169,8 @@ def test_mixtral_offload_equals_pytorch_and_reports(capsys, tmp_path, dtype, bou
     for name, run in s["runs"].items():
         assert run["tokens_per_s"] > 0 and run["max_error_vs_pytorch"] <= bound, (name, run)
         assert set(run) == {"tokens_per_s", "hit_rate", "bytes_read", "bytes_per_token", "max_error_vs_pytorch",
-                            "peak_rss_bytes", "start_rss_bytes", "budget_bytes", "budgeted"}
+                            "rms_error_vs_pytorch", "peak_rss_bytes", "start_rss_bytes", "budget_bytes", "budgeted"}
+        assert 0 <= run["rms_error_vs_pytorch"] <= bound, (name, run)
         assert run["bytes_per_token"] == (None if run["bytes_read"] is None else run["bytes_read"] / 8)
         # Each run's process: its peak at least what it held when the run
         # began, which is at least the interpreter with PyTorch (> 64 MiB).
