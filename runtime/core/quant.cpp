@@ -35,13 +35,6 @@ inline uint8_t byte_at(const std::byte* p, int i) { return static_cast<uint8_t>(
 // MXFP4's e2m1 values, doubled (the scale is halved to match).
 constexpr int8_t kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-// Half of 2^(e - 127), the scale of an MXFP4 block with exponent byte e.
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 // Q4_K's eight 6-bit scales and mins, packed in 12 bytes.
 inline void q4k_scale_min(const std::byte* s, int j, uint8_t* sc, uint8_t* m) {
@@ -108,7 +101,7 @@ void dequantize_q6_k(const std::byte* b, float* y) {
 }
 
 void dequantize_mxfp4(const std::byte* b, float* y) {
-  const float d = e8m0_half(byte_at(b, 0));
+  const float d = mxfp4_scale(byte_at(b, 0));
   for (int j = 0; j < 16; ++j) {
     const uint8_t q = byte_at(b, 1 + j);
     y[j] = d * static_cast<float>(kFp4Doubled[q & 0x0f]);
@@ -160,7 +153,7 @@ void quantize_mxfp4(const float* x, std::byte* b) {
   for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
   int e = 0;
   if (amax > 0.0f) e = std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127, 0, 255);
-  const float d = e8m0_half(static_cast<uint8_t>(e));
+  const float d = mxfp4_scale(static_cast<uint8_t>(e));
   b[0] = static_cast<std::byte>(e);
   uint8_t q[32];
   for (int j = 0; j < 32; ++j) {

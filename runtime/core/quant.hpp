@@ -2,12 +2,20 @@
 // to and from f32. Pure functions over host memory, no threads.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
 #include "strideweave/strideweave.h"
 
 namespace sw::quant {
+
+// Half of 2^(e - 127): the scale of an MXFP4 block with exponent byte e,
+// for its e2m1 codes doubled to integers.
+constexpr float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 
 // Dequantizes `blocks` consecutive blocks of `dtype` at `src` into
 // blocks * dtype_block_elements(dtype) floats at `dst`, with the f32

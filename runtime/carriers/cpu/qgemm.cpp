@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -31,15 +30,10 @@
 namespace sw::qgemm {
 namespace {
 
-// Half of 2^(e - 127) for each exponent byte e: an MXFP4 block's scale for
-// its doubled e2m1 codes.
-constexpr float mxfp4_scale(uint8_t e) {
-  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
+// quant::mxfp4_scale of each exponent byte.
 constexpr std::array<float, 256> kMxfp4Scale = [] {
   std::array<float, 256> t{};
-  for (int e = 0; e < 256; ++e) t[static_cast<size_t>(e)] = mxfp4_scale(static_cast<uint8_t>(e));
+  for (int e = 0; e < 256; ++e) t[static_cast<size_t>(e)] = quant::mxfp4_scale(static_cast<uint8_t>(e));
   return t;
 }();
 
