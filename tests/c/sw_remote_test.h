@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sw_redis_server.h"
 #include "sw_tiled_test.h"
 
 typedef struct rs_server_t {
@@ -221,23 +222,18 @@ static inline long long rs_info_number(const rs_server_t* s, const char* section
 
 /* A free loopback TCP port (bound and released; the server binds it next). */
 static inline int rs_free_port(void) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0) fail_msg("bind: %s", strerror(errno));
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr*)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  const int port = sw_redis_free_port();
+  if (port < 0) fail_msg("cannot bind a loopback port: %s", strerror(errno));
+  return port;
 }
 
 /* Starts redis-server in a new directory (or in s->dir again when
  * `restart`): a unix socket, loopback TCP too with `tcp`, no persistence,
- * noeviction, protected mode, `requirepass` if not NULL. Waits until it
- * answers PING, at most 10 s. */
-static inline void rs_start_ex(rs_server_t* s, bool tcp, const char* requirepass, bool restart) {
+ * noeviction, protected mode, `requirepass` if not NULL, a read replica of
+ * the server on loopback port `replica_of_port` unless it is 0. Waits until
+ * it answers PING, at most 10 s. */
+static inline void rs_start_replica(rs_server_t* s, bool tcp, const char* requirepass, bool restart,
+                                    int replica_of_port) {
   const char* binary = rs_server_binary();
   if (!restart) {
     memset(s, 0, sizeof *s);
@@ -250,35 +246,11 @@ static inline void rs_start_ex(rs_server_t* s, bool tcp, const char* requirepass
       snprintf(s->tcp, sizeof s->tcp, "redis://127.0.0.1:%d", s->port);
     }
   }
-  char port[16];
-  snprintf(port, sizeof port, "%d", s->port);
   char log[200];
   snprintf(log, sizeof log, "%s/redis.log", s->dir);
-  const pid_t pid = fork();
+  const sw_redis_spec_t spec = {binary, s->dir, log, s->socket, s->port, s->requirepass, replica_of_port};
+  const pid_t pid = sw_redis_spawn(&spec);
   if (pid < 0) fail_msg("fork: %s", strerror(errno));
-  if (pid == 0) {
-    const char* argv[40];
-    int n = 0;
-    argv[n++] = binary;
-    argv[n++] = "--port"; argv[n++] = port;
-    argv[n++] = "--bind"; argv[n++] = "127.0.0.1";
-    argv[n++] = "--unixsocket"; argv[n++] = s->socket;
-    argv[n++] = "--unixsocketperm"; argv[n++] = "700";
-    argv[n++] = "--dir"; argv[n++] = s->dir;
-    argv[n++] = "--save"; argv[n++] = "";
-    argv[n++] = "--appendonly"; argv[n++] = "no";
-    argv[n++] = "--protected-mode"; argv[n++] = "yes";
-    argv[n++] = "--maxmemory-policy"; argv[n++] = "noeviction";
-    argv[n++] = "--logfile"; argv[n++] = log;
-    argv[n++] = "--daemonize"; argv[n++] = "no";
-    if (s->requirepass[0]) {
-      argv[n++] = "--requirepass";
-      argv[n++] = s->requirepass;
-    }
-    argv[n] = NULL;
-    execv(binary, (char* const*)argv);
-    _exit(127);
-  }
   s->pid = pid;
   const double until = rs_now() + 10.0;
   for (;;) {
@@ -293,6 +265,10 @@ static inline void rs_start_ex(rs_server_t* s, bool tcp, const char* requirepass
     if (rs_now() > until) fail_msg("redis-server did not answer within 10 s (see %s)", log);
     usleep(10000);
   }
+}
+
+static inline void rs_start_ex(rs_server_t* s, bool tcp, const char* requirepass, bool restart) {
+  rs_start_replica(s, tcp, requirepass, restart, 0);
 }
 
 static inline void rs_start(rs_server_t* s) { rs_start_ex(s, false, NULL, false); }

@@ -68,6 +68,7 @@
 
 #define BENCH_NAME "bench_remote"
 #include "bench_util.h"
+#include "sw_redis_server.h"
 
 #define MAX_RUNS 32
 #define TARGET 0.90
@@ -131,16 +132,9 @@ static void on_signal(int sig) {
 }
 
 static int free_port(void) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, (struct sockaddr*)&a, sizeof a) != 0) die("cannot bind a loopback port");
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr*)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  const int port = sw_redis_free_port();
+  if (port < 0) die("cannot bind a loopback port");
+  return port;
 }
 
 static redisContext* sync_connect(const server_t* s) {
@@ -155,38 +149,17 @@ static void server_start(server_t* s, bool tcp) {
   snprintf(s->dir, sizeof s->dir, "/tmp/sw-bench-remote-XXXXXX");
   if (!mkdtemp(s->dir)) die("mkdtemp failed");
   snprintf(s->socket, sizeof s->socket, "%s/redis.sock", s->dir);
-  char port[16], log[200];
+  char log[200];
   if (tcp) {
     s->port = free_port();
     snprintf(s->endpoint, sizeof s->endpoint, "redis://127.0.0.1:%d", s->port);
   } else {
     snprintf(s->endpoint, sizeof s->endpoint, "unix://%s", s->socket);
   }
-  snprintf(port, sizeof port, "%d", s->port);
   snprintf(log, sizeof log, "%s/redis.log", s->dir);
-  const pid_t pid = fork();
+  const sw_redis_spec_t spec = {"redis-server", s->dir, log, tcp ? NULL : s->socket, s->port, NULL, 0};
+  const pid_t pid = sw_redis_spawn(&spec);
   if (pid < 0) die("fork failed");
-  if (pid == 0) {
-    const char* argv[40];
-    int n = 0;
-    argv[n++] = "redis-server";
-    argv[n++] = "--port"; argv[n++] = port;
-    if (tcp) {
-      argv[n++] = "--bind"; argv[n++] = "127.0.0.1";
-    } else {
-      argv[n++] = "--unixsocket"; argv[n++] = s->socket;
-      argv[n++] = "--unixsocketperm"; argv[n++] = "700";
-    }
-    argv[n++] = "--dir"; argv[n++] = s->dir;
-    argv[n++] = "--save"; argv[n++] = "";
-    argv[n++] = "--appendonly"; argv[n++] = "no";
-    argv[n++] = "--protected-mode"; argv[n++] = "yes";
-    argv[n++] = "--maxmemory-policy"; argv[n++] = "noeviction";
-    argv[n++] = "--logfile"; argv[n++] = log;
-    argv[n] = NULL;
-    execvp("redis-server", (char* const*)argv);
-    _exit(127);
-  }
   s->pid = pid;
   for (int i = 0; i < 1000; ++i) {
     redisContext* c = sync_connect(s);
