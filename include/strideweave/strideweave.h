@@ -1065,12 +1065,38 @@ typedef struct sw_remote_carrier_desc_t {
    * seeded tier other clients open); by default disposing or releasing the
    * carrier deletes its keys. */
   bool persistent;
+  /* Read replicas: replica_endpoints[i] holds a copy of the blocks of
+   * endpoints[replica_of[i]] (a server started with `replicaof` that
+   * endpoint); any number per endpoint, each written as an endpoint is.
+   * Reads go to a block's endpoint first and, when it cannot be reached or
+   * its connection is lost mid-read, to its replicas in order, within the
+   * same deadline. A replica's copy can lag its endpoint's commits, so
+   * replicas serve only carriers that cannot write: sw_carrier_open_remote
+   * with read_only (SW_ERROR_VALUE otherwise). 0 / NULL: no replicas. A
+   * desc of the first remote carriers, whose struct_size ends before these
+   * fields, has none. */
+  const char* const* replica_endpoints;
+  const size_t* replica_of;
+  size_t replica_count;
+  /* The writer lease's time to live, in milliseconds; 0 = 15000. A carrier
+   * that can write (made by sw_carrier_create_remote, or opened without
+   * read_only) holds the namespace's writer lease, the key `<namespace>:w`
+   * on the first endpoint, renewed every third of this: one writer per
+   * namespace, any number of readers. A second writer is refused
+   * SW_ERROR_STATE naming the holder (host:pid:id) and how long its lease
+   * lasts; a carrier whose lease another writer took (after it lapsed)
+   * refuses every write SW_ERROR_STATE, and one whose last renewal is older
+   * than half this refuses writes until a renewal succeeds. The lease ends
+   * with the carrier. A desc without this field (as without the replicas)
+   * takes the default. */
+  uint32_t lease_ms;
 } sw_remote_carrier_desc_t;
 
 SW_API void sw_remote_carrier_desc_init(sw_remote_carrier_desc_t* desc);
 /* A zero-filled carrier of `size` slots in a new namespace on the servers:
- * its header and every block are written. SW_ERROR_STATE if the namespace
- * already has a header on one of them; SW_ERROR_IO (or SW_ERROR_TIMEOUT)
+ * its header and every block are written, under the namespace's writer
+ * lease (lease_ms). SW_ERROR_STATE if the namespace already has a header on
+ * one of them or another writer holds its lease; SW_ERROR_IO (or SW_ERROR_TIMEOUT)
  * naming the server when one cannot be reached or refuses a command. Unless
  * desc->persistent, the carrier owns its keys: disposing or releasing it
  * deletes them. */
@@ -1080,8 +1106,10 @@ SW_API sw_error_t* sw_carrier_create_remote(sw_runtime_t* runtime, sw_dtype_t dt
  * or `python -m strideweave.remote seed`). Every endpoint's header must match
  * the format version, `dtype`, `size`, the block size, the endpoint count and
  * the placement seed (SW_ERROR_VALUE naming the field and the server
- * otherwise; SW_ERROR_IO if a server has no header). The keys are never
- * deleted by the carrier. */
+ * otherwise; SW_ERROR_IO if a server has no header). Without read_only the
+ * carrier takes the namespace's writer lease (SW_ERROR_STATE naming the
+ * holder when another writer has it). The keys are never deleted by the
+ * carrier. */
 SW_API sw_error_t* sw_carrier_open_remote(sw_runtime_t* runtime, sw_dtype_t dtype, size_t size,
                                           const sw_remote_carrier_desc_t* desc, sw_carrier_t** out_carrier);
 

@@ -43,6 +43,22 @@ RemoteCarrierOptions remote_options(const sw_remote_carrier_desc_t* desc, const 
   o.chunk_bytes = d.chunk_bytes;
   o.requests_in_flight = d.requests_in_flight;
   o.persistent = d.persistent;
+  o.lease_ms = d.lease_ms;
+  if (d.replica_count) {
+    if (!d.replica_endpoints || !d.replica_of)
+      value_error(std::string(what) + ": desc->replica_count is " + std::to_string(d.replica_count) +
+                  " but desc->replica_endpoints or desc->replica_of is NULL");
+    o.replicas.resize(o.endpoints.size());
+    for (size_t i = 0; i < d.replica_count; ++i) {
+      const std::string at = "desc->replica_endpoints[" + std::to_string(i) + "]";
+      if (!d.replica_endpoints[i]) value_error(std::string(what) + ": " + at + " is NULL");
+      if (d.replica_of[i] >= o.endpoints.size())
+        value_error(std::string(what) + ": desc->replica_of[" + std::to_string(i) + "] is " +
+                    std::to_string(d.replica_of[i]) + ", not one of the " + std::to_string(o.endpoints.size()) +
+                    " endpoints");
+      o.replicas[d.replica_of[i]].emplace_back(d.replica_endpoints[i]);
+    }
+  }
   return o;
 }
 #else

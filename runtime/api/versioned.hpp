@@ -29,7 +29,9 @@ template <typename T> struct StructSizes;
 SW_STRUCT_SIZES(sw_runtime_desc_t, sizeof(sw_runtime_desc_t));
 SW_STRUCT_SIZES(sw_file_carrier_desc_t, sizeof(sw_file_carrier_desc_t));
 SW_STRUCT_SIZES(sw_zstd_carrier_desc_t, sizeof(sw_zstd_carrier_desc_t));
-SW_STRUCT_SIZES(sw_remote_carrier_desc_t, sizeof(sw_remote_carrier_desc_t));
+// The first remote carriers had no read replicas.
+SW_STRUCT_SIZES(sw_remote_carrier_desc_t, offsetof(sw_remote_carrier_desc_t, replica_endpoints),
+                sizeof(sw_remote_carrier_desc_t));
 SW_STRUCT_SIZES(sw_external_memory_desc_t, sizeof(sw_external_memory_desc_t));
 SW_STRUCT_SIZES(sw_await_callback_info_t, sizeof(sw_await_callback_info_t));
 // 0.1 had no outcome callback, 0.2 no attach or plan_promotion.

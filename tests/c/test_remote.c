@@ -6,7 +6,8 @@
  * a connection killed once (the read is sent again) and twice (IO), a
  * server out of memory and a read-only ACL user refusing a dirty eviction,
  * a writer and a reader process sharing a namespace, and a sweep of the
- * fault points at each chunk reply and commit. Every wait is bounded; a
+ * fault points at each chunk reply and commit, and read replicas taking
+ * over from a killed endpoint. Every wait is bounded; a
  * missing redis-server fails the suite. */
 #include <pthread.h>
 #include <spawn.h>
@@ -126,10 +127,14 @@ static void test_values_and_header(void** state) {
   rs_reply_t r = RS_CMD(&f->srv, "STRLEN", "values:b:15");
   assert_int_equal(r.integer, 40 * 4);
 
-  /* Opened again, by the header's block size. */
+  /* Opened again, by the header's block size: as a reader; a second
+   * writer is refused while c holds the writer lease. */
   sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "values", 0);
   sw_carrier_t* o = NULL;
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &o), SW_ERROR_STATE, "has a writer already");
+  d.read_only = true;
   SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &o));
+  d.read_only = false;
   SW_OK_(sw_carrier_read(o, 0, n, got));
   assert_memory_equal(got, want, sizeof got);
   sw_carrier_release(o);
@@ -402,12 +407,12 @@ static void test_credentials(void** state) {
   ro.user = "reader";
   ro.password_file = reader;
   sw_carrier_t* o = NULL;
+  /* As a writer it cannot take the writer lease; as a reader it reads. */
+  SW_FAILS(sw_carrier_open_remote(rt, SW_DTYPE_F32, 512, &ro, &o), SW_ERROR_IO, "NOPERM");
+  ro.read_only = true;
   SW_OK_(sw_carrier_open_remote(rt, SW_DTYPE_F32, 512, &ro, &o));
   float back[512];
   SW_OK_(sw_carrier_read(o, 0, 512, back));
-  assert_memory_equal(back, v, sizeof v);
-  SW_FAILS(sw_carrier_write(o, 0, 128, v), SW_ERROR_IO, "NOPERM");
-  SW_OK_(sw_carrier_read(o, 0, 512, back)); /* the stored blocks are untouched */
   assert_memory_equal(back, v, sizeof v);
   sw_carrier_release(o);
   sw_carrier_release(c);
@@ -736,7 +741,8 @@ static void test_read_only_acl(void** state) {
   fixture_t* f = (fixture_t*)*state;
   rs_reply_t r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-writer", "on", ">writer-pass", "resetkeys", "~acl:*",
                         "resetchannels", "-@all", "+exists", "+hgetall", "+hget", "+strlen", "+getrange", "+hset",
-                        "+del", "+unlink", "+set", "+setrange", "+multi", "+exec", "+rename");
+                        "+del", "+unlink", "+set", "+setrange", "+multi", "+exec", "+rename", "+get", "+watch",
+                        "+unwatch", "+pexpire", "+pttl");
   assert_int_equal(r.type, '+');
   r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-reader", "on", ">reader-pass", "resetkeys", "~acl:*", "resetchannels",
              "-@all", "+hgetall", "+hget", "+strlen", "+getrange");
@@ -769,33 +775,40 @@ static void test_read_only_acl(void** state) {
   sw_carrier_t* x = NULL;
   SW_FAILS(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &other, &x), SW_ERROR_IO, "NOPERM");
 
-  /* The reader promotes; a dirty eviction is refused by the server. */
+  /* The reader cannot take the writer lease. */
   sw_remote_carrier_desc_t rd = rs_desc(f->eps, 1, "acl", 0);
   rd.user = "acl-reader";
   rd.password_file = reader_pw;
   sw_carrier_t* rc = NULL;
-  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc));
-  tt_fix_t geo;
-  sw_carrier_t* te = tiled_over(f, rc, tiles, T, &geo);
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc), SW_ERROR_IO, "NOPERM");
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc), SW_ERROR_IO, "writer lease 'acl:w'");
+  /* A dirty eviction the server refuses (the writer's SETRANGE right taken
+   * back): the tile stays resident and dirty, the stored block whole; with
+   * the right back, evicting again commits it. */
+  r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-writer", "-setrange");
+  assert_int_equal(r.type, '+');
   sw_tile_set_t* s0 = one_tile(0);
-  SW_OK_(sw_tiled_promote(te, s0));
-  expect_tile_values(te, 0, T, 13);
-  SW_OK_(sw_tiled_promote(te, s1));
-  expect_tile_values(te, 1, T, 14);
-  dirty_tile(te, 0, T, 15);
-  sw_error_t* e = sw_tiled_evict(te, s0);
+  SW_OK_(sw_tiled_promote(wte, s0));
+  expect_tile_values(wte, 0, T, 13);
+  dirty_tile(wte, 0, T, 15);
+  sw_error_t* e = sw_tiled_evict(wte, s0);
   assert_non_null(e);
   assert_int_equal(sw_error_code(e), SW_ERROR_IO);
   const char* m = sw_error_message(e);
   if (!strstr(m, "NOPERM") || !strstr(m, "block 0 (key 'acl:b:0')") || !strstr(m, f->srv.socket))
     fail_msg("unexpected message: %s", m);
   sw_error_free(e);
-  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
-  expect_tile_values(te, 0, T, 15);
+  tt_expect_tile(&wgeo, 0, SW_TILE_PRIMARY, true);
+  expect_tile_values(wte, 0, T, 15);
   expect_stored(f->rt, f->eps, "acl", n, 0, (size_t)T, 13);
-  /* Opened read-only, the library refuses first. */
-  sw_carrier_release(te);
-  sw_carrier_release(rc);
+  r = RS_CMD(&f->srv, "ACL", "SETUSER", "acl-writer", "+setrange");
+  assert_int_equal(r.type, '+');
+  SW_OK_(sw_tiled_evict(wte, s0));
+  tt_expect_tile(&wgeo, 0, SW_TILE_SECONDARY, false);
+  expect_stored(f->rt, f->eps, "acl", n, 0, (size_t)T, 15);
+  tt_fix_t geo;
+  sw_carrier_t* te = NULL;
+  /* Opened read-only, the library refuses a dirty eviction first. */
   rd.read_only = true;
   SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &rd, &rc));
   te = tiled_over(f, rc, tiles, T, &geo);
@@ -810,9 +823,9 @@ static void test_read_only_acl(void** state) {
   sw_tile_set_release(s1);
   sw_carrier_release(wte);
   sw_carrier_release(w); /* the writer deletes the keys (UNLINK), perhaps a moment later on the loop thread */
-  r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0");
+  r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0", "acl:w");
   for (const double until = rs_now() + 5.0; r.integer != 0 && rs_now() < until; usleep(10000))
-    r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0");
+    r = RS_CMD(&f->srv, "EXISTS", "acl:h", "acl:c", "acl:b:0", "acl:w");
   assert_int_equal(r.integer, 0);
   rs_password_file_remove(writer_pw);
   rs_password_file_remove(reader_pw);
@@ -1116,6 +1129,225 @@ static void test_fault_sweep(void** state) {
   sw_carrier_release(c);
 }
 
+/* ---- the writer lease ------------------------------------------------------ */
+
+/* Writes one slot until it fails (at most `seconds`): the error, or NULL. */
+static sw_error_t* write_until_refused(sw_carrier_t* c, double seconds) {
+  const float one = 1.0f;
+  for (const double until = rs_now() + seconds;; usleep(20000)) {
+    sw_error_t* e = sw_carrier_write(c, 0, 1, &one);
+    if (e || rs_now() > until) return e;
+  }
+}
+
+static void test_writer_lease(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const size_t n = 256;
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "lease", 64);
+  d.lease_ms = 300;
+  d.persistent = true;
+  sw_carrier_t* a = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &a));
+  rs_reply_t r = RS_CMD(&f->srv, "GET", "lease:w");
+  char pid[32];
+  snprintf(pid, sizeof pid, ":%d:", (int)getpid());
+  if (r.type != '$' || !strstr(r.text, pid)) fail_msg("lease:w holds '%s', not this process's token", r.text);
+  /* A second writer is refused, naming the holder; readers are not. */
+  d.persistent = false;
+  sw_carrier_t* b = NULL;
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &b), SW_ERROR_STATE, "has a writer already");
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &b), SW_ERROR_STATE, pid);
+  SW_FAILS(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &b), SW_ERROR_STATE, "writer lease 'lease:w'");
+  sw_remote_carrier_desc_t ro = d;
+  ro.read_only = true;
+  sw_carrier_t* reader = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &ro, &reader));
+  /* Renewed: three times its time to live later, a writes and holds it. */
+  usleep(900000);
+  const float x = 7.0f;
+  SW_OK_(sw_carrier_write(a, 3, 1, &x));
+  float back = 0.0f;
+  SW_OK_(sw_carrier_read(reader, 3, 1, &back));
+  assert_true(back == 7.0f);
+  r = RS_CMD(&f->srv, "PTTL", "lease:w");
+  assert_true(r.integer > 0 && r.integer <= 300);
+  /* Ended with its carrier: the next writer takes it. */
+  sw_carrier_release(a);
+  r = RS_CMD(&f->srv, "EXISTS", "lease:w");
+  assert_int_equal(r.integer, 0);
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &b));
+  SW_OK_(sw_carrier_write(b, 4, 1, &x));
+  /* Its renewals stopped (the server paused): writes are refused once half
+   * the time to live passed, before the server is asked, and go on once a
+   * renewal succeeds. */
+  kill(f->srv.pid, SIGSTOP);
+  usleep(200000);
+  const double t0 = rs_now();
+  SW_FAILS(sw_carrier_write(b, 4, 1, &x), SW_ERROR_STATE, "was last renewed");
+  assert_true(rs_now() - t0 < 0.1);
+  kill(f->srv.pid, SIGCONT);
+  sw_error_t* e = NULL;
+  for (const double until = rs_now() + 10.0; rs_now() < until; usleep(20000)) {
+    e = sw_carrier_write(b, 4, 1, &x);
+    if (!e) break;
+    assert_int_equal(sw_error_code(e), SW_ERROR_STATE);
+    sw_error_free(e);
+  }
+  assert_null(e);
+  /* Taken by another writer (its own lapsed meanwhile): b never writes
+   * again, even once the key is gone. */
+  r = RS_CMD(&f->srv, "SET", "lease:w", "intruder:1:0");
+  assert_int_equal(r.type, '+');
+  e = write_until_refused(b, 5.0);
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_STATE);
+  if (sw_test_lacks(sw_error_message(e), "lost its writer lease 'lease:w' to 'intruder:1:0'"))
+    fail_msg("unexpected message: %s", sw_error_message(e));
+  sw_error_free(e);
+  RS_CMD(&f->srv, "DEL", "lease:w");
+  usleep(300000);
+  SW_FAILS(sw_carrier_write(b, 4, 1, &x), SW_ERROR_STATE, "lost its writer lease");
+  /* Its end leaves the intruder's key alone. */
+  r = RS_CMD(&f->srv, "SET", "lease:w", "intruder:1:0");
+  sw_carrier_release(b);
+  r = RS_CMD(&f->srv, "GET", "lease:w");
+  assert_string_equal(r.text, "intruder:1:0");
+  sw_carrier_release(reader);
+}
+
+/* ---- read replicas -------------------------------------------------------- */
+
+/* A read-only carrier over namespace `ns` on `primary`, with `replica` as
+ * its read replica (or none when NULL). */
+static sw_error_t* open_with_replica(sw_runtime_t* rt, const char* const* eps, const char* ns, size_t n, size_t block,
+                                     const char* const* replica, bool read_only, sw_carrier_t** out) {
+  static const size_t of_first[1] = {0};
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, ns, block);
+  d.read_only = read_only;
+  if (replica) {
+    d.replica_endpoints = replica;
+    d.replica_of = of_first;
+    d.replica_count = 1;
+  }
+  return sw_carrier_open_remote(rt, SW_DTYPE_F32, n, &d, out);
+}
+
+static void test_read_replicas(void** state) {
+  (void)state;
+  rs_server_t primary, replica;
+  rs_start_ex(&primary, true, NULL, false); /* the replica follows it over loopback TCP */
+  rs_start_replica(&replica, false, NULL, false, primary.port);
+  sw_runtime_t* rt = NULL;
+  SW_OK_(sw_runtime_create(NULL, &rt));
+  const char* eps[1] = {primary.endpoint};
+  const char* reps[1] = {replica.endpoint};
+  const int64_t T = 4096, tiles = 4;
+  const size_t n = (size_t)(T * tiles);
+
+  /* Seeded on the primary by a writer without replicas; the replica has it
+   * all once WAIT says so. */
+  sw_remote_carrier_desc_t d = rs_desc(eps, 1, "rep", (size_t)T);
+  d.persistent = true;
+  sw_carrier_t* writer = NULL;
+  SW_OK_(sw_carrier_create_remote(rt, SW_DTYPE_F32, n, &d, &writer));
+  float* v = (float*)malloc(sizeof(float) * n);
+  fill(v, n, 21);
+  SW_OK_(sw_carrier_write(writer, 0, n, v));
+  sw_carrier_release(writer);
+  rs_reply_t r = RS_CMD(&primary, "WAIT", "1", "10000");
+  assert_int_equal(r.integer, 1);
+
+  /* Refusals: replicas on a carrier that can write, bad indices, NULLs, a
+   * replica that is the endpoint itself. */
+  static const size_t of_first[1] = {0}, of_second[1] = {1};
+  sw_carrier_t* c = NULL;
+  d = rs_desc(eps, 1, "rep.new", (size_t)T);
+  d.replica_endpoints = reps;
+  d.replica_of = of_first;
+  d.replica_count = 1;
+  SW_FAILS(sw_carrier_create_remote(rt, SW_DTYPE_F32, n, &d, &c), SW_ERROR_VALUE, "read replicas serve only");
+  SW_FAILS(open_with_replica(rt, eps, "rep", n, (size_t)T, reps, false, &c), SW_ERROR_VALUE, "read_only");
+  d = rs_desc(eps, 1, "rep", (size_t)T);
+  d.read_only = true;
+  d.replica_endpoints = reps;
+  d.replica_of = of_second;
+  d.replica_count = 1;
+  SW_FAILS(sw_carrier_open_remote(rt, SW_DTYPE_F32, n, &d, &c), SW_ERROR_VALUE, "desc->replica_of[0] is 1");
+  d.replica_of = NULL;
+  SW_FAILS(sw_carrier_open_remote(rt, SW_DTYPE_F32, n, &d, &c), SW_ERROR_VALUE, "desc->replica_of is NULL");
+  SW_FAILS(open_with_replica(rt, eps, "rep", n, (size_t)T, eps, true, &c), SW_ERROR_VALUE,
+           "is already one of the carrier's servers");
+  const char* null_replica[1] = {NULL};
+  SW_FAILS(open_with_replica(rt, eps, "rep", n, (size_t)T, null_replica, true, &c), SW_ERROR_VALUE,
+           "desc->replica_endpoints[0] is NULL");
+  assert_null(c);
+
+  /* Both up: reads go to the primary. */
+  sw_carrier_t* plain = NULL;
+  SW_OK_(open_with_replica(rt, eps, "rep", n, (size_t)T, NULL, true, &plain));
+  SW_OK_(open_with_replica(rt, eps, "rep", n, (size_t)T, reps, true, &c));
+  tt_fix_t geo, plain_geo;
+  fixture_t fx = {.rt = rt};
+  sw_carrier_t* te = tiled_over(&fx, c, tiles, T, &geo);
+  sw_carrier_t* plain_te = tiled_over(&fx, plain, tiles, T, &plain_geo);
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
+  SW_OK_(sw_tiled_promote(te, all));
+  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 21);
+  SW_OK_(sw_tiled_evict(te, all));
+
+  /* The primary killed during a promote: the lost reads are sent again,
+   * on a fresh connection (refused), then on the replica. */
+  kill(primary.pid, SIGSTOP);
+  sw_await_t* a = NULL;
+  SW_OK_(sw_tiled_promote_async(te, all, &a));
+  usleep(100000);
+  rs_kill9(&primary);
+  SW_OK_(sw_await_wait(a, 10000000000LL));
+  sw_await_release(a);
+  assert_int_equal(primary_count(te), (size_t)tiles);
+  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 21);
+  SW_OK_(sw_tiled_evict(te, all));
+  /* With the primary gone: promotions (no connection to it can be made),
+   * the blocking read, and a carrier opened now (the replica's header) all
+   * read the replica; the carrier without replicas fails, naming the
+   * primary. */
+  SW_OK_(sw_tiled_promote(te, all));
+  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 21);
+  memset(v, 0, sizeof(float) * n);
+  SW_OK_(sw_carrier_read(c, 0, n, v));
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != pattern(i, 21)) fail_msg("blocking read from the replica, slot %zu: %g", i, (double)v[i]);
+  sw_carrier_t* late = NULL;
+  SW_OK_(open_with_replica(rt, eps, "rep", n, (size_t)T, reps, true, &late));
+  SW_OK_(sw_carrier_read(late, (size_t)T + 5, 3, v));
+  for (size_t i = 0; i < 3; ++i) assert_true(v[i] == pattern((size_t)T + 5 + i, 21));
+  sw_carrier_release(late);
+  SW_FAILS(sw_tiled_promote(plain_te, all), SW_ERROR_IO, primary.socket);
+  assert_int_equal(primary_count(plain_te), 0);
+  SW_FAILS(open_with_replica(rt, eps, "rep", n, (size_t)T, NULL, true, &late), SW_ERROR_IO, primary.socket);
+
+  /* Both gone: IO naming the block and each server tried, nothing resident. */
+  SW_OK_(sw_tiled_evict(te, all));
+  rs_kill9(&replica);
+  SW_FAILS(sw_tiled_promote(te, all), SW_ERROR_IO, "no server holding block");
+  SW_FAILS(sw_tiled_promote(te, all), SW_ERROR_IO, replica.socket);
+  SW_FAILS(sw_tiled_promote(te, all), SW_ERROR_IO, "before that");
+  assert_int_equal(primary_count(te), 0);
+  SW_FAILS(sw_carrier_read(c, 0, 4, v), SW_ERROR_IO, replica.socket);
+  SW_FAILS(open_with_replica(rt, eps, "rep", n, (size_t)T, reps, true, &late), SW_ERROR_IO, primary.socket);
+
+  free(v);
+  sw_tile_set_release(all);
+  sw_carrier_release(te);
+  sw_carrier_release(plain_te);
+  sw_carrier_release(c);
+  sw_carrier_release(plain);
+  sw_runtime_release(rt);
+  rs_stop(&replica);
+  rs_stop(&primary);
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "--shared-reader") == 0) return shared_reader(argv[2], argv[3]);
   signal(SIGPIPE, SIG_DFL); /* the library must not die of one */
@@ -1134,6 +1366,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test_setup_teardown(test_read_only_acl, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_sweep, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_writer_lease, setup, teardown),
+      cmocka_unit_test(test_read_replicas),
   };
   return sw_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

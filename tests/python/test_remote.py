@@ -66,6 +66,11 @@ def test_create_open_and_kind(server, runtime):
         o[0] = 1.0
     with pytest.raises(ValueError, match="size"):
         carriers.Remote.open(301, endpoints=[server], namespace="py", runtime=runtime)
+    # c holds the namespace's writer lease: a second writer is refused, naming it.
+    with pytest.raises(RuntimeError, match=f"has a writer already.*py:w.*:{os.getpid()}:"):
+        carriers.Remote.open(300, endpoints=[server], namespace="py", lease_ms=500, runtime=runtime)
+    with pytest.raises(ValueError, match="lease_ms"):
+        carriers.Remote.open(300, endpoints=[server], namespace="py", lease_ms=-1, runtime=runtime)
     with pytest.raises(ValueError, match="not a loopback address"):
         carriers.Remote(4, endpoints="redis://10.9.8.7", namespace="x", runtime=runtime)
     with pytest.raises(NotImplementedError, match="TLS"):
@@ -73,6 +78,41 @@ def test_create_open_and_kind(server, runtime):
     with pytest.raises(TypeError):
         carriers.Remote(4, endpoints=[server], namespace=7, runtime=runtime)
     o.release()
+    c.release()
+
+
+def test_read_replicas(server, runtime, tmp_path):
+    """replicas= reaches the C desc: with the endpoint down, the server
+    named as its replica serves the header and every read (the C suite
+    tests real redis replication and a primary killed mid-read)."""
+    values = np.arange(256, dtype=np.float32) * 0.25
+    c = carriers.Remote(256, endpoints=server, namespace="rep", block_elements=64, runtime=runtime)
+    for i in range(0, 256, 7):
+        c[i] = float(values[i])
+    down = f"unix://{tmp_path / 'down.sock'}"
+    r = carriers.Remote.open(256, endpoints=[down], namespace="rep", read_only=True, replicas={down: server},
+                             runtime=runtime)
+    assert [r[i] for i in (0, 64, 196)] == [values[0], 0.0, values[196]]
+    prim = carriers.CPU(0, runtime=runtime)
+    te = sw.TiledEvictable(prim, r, (4,), (64,))
+    te.promote(sw.TileSelection([[0, 1, 2, 3]]))
+    expected = np.where(np.arange(256) % 7 == 0, values, 0.0)
+    np.testing.assert_array_equal(te.full_tensor().numpy(), expected)
+    te.release()
+    r.release()
+    with pytest.raises(OSError, match="down.sock"):
+        carriers.Remote.open(256, endpoints=[down], namespace="rep", read_only=True, runtime=runtime)
+    with pytest.raises(ValueError, match="read replicas serve only"):
+        carriers.Remote.open(256, endpoints=[down], namespace="rep", replicas={down: [server]}, runtime=runtime)
+    with pytest.raises(ValueError, match="not one of the endpoints"):
+        carriers.Remote.open(256, endpoints=[down], namespace="rep", read_only=True, replicas={server: down},
+                             runtime=runtime)
+    with pytest.raises(TypeError, match="mapping"):
+        carriers.Remote.open(256, endpoints=[down], namespace="rep", read_only=True, replicas=[server],
+                             runtime=runtime)
+    with pytest.raises(TypeError, match="must be str"):
+        carriers.Remote.open(256, endpoints=[down], namespace="rep", read_only=True, replicas={down: [7]},
+                             runtime=runtime)
     c.release()
 
 

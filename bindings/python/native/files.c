@@ -82,15 +82,41 @@ PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, s
                          const char* key_namespace, PyObject* user, PyObject* password_file, bool allow_plaintext,
                          bool read_only, size_t block_elements, unsigned long long placement_seed,
                          unsigned int deadline_ms, size_t chunk_bytes, unsigned int requests_in_flight,
-                         bool persistent) {
+                         bool persistent, PyObject* replica_endpoints, PyObject* replica_of,
+                         unsigned int lease_ms) {
   sw_remote_carrier_desc_t desc;
   sw_remote_carrier_desc_init(&desc);
   PyObject* keep = NULL;
+  PyObject* keep_replicas = NULL;
   PyObject* password_path = NULL;
   const char** strings = NULL;
-  size_t count = 0;
+  const char** replicas = NULL;
+  size_t* replica_index = NULL;
+  size_t count = 0, replica_count = 0;
   PyObject* result = NULL;
   if (sw_py_strings(endpoints, &strings, &count, &keep, "endpoints") != 0) return NULL;
+  /* The facade passes the replicas as two lists of one length: the servers
+   * and the index in `endpoints` of the endpoint each one copies. */
+  if (sw_py_strings(replica_endpoints, &replicas, &replica_count, &keep_replicas, "replicas") != 0) goto done;
+  if (!PySequence_Check(replica_of) || PySequence_Size(replica_of) != (Py_ssize_t)replica_count) {
+    PyErr_SetString(SW_PY_TYPE_ERROR, "replica_of must be a sequence as long as the replicas");
+    goto done;
+  }
+  replica_index = (size_t*)calloc(replica_count ? replica_count : 1, sizeof *replica_index);
+  if (!replica_index) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (size_t i = 0; i < replica_count; ++i) {
+    PyObject* item = PySequence_GetItem(replica_of, (Py_ssize_t)i);
+    if (!item) goto done;
+    replica_index[i] = PyLong_AsSize_t(item);
+    Py_DECREF(item);
+    if (PyErr_Occurred()) goto done;
+  }
+  desc.replica_endpoints = replicas;
+  desc.replica_of = replica_index;
+  desc.replica_count = replica_count;
   desc.endpoints = strings;
   desc.endpoint_count = count;
   desc.key_namespace = key_namespace;
@@ -114,6 +140,7 @@ PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, s
   desc.chunk_bytes = chunk_bytes;
   desc.requests_in_flight = requests_in_flight;
   desc.persistent = persistent;
+  desc.lease_ms = lease_ms;
   sw_carrier_t* carrier = NULL;
   sw_error_t* e;
   Py_BEGIN_ALLOW_THREADS
@@ -127,7 +154,10 @@ PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, s
   result = sw_py_handle(carrier, SW_PY_CARRIER);
 done:
   free(strings);
+  free(replicas);
+  free(replica_index);
   Py_XDECREF(keep);
+  Py_XDECREF(keep_replicas);
   Py_XDECREF(password_path);
   return result;
 }

@@ -95,7 +95,8 @@ PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, s
                          const char* key_namespace, PyObject* user, PyObject* password_file, bool allow_plaintext,
                          bool read_only, size_t block_elements, unsigned long long placement_seed,
                          unsigned int deadline_ms, size_t chunk_bytes, unsigned int requests_in_flight,
-                         bool persistent);
+                         bool persistent, PyObject* replica_endpoints, PyObject* replica_of,
+                         unsigned int lease_ms);
 PyObject* carrier_open_safetensors(sw_runtime_t* runtime, PyObject* path, const char* name, bool direct_io,
                                    size_t chunk_bytes, size_t requests_in_flight);
 PyObject* carrier_open_safetensors_stack(sw_runtime_t* runtime, PyObject* path, PyObject* names, bool direct_io,

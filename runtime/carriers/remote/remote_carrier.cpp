@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "async/loop.hpp"
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "carriers/remote/remote_lease.hpp"
 #include "carriers/remote/remote_link.hpp"
 #include "carriers/remote/remote_protocol.hpp"
 #include "carriers/remote/remote_sync.hpp"
@@ -28,6 +30,20 @@ std::shared_ptr<Config> make_config(sw_dtype_t dtype, const RemoteCarrierOptions
   auto cfg = std::make_shared<Config>();
   if (o.endpoints.empty()) value_error("remote carrier: no endpoints");
   for (const std::string& text : o.endpoints) cfg->endpoints.push_back(remote::parse_endpoint(text, o.allow_plaintext));
+  cfg->placement_count = cfg->endpoints.size();
+  cfg->replicas.resize(cfg->placement_count);
+  if (!o.replicas.empty() && o.replicas.size() != o.endpoints.size())
+    internal_error("remote carrier: replicas for " + std::to_string(o.replicas.size()) + " of " +
+                   std::to_string(o.endpoints.size()) + " endpoints");
+  for (size_t e = 0; e < o.replicas.size(); ++e)
+    for (const std::string& text : o.replicas[e]) {
+      for (const remote::Endpoint& known : cfg->endpoints)
+        if (known.text == text)
+          value_error("remote carrier: the replica '" + text + "' of endpoint '" + o.endpoints[e] +
+                      "' is already one of the carrier's servers");
+      cfg->replicas[e].push_back(cfg->endpoints.size());
+      cfg->endpoints.push_back(remote::parse_endpoint(text, o.allow_plaintext));
+    }
   if (o.key_namespace.empty()) value_error("remote carrier: the namespace is empty");
   if (o.key_namespace.find_first_of(" \t\r\n") != std::string::npos)
     value_error("remote carrier: the namespace '" + o.key_namespace + "' holds white space");
@@ -74,7 +90,7 @@ constexpr int kRereadsAfterCommit = 8;
 void read_block(const Config& cfg, remote::Session& s, size_t b, std::byte* dst, size_t bytes) {
   const std::string key = cfg.block_key(b), field = std::to_string(b), crc_key = cfg.crc_key();
   const size_t chunks = (bytes + cfg.chunk_bytes - 1) / cfg.chunk_bytes;
-  const std::string what = "the read of " + cfg.where(b);
+  const std::string what = "the read of " + cfg.where(b, s.endpoint());
   for (int reread = 0;; ++reread) {
     s.append({"HGET", crc_key, field});
     s.append({"STRLEN", key});
@@ -93,7 +109,7 @@ void read_block(const Config& cfg, remote::Session& s, size_t b, std::byte* dst,
     uint32_t stored_crc = 0;
     const bool have_crc = crc->type == REDIS_REPLY_STRING && remote::parse_crc(crc->str, crc->len, &stored_crc);
     const long long stored_length = length->type == REDIS_REPLY_INTEGER ? length->integer : -1;
-    Status st = remote::check_block(cfg, b, have_crc, stored_crc, stored_length, delivered, dst, bytes);
+    Status st = remote::check_block(cfg, b, s.endpoint(), have_crc, stored_crc, stored_length, delivered, dst, bytes);
     if (st.code != SW_ERROR_DATA_CORRUPT) {
       if (!st.ok()) st.raise();
       return;
@@ -106,29 +122,63 @@ void read_block(const Config& cfg, remote::Session& s, size_t b, std::byte* dst,
     const bool have_now = again->type == REDIS_REPLY_STRING && remote::parse_crc(again->str, again->len, &now);
     if (have_now == have_crc && now == stored_crc) st.raise();
     if (reread == kRereadsAfterCommit)
-      throw_error(SW_ERROR_IO, "remote carrier '" + cfg.ns + "': " + cfg.where(b) +
+      throw_error(SW_ERROR_IO, "remote carrier '" + cfg.ns + "': " + cfg.where(b, s.endpoint()) +
                                    " was replaced by a write during each of " + std::to_string(reread + 1) +
                                    " reads of it");
   }
 }
 
-// Reads block `b` on a session of `pool`, and once more on a fresh one when
-// the server or the network ended the first connection mid-read.
+enum class ReadTry { kDone, kLost, kUnreachable };
+
+// One try of a read of block `b` on `server`: kUnreachable when no
+// connection to it could be made (IO), kLost when the server or the network
+// ended the connection mid-read (`why` says how); any other failure throws.
+ReadTry try_read_block(const Config& cfg, remote::SyncPool& pool, size_t server, size_t b, std::byte* dst,
+                       size_t bytes, Status* why) {
+  std::optional<Lease> s;
+  *why = capture([&] { s.emplace(pool, server); });
+  if (!why->ok()) {
+    if (why->code != SW_ERROR_IO) why->raise();
+    return ReadTry::kUnreachable;
+  }
+  *why = capture([&] { read_block(cfg, **s, b, dst, bytes); });
+  if (why->ok()) return ReadTry::kDone;
+  if (!(*s)->lost()) why->raise();
+  return ReadTry::kLost;
+}
+
+// Reads block `b` on a session of `pool`: once more on a fresh connection
+// when the server or the network ended the first one mid-read, then on the
+// block's replicas in order when its server cannot be reached or is lost
+// again.
 void read_block_pooled(const Config& cfg, remote::SyncPool& pool, size_t b, std::byte* dst, size_t bytes) {
-  for (int retries = 0;; ++retries) {
-    Lease s(pool, cfg.endpoint_of(b));
-    try {
-      read_block(cfg, *s, b, dst, bytes);
-      return;
-    } catch (const Error& e) {
-      if (!s->lost()) throw;
-      const std::string head = "remote carrier '" + cfg.ns + "': ";
-      std::string why = e.message();
-      if (why.rfind(head, 0) == 0) why.erase(0, head.size());
-      if (retries >= kReadRetriesAfterLoss)
-        throw_error(e.code(), head + "the read of " + cfg.where(b) + " failed again on a fresh connection: " + why);
+  const std::string head = "remote carrier '" + cfg.ns + "': ";
+  auto without_head = [&](std::string why) {
+    if (why.rfind(head, 0) == 0) why.erase(0, head.size());
+    return why;
+  };
+  const size_t endpoint = cfg.endpoint_of(b);
+  const bool has_replicas = !cfg.replicas[endpoint].empty();
+  std::string earlier;  // the failures of the servers tried before
+  Status last;
+  size_t server = endpoint;
+  for (size_t attempt = 0; cfg.read_server(endpoint, attempt, &server); ++attempt) {
+    for (int retries = 0;; ++retries) {
+      Status why;
+      const ReadTry outcome = try_read_block(cfg, pool, server, b, dst, bytes, &why);
+      if (outcome == ReadTry::kDone) return;
+      if (outcome == ReadTry::kLost && retries < kReadRetriesAfterLoss) continue;
+      if (outcome == ReadTry::kLost)
+        why = Status::make(why.code, head + "the read of " + cfg.where(b, server) +
+                                         " failed again on a fresh connection: " + without_head(why.message));
+      if (!has_replicas) why.raise();
+      if (!last.ok()) earlier += (earlier.empty() ? "" : "; ") + without_head(last.message);
+      last = std::move(why);
+      break;
     }
   }
+  throw_error(last.code, head + "no server holding " + cfg.where(b) + " could serve its read: " +
+                             without_head(last.message) + (earlier.empty() ? "" : "; before that: " + earlier));
 }
 
 // Writes block `b` (`bytes` bytes from `src`) through its staging key and
@@ -185,6 +235,7 @@ RemoteCarrier::RemoteCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size
 
 RemoteCarrier::~RemoteCarrier() {
   close_links();
+  lease_.reset();
   if (owns_keys_ && !keys_deleted_.exchange(true)) delete_namespace(size());
 }
 
@@ -192,6 +243,9 @@ Ref<RemoteCarrier> RemoteCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t
                                          const RemoteCarrierOptions& options) {
   std::shared_ptr<Config> cfg = make_config(dtype, options);
   (void)dtype_size(dtype);
+  if (cfg->endpoints.size() != cfg->placement_count)
+    value_error("remote carrier: read replicas serve only carriers that cannot write (sw_carrier_open_remote with "
+                "read_only): a replica's copy can lag its endpoint's commits");
   auto carrier = Ref<RemoteCarrier>::adopt(new RemoteCarrier(runtime, dtype, size, cfg, false, false, options));
   for (size_t e = 0; e < cfg->endpoints.size(); ++e) {
     Lease s(*carrier->sync_, e);
@@ -201,6 +255,7 @@ Ref<RemoteCarrier> RemoteCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t
       state_error("remote carrier: the namespace '" + cfg->ns + "' already exists on " + cfg->server(e) +
                   " (open it with sw_carrier_open_remote, or delete its keys)");
   }
+  if (options.writer_lease) carrier->lease_ = std::make_unique<remote::WriterLease>(cfg, options.lease_ms);
   // From here on the keys are the carrier's: a failure deletes what was
   // written (with the carrier's release); a persistent namespace is left to
   // the servers once it is complete.
@@ -213,19 +268,32 @@ Ref<RemoteCarrier> RemoteCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t
 Ref<RemoteCarrier> RemoteCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype, size_t size,
                                        const RemoteCarrierOptions& options) {
   std::shared_ptr<Config> cfg = make_config(dtype, options);
-  // Each endpoint's header, checked against the caller's parameters; a
-  // block size of 0 takes the first endpoint's.
+  if (cfg->endpoints.size() != cfg->placement_count && !options.read_only)
+    value_error("remote carrier: read replicas serve only carriers that cannot write (open with read_only): a "
+                "replica's copy can lag its endpoint's commits");
+  // Each server's header, checked against the caller's parameters; a block
+  // size of 0 takes the first server's. An endpoint with replicas may be
+  // unreachable when one of them answers (and a replica when its endpoint
+  // does): reads go to the ones that answer.
   auto pool = std::make_shared<remote::SyncPool>(cfg);
   bool block_known = options.block_elements != 0;
+  std::vector<Status> unreachable(cfg->endpoints.size());
   for (size_t e = 0; e < cfg->endpoints.size(); ++e) {
     std::map<std::string, std::string> header;
+    std::optional<Lease> s;
+    Status connected = capture([&] { s.emplace(*pool, e); });
+    if (!connected.ok()) {
+      if (connected.code != SW_ERROR_IO || cfg->placement_count == cfg->endpoints.size()) connected.raise();
+      unreachable[e] = std::move(connected);
+      continue;
+    }
     {
-      Lease s(*pool, e);
-      s->append({"HGETALL", cfg->header_key()});
-      Reply r = s->get_ok("reading the namespace's header");
+      (*s)->append({"HGETALL", cfg->header_key()});
+      Reply r = (*s)->get_ok("reading the namespace's header");
       if (r->type == REDIS_REPLY_ARRAY)
         for (size_t i = 0; i + 1 < r->elements; i += 2)
           header[text_of(*r->element[i])] = text_of(*r->element[i + 1]);
+      s.reset();
     }
     if (header.empty())
       throw_error(SW_ERROR_IO, "remote carrier: the namespace '" + cfg->ns + "' has no header ('" + cfg->header_key() +
@@ -249,8 +317,17 @@ Ref<RemoteCarrier> RemoteCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t d
                     have + ", but '" + want[i + 1] + "' was asked for");
     }
   }
-  return Ref<RemoteCarrier>::adopt(
-      new RemoteCarrier(runtime, dtype, size, cfg, options.read_only, false, options));
+  for (size_t e = 0; e < cfg->placement_count; ++e) {
+    size_t server = e;
+    bool any = false;
+    for (size_t attempt = 0; !any && cfg->read_server(e, attempt, &server); ++attempt) any = unreachable[server].ok();
+    if (!any) unreachable[e].raise();
+  }
+  auto carrier =
+      Ref<RemoteCarrier>::adopt(new RemoteCarrier(runtime, dtype, size, cfg, options.read_only, false, options));
+  if (!options.read_only && options.writer_lease)
+    carrier->lease_ = std::make_unique<remote::WriterLease>(cfg, options.lease_ms);
+  return carrier;
 }
 
 size_t RemoteCarrier::block_count() const { return blocks_for(*config_, size()); }
@@ -314,8 +391,16 @@ void RemoteCarrier::delete_namespace(size_t size) const noexcept {
   }
 }
 
+Status RemoteCarrier::writable_status(const char* what) const {
+  if (read_only_)
+    return Status::make(SW_ERROR_STATE,
+                        std::string(what) + ": the Remote carrier over namespace '" + config_->ns + "' is read-only");
+  return lease_ ? lease_->check(what) : Status{};
+}
+
 void RemoteCarrier::check_writable(const char* what) const {
-  if (read_only_) state_error(std::string(what) + ": the Remote carrier over namespace '" + config_->ns + "' is read-only");
+  Status st = writable_status(what);
+  if (!st.ok()) st.raise();
 }
 
 void RemoteCarrier::read_slots(size_t first, size_t count, void* dst) const {
@@ -370,11 +455,13 @@ Ref<Carrier> RemoteCarrier::create_empty_like() const {
   o.block_elements = config_->block_elements;
   o.read_only = false;
   o.persistent = false;
+  o.writer_lease = false;  // a namespace of its own, named after this process
   return create(runtime_ref(), dtype(), 0, o);
 }
 
 void RemoteCarrier::dispose_storage() {
   close_links();
+  lease_.reset();
   if (owns_keys_ && !keys_deleted_.exchange(true)) delete_namespace(size());
 }
 

@@ -47,6 +47,7 @@ struct Config;
 class SyncPool;
 class LinkSet;
 class Transfer;
+class WriterLease;
 }  // namespace remote
 
 struct RemoteCarrierOptions {
@@ -62,6 +63,10 @@ struct RemoteCarrierOptions {
   size_t chunk_bytes = 0;
   uint32_t requests_in_flight = 0;
   bool persistent = false;  // create: the keys outlive the carrier
+  // [endpoint] -> its read replicas (open, read-only only); empty: none.
+  std::vector<std::vector<std::string>> replicas;
+  uint32_t lease_ms = 0;     // the writer lease's time to live; 0: the default
+  bool writer_lease = true;  // false: a private scratch namespace, no lease
 };
 
 class RemoteCarrier final : public Carrier {
@@ -100,13 +105,16 @@ class RemoteCarrier final : public Carrier {
   void write_namespace(size_t size, bool zero_blocks) const;
   // Deletes every key of the namespace for a carrier of `size` slots.
   void delete_namespace(size_t size) const noexcept;
+  // STATE for a read-only carrier or one without a valid writer lease.
   void check_writable(const char* what) const;
+  Status writable_status(const char* what) const;
   // Closes the asynchronous connections (on the loop thread).
   void close_links() noexcept;
 
   std::shared_ptr<const remote::Config> config_;
   std::shared_ptr<remote::SyncPool> sync_;
   std::shared_ptr<remote::LinkSet> links_;  // loop thread only
+  std::unique_ptr<remote::WriterLease> lease_;  // a carrier that can write, but a scratch one
   RemoteCarrierOptions options_;
   bool read_only_ = false;
   bool owns_keys_ = false;  // made by create: dispose deletes the keys

@@ -291,6 +291,8 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
  private:
   struct Block {
     size_t index = 0, endpoint = 0, bytes = 0;
+    size_t server = 0;   // where the block's commands go: its endpoint, or a read's replica
+    size_t attempt = 0;  // a read: which of Config::read_server's servers that is
     std::byte* land = nullptr;     // where the block's bytes are read to or written from
     std::vector<std::byte> bounce;  // a read of part of the block
     size_t copy_from = 0, copy_length = 0, copy_to = 0;  // the part, in bytes
@@ -309,9 +311,10 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     bool rechecking = false;  // a read: its CRC field is read again after a mismatch
     Status mismatch;          // what the checks found, meanwhile
     int rereads = 0;
-    bool lost = false;  // a read: its connection was lost; sent again once its commands are back
+    bool lost = false;  // a read: its server failed it; sent again once its commands are back
     Status lost_status;
-    int retries = 0;
+    int retries = 0;       // a read: sent again on a fresh connection to the same server
+    std::string earlier;   // a read: how the servers tried before failed it
   };
 
   bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {},
@@ -323,6 +326,11 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   void block_read(Block& b);
   // Sends the block's read again from its first command.
   void restart(Block& b);
+  // A read of `b` that its server failed (`lost`: the connection was ended;
+  // else no connection could be made) with `why`: sent again, on a later
+  // turn, on a fresh connection to the same server once after a loss, then
+  // on the block's replicas in order; fails the transfer when none is left.
+  void read_failed_on_server(Block& b, bool lost, Status why);
   // A lost read whose commands are all back: sent again on a later turn
   // (never inside the callbacks of the connection going away).
   void retry_later(Block& b);
@@ -333,6 +341,10 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     if (error_.ok()) error_ = std::move(s);
   }
   std::string head() const { return "remote carrier '" + cfg_.ns + "': "; }
+  std::string without_head(std::string message) const {
+    if (message.rfind(head(), 0) == 0) message.erase(0, head().size());
+    return message;
+  }
   uv_loop_t* uv() const { return carrier_->runtime().loop().uv(); }
 
   Ref<RemoteCarrier> carrier_;
@@ -365,6 +377,7 @@ void Transfer::start() noexcept {
       const size_t lo = std::max(first_, begin), hi = std::min(first_ + count_, begin + length);
       blk.index = b;
       blk.endpoint = cfg_.endpoint_of(b);
+      blk.server = blk.endpoint;
       blk.bytes = length * es;
       blk.copy_from = (lo - begin) * es;
       blk.copy_length = (hi - lo) * es;
@@ -401,11 +414,18 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
   Status why;
   bool sent = false;
   fail(capture([&] {
-    sent = carrier_->links_->get(priority_, b.endpoint, uv()).send(cmd, args, expect, &why);
+    sent = carrier_->links_->get(priority_, b.server, uv()).send(cmd, args, expect, &why);
   }));
   if (!sent) {
     delete cmd;
-    fail(why.ok() ? Status::make(SW_ERROR_IO, head() + "cannot send to " + cfg_.server(b.endpoint)) : why);
+    if (why.ok()) why = Status::make(SW_ERROR_IO, head() + "cannot send to " + cfg_.server(b.server));
+    if (write_ || why.code != SW_ERROR_IO) {
+      fail(std::move(why));
+      return false;
+    }
+    // No connection to the server could be made: a read moves on to a replica.
+    if (!b.lost) read_failed_on_server(b, false, std::move(why));
+    if (b.lost && b.outstanding == 0) retry_later(b);
     return false;
   }
   ++in_flight_;
@@ -455,7 +475,7 @@ void Transfer::send_commit(Block& b) {
 
 void Transfer::block_read(Block& b) {
   const uint32_t* computed = b.crc_upto == b.bytes ? &b.running_crc : nullptr;
-  Status st = check_block(cfg_, b.index, b.have_crc, b.crc, b.length, b.delivered, b.land, b.bytes, computed);
+  Status st = check_block(cfg_, b.index, b.server, b.have_crc, b.crc, b.length, b.delivered, b.land, b.bytes, computed);
   if (st.code == SW_ERROR_DATA_CORRUPT) {
     // Corrupt, or replaced by a writer's commit while it was read: the CRC
     // field tells (it changes with every commit).
@@ -486,6 +506,31 @@ void Transfer::restart(Block& b) {
   cursor_ = std::min(cursor_, static_cast<size_t>(&b - blocks_.data()));
 }
 
+void Transfer::read_failed_on_server(Block& b, bool lost, Status why) {
+  Status st = lost ? Status::make(why.code, head() + "the read of " + cfg_.where(b.index, b.server) + " failed" +
+                                                (b.retries ? " again on a fresh connection" : "") + ": " +
+                                                without_head(why.message))
+                   : std::move(why);
+  if (lost && b.retries < kReadRetriesAfterLoss) {
+    ++b.retries;
+  } else {
+    size_t next = 0;
+    if (!cfg_.read_server(b.endpoint, b.attempt + 1, &next)) {
+      if (b.attempt == 0) return fail(std::move(st));
+      return fail(Status::make(st.code, head() + "no server holding " + cfg_.where(b.index) +
+                                            " could serve its read: " + without_head(st.message) +
+                                            "; before that: " + b.earlier));
+    }
+    b.earlier += (b.earlier.empty() ? "" : "; ") + without_head(st.message);
+    ++b.attempt;
+    b.server = next;
+    b.retries = 0;
+  }
+  b.lost = true;
+  b.lost_status = std::move(st);
+  ++waiting_;
+}
+
 void Transfer::retry_later(Block& b) {
   if (retry_posted_) return;  // the posted one takes every waiting block
   if (!carrier_->runtime().is_shut_down() &&
@@ -506,7 +551,6 @@ void Transfer::run_retries() {
     if (!b.lost || b.outstanding != 0) continue;
     b.lost = false;
     --waiting_;
-    ++b.retries;
     restart(b);
   }
   issue();
@@ -520,25 +564,17 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
   if (!failure.ok()) {
     if (!lost) {
       fail(failure);
-    } else {
-      // Name the block; the link's message names the server and why.
-      std::string why = failure.message;
-      if (why.rfind(head(), 0) == 0) why.erase(0, head().size());
-      Status st = Status::make(failure.code, head() + "the " + (write_ ? "write" : "read") + " of " +
-                                                 cfg_.where(b.index) + " failed" +
-                                                 (b.retries ? " again on a fresh connection" : "") + ": " + why);
-      // A read is sent again on a fresh connection; a write is not: its
-      // commit never ran or ran whole, and the tile stays dirty.
-      if (write_ || b.retries >= kReadRetriesAfterLoss) {
-        fail(std::move(st));
-      } else if (!b.lost) {
-        b.lost = true;
-        b.lost_status = std::move(st);
-        ++waiting_;
-      }
+    } else if (write_) {
+      // A write is not sent again: its commit never ran or ran whole, and
+      // the tile stays dirty. Name the block; the link's message names the
+      // server and why.
+      fail(Status::make(failure.code, head() + "the write of " + cfg_.where(b.index) + " failed: " +
+                                          without_head(failure.message)));
+    } else if (!b.lost) {
+      read_failed_on_server(b, true, failure);
     }
   } else if (reply->type == REDIS_REPLY_ERROR) {
-    fail(Status::make(SW_ERROR_IO, head() + "the " + (write_ ? "write" : "read") + " of " + cfg_.where(b.index) +
+    fail(Status::make(SW_ERROR_IO, head() + "the " + (write_ ? "write" : "read") + " of " + cfg_.where(b.index, b.server) +
                                        " failed: " + reply_text(reply)));
   } else {
     switch (cmd.kind) {
@@ -565,7 +601,7 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
           ++b.rereads;
           restart(b);
         } else {
-          fail(Status::make(SW_ERROR_IO, head() + cfg_.where(b.index) + " was replaced by a write during each of " +
+          fail(Status::make(SW_ERROR_IO, head() + cfg_.where(b.index, b.server) + " was replaced by a write during each of " +
                                              std::to_string(b.rereads + 1) + " reads of it"));
         }
         break;
@@ -653,10 +689,8 @@ void RemoteCarrier::issue_read(size_t first, size_t count, std::byte* dst, IoDon
 }
 
 void RemoteCarrier::issue_write(size_t first, size_t count, const std::byte* src, IoDone done) {
-  if (read_only_) {
-    auto refuse = [done = std::move(done), ns = config_->ns]() mutable {
-      done(Status::make(SW_ERROR_STATE, "write: the Remote carrier over namespace '" + ns + "' is read-only"));
-    };
+  if (Status refused = writable_status("write"); !refused.ok()) {
+    auto refuse = [done = std::move(done), refused = std::move(refused)]() mutable { done(std::move(refused)); };
     if (!runtime().loop().post(refuse)) refuse();
     return;
   }

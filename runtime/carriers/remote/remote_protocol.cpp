@@ -124,7 +124,7 @@ std::string read_password_file(const std::string& path) {
 size_t Config::endpoint_of(size_t block) const {
   size_t best = 0;
   uint64_t best_score = 0;
-  for (size_t e = 0; e < endpoints.size(); ++e) {
+  for (size_t e = 0; e < placement_count; ++e) {
     const uint64_t score = mix64(placement_seed ^ mix64(static_cast<uint64_t>(block) * 0x100000001B3ull + e));
     if (e == 0 || score > best_score) {
       best = e;
@@ -134,8 +134,8 @@ size_t Config::endpoint_of(size_t block) const {
   return best;
 }
 
-std::string Config::where(size_t block) const {
-  return "block " + std::to_string(block) + " (key '" + block_key(block) + "') on " + server(endpoint_of(block));
+std::string Config::where(size_t block, size_t on) const {
+  return "block " + std::to_string(block) + " (key '" + block_key(block) + "') on " + server(on);
 }
 
 std::vector<std::string> header_fields(const Config& cfg, size_t size) {
@@ -143,7 +143,7 @@ std::vector<std::string> header_fields(const Config& cfg, size_t size) {
           "dtype", dtype_name(cfg.dtype),
           "size", std::to_string(size),
           "block_elements", std::to_string(cfg.block_elements),
-          "endpoints", std::to_string(cfg.endpoints.size()),
+          "endpoints", std::to_string(cfg.placement_count),
           "placement_seed", std::to_string(cfg.placement_seed)};
 }
 

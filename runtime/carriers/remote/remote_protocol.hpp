@@ -51,7 +51,13 @@ std::string read_password_file(const std::string& path);
 // Everything a connection needs; immutable once the carrier is made, shared
 // by the carrier and its connections.
 struct Config {
+  // The servers: the endpoints blocks are placed on, [0, placement_count),
+  // then their read replicas.
   std::vector<Endpoint> endpoints;
+  size_t placement_count = 0;
+  // [endpoint] -> the indices in `endpoints` of its read replicas, in the
+  // order they are tried.
+  std::vector<std::vector<size_t>> replicas;
   std::string ns;
   std::string user;      // empty: "default"
   std::string password;  // empty: no AUTH
@@ -71,8 +77,19 @@ struct Config {
   // The endpoint block `block` is placed on: rendezvous hashing of
   // (placement_seed, block) over the endpoints' positions.
   size_t endpoint_of(size_t block) const;
+  // The server a read of a block placed on `endpoint` goes to on its
+  // `attempt`-th try (0: the endpoint, then its replicas in order); false
+  // when there is none left.
+  bool read_server(size_t endpoint, size_t attempt, size_t* server) const {
+    if (attempt == 0) *server = endpoint;
+    else if (endpoint < replicas.size() && attempt - 1 < replicas[endpoint].size()) *server = replicas[endpoint][attempt - 1];
+    else return false;
+    return true;
+  }
   // "block 3 (key 'ns:b:3') on unix:///run/a.sock", for messages.
-  std::string where(size_t block) const;
+  std::string where(size_t block) const { return where(block, endpoint_of(block)); }
+  // The same, on server `server` (a replica of the block's endpoint).
+  std::string where(size_t block, size_t server) const;
   std::string server(size_t endpoint) const { return endpoints[endpoint].text; }
 };
 

@@ -192,19 +192,19 @@ bool parse_crc(const char* text, size_t length, uint32_t* out) {
   return true;
 }
 
-Status check_block(const Config& cfg, size_t block, bool have_crc, uint32_t stored_crc, long long stored_length,
+Status check_block(const Config& cfg, size_t block, size_t server, bool have_crc, uint32_t stored_crc, long long stored_length,
                    size_t delivered, const std::byte* data, size_t bytes, const uint32_t* computed) {
   const std::string head = "remote carrier '" + cfg.ns + "': ";
   if (stored_length <= 0)
-    return Status::make(SW_ERROR_IO, head + cfg.where(block) + " is missing");
+    return Status::make(SW_ERROR_IO, head + cfg.where(block, server) + " is missing");
   if (!have_crc)
-    return Status::make(SW_ERROR_DATA_CORRUPT, head + cfg.where(block) + " has no CRC in '" + cfg.crc_key() + "'");
+    return Status::make(SW_ERROR_DATA_CORRUPT, head + cfg.where(block, server) + " has no CRC in '" + cfg.crc_key() + "'");
   if (static_cast<unsigned long long>(stored_length) != bytes || delivered != bytes)
-    return Status::make(SW_ERROR_DATA_CORRUPT, head + cfg.where(block) + " holds " + std::to_string(stored_length) +
+    return Status::make(SW_ERROR_DATA_CORRUPT, head + cfg.where(block, server) + " holds " + std::to_string(stored_length) +
                                                    " bytes, not the " + std::to_string(bytes) + " of the block");
   const uint32_t crc = computed ? *computed : crc32c(0, data, bytes);
   if (crc != stored_crc)
-    return Status::make(SW_ERROR_DATA_CORRUPT, head + cfg.where(block) + " failed its CRC-32C check (stored " +
+    return Status::make(SW_ERROR_DATA_CORRUPT, head + cfg.where(block, server) + " failed its CRC-32C check (stored " +
                                                    std::to_string(stored_crc) + ", read " + std::to_string(crc) + ")");
   return {};
 }

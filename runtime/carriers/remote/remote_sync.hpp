@@ -89,11 +89,11 @@ class Lease {
   std::unique_ptr<Session> s_;
 };
 
-// A block's checks once its replies are in: whether its CRC field and key
+// A block's checks once its replies are in (from `server`): whether its CRC field and key
 // exist, its stored length, the bytes its GETRANGE replies delivered, and
 // its CRC over `data` (`computed`, when not null, is that CRC, taken as the
 // replies came in). OK, IO (missing) or DATA_CORRUPT naming the block.
-Status check_block(const Config& cfg, size_t block, bool have_crc, uint32_t stored_crc, long long stored_length,
+Status check_block(const Config& cfg, size_t block, size_t server, bool have_crc, uint32_t stored_crc, long long stored_length,
                    size_t delivered, const std::byte* data, size_t bytes, const uint32_t* computed = nullptr);
 // Parses a CRC field's value; false if it is not one.
 bool parse_crc(const char* text, size_t length, uint32_t* out);

@@ -1,6 +1,6 @@
 # Type stubs of strideweave.carriers (see strideweave/__init__.pyi). The
 # runtime defines the ordinary carriers in strideweave.carriers._carrier.
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from typing_extensions import Self
@@ -72,12 +72,15 @@ class Remote(Carrier):
     def __init__(self, size: _Int, *, endpoints: str | Sequence[str], namespace: str, dtype: _DTypeLike = ...,
                  user: str | None = None, password_file: _StrPath | None = None, allow_plaintext: bool = False,
                  block_elements: _Int = 0, placement_seed: _Int = 0, deadline_ms: _Int = 0, chunk_bytes: _Int = 0,
-                 requests_in_flight: _Int = 0, persistent: bool = False, runtime: Runtime | None = None) -> None: ...
+                 requests_in_flight: _Int = 0, persistent: bool = False, lease_ms: _Int = 0,
+                 runtime: Runtime | None = None) -> None: ...
     @classmethod
     def open(cls, size: _Int, *, endpoints: str | Sequence[str], namespace: str, dtype: _DTypeLike = ...,
              user: str | None = None, password_file: _StrPath | None = None, allow_plaintext: bool = False,
              read_only: bool = False, block_elements: _Int = 0, placement_seed: _Int = 0, deadline_ms: _Int = 0,
-             chunk_bytes: _Int = 0, requests_in_flight: _Int = 0, runtime: Runtime | None = None) -> Self: ...
+             chunk_bytes: _Int = 0, requests_in_flight: _Int = 0,
+             replicas: Mapping[str, str | Sequence[str]] | None = None, lease_ms: _Int = 0,
+             runtime: Runtime | None = None) -> Self: ...
 
 class Zstd(Carrier):
     def __init__(self, size: _Int, *, dtype: _DTypeLike = ..., level: _Int = 1, frame_elements: _Int = 0,

@@ -3,6 +3,7 @@ Vulkan, each registered for its kind (strideweave._handles) as it is
 defined."""
 import numbers
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from .. import _model_files
 from .. import _runtime
 from .._checks import file_io, finite, integer, nonnegative
 from .._device import Device
-from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError
+from .._errors import StrideWeaveIndexError, StrideWeaveRuntimeError, StrideWeaveTypeError, StrideWeaveValueError
 from .._lib import native as N
 
 _carrier_release = N.sw_carrier_release
@@ -307,35 +308,50 @@ class Remote(Carrier):
     must match the dtype, size, block size, endpoint count and placement seed.
     `endpoints` are "unix:///path" or "redis://host[:port]"; a non-loopback
     redis:// host needs allow_plaintext (no TLS in this build). The password
-    is read from `password_file`, which only its owner may read."""
+    is read from `password_file`, which only its owner may read.
+
+    A carrier opened read_only may name read `replicas`: a mapping from an
+    endpoint to a server (or a list of servers) holding a copy of its
+    blocks, such as a redis-server started with `replicaof` that endpoint.
+    Reads go to a block's endpoint first and, when it cannot be reached or
+    its connection is lost mid-read, to its replicas in order.
+
+    A carrier that can write (made, or opened without read_only) holds the
+    namespace's writer lease for `lease_ms` (0: 15 s), renewed while it
+    lives: a second writer is refused (RuntimeError naming the holder)."""
 
     __slots__ = ()
 
     def __init__(self, size, *, endpoints, namespace, dtype=_dtypes.float32, user=None, password_file=None,
                  allow_plaintext=False, block_elements=0, placement_seed=0, deadline_ms=0, chunk_bytes=0,
-                 requests_in_flight=0, persistent=False, runtime=None):
+                 requests_in_flight=0, persistent=False, lease_ms=0, runtime=None):
         rt = _runtime.resolve(runtime)
         self._init(_remote(rt, True, size, endpoints, namespace, dtype, user, password_file, allow_plaintext, False,
                            block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight,
-                           persistent), rt)
+                           persistent, None, lease_ms), rt)
 
     @classmethod
     def open(cls, size, *, endpoints, namespace, dtype=_dtypes.float32, user=None, password_file=None,
              allow_plaintext=False, read_only=False, block_elements=0, placement_seed=0, deadline_ms=0,
-             chunk_bytes=0, requests_in_flight=0, runtime=None):
-        """A carrier over the existing namespace `namespace`."""
+             chunk_bytes=0, requests_in_flight=0, replicas=None, lease_ms=0, runtime=None):
+        """A carrier over the existing namespace `namespace`; `replicas`
+        (read_only only, ValueError otherwise) maps an endpoint to its read
+        replicas."""
         rt = _runtime.resolve(runtime)
         obj = object.__new__(cls)
         obj._init(_remote(rt, False, size, endpoints, namespace, dtype, user, password_file, allow_plaintext,
                           read_only, block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight,
-                          False), rt)
+                          False, replicas, lease_ms), rt)
         return obj
 
 
 def _remote(rt, create, size, endpoints, namespace, dtype, user, password_file, allow_plaintext, read_only,
-            block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight, persistent):
+            block_elements, placement_seed, deadline_ms, chunk_bytes, requests_in_flight, persistent, replicas,
+            lease_ms):
     if isinstance(endpoints, (str, bytes)):
         endpoints = [endpoints]
+    endpoints = list(endpoints)
+    replica_endpoints, replica_of = _replica_lists(endpoints, replicas)
     if not isinstance(namespace, str):
         raise StrideWeaveTypeError(f"namespace must be str, not {type(namespace).__name__}")
     if password_file is not None:
@@ -345,7 +361,31 @@ def _remote(rt, create, size, endpoints, namespace, dtype, user, password_file, 
                             nonnegative(block_elements, "block_elements"),
                             nonnegative(placement_seed, "placement_seed"), nonnegative(deadline_ms, "deadline_ms"),
                             nonnegative(chunk_bytes, "chunk_bytes"),
-                            nonnegative(requests_in_flight, "requests_in_flight"), bool(persistent))
+                            nonnegative(requests_in_flight, "requests_in_flight"), bool(persistent),
+                            replica_endpoints, replica_of, nonnegative(lease_ms, "lease_ms"))
+
+
+def _replica_lists(endpoints, replicas):
+    """{endpoint: server or [servers]} as the C desc's two lists: the
+    servers, and the index in `endpoints` of the endpoint each copies."""
+    if replicas is None:
+        return [], []
+    if not isinstance(replicas, Mapping):
+        raise StrideWeaveTypeError(f"replicas must be a mapping from an endpoint to its replicas, not "
+                                   f"{type(replicas).__name__}")
+    servers, of = [], []
+    for endpoint, copies in replicas.items():
+        if endpoint not in endpoints:
+            raise StrideWeaveValueError(f"replicas: {endpoint!r} is not one of the endpoints {endpoints!r}")
+        if isinstance(copies, str):
+            copies = [copies]
+        for server in copies:
+            if not isinstance(server, str):
+                raise StrideWeaveTypeError(f"replicas[{endpoint!r}]: a replica must be str, not "
+                                           f"{type(server).__name__}")
+            servers.append(server)
+            of.append(endpoints.index(endpoint))
+    return servers, of
 
 
 @_handles.carrier_kind(N.SW_CARRIER_ZSTD)
