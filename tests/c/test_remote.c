@@ -1129,6 +1129,64 @@ static void test_fault_sweep(void** state) {
   sw_carrier_release(c);
 }
 
+/* ---- reconnection backoff ------------------------------------------------- */
+
+static void test_reconnect_backoff(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  const int64_t T = 256, tiles = 2;
+  const size_t n = (size_t)(T * tiles);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "backoff", (size_t)T);
+  d.persistent = true;
+  sw_carrier_t* w = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &w));
+  sw_carrier_release(w);
+  d.read_only = true;
+  d.persistent = false;
+  sw_carrier_t* o = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &d, &o));
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, o, tiles, T, &geo);
+  sw_tile_set_t* all = NULL;
+  SW_OK_(sw_tiled_tiles(te, SW_TILES_VALID, &all));
+  rs_kill9(&f->srv);
+  /* The first attempt fails at once; the next waits 20 ms first, the one
+   * after 40 ms; the asynchronous path shares the wait. */
+  float v[4];
+  SW_FAILS(sw_carrier_read(o, 0, 4, v), SW_ERROR_IO, f->srv.socket);
+  double t = rs_now();
+  SW_FAILS(sw_carrier_read(o, 0, 4, v), SW_ERROR_IO, "cannot connect");
+  if (rs_now() - t < 0.018) fail_msg("the second attempt came after %.3f s, not after the 20 ms backoff", rs_now() - t);
+  t = rs_now();
+  SW_FAILS(sw_tiled_promote(te, all), SW_ERROR_IO, f->srv.socket);
+  if (rs_now() - t < 0.035) fail_msg("the promotion's attempt came after %.3f s, not after the 40 ms backoff", rs_now() - t);
+  assert_int_equal(primary_count(te), 0);
+  /* Restarted and seeded again: the next request waits out what is left of
+   * the backoff and connects, which resets it. */
+  rs_start_ex(&f->srv, false, NULL, true);
+  sw_carrier_t* again = seeded(f, "backoff", n, (size_t)T, 0, 8);
+  SW_OK_(sw_tiled_promote(te, all));
+  for (int64_t k = 0; k < tiles; ++k) expect_tile_values(te, k, T, 8);
+  SW_OK_(sw_carrier_read(o, 0, 4, v));
+  assert_true(v[3] == pattern(3, 8));
+  /* A wait longer than the request's deadline fails at once. */
+  sw_remote_carrier_desc_t quick = d;
+  quick.deadline_ms = 30;
+  sw_carrier_t* q = NULL;
+  SW_OK_(sw_carrier_open_remote(f->rt, SW_DTYPE_F32, n, &quick, &q));
+  rs_kill9(&f->srv);
+  SW_FAILS(sw_carrier_read(q, 0, 4, v), SW_ERROR_IO, f->srv.socket);  /* the attempt fails: 20 ms */
+  SW_FAILS(sw_carrier_read(q, 0, 4, v), SW_ERROR_IO, "cannot connect"); /* waited, failed: 40 ms */
+  t = rs_now();
+  SW_FAILS(sw_carrier_read(q, 0, 4, v), SW_ERROR_IO, "past what the request may wait");
+  assert_true(rs_now() - t < 0.025);
+  rs_start_ex(&f->srv, false, NULL, true);
+  sw_tile_set_release(all);
+  sw_carrier_release(te);
+  sw_carrier_release(q);
+  sw_carrier_release(o);
+  sw_carrier_release(again);
+}
+
 /* ---- the writer lease ------------------------------------------------------ */
 
 /* Writes one slot until it fails (at most `seconds`): the error, or NULL. */
@@ -1366,6 +1424,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test_setup_teardown(test_read_only_acl, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_sweep, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reconnect_backoff, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_lease, setup, teardown),
       cmocka_unit_test(test_read_replicas),
   };

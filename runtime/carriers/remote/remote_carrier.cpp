@@ -44,6 +44,7 @@ std::shared_ptr<Config> make_config(sw_dtype_t dtype, const RemoteCarrierOptions
       cfg->replicas[e].push_back(cfg->endpoints.size());
       cfg->endpoints.push_back(remote::parse_endpoint(text, o.allow_plaintext));
     }
+  cfg->backoff->resize(cfg->endpoints.size());
   if (o.key_namespace.empty()) value_error("remote carrier: the namespace is empty");
   if (o.key_namespace.find_first_of(" \t\r\n") != std::string::npos)
     value_error("remote carrier: the namespace '" + o.key_namespace + "' holds white space");
@@ -133,10 +134,10 @@ enum class ReadTry { kDone, kLost, kUnreachable };
 // One try of a read of block `b` on `server`: kUnreachable when no
 // connection to it could be made (IO), kLost when the server or the network
 // ended the connection mid-read (`why` says how); any other failure throws.
-ReadTry try_read_block(const Config& cfg, remote::SyncPool& pool, size_t server, size_t b, std::byte* dst,
-                       size_t bytes, Status* why) {
+ReadTry try_read_block(const Config& cfg, remote::SyncPool& pool, size_t server, bool wait, size_t b,
+                       std::byte* dst, size_t bytes, Status* why) {
   std::optional<Lease> s;
-  *why = capture([&] { s.emplace(pool, server); });
+  *why = capture([&] { s.emplace(pool, server, wait); });
   if (!why->ok()) {
     if (why->code != SW_ERROR_IO) why->raise();
     return ReadTry::kUnreachable;
@@ -165,7 +166,10 @@ void read_block_pooled(const Config& cfg, remote::SyncPool& pool, size_t b, std:
   for (size_t attempt = 0; cfg.read_server(endpoint, attempt, &server); ++attempt) {
     for (int retries = 0;; ++retries) {
       Status why;
-      const ReadTry outcome = try_read_block(cfg, pool, server, b, dst, bytes, &why);
+      // A server in backoff is waited for only when no replica is left after it.
+      size_t after = 0;
+      const bool no_replica_left = !cfg.read_server(endpoint, attempt + 1, &after);
+      const ReadTry outcome = try_read_block(cfg, pool, server, no_replica_left, b, dst, bytes, &why);
       if (outcome == ReadTry::kDone) return;
       if (outcome == ReadTry::kLost && retries < kReadRetriesAfterLoss) continue;
       if (outcome == ReadTry::kLost)

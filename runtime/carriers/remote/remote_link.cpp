@@ -142,9 +142,14 @@ Status Link::lost_status(const redisAsyncContext* ac) const {
                                        " failed: " + detail);
 }
 
-bool Link::connect(Status* why) {
+bool Link::connect(Status* why, uint64_t* backoff_ms) {
   block_sigpipe_on_loop();
   const Endpoint& e = cfg_->endpoints[endpoint_];
+  if (const uint64_t ms = cfg_->backoff->wait_ms(endpoint_)) {
+    *backoff_ms = ms;
+    *why = Status::make(SW_ERROR_IO, cfg_->backoff_text(endpoint_));
+    return false;
+  }
   redisAsyncContext* ac = e.unix_socket ? redisAsyncConnectUnix(e.path.c_str())
                                         : redisAsyncConnect(e.host.c_str(), e.port);
   if (!ac) {
@@ -155,6 +160,7 @@ bool Link::connect(Status* why) {
     *why = Status::make(SW_ERROR_IO, "remote carrier '" + cfg_->ns + "': cannot connect to " + e.text + ": " +
                                          (ac->errstr ? ac->errstr : "connection failed"));
     redisAsyncFree(ac);
+    cfg_->backoff->failed(endpoint_);
     return false;
   }
   if (!watch_attach(ac, loop_)) {
@@ -168,6 +174,7 @@ bool Link::connect(Status* why) {
   sink_.attach(ac->c.reader);
   drop_status_ = {};
   ac_ = ac;
+  answered_ = false;
   if (cfg_->have_password) {
     const std::string user = cfg_->user.empty() ? "default" : cfg_->user;
     const char* argv[3] = {"AUTH", user.c_str(), cfg_->password.c_str()};
@@ -185,8 +192,10 @@ bool Link::connect(Status* why) {
   return true;
 }
 
-bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why) {
-  if (!ac_ && !connect(why)) return false;
+bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why,
+                uint64_t* backoff_ms) {
+  *backoff_ms = 0;
+  if (!ac_ && !connect(why, backoff_ms)) return false;
   std::vector<const char*> argv(args.size());
   std::vector<size_t> lengths(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -241,6 +250,7 @@ void Link::on_timer(uv_timer_t* timer) {
 void Link::on_auth(redisAsyncContext* ac, void* reply, void* privdata) {
   auto* link = static_cast<Link*>(privdata);
   auto* r = static_cast<redisReply*>(reply);
+  if (r && link->ac_ == ac) link->answered(ac);
   if (!r || r->type != REDIS_REPLY_ERROR || link->ac_ != ac) return;
   const std::string user = link->cfg_->user.empty() ? "default" : link->cfg_->user;
   // The commands sent behind AUTH fail with this, not with the server's
@@ -334,6 +344,8 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   // A lost read whose commands are all back: sent again on a later turn
   // (never inside the callbacks of the connection going away).
   void retry_later(Block& b);
+  // The same, `ms` milliseconds later (a server's reconnection backoff).
+  void retry_after(uint64_t ms);
   void run_retries();
   void issue();
   void finish_if_idle();
@@ -413,12 +425,30 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
   if (expect.dst) expect.got = &cmd->got;
   Status why;
   bool sent = false;
+  uint64_t backoff_ms = 0;
   fail(capture([&] {
-    sent = carrier_->links_->get(priority_, b.server, uv()).send(cmd, args, expect, &why);
+    sent = carrier_->links_->get(priority_, b.server, uv()).send(cmd, args, expect, &why, &backoff_ms);
   }));
   if (!sent) {
     delete cmd;
     if (why.ok()) why = Status::make(SW_ERROR_IO, head() + "cannot send to " + cfg_.server(b.server));
+    size_t next = 0;
+    const bool replica_left = !write_ && cfg_.read_server(b.endpoint, b.attempt + 1, &next);
+    if (backoff_ms && !replica_left) {
+      // The server's reconnection backoff: the block is sent again once it
+      // has passed, if that is within the deadline.
+      if (uv_now(uv()) + backoff_ms >= deadline_) {
+        fail(std::move(why));
+        return false;
+      }
+      if (!b.lost) {
+        b.lost = true;
+        b.lost_status = std::move(why);
+        ++waiting_;
+      }
+      if (b.outstanding == 0) retry_after(backoff_ms);
+      return false;
+    }
     if (write_ || why.code != SW_ERROR_IO) {
       fail(std::move(why));
       return false;
@@ -540,6 +570,25 @@ void Transfer::retry_later(Block& b) {
     return;
   }
   fail(b.lost_status);
+}
+
+void Transfer::retry_after(uint64_t ms) {
+  if (retry_posted_) return;
+  auto* timer = new uv_timer_t;
+  uv_timer_init(uv(), timer);
+  timer->data = new std::shared_ptr<Transfer>(shared_from_this());
+  uv_timer_start(
+      timer,
+      [](uv_timer_t* t) {
+        auto* held = static_cast<std::shared_ptr<Transfer>*>(t->data);
+        std::shared_ptr<Transfer> self = std::move(*held);
+        delete held;
+        uv_close(reinterpret_cast<uv_handle_t*>(t), &close_timer);
+        self->run_retries();
+      },
+      ms, 0);
+  retry_posted_ = true;
+  ++in_flight_;
 }
 
 void Transfer::run_retries() {
@@ -665,13 +714,17 @@ void Link::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
   if (!reply) {
     // The context is going away: its commands fail with the reason. One
     // drop() did not end was ended by the server or the network (the first
-    // of its commands to fail finds it still current).
+    // of its commands to fail finds it still current); before any answer,
+    // that was a failed attempt to connect.
     if (link->ac_ == ac) {
       link->ac_ = nullptr;
       link->lost_ = ac;
+      if (!link->answered_) link->cfg_->backoff->failed(link->endpoint_);
     }
     lost = link->lost_ == ac;
     failure = lost || link->drop_status_.ok() ? link->lost_status(ac) : link->drop_status_;
+  } else if (link->ac_ == ac) {
+    link->answered(ac);
   }
   link->arm();
   std::shared_ptr<Transfer> transfer = std::move(cmd->transfer);

@@ -46,16 +46,25 @@ class Link {
   Link& operator=(const Link&) = delete;
 
   // Sends `cmd` (connecting first when there is no connection). On failure
-  // returns false with the reason; `cmd` is then not sent.
-  bool send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why);
+  // returns false with the reason; `cmd` is then not sent. `*backoff_ms` is
+  // then the wait before a connection may be tried (no attempt was made),
+  // or 0 (one was made and failed, or the connection failed).
+  bool send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why,
+            uint64_t* backoff_ms);
   void close() noexcept;
   uv_loop_t* loop() const { return loop_; }
 
  private:
-  bool connect(Status* why);
+  bool connect(Status* why, uint64_t* backoff_ms);
   // Drops the connection: every command pending on it completes with `why`.
   void drop(Status why) noexcept;
   void arm() noexcept;
+  // The server answered on `ac`: the attempt to connect succeeded.
+  void answered(const redisAsyncContext* ac) noexcept {
+    if (answered_ || ac != ac_) return;
+    answered_ = true;
+    cfg_->backoff->connected(endpoint_);
+  }
   Status lost_status(const redisAsyncContext* ac) const;
   static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
   static void on_auth(redisAsyncContext* ac, void* reply, void* privdata);
@@ -75,6 +84,9 @@ class Link {
   // The context the server or the network ended, while its commands fail:
   // theirs is a lost connection, which a read may try again on a new one.
   const redisAsyncContext* lost_ = nullptr;
+  // Whether the current connection answered yet: one that ends before its
+  // first reply is a failed attempt to connect (the reconnection backoff).
+  bool answered_ = false;
 };
 
 class LinkSet {

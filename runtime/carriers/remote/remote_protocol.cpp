@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -136,6 +138,48 @@ size_t Config::endpoint_of(size_t block) const {
 
 std::string Config::where(size_t block, size_t on) const {
   return "block " + std::to_string(block) + " (key '" + block_key(block) + "') on " + server(on);
+}
+
+namespace {
+uint64_t steady_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+}  // namespace
+
+uint64_t Backoff::wait_ms(size_t server) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (server >= entries_.size()) return 0;
+  const uint64_t now = steady_ms(), at = entries_[server].retry_at;
+  return at > now ? at - now : 0;
+}
+
+int Backoff::failures(size_t server) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return server < entries_.size() ? entries_[server].failures : 0;
+}
+
+void Backoff::failed(size_t server) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (server >= entries_.size()) return;
+  Entry& e = entries_[server];
+  const uint64_t now = steady_ms();
+  if (now < e.retry_at) return;  // attempts within one wait count once
+  ++e.failures;
+  const int doublings = std::min(e.failures - 1, 16);
+  e.retry_at = now + std::min<uint64_t>(kBackoffFirstMs << doublings, kBackoffMaxMs);
+}
+
+void Backoff::connected(size_t server) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (server < entries_.size()) entries_[server] = Entry{};
+}
+
+std::string Config::backoff_text(size_t server) const {
+  return "remote carrier '" + ns + "': not connecting to " + this->server(server) + " for " +
+         std::to_string(backoff->wait_ms(server)) + " ms more, after " + std::to_string(backoff->failures(server)) +
+         " failed attempts in a row: past what the request may wait";
 }
 
 std::vector<std::string> header_fields(const Config& cfg, size_t size) {

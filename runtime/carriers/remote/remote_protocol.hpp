@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,8 +50,36 @@ Endpoint parse_endpoint(const std::string& text, bool allow_plaintext);
 // be read. The password never appears in a message.
 std::string read_password_file(const std::string& path);
 
+// Reconnection backoff, per server, shared by a carrier's blocking and
+// asynchronous connections. After an attempt to connect to a server fails,
+// the next one waits kBackoffFirstMs, doubling with each attempt that fails
+// after its wait, up to kBackoffMaxMs; a connection made resets it. A
+// request waits out the rest of a wait within its deadline (a read with a
+// replica left moves on to it instead).
+class Backoff {
+ public:
+  static constexpr uint64_t kBackoffFirstMs = 20;
+  static constexpr uint64_t kBackoffMaxMs = 1000;
+
+  void resize(size_t servers) { entries_.resize(servers); }
+  // Milliseconds until an attempt to connect to `server` may be made.
+  uint64_t wait_ms(size_t server) const;
+  // Failed attempts to connect to `server` in a row.
+  int failures(size_t server) const;
+  void failed(size_t server);
+  void connected(size_t server);
+
+ private:
+  struct Entry {
+    int failures = 0;
+    uint64_t retry_at = 0;  // steady-clock milliseconds
+  };
+  mutable std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
 // Everything a connection needs; immutable once the carrier is made, shared
-// by the carrier and its connections.
+// by the carrier and its connections (the backoff state aside).
 struct Config {
   // The servers: the endpoints blocks are placed on, [0, placement_count),
   // then their read replicas.
@@ -69,6 +99,10 @@ struct Config {
   uint32_t deadline_ms = kDefaultDeadlineMs;
   size_t chunk_bytes = kDefaultChunkBytes;
   uint32_t requests_in_flight = kDefaultRequestsInFlight;
+  std::shared_ptr<Backoff> backoff = std::make_shared<Backoff>();
+  // IO: connecting to `server` waits `wait_ms` more after `failures` failed
+  // attempts, past what the request may wait.
+  std::string backoff_text(size_t server) const;
 
   std::string header_key() const { return ns + ":h"; }
   std::string crc_key() const { return ns + ":c"; }

@@ -5,8 +5,10 @@
 #include <sys/time.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
@@ -159,7 +161,7 @@ bool Session::idle_and_open() const {
   return ::poll(&p, 1, 0) == 0;
 }
 
-std::unique_ptr<Session> SyncPool::take(size_t endpoint) {
+std::unique_ptr<Session> SyncPool::take(size_t endpoint, bool wait) {
   for (;;) {
     std::unique_ptr<Session> s;
     {
@@ -171,7 +173,19 @@ std::unique_ptr<Session> SyncPool::take(size_t endpoint) {
     }
     if (s->idle_and_open()) return s;
   }
-  return std::make_unique<Session>(cfg_, endpoint);
+  Backoff& backoff = *cfg_->backoff;
+  if (const uint64_t ms = backoff.wait_ms(endpoint)) {
+    if (!wait || ms >= cfg_->deadline_ms) throw_error(SW_ERROR_IO, cfg_->backoff_text(endpoint));
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
+  std::unique_ptr<Session> s;
+  const Status st = capture([&] { s = std::make_unique<Session>(cfg_, endpoint); });
+  if (!st.ok()) {
+    if (st.code == SW_ERROR_IO || st.code == SW_ERROR_TIMEOUT) backoff.failed(endpoint);
+    st.raise();
+  }
+  backoff.connected(endpoint);
+  return s;
 }
 
 void SyncPool::give_back(std::unique_ptr<Session> s) {

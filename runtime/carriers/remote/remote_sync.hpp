@@ -65,8 +65,10 @@ class Session {
 class SyncPool {
  public:
   explicit SyncPool(std::shared_ptr<const Config> cfg) : cfg_(std::move(cfg)), idle_(cfg_->endpoints.size()) {}
-  // A session to `endpoint`: an idle one, or a new one.
-  std::unique_ptr<Session> take(size_t endpoint);
+  // A session to `endpoint`: an idle one, or a new one, made once the
+  // server's reconnection backoff has passed (waited for when `wait` and
+  // within the deadline; IO otherwise).
+  std::unique_ptr<Session> take(size_t endpoint, bool wait = true);
   // Keeps a healthy session with nothing queued for reuse.
   void give_back(std::unique_ptr<Session> s);
 
@@ -79,7 +81,7 @@ class SyncPool {
 // Borrows a session for a scope.
 class Lease {
  public:
-  Lease(SyncPool& pool, size_t endpoint) : pool_(pool), s_(pool.take(endpoint)) {}
+  Lease(SyncPool& pool, size_t endpoint, bool wait = true) : pool_(pool), s_(pool.take(endpoint, wait)) {}
   ~Lease() { pool_.give_back(std::move(s_)); }
   Session* operator->() const { return s_.get(); }
   Session& operator*() const { return *s_; }
