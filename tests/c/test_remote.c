@@ -6,8 +6,9 @@
  * a connection killed once (the read is sent again) and twice (IO), a
  * server out of memory and a read-only ACL user refusing a dirty eviction,
  * a writer and a reader process sharing a namespace, and a sweep of the
- * fault points at each chunk reply and commit, and read replicas taking
- * over from a killed endpoint. Every wait is bounded; a
+ * fault points at each chunk reply and commit; blocks over two servers
+ * with one killed, reconnection backoff, the writer lease, and read
+ * replicas taking over from a killed endpoint. Every wait is bounded; a
  * missing redis-server fails the suite. */
 #include <pthread.h>
 #include <spawn.h>
@@ -1129,6 +1130,69 @@ static void test_fault_sweep(void** state) {
   sw_carrier_release(c);
 }
 
+/* ---- several servers ------------------------------------------------------ */
+
+/* Blocks placed over two servers; one killed fails only the tiles whose
+ * blocks it held. */
+static void test_two_servers_one_killed(void** state) {
+  (void)state;
+  rs_server_t a, b;
+  rs_start(&a);
+  rs_start(&b);
+  sw_runtime_t* rt = NULL;
+  SW_OK_(sw_runtime_create(NULL, &rt));
+  const char* eps[2] = {a.endpoint, b.endpoint};
+  const int64_t T = 512, tiles = 12;
+  const size_t n = (size_t)(T * tiles);
+  sw_remote_carrier_desc_t d = rs_desc(eps, 2, "pair", (size_t)T);
+  d.placement_seed = 11;
+  sw_carrier_t* w = NULL;
+  SW_OK_(sw_carrier_create_remote(rt, SW_DTYPE_F32, n, &d, &w));
+  float* v = (float*)malloc(sizeof(float) * n);
+  fill(v, n, 17);
+  SW_OK_(sw_carrier_write(w, 0, n, v));
+  /* Each block on exactly one server, both used; the header on both. */
+  bool on_b[12];
+  int count_b = 0;
+  for (int64_t k = 0; k < tiles; ++k) {
+    char key[32];
+    snprintf(key, sizeof key, "pair:b:%lld", (long long)k);
+    const long long in_a = RS_CMD(&a, "EXISTS", key).integer, in_b = RS_CMD(&b, "EXISTS", key).integer;
+    if (in_a + in_b != 1) fail_msg("block %lld is on %lld servers", (long long)k, in_a + in_b);
+    on_b[k] = in_b == 1;
+    count_b += on_b[k];
+  }
+  if (count_b == 0 || count_b == tiles) fail_msg("all %lld blocks on one server", (long long)tiles);
+  assert_int_equal(RS_CMD(&a, "EXISTS", "pair:h").integer, 1);
+  assert_int_equal(RS_CMD(&b, "EXISTS", "pair:h").integer, 1);
+  d.read_only = true;
+  sw_carrier_t* r = NULL;
+  SW_OK_(sw_carrier_open_remote(rt, SW_DTYPE_F32, n, &d, &r));
+  fixture_t fx = {.rt = rt};
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(&fx, r, tiles, T, &geo);
+  rs_kill9(&b);
+  for (int64_t k = 0; k < tiles; ++k) {
+    sw_tile_set_t* one = one_tile(k);
+    if (on_b[k]) {
+      SW_FAILS(sw_tiled_promote(te, one), SW_ERROR_IO, b.socket);
+      tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
+    } else {
+      SW_OK_(sw_tiled_promote(te, one));
+      expect_tile_values(te, k, T, 17);
+    }
+    sw_tile_set_release(one);
+  }
+  assert_int_equal(primary_count(te), (size_t)(tiles - count_b));
+  free(v);
+  sw_carrier_release(te);
+  sw_carrier_release(r);
+  sw_carrier_release(w);
+  sw_runtime_release(rt);
+  rs_stop(&b);
+  rs_stop(&a);
+}
+
 /* ---- reconnection backoff ------------------------------------------------- */
 
 static void test_reconnect_backoff(void** state) {
@@ -1424,6 +1488,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test_setup_teardown(test_read_only_acl, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_and_reader, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_sweep, setup, teardown),
+      cmocka_unit_test(test_two_servers_one_killed),
       cmocka_unit_test_setup_teardown(test_reconnect_backoff, setup, teardown),
       cmocka_unit_test_setup_teardown(test_writer_lease, setup, teardown),
       cmocka_unit_test(test_read_replicas),
