@@ -122,18 +122,49 @@ jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, ji
 /* sw_carrier_create_remote (open false) or sw_carrier_open_remote (open
  * true) with every field of sw_remote_carrier_desc_t: the strings as
  * NUL-terminated UTF-8 byte[]s (user and password_file may be null), the
- * endpoints as an Object[] of them. */
+ * endpoints as an Object[] of them, the replicas as two arrays of one length
+ * (null: none): the servers, an Object[] of such byte[]s, and beside each the
+ * index in `endpoints` of the endpoint it copies (the library checks the
+ * indices). Everything copied is freed on every path. */
 jlong carrier_remote(JNIEnv* env, jlong runtime, jint dtype, jlong size, jboolean open, jobjectArray endpoints,
                      jbyteArray key_namespace, jbyteArray user, jbyteArray password_file, jboolean allow_plaintext,
                      jboolean read_only, jlong block_elements, jlong placement_seed, jlong deadline_ms,
-                     jlong chunk_bytes, jlong requests_in_flight, jboolean persistent) {
+                     jlong chunk_bytes, jlong requests_in_flight, jboolean persistent, jobjectArray replica_endpoints,
+                     jlongArray replica_of, jlong lease_ms) {
+  jsize replica_indices = replica_of ? (*env)->GetArrayLength(env, replica_of) : 0;
+  jsize replica_servers = replica_endpoints ? (*env)->GetArrayLength(env, replica_endpoints) : 0;
+  if (replica_indices != replica_servers) {
+    sw_j_throw_code(env, SW_ERROR_VALUE, "the replicas and their endpoint indices differ in length");
+    return 0;
+  }
   char** eps = NULL;
   size_t count = 0;
   if (sw_j_utf8s(env, endpoints, &eps, &count, "endpoints") < 0) return 0;
-  char* ns = sw_j_utf8(env, key_namespace, "namespace");
-  char* u = ns && user ? sw_j_utf8(env, user, "user") : NULL;
-  char* pw = ns && (!user || u) && password_file ? sw_j_utf8(env, password_file, "password file") : NULL;
+  char** replicas = NULL;
+  size_t replica_count = 0;
+  size_t* replica_index = NULL;
+  char* ns = NULL;
+  char* u = NULL;
+  char* pw = NULL;
   jlong result = 0;
+  if (sw_j_utf8s(env, replica_endpoints, &replicas, &replica_count, "replicas") < 0) goto done;
+  replica_index = (size_t*)calloc(replica_count + 1, sizeof *replica_index);
+  if (!replica_index) {
+    sw_j_throw_code(env, SW_ERROR_OUT_OF_MEMORY, "out of memory for the replicas");
+    goto done;
+  }
+  for (size_t i = 0; i < replica_count; ++i) {
+    jlong index = 0;
+    (*env)->GetLongArrayRegion(env, replica_of, (jsize)i, 1, &index);
+    if (index < 0) {
+      sw_j_throw_code(env, SW_ERROR_VALUE, "a replica's endpoint index is negative");
+      goto done;
+    }
+    replica_index[i] = (size_t)index;
+  }
+  ns = sw_j_utf8(env, key_namespace, "namespace");
+  u = ns && user ? sw_j_utf8(env, user, "user") : NULL;
+  pw = ns && (!user || u) && password_file ? sw_j_utf8(env, password_file, "password file") : NULL;
   if (!(*env)->ExceptionCheck(env)) {
     sw_remote_carrier_desc_t desc;
     sw_remote_carrier_desc_init(&desc);
@@ -150,15 +181,22 @@ jlong carrier_remote(JNIEnv* env, jlong runtime, jint dtype, jlong size, jboolea
     desc.chunk_bytes = (size_t)chunk_bytes;
     desc.requests_in_flight = (uint32_t)requests_in_flight;
     desc.persistent = persistent;
+    desc.replica_endpoints = replica_count ? (const char* const*)replicas : NULL;
+    desc.replica_of = replica_count ? replica_index : NULL;
+    desc.replica_count = replica_count;
+    desc.lease_ms = (uint32_t)lease_ms;
     sw_runtime_t* rt = (sw_runtime_t*)(intptr_t)runtime;
     sw_carrier_t* carrier = NULL;
     sw_error_t* e = open ? sw_carrier_open_remote(rt, (sw_dtype_t)dtype, (size_t)size, &desc, &carrier)
                          : sw_carrier_create_remote(rt, (sw_dtype_t)dtype, (size_t)size, &desc, &carrier);
     if (!sw_j_failed(env, e)) result = (jlong)(intptr_t)carrier;
   }
+done:
   free(pw);
   free(u);
   free(ns);
+  free(replica_index);
+  sw_j_free_utf8s(replicas, replica_count);
   sw_j_free_utf8s(eps, count);
   return result;
 }

@@ -48,7 +48,8 @@ jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, ji
 jlong carrier_remote(JNIEnv* env, jlong runtime, jint dtype, jlong size, jboolean open, jobjectArray endpoints,
                      jbyteArray key_namespace, jbyteArray user, jbyteArray password_file, jboolean allow_plaintext,
                      jboolean read_only, jlong block_elements, jlong placement_seed, jlong deadline_ms,
-                     jlong chunk_bytes, jlong requests_in_flight, jboolean persistent);
+                     jlong chunk_bytes, jlong requests_in_flight, jboolean persistent, jobjectArray replica_endpoints,
+                     jlongArray replica_of, jlong lease_ms);
 jlongArray carrier_open_npy(JNIEnv* env, jlong runtime, jbyteArray path, jboolean direct_io, jlong chunk_bytes,
                             jlong requests_in_flight);
 jlongArray carrier_open_safetensors(JNIEnv* env, jlong runtime, jbyteArray path, jbyteArray name, jboolean direct_io,

@@ -183,6 +183,10 @@ pub struct sw_remote_carrier_desc_t {
     pub chunk_bytes: usize,
     pub requests_in_flight: u32,
     pub persistent: bool,
+    pub replica_endpoints: *const *const ::std::os::raw::c_char,
+    pub replica_of: *const usize,
+    pub replica_count: usize,
+    pub lease_ms: u32,
 }
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -536,7 +540,7 @@ const _: () = {
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of sw_remote_carrier_desc_t"][::std::mem::size_of::<sw_remote_carrier_desc_t>() - 96usize];
+    ["Size of sw_remote_carrier_desc_t"][::std::mem::size_of::<sw_remote_carrier_desc_t>() - 128usize];
     ["Alignment of sw_remote_carrier_desc_t"][::std::mem::align_of::<sw_remote_carrier_desc_t>() - 8usize];
     ["Offset of field: sw_remote_carrier_desc_t::struct_size"]
         [::std::mem::offset_of!(sw_remote_carrier_desc_t, struct_size) - 0usize];
@@ -566,6 +570,14 @@ const _: () = {
         [::std::mem::offset_of!(sw_remote_carrier_desc_t, requests_in_flight) - 88usize];
     ["Offset of field: sw_remote_carrier_desc_t::persistent"]
         [::std::mem::offset_of!(sw_remote_carrier_desc_t, persistent) - 92usize];
+    ["Offset of field: sw_remote_carrier_desc_t::replica_endpoints"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, replica_endpoints) - 96usize];
+    ["Offset of field: sw_remote_carrier_desc_t::replica_of"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, replica_of) - 104usize];
+    ["Offset of field: sw_remote_carrier_desc_t::replica_count"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, replica_count) - 112usize];
+    ["Offset of field: sw_remote_carrier_desc_t::lease_ms"]
+        [::std::mem::offset_of!(sw_remote_carrier_desc_t, lease_ms) - 120usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {

@@ -176,13 +176,27 @@ pub struct RemoteOptions {
     /// seeded tier other clients open); by default disposing or releasing
     /// the carrier deletes its keys.
     pub persistent: bool,
+    /// Read replicas: pairs of an endpoint (one of `endpoints`, VALUE
+    /// otherwise) and the servers holding a copy of its blocks, such as a
+    /// redis-server started with `replicaof` that endpoint. Reads go to a
+    /// block's endpoint first and, when it cannot be reached or its
+    /// connection is lost mid-read, to its replicas in order. A replica can
+    /// lag its endpoint, so replicas serve only [`Carrier::open_remote`]
+    /// with `read_only` (VALUE otherwise). Empty: none.
+    pub replicas: Vec<(String, Vec<String>)>,
+    /// The time to live of the namespace's writer lease, rounded up to a
+    /// whole millisecond; `None` = 15 s. A carrier that can write (made by
+    /// [`Carrier::remote`], or opened without `read_only`) holds the lease,
+    /// renewed while it lives: a second writer is refused (STATE, naming
+    /// the holder).
+    pub lease: Option<Duration>,
 }
 
 impl RemoteOptions {
     /// Options over `endpoints` and `namespace`, every other field at its
     /// default: no AUTH, loopback or unix sockets only, the library's block
-    /// size, deadline, chunk size and requests in flight, placement seed 0,
-    /// writable, deleted with the carrier.
+    /// size, deadline, chunk size, requests in flight and lease, placement
+    /// seed 0, writable, no replicas, deleted with the carrier.
     pub fn new<I, S>(endpoints: I, namespace: impl Into<String>) -> RemoteOptions
     where
         I: IntoIterator<Item = S>,
@@ -203,10 +217,26 @@ struct RemoteStrings {
     namespace: CString,
     user: Option<CString>,
     password_file: Option<CString>,
+    _replicas: Vec<CString>,
+    replica_pointers: Vec<*const std::ffi::c_char>,
+    replica_of: Vec<usize>,
 }
 
 fn c_string(s: &str, what: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::value(format!("{what} holds a NUL byte")))
+}
+
+/// A duration as the desc's milliseconds: 0 for `None` (the library's
+/// default, `default` here only for the message), else rounded up.
+fn millis(d: Option<Duration>, what: &str, default: &str) -> Result<u32> {
+    match d {
+        None => Ok(0),
+        Some(d) if d.is_zero() => Err(Error::value(format!("the {what} is zero; None means the default ({default})"))),
+        Some(d) => {
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            u32::try_from(ms).map_err(|_| Error::value(format!("the {what} {d:?} exceeds u32::MAX milliseconds")))
+        }
+    }
 }
 
 fn remote_desc(options: &RemoteOptions) -> Result<(sys::sw_remote_carrier_desc_t, RemoteStrings)> {
@@ -217,21 +247,35 @@ fn remote_desc(options: &RemoteOptions) -> Result<(sys::sw_remote_carrier_desc_t
         .map(|(i, e)| c_string(e, &format!("endpoints[{i}]")))
         .collect::<Result<Vec<_>>>()?;
     let pointers = endpoints.iter().map(|e| e.as_ptr()).collect();
+    // The replicas as the desc's two arrays: the servers, and the index in
+    // `endpoints` of the endpoint each one copies.
+    let mut replicas = Vec::new();
+    let mut replica_of = Vec::new();
+    for (endpoint, servers) in &options.replicas {
+        let Some(at) = options.endpoints.iter().position(|e| e == endpoint) else {
+            return Err(Error::value(format!(
+                "replicas: {endpoint:?} is not one of the endpoints {:?}",
+                options.endpoints
+            )));
+        };
+        for (i, server) in servers.iter().enumerate() {
+            replicas.push(c_string(server, &format!("replicas[{endpoint:?}][{i}]"))?);
+            replica_of.push(at);
+        }
+    }
+    let replica_pointers = replicas.iter().map(|r| r.as_ptr()).collect();
     let strings = RemoteStrings {
         pointers,
         _endpoints: endpoints,
         namespace: c_string(&options.namespace, "the namespace")?,
         user: options.user.as_deref().map(|u| c_string(u, "the user")).transpose()?,
         password_file: options.password_file.as_deref().map(path_cstring).transpose()?,
+        replica_pointers,
+        _replicas: replicas,
+        replica_of,
     };
-    let deadline_ms = match options.deadline {
-        None => 0,
-        Some(d) if d.is_zero() => return Err(Error::value("the deadline is zero; None means the default (5 s)")),
-        Some(d) => {
-            let ms = d.as_nanos().div_ceil(1_000_000);
-            u32::try_from(ms).map_err(|_| Error::value(format!("the deadline {d:?} exceeds u32::MAX milliseconds")))?
-        }
-    };
+    let deadline_ms = millis(options.deadline, "deadline", "5 s")?;
+    let lease_ms = millis(options.lease, "lease", "15 s")?;
     let mut desc = sys::sw_remote_carrier_desc_t::default();
     unsafe { sys::sw_remote_carrier_desc_init(&mut desc) };
     desc.endpoints = if strings.pointers.is_empty() { ptr::null() } else { strings.pointers.as_ptr() };
@@ -247,6 +291,12 @@ fn remote_desc(options: &RemoteOptions) -> Result<(sys::sw_remote_carrier_desc_t
     desc.chunk_bytes = options.chunk_bytes;
     desc.requests_in_flight = options.requests_in_flight;
     desc.persistent = options.persistent;
+    if !strings.replica_pointers.is_empty() {
+        desc.replica_endpoints = strings.replica_pointers.as_ptr();
+        desc.replica_of = strings.replica_of.as_ptr();
+        desc.replica_count = strings.replica_pointers.len();
+    }
+    desc.lease_ms = lease_ms;
     Ok((desc, strings))
 }
 
@@ -423,13 +473,14 @@ impl Carrier {
     ///
     /// # Errors
     ///
-    /// STATE when the namespace already has a header on one of the servers;
-    /// IO (TIMEOUT past the deadline) naming the server when one cannot be
-    /// reached or refuses the credentials or a command; VALUE for a bad
-    /// endpoint (a `redis://` one to a host that is not a loopback address
-    /// without `allow_plaintext`), namespace or password file, or
-    /// `read_only` set; UNSUPPORTED for `rediss://` and in builds without
-    /// hiredis.
+    /// STATE when the namespace already has a header on one of the servers
+    /// or another writer holds its lease ("has a writer already", naming
+    /// the holder); IO (TIMEOUT past the deadline) naming the server when
+    /// one cannot be reached or refuses the credentials or a command; VALUE
+    /// for a bad endpoint (a `redis://` one to a host that is not a loopback
+    /// address without `allow_plaintext`), namespace or password file, or
+    /// `read_only` or `replicas` set; UNSUPPORTED for `rediss://` and in
+    /// builds without hiredis.
     pub fn remote(runtime: &Runtime, dtype: DType, size: usize, options: &RemoteOptions) -> Result<Carrier> {
         let (desc, _strings) = remote_desc(options)?;
         new_carrier!(|o| sys::sw_carrier_create_remote(runtime.as_raw(), dtype.to_raw(), size, &desc, o))
@@ -440,12 +491,16 @@ impl Carrier {
     /// [`RemoteOptions::persistent`] or by `python -m strideweave.remote
     /// seed`. Every server's header must match `dtype`, `size`, the block
     /// size (unless `block_elements` is 0), the endpoint count and the
-    /// placement seed. The carrier never deletes the keys.
+    /// placement seed. The carrier never deletes the keys. Unless
+    /// `read_only`, it takes the namespace's writer lease.
     ///
     /// # Errors
     ///
     /// VALUE when a header differs (naming the field and the server), for a
-    /// bad endpoint, namespace or password file, or `persistent` set; IO
+    /// bad endpoint, namespace or password file, `persistent` set, or
+    /// `replicas` without `read_only` or naming a server that is not one of
+    /// the endpoints; STATE when, without `read_only`, another writer holds
+    /// the namespace's lease ("has a writer already", naming the holder); IO
     /// when a server has no header, cannot be reached, or refuses the
     /// credentials or a command; TIMEOUT past the deadline; UNSUPPORTED for
     /// `rediss://` and in builds without hiredis.

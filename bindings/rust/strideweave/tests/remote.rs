@@ -301,6 +301,129 @@ fn an_opened_namespace_serves_a_tiled_evictable() {
     assert_eq!(bits(&got), bits(&expected));
 }
 
+#[test]
+fn a_namespace_has_one_writer() {
+    let rt = Runtime::new().unwrap();
+    let server = Server::start(None);
+    let open = RemoteOptions { block_elements: 64, ..options(&server, "rust-lease") };
+    let reader = RemoteOptions { read_only: true, ..open.clone() };
+    let w = Carrier::remote(
+        &rt,
+        DType::F32,
+        256,
+        &RemoteOptions { persistent: true, lease: Some(Duration::from_secs(120)), ..open.clone() },
+    )
+    .unwrap();
+    // The lease reached the library: its key lives up to 2 minutes, not
+    // the default 15 s.
+    let ttl: i64 = server.try_command(&["PTTL", "rust-lease:w"]).unwrap()[1..].parse().unwrap();
+    assert!(ttl > 15_000 && ttl <= 120_000, "PTTL {ttl}");
+    // A second writer is refused, naming the holder (host:pid:id).
+    let m = expect_code(Carrier::open_remote(&rt, DType::F32, 256, &open), ErrorCode::State);
+    assert!(m.contains("has a writer already"), "{m}");
+    assert!(m.contains("rust-lease:w"), "{m}");
+    assert!(m.contains(&format!(":{}:", std::process::id())), "{m}");
+    // Readers are not writers: one opens beside the writer and reads what
+    // it wrote.
+    let r = Carrier::open_remote(&rt, DType::F32, 256, &reader).unwrap();
+    w.write(3, &[2.5f32]).unwrap();
+    assert_eq!(r.to_vec::<f32>(3, 1).unwrap(), [2.5]);
+    drop(r);
+    // Releasing the writer ended its lease: the next writer takes it.
+    drop(w);
+    assert_eq!(server.try_command(&["GET", "rust-lease:w"]).unwrap(), "$-1");
+    let w = Carrier::open_remote(&rt, DType::F32, 256, &open).unwrap();
+    assert!(!w.is_read_only().unwrap());
+    drop(w);
+    // The binding's own checks of the lease.
+    let m = expect_code(
+        Carrier::open_remote(&rt, DType::F32, 256, &RemoteOptions { lease: Some(Duration::ZERO), ..open.clone() }),
+        ErrorCode::Value,
+    );
+    assert!(m.contains("lease"), "{m}");
+    expect_code(
+        Carrier::open_remote(
+            &rt,
+            DType::F32,
+            256,
+            &RemoteOptions { lease: Some(Duration::from_secs(5_000_000)), ..open.clone() },
+        ),
+        ErrorCode::Value,
+    );
+}
+
+#[test]
+fn read_replicas_serve_a_reader_whose_endpoint_is_down() {
+    let rt = Runtime::new().unwrap();
+    let server = Server::start(None);
+    let values: Vec<f32> = (0..N).map(|i| i as f32 * 0.25 - 3.0).collect();
+    // The endpoint is a socket nobody listens on; the live server is named
+    // as its replica.
+    let down = format!("unix://{}", server.dir.0.join("down.sock").display());
+    let replicas = vec![(down.clone(), vec![server.endpoint()])];
+    let seed = RemoteOptions { block_elements: PER_TILE, ..options(&server, "rust-rep") };
+    let writer = Carrier::remote(&rt, DType::F32, N, &seed).unwrap();
+    writer.write(0, &values).unwrap();
+    // The writer is alive: the reader opens read-only, through the replica.
+    let base = RemoteOptions { deadline: Some(Duration::from_secs(10)), ..RemoteOptions::new([&down], "rust-rep") };
+    let ro = RemoteOptions { read_only: true, replicas: replicas.clone(), ..base.clone() };
+    let tier = Carrier::open_remote(&rt, DType::F32, N, &ro).unwrap();
+    assert_eq!(bits(&tier.to_vec::<f32>(0, N).unwrap()), bits(&values));
+    // Promotions read it too, as they read a host tier of the same values.
+    let host = Carrier::host(&rt, DType::F32, N).unwrap();
+    host.write(0, &values).unwrap();
+    let te =
+        TiledEvictable::new(&Carrier::cpu(&rt, DType::F32, 0).unwrap(), &tier, &GRID, &TILE, Policy::None).unwrap();
+    let reference =
+        TiledEvictable::new(&Carrier::cpu(&rt, DType::F32, 0).unwrap(), &host, &GRID, &TILE, Policy::None).unwrap();
+    let (full, rfull) = (te.full_tensor().unwrap(), reference.full_tensor().unwrap());
+    te.promote(&te.valid_tiles().unwrap()).unwrap();
+    reference.promote(&reference.valid_tiles().unwrap()).unwrap();
+    assert_eq!(bits(&full.to_vec::<f32>().unwrap()), bits(&rfull.to_vec::<f32>().unwrap()));
+    drop((full, te, tier));
+    // Without the replica the endpoint is down: IO naming it.
+    let m = expect_code(
+        Carrier::open_remote(&rt, DType::F32, N, &RemoteOptions { read_only: true, ..base.clone() }),
+        ErrorCode::Io,
+    );
+    assert!(m.contains("down.sock"), "{m}");
+    // Replicas serve only read-only carriers.
+    let m = expect_code(
+        Carrier::open_remote(&rt, DType::F32, N, &RemoteOptions { replicas: replicas.clone(), ..base.clone() }),
+        ErrorCode::Value,
+    );
+    assert!(m.contains("read replicas serve only"), "{m}");
+    let m = expect_code(
+        Carrier::remote(
+            &rt,
+            DType::F32,
+            N,
+            &RemoteOptions { replicas: replicas.clone(), namespace: "rust-rep2".into(), ..base.clone() },
+        ),
+        ErrorCode::Value,
+    );
+    assert!(m.contains("read replicas serve only"), "{m}");
+    // A key that is not one of the endpoints: the binding's own check,
+    // naming it.
+    let elsewhere = vec![("unix:///elsewhere.sock".to_owned(), vec![server.endpoint()])];
+    let m = expect_code(
+        Carrier::open_remote(
+            &rt,
+            DType::F32,
+            N,
+            &RemoteOptions { read_only: true, replicas: elsewhere, ..base.clone() },
+        ),
+        ErrorCode::Value,
+    );
+    assert!(m.contains("unix:///elsewhere.sock"), "{m}");
+    let nul = vec![(down.clone(), vec!["unix:///x\0y".to_owned()])];
+    expect_code(
+        Carrier::open_remote(&rt, DType::F32, N, &RemoteOptions { read_only: true, replicas: nul, ..base }),
+        ErrorCode::Value,
+    );
+    drop(writer);
+}
+
 /// A password file of `mode` holding `password`, in `dir`.
 fn password_file(dir: &Path, name: &str, password: &str, mode: u32) -> PathBuf {
     let p = dir.join(name);

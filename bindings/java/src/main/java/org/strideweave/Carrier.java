@@ -739,13 +739,14 @@ public class Carrier extends NativeHandle {
    * @param size slots; 0 for an empty carrier, which a TiledEvictable or a move fills
    * @param options the servers, the namespace and the descriptor's other fields
    * @return the carrier
-   * @throws InvalidStateException when the namespace already has a header on one of the servers
+   * @throws InvalidStateException when the namespace already has a header on one of the servers,
+   *     or another writer holds its lease ("has a writer already", naming the holder)
    * @throws StorageIOException when a server cannot be reached, refuses the credentials or a
    *     command (naming the server)
    * @throws WaitTimeoutException when a server does not answer within the deadline
    * @throws InvalidValueException for a bad endpoint (a plaintext one to a host that is not a
    *     loopback address without {@link RemoteOptions#allowPlaintext()}), namespace or password
-   *     file, or {@code readOnly} set
+   *     file, or {@code readOnly} or {@link RemoteOptions#replicas()} set
    * @throws UnsupportedFeatureException for {@code rediss://}, or in builds without hiredis
    */
   public static Carrier remote(StrideWeaveRuntime runtime, DType dtype, long size, RemoteOptions options) {
@@ -758,7 +759,8 @@ public class Carrier extends NativeHandle {
    * {@link RemoteOptions#persistent()} or by {@code python -m strideweave.remote seed}. Every
    * server's header must match the dtype, {@code size}, the block size (when
    * {@link RemoteOptions#blockElements()} is not 0), the endpoint count and the placement seed.
-   * The carrier never deletes the keys.
+   * The carrier never deletes the keys. Unless {@link RemoteOptions#readOnly()}, it takes the
+   * namespace's writer lease.
    *
    * @param runtime the runtime
    * @param dtype the element type, which must be the header's
@@ -766,7 +768,11 @@ public class Carrier extends NativeHandle {
    * @param options the servers, the namespace and the descriptor's other fields
    * @return the carrier
    * @throws InvalidValueException when the header differs (naming the field and the server), for
-   *     a bad endpoint, namespace or password file, or {@code persistent} set
+   *     a bad endpoint, namespace or password file, {@code persistent} set, or
+   *     {@link RemoteOptions#replicas()} without {@code readOnly} or with a key that is not one of
+   *     the endpoints
+   * @throws InvalidStateException without {@code readOnly}, when another writer holds the
+   *     namespace's lease ("has a writer already", naming the holder)
    * @throws StorageIOException when a server has no header, cannot be reached, or refuses the
    *     credentials or a command
    * @throws WaitTimeoutException when a server does not answer within the deadline
@@ -789,11 +795,14 @@ public class Carrier extends NativeHandle {
     byte[] user = options.user() == null ? null : CStrings.of(options.user(), "user");
     byte[] passwordFile = options.passwordFile() == null ? null : CStrings.of(options.passwordFile(), "passwordFile");
     long deadlineMs = options.deadlineMillis();
+    long leaseMs = options.leaseMillis();
+    long[] replicaOf = options.replicaOf(); // checks every key is an endpoint
+    Object[] replicas = CStrings.strings(options.replicaServers(), "replicas");
     long r = rt(runtime);
     try {
       return new Carrier(Native.carrier_remote(r, dtype.value(), size, open, endpoints, ns, user, passwordFile,
           options.allowPlaintext(), options.readOnly(), options.blockElements(), options.placementSeed(), deadlineMs,
-          options.chunkBytes(), options.requestsInFlight(), options.persistent()));
+          options.chunkBytes(), options.requestsInFlight(), options.persistent(), replicas, replicaOf, leaseMs));
     } finally {
       runtime.end();
     }

@@ -22,6 +22,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
@@ -353,6 +354,98 @@ class RemoteTest extends Fixtures {
             assertArrayEquals(bits(rcompact.toFloatArray()), bits(compact.toFloatArray()));
           }
         }
+      }
+    }
+  }
+
+  @Test
+  void aNamespaceHasOneWriter() throws Exception {
+    try (Server srv = new Server(null)) {
+      RemoteOptions.Builder b = RemoteOptions.builder(srv.endpoint(), "java-lease").blockElements(64);
+      RemoteOptions open = b.build();
+      RemoteOptions reader = RemoteOptions.builder(srv.endpoint(), "java-lease").readOnly(true).build();
+      try (Carrier w = Carrier.remote(rt, DType.F32, 256,
+          b.persistent(true).lease(Duration.ofMinutes(2)).build())) {
+        // The lease reached the library: its key lives up to 2 minutes, not the default 15 s.
+        long ttl = Long.parseLong(srv.command("PTTL", "java-lease:w").substring(1));
+        assertTrue(ttl > 15_000 && ttl <= 120_000, "PTTL " + ttl);
+        // A second writer is refused, naming the holder (host:pid:id).
+        InvalidStateException s = exact(InvalidStateException.class,
+            () -> Carrier.openRemote(rt, DType.F32, 256, open));
+        assertTrue(s.getMessage().contains("has a writer already"), s.getMessage());
+        assertTrue(s.getMessage().contains("java-lease:w"), s.getMessage());
+        assertTrue(s.getMessage().contains(":" + ProcessHandle.current().pid() + ":"), s.getMessage());
+        // Readers are not writers: one opens beside the writer and reads what it wrote.
+        try (Carrier r = Carrier.openRemote(rt, DType.F32, 256, reader)) {
+          w.write(3, new float[] {2.5f});
+          float[] one = new float[1];
+          r.read(3, one);
+          assertEquals(2.5f, one[0]);
+        }
+      }
+      // Releasing the writer ended its lease: the next writer takes it.
+      assertEquals("$-1", srv.command("GET", "java-lease:w"));
+      try (Carrier w = Carrier.openRemote(rt, DType.F32, 256, open)) {
+        assertFalse(w.isReadOnly());
+      }
+      // The binding's own checks of the lease.
+      exact(InvalidValueException.class, () -> Carrier.openRemote(rt, DType.F32, 256,
+          RemoteOptions.builder(srv.endpoint(), "java-lease").lease(Duration.ZERO).build()));
+      exact(InvalidValueException.class, () -> Carrier.openRemote(rt, DType.F32, 256,
+          RemoteOptions.builder(srv.endpoint(), "java-lease").lease(Duration.ofDays(100)).build()));
+    }
+  }
+
+  @Test
+  void readReplicasServeAReaderWhoseEndpointIsDown() throws Exception {
+    float[] values = arange(N, 0.25f, -3);
+    try (Server srv = new Server(null)) {
+      // The endpoint is a socket nobody listens on; the live server is named as its replica.
+      String down = "unix://" + srv.dir.resolve("down.sock");
+      Map<String, List<String>> replicas = Map.of(down, List.of(srv.endpoint()));
+      RemoteOptions seed = RemoteOptions.builder(srv.endpoint(), "java-rep").blockElements(PER_TILE).build();
+      RemoteOptions ro = RemoteOptions.builder(down, "java-rep").readOnly(true).replicas(replicas).build();
+      assertEquals(replicas, ro.replicas());
+      assertThrows(UnsupportedOperationException.class, () -> ro.replicas().clear());
+      try (Carrier writer = Carrier.remote(rt, DType.F32, N, seed);
+           Carrier host = Carrier.host(rt, DType.F32, N)) {
+        writer.write(0, values);
+        host.write(0, values);
+        // The writer is alive: the reader opens read-only, through the replica.
+        try (Carrier tier = Carrier.openRemote(rt, DType.F32, N, ro)) {
+          float[] back = new float[N];
+          tier.read(0, back);
+          assertArrayEquals(bits(values), bits(back));
+          // Promotions read it too, as they read a host tier of the same values.
+          try (Carrier p1 = Carrier.cpu(rt, DType.F32, 0);
+               TiledEvictable te = TiledEvictable.create(p1, tier, GRID, TILE, null);
+               Tensor full = te.fullTensor();
+               Carrier p2 = Carrier.cpu(rt, DType.F32, 0);
+               TiledEvictable ref = TiledEvictable.create(p2, host, GRID, TILE, null);
+               Tensor rfull = ref.fullTensor()) {
+            te.promote(te.validTiles());
+            ref.promote(ref.validTiles());
+            assertArrayEquals(bits(rfull.toFloatArray()), bits(full.toFloatArray()));
+          }
+        }
+        // Without the replica the endpoint is down: IO naming it.
+        StorageIOException io = exact(StorageIOException.class, () -> Carrier.openRemote(rt, DType.F32, N,
+            RemoteOptions.builder(down, "java-rep").readOnly(true).build()));
+        assertTrue(io.getMessage().contains("down.sock"), io.getMessage());
+        // Replicas serve only read-only carriers.
+        InvalidValueException v = exact(InvalidValueException.class, () -> Carrier.openRemote(rt, DType.F32, N,
+            RemoteOptions.builder(down, "java-rep").replicas(replicas).build()));
+        assertTrue(v.getMessage().contains("read replicas serve only"), v.getMessage());
+        v = exact(InvalidValueException.class, () -> Carrier.remote(rt, DType.F32, N,
+            RemoteOptions.builder(down, "java-rep2").replicas(replicas).build()));
+        assertTrue(v.getMessage().contains("read replicas serve only"), v.getMessage());
+        // A key that is not one of the endpoints: the binding's own check, naming it.
+        v = exact(InvalidValueException.class, () -> Carrier.openRemote(rt, DType.F32, N,
+            RemoteOptions.builder(down, "java-rep").readOnly(true)
+                .replicas(Map.of("unix:///elsewhere.sock", List.of(srv.endpoint()))).build()));
+        assertTrue(v.getMessage().contains("unix:///elsewhere.sock"), v.getMessage());
+        assertThrows(NullPointerException.class, () -> RemoteOptions.builder(down, "java-rep")
+            .replicas(java.util.Collections.singletonMap(down, null)));
       }
     }
   }
