@@ -87,28 +87,48 @@ inline uint32_t shift_stream(const ZeroShift& z, uint32_t c) {
   return z.table[0][c & 0xFF] ^ z.table[1][(c >> 8) & 0xFF] ^ z.table[2][(c >> 16) & 0xFF] ^ z.table[3][c >> 24];
 }
 
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const unsigned char* p, size_t n) {
-  if (n >= 3 * kStream) {
-    const ZeroShift& z = zero_shift();
-    uint32_t c32 = crc;
-    while (n >= 3 * kStream) {
-      uint64_t a = c32, b = 0, c = 0;
-      for (size_t i = 0; i < kStream; i += 8) {
-        uint64_t wa, wb, wc;
-        std::memcpy(&wa, p + i, 8);
-        std::memcpy(&wb, p + kStream + i, 8);
-        std::memcpy(&wc, p + 2 * kStream + i, 8);
-        a = _mm_crc32_u64(a, wa);
-        b = _mm_crc32_u64(b, wb);
-        c = _mm_crc32_u64(c, wc);
+// The three streams, each word stored to `dst` as it is folded in (with
+// Copy), or not.
+template <bool Copy>
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42_streams(uint32_t crc, const unsigned char*& p,
+                                                                unsigned char*& dst, size_t& n) {
+  const ZeroShift& z = zero_shift();
+  uint32_t c32 = crc;
+  while (n >= 3 * kStream) {
+    uint64_t a = c32, b = 0, c = 0;
+    for (size_t i = 0; i < kStream; i += 8) {
+      uint64_t wa, wb, wc;
+      std::memcpy(&wa, p + i, 8);
+      std::memcpy(&wb, p + kStream + i, 8);
+      std::memcpy(&wc, p + 2 * kStream + i, 8);
+      a = _mm_crc32_u64(a, wa);
+      b = _mm_crc32_u64(b, wb);
+      c = _mm_crc32_u64(c, wc);
+      if constexpr (Copy) {
+        std::memcpy(dst + i, &wa, 8);
+        std::memcpy(dst + kStream + i, &wb, 8);
+        std::memcpy(dst + 2 * kStream + i, &wc, 8);
       }
-      c32 = shift_stream(z, shift_stream(z, static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^
-            static_cast<uint32_t>(c);
-      p += 3 * kStream;
-      n -= 3 * kStream;
     }
-    crc = c32;
+    c32 = shift_stream(z, shift_stream(z, static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^
+          static_cast<uint32_t>(c);
+    p += 3 * kStream;
+    if constexpr (Copy) dst += 3 * kStream;
+    n -= 3 * kStream;
   }
+  return c32;
+}
+
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42_copy(uint32_t crc, unsigned char* dst,
+                                                             const unsigned char* p, size_t n) {
+  if (n >= 3 * kStream) crc = crc32c_sse42_streams<true>(crc, p, dst, n);  // advances p, dst, n
+  std::memcpy(dst, p, n);
+  return crc32c_sse42_one(crc, p, n);
+}
+
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const unsigned char* p, size_t n) {
+  unsigned char* none = nullptr;
+  if (n >= 3 * kStream) crc = crc32c_sse42_streams<false>(crc, p, none, n);  // advances p, n
   return crc32c_sse42_one(crc, p, n);
 }
 
@@ -119,6 +139,16 @@ bool have_sse42() {
 #endif
 
 }  // namespace
+
+uint32_t crc32c_copy(uint32_t crc, void* dst, const void* src, size_t length) {
+  const auto* p = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+#if defined(__x86_64__)
+  if (have_sse42()) return ~crc32c_sse42_copy(~crc, d, p, length);
+#endif
+  std::memcpy(d, p, length);
+  return ~crc32c_table(~crc, p, length);
+}
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t length) {
   const auto* p = static_cast<const unsigned char*>(data);

@@ -12,4 +12,8 @@ namespace sw {
 // `length` bytes at `data`. crc32c("123456789") == 0xE3069283.
 uint32_t crc32c(uint32_t crc, const void* data, size_t length);
 
+// Copies `length` bytes from `src` to `dst` (which must not overlap) and
+// returns crc32c(crc, src, length), in one pass over the bytes.
+uint32_t crc32c_copy(uint32_t crc, void* dst, const void* src, size_t length);
+
 }  // namespace sw

@@ -31,9 +31,10 @@
  * The CRC-32C the carrier computes per block (on every read and every write;
  * the peer computes none) is timed on its own, with the library's routine,
  * and printed beside the ratios: its share of a block's time, and the ratio
- * with that time taken out (a bound: the carrier extends the CRC chunk by
- * chunk, partly while the server works on the next chunks, so not all of
- * that time is on a block's path).
+ * with that time taken out (a bound: a read folds the CRC into its copy of
+ * each reply into the tile, and a write extends it chunk by chunk while the
+ * server stores the chunks before, so not all of that time is on a block's
+ * path).
  *
  * Over loopback or a unix socket this measures the protocol's and the copies'
  * costs on the client and the server, not a network.

@@ -482,7 +482,9 @@ bool Transfer::send_step(Block& b) {
     return true;
   }
   const std::string to = std::to_string(at + n - 1);
-  return send(b, kGetrange, {"GETRANGE", key, from, to}, {b.land + at, n, nullptr}, at);
+  // The reply extends the block's running CRC as it is copied in.
+  return send(b, kGetrange, {"GETRANGE", key, from, to}, {b.land + at, n, nullptr, &b.running_crc, &b.crc_upto, at},
+              at);
 }
 
 void Transfer::extend_crc(Block& b, size_t at, size_t n) noexcept {
@@ -632,8 +634,8 @@ void Transfer::on_reply(const Command& cmd, redisReply* reply, const Status& fai
         break;
       case kStrlen: b.length = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1; break;
       case kGetrange:
-        // A block's replies come in the order of its chunks (one connection).
-        if (cmd.got == std::min(cfg_.chunk_bytes, b.bytes - cmd.at)) extend_crc(b, cmd.at, cmd.got);
+        // The sink extended the block's CRC as it copied the reply (a
+        // block's replies come in the order of its chunks, one connection).
         b.delivered += cmd.got;
         fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kRead, "remote read of a chunk"); }));
         break;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "core/dtype.hpp"
 
@@ -198,6 +199,10 @@ redisReplyObjectFunctions ReplySink::functions_ = {&ReplySink::create_string, &R
                                                    &freeReplyObject};
 
 void ReplySink::attach(redisReader* reader) {
+  // Keep the reader's buffer between replies: by default hiredis frees it
+  // once it is empty and holds more than 16 KiB, so every chunk-sized reply
+  // would grow a fresh buffer again, its pages faulted in anew.
+  reader->maxbuf = 0;
   original_ = reader->fn;
   reader->fn = &functions_;
   reader->privdata = this;
@@ -214,7 +219,12 @@ void* ReplySink::create_string(const redisReadTask* task, char* str, size_t len)
   ReplySink& sink = of(task);
   const Expect e = sink.next(task);
   if (e.dst && task->type == REDIS_REPLY_STRING) {
-    std::memcpy(e.dst, str, len < e.capacity ? len : e.capacity);
+    if (e.crc && len == e.capacity && *e.crc_upto == e.at) {
+      *e.crc = crc32c_copy(*e.crc, e.dst, str, len);
+      *e.crc_upto += len;
+    } else {
+      std::memcpy(e.dst, str, len < e.capacity ? len : e.capacity);
+    }
     if (e.got) *e.got = len;
     return sink.original_->createString(task, str, 0);
   }

@@ -139,8 +139,15 @@ class ReplySink {
     std::byte* dst = nullptr;  // null: an ordinary reply
     size_t capacity = 0;
     size_t* got = nullptr;     // the reply's length, also past capacity
+    // A running CRC-32C of the destination's block, over its first
+    // *crc_upto bytes: a whole reply for the bytes from `at` on, when
+    // *crc_upto == at, extends it while it is copied (one pass).
+    uint32_t* crc = nullptr;
+    size_t* crc_upto = nullptr;
+    size_t at = 0;
   };
-  // Installs the sink's functions on `reader`.
+  // Installs the sink's functions on `reader` (and keeps its buffer between
+  // replies).
   void attach(redisReader* reader);
   void expect(Expect e) { expects_.push_back(e); }
   void expect() { expects_.push_back(Expect{}); }
