@@ -63,14 +63,9 @@ WriterLease::~WriterLease() {
   // Deleted only while it is still this lease's; on any failure it ends
   // with its time to live.
   (void)capture([&] {
-    if (!session_ || session_->broken() || session_->pending()) session_ = std::make_unique<Session>(cfg_, 0);
-    Session& s = *session_;
+    Session& s = session();
     const std::string what = "ending the writer lease '" + key_ + "'";
-    s.append({"WATCH", key_});
-    s.append({"GET", key_});
-    s.get_ok(what);
-    Reply v = s.get_ok(what);
-    if (v->type == REDIS_REPLY_STRING && reply_string(*v) == token_) {
+    if (watch_is_mine(s, what, nullptr)) {
       s.append({"MULTI"});
       s.append({"DEL", key_});
       s.append({"EXEC"});
@@ -79,6 +74,24 @@ WriterLease::~WriterLease() {
     }
     while (s.pending()) s.get_ok(what);
   });
+}
+
+Session& WriterLease::session() {
+  if (!session_ || session_->broken() || session_->pending()) {
+    session_.reset();
+    session_ = std::make_unique<Session>(cfg_, 0);
+  }
+  return *session_;
+}
+
+bool WriterLease::watch_is_mine(Session& s, const std::string& what, std::string* other) {
+  s.append({"WATCH", key_});
+  s.append({"GET", key_});
+  s.get_ok(what);
+  Reply v = s.get_ok(what);
+  const bool mine = v->type == REDIS_REPLY_STRING && reply_string(*v) == token_;
+  if (!mine && other && v->type == REDIS_REPLY_STRING) *other = reply_string(*v);
+  return mine;
 }
 
 std::string WriterLease::describe_holder(Session& s) {
@@ -114,18 +127,10 @@ void WriterLease::run() {
 WriterLease::Renewal WriterLease::renew(std::string* holder) {
   Renewal result = Renewal::kFailed;
   const Status st = capture([&] {
-    if (!session_ || session_->broken() || session_->pending()) {
-      session_.reset();
-      session_ = std::make_unique<Session>(cfg_, 0);
-    }
-    Session& s = *session_;
+    Session& s = session();
     const std::string what = "renewing the writer lease '" + key_ + "'";
     const std::string ttl = std::to_string(ttl_ms_);
-    s.append({"WATCH", key_});
-    s.append({"GET", key_});
-    s.get_ok(what);
-    Reply v = s.get_ok(what);
-    if (v->type == REDIS_REPLY_STRING && reply_string(*v) == token_) {
+    if (watch_is_mine(s, what, holder)) {
       s.append({"MULTI"});
       s.append({"PEXPIRE", key_, ttl});
       s.append({"EXEC"});
@@ -140,8 +145,7 @@ WriterLease::Renewal WriterLease::renew(std::string* holder) {
     }
     s.append({"UNWATCH"});
     s.get_ok(what);
-    if (v->type == REDIS_REPLY_STRING) {
-      *holder = reply_string(*v);
+    if (!holder->empty()) {
       result = Renewal::kTaken;
       return;
     }

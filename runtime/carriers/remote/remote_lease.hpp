@@ -52,6 +52,12 @@ class WriterLease {
   // One renewal on session_ (made again when it broke).
   Renewal renew(std::string* holder);
   std::string describe_holder(Session& s);
+  // session_, made again when it broke or has replies pending.
+  Session& session();
+  // WATCH and GET of the key on `s`: whether it holds this lease's token
+  // (the transaction that follows is then this lease's); if another's, that
+  // token in *other (when not null).
+  bool watch_is_mine(Session& s, const std::string& what, std::string* other);
 
   std::shared_ptr<const Config> cfg_;
   uint32_t ttl_ms_;
