@@ -26,7 +26,8 @@ using remote::Reply;
 
 namespace {
 
-std::shared_ptr<Config> make_config(sw_dtype_t dtype, const RemoteCarrierOptions& o) {
+// `can_write`: the carrier may write (made, or opened without read_only).
+std::shared_ptr<Config> make_config(sw_dtype_t dtype, const RemoteCarrierOptions& o, bool can_write) {
   auto cfg = std::make_shared<Config>();
   if (o.endpoints.empty()) value_error("remote carrier: no endpoints");
   for (const std::string& text : o.endpoints) cfg->endpoints.push_back(remote::parse_endpoint(text, o.allow_plaintext));
@@ -35,6 +36,11 @@ std::shared_ptr<Config> make_config(sw_dtype_t dtype, const RemoteCarrierOptions
   if (!o.replicas.empty() && o.replicas.size() != o.endpoints.size())
     internal_error("remote carrier: replicas for " + std::to_string(o.replicas.size()) + " of " +
                    std::to_string(o.endpoints.size()) + " endpoints");
+  const bool any_replica =
+      std::any_of(o.replicas.begin(), o.replicas.end(), [](const auto& r) { return !r.empty(); });
+  if (any_replica && can_write)
+    value_error("remote carrier: read replicas serve only carriers that cannot write (sw_carrier_open_remote with "
+                "read_only): a replica's copy can lag its endpoint's commits");
   for (size_t e = 0; e < o.replicas.size(); ++e)
     for (const std::string& text : o.replicas[e]) {
       for (const remote::Endpoint& known : cfg->endpoints)
@@ -153,11 +159,6 @@ ReadTry try_read_block(const Config& cfg, remote::SyncPool& pool, size_t server,
 // block's replicas in order when its server cannot be reached or is lost
 // again.
 void read_block_pooled(const Config& cfg, remote::SyncPool& pool, size_t b, std::byte* dst, size_t bytes) {
-  const std::string head = "remote carrier '" + cfg.ns + "': ";
-  auto without_head = [&](std::string why) {
-    if (why.rfind(head, 0) == 0) why.erase(0, head.size());
-    return why;
-  };
   const size_t endpoint = cfg.endpoint_of(b);
   const bool has_replicas = !cfg.replicas[endpoint].empty();
   std::string earlier;  // the failures of the servers tried before
@@ -173,16 +174,15 @@ void read_block_pooled(const Config& cfg, remote::SyncPool& pool, size_t b, std:
       if (outcome == ReadTry::kDone) return;
       if (outcome == ReadTry::kLost && retries < kReadRetriesAfterLoss) continue;
       if (outcome == ReadTry::kLost)
-        why = Status::make(why.code, head + "the read of " + cfg.where(b, server) +
-                                         " failed again on a fresh connection: " + without_head(why.message));
+        why = Status::make(why.code, cfg.head() + "the read of " + cfg.where(b, server) +
+                                         " failed again on a fresh connection: " + cfg.without_head(why.message));
       if (!has_replicas) why.raise();
-      if (!last.ok()) earlier += (earlier.empty() ? "" : "; ") + without_head(last.message);
+      if (!last.ok()) earlier += (earlier.empty() ? "" : "; ") + cfg.without_head(last.message);
       last = std::move(why);
       break;
     }
   }
-  throw_error(last.code, head + "no server holding " + cfg.where(b) + " could serve its read: " +
-                             without_head(last.message) + (earlier.empty() ? "" : "; before that: " + earlier));
+  cfg.no_server_left(b, last, earlier).raise();
 }
 
 // Writes block `b` (`bytes` bytes from `src`) through its staging key and
@@ -245,11 +245,8 @@ RemoteCarrier::~RemoteCarrier() {
 
 Ref<RemoteCarrier> RemoteCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t dtype, size_t size,
                                          const RemoteCarrierOptions& options) {
-  std::shared_ptr<Config> cfg = make_config(dtype, options);
+  std::shared_ptr<Config> cfg = make_config(dtype, options, true);
   (void)dtype_size(dtype);
-  if (cfg->endpoints.size() != cfg->placement_count)
-    value_error("remote carrier: read replicas serve only carriers that cannot write (sw_carrier_open_remote with "
-                "read_only): a replica's copy can lag its endpoint's commits");
   auto carrier = Ref<RemoteCarrier>::adopt(new RemoteCarrier(runtime, dtype, size, cfg, false, false, options));
   for (size_t e = 0; e < cfg->endpoints.size(); ++e) {
     Lease s(*carrier->sync_, e);
@@ -271,10 +268,7 @@ Ref<RemoteCarrier> RemoteCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t
 
 Ref<RemoteCarrier> RemoteCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype, size_t size,
                                        const RemoteCarrierOptions& options) {
-  std::shared_ptr<Config> cfg = make_config(dtype, options);
-  if (cfg->endpoints.size() != cfg->placement_count && !options.read_only)
-    value_error("remote carrier: read replicas serve only carriers that cannot write (open with read_only): a "
-                "replica's copy can lag its endpoint's commits");
+  std::shared_ptr<Config> cfg = make_config(dtype, options, !options.read_only);
   // Each server's header, checked against the caller's parameters; a block
   // size of 0 takes the first server's. An endpoint with replicas may be
   // unreachable when one of them answers (and a replica when its endpoint

@@ -352,10 +352,14 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   void fail(Status s) {
     if (error_.ok()) error_ = std::move(s);
   }
-  std::string head() const { return "remote carrier '" + cfg_.ns + "': "; }
-  std::string without_head(std::string message) const {
-    if (message.rfind(head(), 0) == 0) message.erase(0, head().size());
-    return message;
+  std::string head() const { return cfg_.head(); }
+  std::string without_head(std::string message) const { return cfg_.without_head(std::move(message)); }
+  // The block waits, with `why`, to be sent again from its first command.
+  void wait_to_resend(Block& b, Status why) {
+    if (b.lost) return;
+    b.lost = true;
+    b.lost_status = std::move(why);
+    ++waiting_;
   }
   uv_loop_t* uv() const { return carrier_->runtime().loop().uv(); }
 
@@ -441,11 +445,7 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
         fail(std::move(why));
         return false;
       }
-      if (!b.lost) {
-        b.lost = true;
-        b.lost_status = std::move(why);
-        ++waiting_;
-      }
+      wait_to_resend(b, std::move(why));
       if (b.outstanding == 0) retry_after(backoff_ms);
       return false;
     }
@@ -548,19 +548,14 @@ void Transfer::read_failed_on_server(Block& b, bool lost, Status why) {
   } else {
     size_t next = 0;
     if (!cfg_.read_server(b.endpoint, b.attempt + 1, &next)) {
-      if (b.attempt == 0) return fail(std::move(st));
-      return fail(Status::make(st.code, head() + "no server holding " + cfg_.where(b.index) +
-                                            " could serve its read: " + without_head(st.message) +
-                                            "; before that: " + b.earlier));
+      return fail(b.attempt == 0 ? std::move(st) : cfg_.no_server_left(b.index, st, b.earlier));
     }
     b.earlier += (b.earlier.empty() ? "" : "; ") + without_head(st.message);
     ++b.attempt;
     b.server = next;
     b.retries = 0;
   }
-  b.lost = true;
-  b.lost_status = std::move(st);
-  ++waiting_;
+  wait_to_resend(b, std::move(st));
 }
 
 void Transfer::retry_later(Block& b) {

@@ -177,6 +177,17 @@ void Backoff::connected(size_t server) {
   if (server < entries_.size()) entries_[server] = Entry{};
 }
 
+std::string Config::without_head(std::string message) const {
+  const std::string h = head();
+  if (message.rfind(h, 0) == 0) message.erase(0, h.size());
+  return message;
+}
+
+Status Config::no_server_left(size_t block, const Status& last, const std::string& earlier) const {
+  return Status::make(last.code, head() + "no server holding " + where(block) + " could serve its read: " +
+                                     without_head(last.message) + (earlier.empty() ? "" : "; before that: " + earlier));
+}
+
 std::string Config::backoff_text(size_t server) const {
   return "remote carrier '" + ns + "': not connecting to " + this->server(server) + " for " +
          std::to_string(backoff->wait_ms(server)) + " ms more, after " + std::to_string(backoff->failures(server)) +

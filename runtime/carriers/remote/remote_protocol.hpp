@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.hpp"
 #include "strideweave/strideweave.h"
 
 namespace sw::remote {
@@ -125,6 +126,13 @@ struct Config {
   // The same, on server `server` (a replica of the block's endpoint).
   std::string where(size_t block, size_t server) const;
   std::string server(size_t endpoint) const { return endpoints[endpoint].text; }
+  // "remote carrier '<ns>': ", the head of the carrier's messages, and a
+  // message without it (to quote one message inside another).
+  std::string head() const { return "remote carrier '" + ns + "': "; }
+  std::string without_head(std::string message) const;
+  // A read of `block` that every server holding it failed: `last` the last
+  // server's failure, `earlier` the ones before ("; "-separated).
+  Status no_server_left(size_t block, const Status& last, const std::string& earlier) const;
 };
 
 // Lands the bulk-string replies of chosen commands straight in a buffer.
