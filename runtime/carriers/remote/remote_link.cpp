@@ -215,6 +215,15 @@ bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySi
   return true;
 }
 
+void Link::flush() noexcept {
+  // redisBufferWrite, not redisAsyncHandleWrite: on an error it only marks
+  // the context (the write event still registered reports it), so no
+  // command's callback runs from inside the caller's send.
+  if (!ac_ || !(ac_->c.flags & REDIS_CONNECTED) || ac_->c.err) return;
+  int done = 0;
+  (void)redisBufferWrite(&ac_->c, &done);
+}
+
 void Link::drop(Status why) noexcept {
   redisAsyncContext* ac = ac_;
   if (!ac) return;
@@ -327,8 +336,9 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     std::string earlier;   // a read: how the servers tried before failed it
   };
 
+  // `flush`: written to the socket at once (Link::flush).
   bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {},
-            size_t at = 0);
+            size_t at = 0, bool flush = false);
   // Extends the block's running CRC over [at, at + n) if it reaches there.
   static void extend_crc(Block& b, size_t at, size_t n) noexcept;
   bool send_step(Block& b);
@@ -415,7 +425,7 @@ void Transfer::start() noexcept {
 }
 
 bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect,
-                    size_t at) {
+                    size_t at, bool flush) {
   auto* cmd = new (std::nothrow) Command;
   if (!cmd) {
     fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
@@ -431,7 +441,9 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
   bool sent = false;
   uint64_t backoff_ms = 0;
   fail(capture([&] {
-    sent = carrier_->links_->get(priority_, b.server, uv()).send(cmd, args, expect, &why, &backoff_ms);
+    Link& link = carrier_->links_->get(priority_, b.server, uv());
+    sent = link.send(cmd, args, expect, &why, &backoff_ms);
+    if (sent && flush) link.flush();
   }));
   if (!sent) {
     delete cmd;
@@ -476,9 +488,12 @@ bool Transfer::send_step(Block& b) {
   const size_t at = chunk * cfg_.chunk_bytes, n = std::min(cfg_.chunk_bytes, b.bytes - at);
   const std::string from = std::to_string(at);
   if (write_) {
-    if (!send(b, kSetrange, {"SETRANGE", key, from, std::string_view(reinterpret_cast<const char*>(b.land + at), n)}))
+    // Written to the socket before the chunk's CRC is taken, so that the
+    // CRC runs while the server stores the chunk, not before it is sent.
+    if (!send(b, kSetrange, {"SETRANGE", key, from, std::string_view(reinterpret_cast<const char*>(b.land + at), n)},
+              {}, 0, true))
       return false;
-    extend_crc(b, at, n);  // while the server stores the chunks before it
+    extend_crc(b, at, n);
     return true;
   }
   const std::string to = std::to_string(at + n - 1);

@@ -51,6 +51,11 @@ class Link {
   // or 0 (one was made and failed, or the connection failed).
   bool send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why,
             uint64_t* backoff_ms);
+  // Writes what the connection holds unsent now, as far as the socket
+  // takes it without blocking, instead of on the loop's next turn: work
+  // done after this overlaps the server's. A write error is left for the
+  // loop's next turn, which fails the pending commands as any other.
+  void flush() noexcept;
   void close() noexcept;
   uv_loop_t* loop() const { return loop_; }
 
