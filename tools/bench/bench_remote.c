@@ -19,10 +19,13 @@
  * Two geometries: many 1 MiB blocks (--tiles of them) and one 112 MiB expert
  * as a single block; two transports: a unix socket and loopback TCP, each on
  * a redis-server the tool starts in a temporary directory (--save '',
- * --appendonly no) and stops at exit. A round runs both clients one after
- * the other, the order alternating from round to round so that noise from
- * other processes hits both alike; after one warm-up round, each figure is
- * the median of --runs rounds: GB/s over the round's blocks (bytes over the
+ * --appendonly no) and stops at exit. The two clients take turns block by
+ * block: a round dirties every tile (untimed), then both write block 0,
+ * both write block 1, ..., then both read the blocks back the same way, who
+ * goes first alternating from block to block and from round to round, so
+ * that a burst of noise from other processes (or from the host of a virtual
+ * machine) lands on both alike. After one warm-up round, each figure is the
+ * median of --runs rounds: GB/s over the round's blocks (bytes over the
  * sum of the per-block times), and p50 / p99 of the per-block times of all
  * rounds. The ratio is StrideWeave's GB/s over the peer's, taken per round,
  * then the median; "best" compares the fastest rounds. Target
@@ -32,9 +35,9 @@
  * the peer computes none) is timed on its own, with the library's routine,
  * and printed beside the ratios: its share of a block's time, and the ratio
  * with that time taken out (a bound: a read folds the CRC into its copy of
- * each reply into the tile, and a write extends it chunk by chunk while the
- * server stores the chunks before, so not all of that time is on a block's
- * path).
+ * each reply into the tile, and a write extends it over each chunk once
+ * the chunk is handed to the socket, while the server stores it, so not all
+ * of that time is on a block's path).
  *
  * Over loopback or a unix socket this measures the protocol's and the copies'
  * costs on the client and the server, not a network.
@@ -380,7 +383,8 @@ static double crc_seconds(const unsigned char* data, size_t bytes) {
 }
 
 /* Runs one geometry on one server: every round, both clients evict (write)
- * every block and promote (read) it back, one block at a time. */
+ * every block, then promote (read) every block back, one block at a time,
+ * taking turns on each block. */
 static void run_geometry(sw_runtime_t* rt, const server_t* s, const char* transport, const char* geometry,
                          size_t tiles, size_t tile_bytes, const options_t* o, result_t out[2]) {
   const size_t T = tile_bytes / sizeof(float), n = tiles * T, bytes = n * sizeof(float);
@@ -435,63 +439,42 @@ static void run_geometry(sw_runtime_t* rt, const server_t* s, const char* transp
 
   for (int round = -1; round < o->runs; ++round) {  /* round -1: warm-up, untimed */
     const bool record = round >= 0;
-    for (int turn = 0; turn < 2; ++turn) {
-      const int client = (round & 1) ? 1 - turn : turn;
-      if (client == 0) {
-        /* Dirty every tile (untimed), then evict them one by one. */
-        CHECK(sw_carrier_write(te, 0, n, values));
-        double sum = 0;
-        for (size_t k = 0; k < tiles; ++k) {
+    /* Dirty every tile (untimed); then, block by block, both clients evict
+     * (write) it, then both promote (read) it back. The two take turns on
+     * each block, who goes first alternating from block to block and round
+     * to round, so that a burst of noise from other processes (or from the
+     * host of this virtual machine) lands on both alike. */
+    CHECK(sw_carrier_write(te, 0, n, values));
+    for (int op = 1; op >= 0; --op) {
+      double sum[2] = {0, 0};
+      for (size_t k = 0; k < tiles; ++k) {
+        const int first = (int)((k + (size_t)round + 1) & 1);
+        for (int turn = 0; turn < 2; ++turn) {
+          const int client = turn == 0 ? first : 1 - first;
           const double t0 = now_seconds();
-          CHECK(sw_tiled_evict(te, one[k]));
+          if (client == 0)
+            CHECK(op == 1 ? sw_tiled_evict(te, one[k]) : sw_tiled_promote(te, one[k]));
+          else
+            raw_block(&raw, op == 1, keys[k], staging[k],
+                      (op == 1 ? (unsigned char*)values : raw_buf) + k * tile_bytes, tile_bytes, o->chunk_bytes,
+                      o->in_flight);
           const double t = now_seconds() - t0;
-          sum += t;
-          if (record) f[1][0].lat[f[1][0].nlat++] = t;
-        }
-        if (record) f[1][0].gbs[round] = (double)bytes / sum * 1e-9;
-        sum = 0;
-        for (size_t k = 0; k < tiles; ++k) {
-          const double t0 = now_seconds();
-          CHECK(sw_tiled_promote(te, one[k]));
-          const double t = now_seconds() - t0;
-          sum += t;
-          if (record) f[0][0].lat[f[0][0].nlat++] = t;
-        }
-        if (record) f[0][0].gbs[round] = (double)bytes / sum * 1e-9;
-        if (round == -1) {
-          float* back = (float*)malloc(bytes);
-          CHECK(sw_carrier_read(te, 0, n, back));
-          if (memcmp(back, values, bytes) != 0) die("the promoted tiles differ from the evicted values");
-          free(back);
-        }
-        CHECK(sw_tiled_evict(te, all)); /* clean: dropped, nothing written */
-      } else {
-        double sum = 0;
-        for (size_t k = 0; k < tiles; ++k) {
-          const double t0 = now_seconds();
-          raw_block(&raw, true, keys[k], staging[k], (unsigned char*)values + k * tile_bytes, tile_bytes,
-                    o->chunk_bytes, o->in_flight);
-          const double t = now_seconds() - t0;
-          sum += t;
-          if (record) f[1][1].lat[f[1][1].nlat++] = t;
-        }
-        if (record) f[1][1].gbs[round] = (double)bytes / sum * 1e-9;
-        sum = 0;
-        for (size_t k = 0; k < tiles; ++k) {
-          const double t0 = now_seconds();
-          raw_block(&raw, false, keys[k], NULL, raw_buf + k * tile_bytes, tile_bytes, o->chunk_bytes,
-                    o->in_flight);
-          const double t = now_seconds() - t0;
-          sum += t;
-          if (record) f[0][1].lat[f[0][1].nlat++] = t;
-        }
-        if (record) f[0][1].gbs[round] = (double)bytes / sum * 1e-9;
-        if (round == -1) {
-          if (memcmp(raw_buf, values, bytes) != 0) die("the peer read back other bytes than it wrote");
-          memset(raw_buf, 0, bytes);
+          sum[client] += t;
+          if (record) f[op][client].lat[f[op][client].nlat++] = t;
         }
       }
+      if (record)
+        for (int client = 0; client < 2; ++client) f[op][client].gbs[round] = (double)bytes / sum[client] * 1e-9;
     }
+    if (round == -1) {
+      float* back = (float*)malloc(bytes);
+      CHECK(sw_carrier_read(te, 0, n, back));
+      if (memcmp(back, values, bytes) != 0) die("the promoted tiles differ from the evicted values");
+      free(back);
+      if (memcmp(raw_buf, values, bytes) != 0) die("the peer read back other bytes than it wrote");
+      memset(raw_buf, 0, bytes);
+    }
+    CHECK(sw_tiled_evict(te, all)); /* clean: dropped, nothing written */
   }
 
   const double crc_s = crc_seconds((const unsigned char*)values, tile_bytes);
@@ -588,7 +571,7 @@ int main(int argc, char** argv) {
   const double load0 = load_average(), t_start = now_seconds();
   printf("bench_remote: promote (read) and dirty evict (write + commit) of the remote tier vs a bare hiredis "
          "client on a libuv loop\n");
-  printf("chunk %zu KiB, %u requests in flight, %d rounds after a warm-up, clients alternating; load average %.2f\n",
+  printf("chunk %zu KiB, %u requests in flight, %d rounds after a warm-up, clients taking turns block by block; load average %.2f\n",
          o.chunk_bytes >> 10, o.in_flight, o.runs, load0);
   printf("Over a unix socket or loopback TCP this measures the protocol's and the copies' costs, not a network.\n\n");
 
