@@ -43,7 +43,7 @@
  * costs on the client and the server, not a network.
  *
  * Usage:
- *   build/tools/bench/bench_remote [--tiles 64] [--block-mib 1] [--expert-mib 112] [--runs 7]
+ *   build/tools/bench/bench_remote [--tiles 64] [--block-mib 1] [--expert-mib 112] [--runs 11]
  *                                  [--chunk-kib 1024] [--in-flight 4] [--transport unix|tcp|both]
  *
  * The last line is "SUMMARY_JSON {...}" for scripts.
@@ -540,7 +540,7 @@ static void usage(const char* argv0) {
 }
 
 int main(int argc, char** argv) {
-  options_t o = {64, 1, 112, 1u << 20, 4, 7, true, true};
+  options_t o = {64, 1, 112, 1u << 20, 4, 11, true, true};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (i + 1 >= argc) usage(argv[0]);

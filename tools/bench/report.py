@@ -338,7 +338,7 @@ BENCHMARKS = [
               ["{build}/tools/bench/bench_tiled", "--reps", "15"], rows_tiled),
     Benchmark("bench_remote", "remote tier promote and dirty evict vs a bare hiredis client (redis-servers of its own, "
               "unix socket and loopback TCP)",
-              ["{build}/tools/bench/bench_remote", "--runs", "7"], rows_remote),
+              ["{build}/tools/bench/bench_remote", "--runs", "11"], rows_remote),
     Benchmark("bench_vulkan", "Vulkan carrier vs CPU carrier: ops, matmul, backward, submit latency",
               ["{build}/tools/bench/bench_vulkan", "--reps", "9"], rows_vulkan),
     Benchmark("bench_moe_decode", "offloaded Mixtral-architecture decoding vs resident, naive, mmap and PyTorch at "
