@@ -15,6 +15,11 @@
 # blocks against the package's stubs (tools/typecheck/check_types.py).
 # Every code block of the README and docs/ is compiled and run
 # (tools/docs/run_docs_check.sh).
+# ggml's reference k-quant quantizers, which the Python suite compares
+# StrideWeave's Q4_K and Q6_K bytes with, are built (libggml-base only,
+# tools/bench/build_ggml.sh --base-only, cached in ~/.cache/strideweave) in
+# the background while the C configurations build; without them (no network
+# for the sources, say) that comparison reports SKIP with the reason.
 #
 # --quick: the quick tier of TESTING.md instead: the release build, its C
 # suites and the Python suite without its end-to-end programs (the tests
@@ -93,6 +98,10 @@ if [ "$quick" -eq 1 ]; then
   [ "$failed" -eq 0 ]
   exit
 fi
+
+ggml_log=$(mktemp)
+bash tools/bench/build_ggml.sh --base-only >"$ggml_log" 2>&1 &
+ggml_pid=$!
 # The sanitizer trees build at -O1 (as the sanitizers' own docs advise): at
 # -O2 the CPU kernels' instantiations (runtime/carriers/cpu/cpu_elementwise.cpp
 # and its neighbours) took twice as long to compile under ASan+UBSan, and their suites run in
@@ -134,9 +143,17 @@ grep -hE '^(fault sweep: [0-9]+ \(kind, n\) points covered|soak: [0-9]+ threads)
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "Python suites"
+  if wait "$ggml_pid" && ggml_lib=$(tail -n 1 "$ggml_log") && [ -e "$ggml_lib/libggml-base.so" ]; then
+    export STRIDEWEAVE_TEST_LIBGGML=$ggml_lib/libggml-base.so
+    echo "ggml's reference quantizers: $STRIDEWEAVE_TEST_LIBGGML"
+  else
+    echo "ggml's reference quantizers: not built, the k-quant byte comparison skips:"
+    tail -n 5 "$ggml_log" | sed 's/^/  /'
+  fi
   # conftest.py imports the package from the release build tree (build/bindings/python).
   python3 -m pytest -q tests/python
   record python $?
+  rm -f "$ggml_log"
   stage "type check: the Python examples, the main demo and the docs' Python blocks against the stubs (mypy)"
   python3 tools/typecheck/check_types.py
   record typecheck $?

@@ -145,18 +145,23 @@ def quantize_sw(x, name, runtime):
 
 @pytest.fixture(scope="module")
 def ggml():
-    """ggml_quantize_chunk of the libggml llama-cpp-python bundles, or of the
-    libggml (libggml-base) named by STRIDEWEAVE_TEST_LIBGGML, from any
-    llama.cpp build: ggml's reference Q4_K and Q6_K quantizers (no
-    importance matrix)."""
+    """ggml_quantize_chunk of the libggml (libggml-base) named by
+    STRIDEWEAVE_TEST_LIBGGML, from any llama.cpp build, else of the one
+    tools/bench/build_ggml.sh leaves in ~/.cache/strideweave (the test
+    command builds it), else of the libggml llama-cpp-python bundles: ggml's
+    reference Q4_K and Q6_K quantizers (no importance matrix)."""
     named = os.environ.get("STRIDEWEAVE_TEST_LIBGGML")
+    cached = sorted(pathlib.Path.home().glob(".cache/strideweave/ggml-*/lib/libggml-base.so"))
     if named:
         candidates = [pathlib.Path(named)]
+    elif cached:
+        candidates = cached
     else:
         llama_cpp = pytest.importorskip(
-            "llama_cpp", reason="llama-cpp-python is not installed (nor STRIDEWEAVE_TEST_LIBGGML set): its bundled "
-                                "ggml holds the reference Q4_K and Q6_K quantizers that the byte-for-byte comparison "
-                                "needs (gguf-py has none)")
+            "llama_cpp", reason="no libggml-base: STRIDEWEAVE_TEST_LIBGGML is not set, tools/bench/build_ggml.sh "
+                                "--base-only has not built one, and llama-cpp-python is not installed; ggml holds "
+                                "the reference Q4_K and Q6_K quantizers that the byte-for-byte comparison needs "
+                                "(gguf-py has none)")
         candidates = sorted(pathlib.Path(llama_cpp.__file__).parent.rglob("libggml*.so*"))
     for path in candidates:
         lib = ctypes.CDLL(str(path))

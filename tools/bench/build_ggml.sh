@@ -5,20 +5,28 @@
 # from the sources vendored in the llama-cpp-python sdist of a pinned version,
 # taken from PyPI with pip. Only ggml is configured and built (not llama.cpp,
 # not the Python extension): cmake with shared libraries and -march=native,
-# two jobs, under nice. A benchmark peer only: neither tools/install_deps.sh
-# nor the tests use it.
+# two jobs, under nice. With --base-only, only libggml-base.so (about 20 s):
+# ggml_quantize_chunk and its reference quantizers, which the test command
+# builds for tests/python/test_quant.py's byte-for-byte k-quant comparison.
 #
-#   bash tools/bench/build_ggml.sh          # prints the lib directory last
+#   bash tools/bench/build_ggml.sh [--base-only]   # prints the lib directory last
 #   STRIDEWEAVE_GGML_VERSION=0.3.36 bash tools/bench/build_ggml.sh
 #
-# Idempotent: a finished build (its lib directory with both libraries and a
+# Idempotent: a finished build (its lib directory with the libraries and a
 # stamp) is reused at once. Exits non-zero with the reason when pip, cmake or
 # the compiler fails; the build's output is kept in ggml-VERSION/build.log.
 set -euo pipefail
+base_only=false
+case "${1:-}" in
+  "") ;;
+  --base-only) base_only=true ;;
+  *) echo "usage: build_ggml.sh [--base-only]" >&2; exit 2 ;;
+esac
 version=${STRIDEWEAVE_GGML_VERSION:-0.3.36}
 cache=${HOME}/.cache/strideweave/ggml-${version}
 lib=$cache/lib
 stamp=$lib/.complete
+base_stamp=$lib/.base-complete
 
 fail() {
   echo "build_ggml: $*" >&2
@@ -27,6 +35,11 @@ fail() {
 
 if [ -f "$stamp" ] && [ -e "$lib/libggml-base.so" ] && [ -e "$lib/libggml-cpu.so" ]; then
   echo "build_ggml: ggml from llama-cpp-python $version already built"
+  echo "$lib"
+  exit 0
+fi
+if $base_only && [ -f "$base_stamp" ] && [ -e "$lib/libggml-base.so" ]; then
+  echo "build_ggml: ggml-base from llama-cpp-python $version already built"
   echo "$lib"
   exit 0
 fi
@@ -78,22 +91,30 @@ if ! nice -n 19 cmake -S "$ggml" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_
   fail "cmake configuration failed (log: $log)"
 fi
 
-echo "build_ggml: [4/4] building ggml-base and ggml-cpu (-j2, nice; a few minutes on two cores)"
+targets=(ggml-base ggml-cpu)
+$base_only && targets=(ggml-base)
+echo "build_ggml: [4/4] building ${targets[*]} (-j2, nice; $($base_only && echo 'about 20 s' || echo 'a few minutes') on two cores)"
 # cmake's own [ n%] lines are the progress; the compiler's output goes to the log.
-if ! nice -n 19 cmake --build "$build" --target ggml-base ggml-cpu -j2 2>&1 | tee -a "$log" |
+if ! nice -n 19 cmake --build "$build" --target "${targets[@]}" -j2 2>&1 | tee -a "$log" |
   grep --line-buffered -E '^\[ *[0-9]+%\]' | sed -u 's/^/build_ggml:   /'; then
   :
 fi
 base=$(find "$build" -name 'libggml-base.so' | head -n 1)
 cpu=$(find "$build" -name 'libggml-cpu.so' | head -n 1)
-if [ -z "$base" ] || [ -z "$cpu" ]; then
+if [ -z "$base" ] || { ! $base_only && [ -z "$cpu" ]; }; then
   grep -E 'error|Error' "$log" | tail -n 20 >&2 || true
-  fail "the build produced no libggml-base.so / libggml-cpu.so (log: $log)"
+  fail "the build produced no $($base_only && echo libggml-base.so || echo 'libggml-base.so / libggml-cpu.so') (log: $log)"
 fi
 rm -rf "$lib"
 mkdir -p "$lib"
 # The libraries and their versioned names (symlinks kept as they are).
-cp -P "$(dirname "$base")"/libggml-base.so* "$(dirname "$cpu")"/libggml-cpu.so* "$lib"/
-echo "llama-cpp-python $version" >"$stamp"
+if $base_only; then
+  cp -P "$(dirname "$base")"/libggml-base.so* "$lib"/
+  echo "llama-cpp-python $version" >"$base_stamp"
+else
+  cp -P "$(dirname "$base")"/libggml-base.so* "$(dirname "$cpu")"/libggml-cpu.so* "$lib"/
+  echo "llama-cpp-python $version" >"$stamp"
+  echo "llama-cpp-python $version" >"$base_stamp"
+fi
 echo "build_ggml: done in $((SECONDS - start)) s"
 echo "$lib"
