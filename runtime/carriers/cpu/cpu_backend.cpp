@@ -67,41 +67,54 @@ typename Elem<D>::T convert(typename Elem<S>::T x) {
 
 void quant_copy(const Tensor& src, const Tensor& dst);
 
+// One run of n elements converted from dtype S to dtype D, `so` and `sx`
+// apart (in elements). Only this loop is made per pair of dtypes; the
+// walk over the tensors around it is shared by all of them.
+template <sw_dtype_t D, sw_dtype_t S>
+void convert_run(std::byte* out, const std::byte* in, int64_t n, int64_t so, int64_t sx) {
+  auto* o = reinterpret_cast<typename Elem<D>::T*>(out);
+  const auto* x = reinterpret_cast<const typename Elem<S>::T*>(in);
+  if (so == 1 && sx == 1) {  // the common case, as a loop the compiler vectorizes
+    for (int64_t i = 0; i < n; ++i) o[i] = convert<D, S>(x[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) o[i * so] = convert<D, S>(x[i * sx]);
+}
+
+using ConvertRun = void (*)(std::byte*, const std::byte*, int64_t, int64_t, int64_t);
+
+ConvertRun convert_run_for(sw_dtype_t d, sw_dtype_t s) {
+  ConvertRun run = nullptr;
+  dispatch_dtype(d, [&](auto dd) {
+    dispatch_dtype(s, [&](auto sd) { run = &convert_run<decltype(dd)::value, decltype(sd)::value>; });
+  });
+  return run;
+}
+
 void copy_into(const Tensor& src, const Tensor& dst) {
   if (dtype_is_quantized(src.dtype()) || dtype_is_quantized(dst.dtype())) return quant_copy(src, dst);
+  const ConvertRun run = convert_run_for(dst.dtype(), src.dtype());
+  const bool same = dst.dtype() == src.dtype();
+  const auto ds = static_cast<int64_t>(dtype_size(dst.dtype())), ss = static_cast<int64_t>(dtype_size(src.dtype()));
+  std::byte* d = dst.host_base();
+  const std::byte* s = src.host_base();
   // Iterate dst first: it is dense, so materialising is never needed here.
   std::vector<const Layout*> layouts{&dst.layout(), &src.layout()};
   Iteration it;
-  const bool walkable = build_iteration(layouts, &it);
-  dispatch_dtype(dst.dtype(), [&](auto dd) {
-    dispatch_dtype(src.dtype(), [&](auto sd) {
-      constexpr sw_dtype_t DD = decltype(dd)::value, SD = decltype(sd)::value;
-      using DT = typename Elem<DD>::T;
-      using ST = typename Elem<SD>::T;
-      DT* d = base_of<DT>(dst);
-      const ST* s = base_of<ST>(src);
-      if (!walkable) {
-        // Element by element through ordinals: slow but total.
-        const int64_t n = src.numel();
-        for (int64_t o = 0; o < n; ++o)
-          d[dst.layout().index_of_ordinal(o)] = convert<DD, SD>(s[src.layout().index_of_ordinal(o)]);
+  if (!build_iteration(layouts, &it)) {
+    // Element by element through ordinals: slow but total.
+    const int64_t n = src.numel();
+    for (int64_t o = 0; o < n; ++o)
+      run(d + dst.layout().index_of_ordinal(o) * ds, s + src.layout().index_of_ordinal(o) * ss, 1, 1, 1);
+    return;
+  }
+  dst.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t b, int64_t e) {
+    walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      if (same && st[0] == 1 && st[1] == 1) {
+        std::memcpy(d + off[0] * ds, s + off[1] * ss, static_cast<size_t>(n * ds));
         return;
       }
-      dst.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t b, int64_t e) {
-        walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
-          DT* o = d + off[0];
-          const ST* x = s + off[1];
-          if constexpr (DD == SD) {
-            if (st[0] == 1 && st[1] == 1) {
-              std::memcpy(o, x, n * sizeof(DT));
-              return;
-            }
-            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = x[i * st[1]];
-          } else {
-            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = convert<DD, SD>(x[i * st[1]]);
-          }
-        });
-      });
+      run(d + off[0] * ds, s + off[1] * ss, n, st[0], st[1]);
     });
   });
 }
