@@ -625,6 +625,69 @@ static void test_inplace_rules(void** state) {
   sw_tensor_release(x);
 }
 
+
+/* Copies and conversions of transposed views (a row-major array seen first
+ * mode fastest), which the CPU backend makes in tiles: every element lands
+ * where the plain walk puts it, across ragged tile edges (extents not
+ * multiples of the tile), an outer mode, a reversed mode and element sizes
+ * of 1, 2, 4 and 8 bytes. The expected conversion is that of a dense copy
+ * (whose strides match the result's, so no tiles). */
+static void test_transposed_copies(void** state) {
+  sw_runtime_t* rt = *state;
+  enum { A = 70, B = 3, C = 131 };
+  const int64_t ext[3] = {A, B, C};
+  double* data = malloc(sizeof(double) * A * B * C);
+  assert_non_null(data);
+  for (int64_t i = 0; i < A * B * C; ++i) data[i] = (double)((i * 37) % 251) - 100.0 + 0.25;
+  sw_tensor_t* base = NULL;
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F64, ext, 3, data, &base));
+  const sw_dtype_t from[] = {SW_DTYPE_F64, SW_DTYPE_F32, SW_DTYPE_I32, SW_DTYPE_BF16, SW_DTYPE_U8};
+  const sw_dtype_t to[] = {SW_DTYPE_F32, SW_DTYPE_F64, SW_DTYPE_F16, SW_DTYPE_U8, SW_DTYPE_BOOL, SW_DTYPE_I64};
+  const size_t order[3] = {2, 1, 0}; /* (C, B, A): mode 0 runs along the base's last mode */
+  for (size_t f = 0; f < sizeof from / sizeof from[0]; ++f) {
+    sw_tensor_t *typed = NULL, *perm = NULL, *view = NULL, *dense = NULL;
+    SW_OK_(sw_tensor_to_dtype(base, from[f], &typed));
+    SW_OK_(sw_tensor_permute(typed, order, 3, &perm));
+    SW_OK_(sw_tensor_slice(perm, 1, INT64_MAX, INT64_MIN, -1, &view)); /* B reversed */
+    SW_OK_(sw_tensor_contiguous(view, &dense));
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t a = 0; a < A; ++a) {
+          const int64_t at[3] = {c, b, a}, src[3] = {a, B - 1 - b, c};
+          double got = 0, want = 0;
+          SW_OK_(sw_tensor_get(dense, at, 3, &got));
+          SW_OK_(sw_tensor_get(typed, src, 3, &want));
+          if (got != want)
+            fail_msg("%s copy: element (%lld, %lld, %lld) = %g, expected %g", sw_dtype_name(from[f]), (long long)c,
+                     (long long)b, (long long)a, got, want);
+        }
+    for (size_t t = 0; t < sizeof to / sizeof to[0]; ++t) {
+      sw_tensor_t *out = NULL, *expected = NULL;
+      SW_OK_(sw_tensor_to_dtype(view, to[t], &out));
+      SW_OK_(sw_tensor_to_dtype(dense, to[t], &expected));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t a = 0; a < A; ++a) {
+            const int64_t at[3] = {c, b, a};
+            double got = 0, want = 0;
+            SW_OK_(sw_tensor_get(out, at, 3, &got));
+            SW_OK_(sw_tensor_get(expected, at, 3, &want));
+            if (got != want)
+              fail_msg("%s -> %s: element (%lld, %lld, %lld) = %g, expected %g", sw_dtype_name(from[f]),
+                       sw_dtype_name(to[t]), (long long)c, (long long)b, (long long)a, got, want);
+          }
+      sw_tensor_release(expected);
+      sw_tensor_release(out);
+    }
+    sw_tensor_release(dense);
+    sw_tensor_release(view);
+    sw_tensor_release(perm);
+    sw_tensor_release(typed);
+  }
+  sw_tensor_release(base);
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reshape_is_first_mode_fastest),
@@ -633,6 +696,7 @@ int main(void) {
       cmocka_unit_test(test_unsqueeze_squeeze_expand),
       cmocka_unit_test(test_constructors),
       cmocka_unit_test(test_to_dtype_and_promotion),
+      cmocka_unit_test(test_transposed_copies),
       cmocka_unit_test(test_unary_forward_and_vjp),
       cmocka_unit_test(test_binary_compare_where),
       cmocka_unit_test(test_reductions_softmax_topk),

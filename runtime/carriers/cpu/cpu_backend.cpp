@@ -91,6 +91,67 @@ ConvertRun convert_run_for(sw_dtype_t d, sw_dtype_t s) {
   return run;
 }
 
+// A copy whose destination runs along one dimension and whose source along
+// another (a transposition, as copying a row-major array into a dense
+// first-mode-fastest tensor is): walked run by run, every source element of
+// a run lies a whole row away from the next, each cache line read serves
+// one element and the conversion cannot be vectorized. In kTile x kTile
+// tiles instead: the tile's source rows are converted whole (contiguous,
+// vectorized) into a buffer, which is then written to the destination
+// transposed, its columns contiguous. False (nothing copied) when the copy
+// is not one (tile_dim finds no dimension along which the source runs).
+constexpr int64_t kTile = 64;
+
+template <typename T>
+void store_tile_transposed(const std::byte* tile, int64_t rows, int64_t cols, std::byte* out, int64_t column_stride) {
+  const T* t = reinterpret_cast<const T*>(tile);
+  T* o = reinterpret_cast<T*>(out);
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) o[r + c * column_stride] = t[r * cols + c];
+}
+
+bool copy_transposed(const Iteration& it, ConvertRun run, std::byte* d, const std::byte* s, int64_t ds, int64_t ss,
+                     ThreadPool& pool) {
+  const size_t j = tile_dim(it);
+  if (!j || it.dims[0].stride[1] == 1) return false;
+  const IterDim &di = it.dims[0], &dj = it.dims[j];
+  auto store = ds == 1 ? &store_tile_transposed<uint8_t>
+             : ds == 2 ? &store_tile_transposed<uint16_t>
+             : ds == 4 ? &store_tile_transposed<uint32_t>
+                       : &store_tile_transposed<uint64_t>;
+  std::vector<const IterDim*> outer;
+  int64_t outer_total = 1;
+  for (size_t k = 1; k < it.dims.size(); ++k)
+    if (k != j) {
+      outer.push_back(&it.dims[k]);
+      outer_total *= it.dims[k].extent;
+    }
+  const int64_t ti = (di.extent + kTile - 1) / kTile, tj = (dj.extent + kTile - 1) / kTile;
+  pool.parallel_for(outer_total * ti * tj, std::max<int64_t>(1, kGrain / (kTile * kTile)), [&](int64_t lo, int64_t hi) {
+    alignas(64) std::byte tile[kTile * kTile * 8];
+    for (int64_t t = lo; t < hi; ++t) {
+      int64_t r = t;
+      const int64_t bj = r % tj;
+      r /= tj;
+      const int64_t bi = r % ti;
+      r /= ti;
+      int64_t od = 0, os = 0;
+      for (const IterDim* o : outer) {
+        const int64_t x = r % o->extent;
+        r /= o->extent;
+        od += x * o->stride[0];
+        os += x * o->stride[1];
+      }
+      const int64_t i0 = bi * kTile, rows = std::min(kTile, di.extent - i0), j0 = bj * kTile;
+      const int64_t cols = std::min(kTile, dj.extent - j0);
+      for (int64_t i = 0; i < rows; ++i)
+        run(tile + i * cols * ds, s + (os + (i0 + i) * di.stride[1] + j0) * ss, cols, 1, 1);
+      store(tile, rows, cols, d + (od + i0 + j0 * dj.stride[0]) * ds, dj.stride[0]);
+    }
+  });
+  return true;
+}
+
 void copy_into(const Tensor& src, const Tensor& dst) {
   if (dtype_is_quantized(src.dtype()) || dtype_is_quantized(dst.dtype())) return quant_copy(src, dst);
   const ConvertRun run = convert_run_for(dst.dtype(), src.dtype());
@@ -108,6 +169,7 @@ void copy_into(const Tensor& src, const Tensor& dst) {
       run(d + dst.layout().index_of_ordinal(o) * ds, s + src.layout().index_of_ordinal(o) * ss, 1, 1, 1);
     return;
   }
+  if (copy_transposed(it, run, d, s, ds, ss, dst.runtime().compute())) return;
   dst.runtime().compute().parallel_for(it.total, kGrain, [&](int64_t b, int64_t e) {
     walk(it, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
       if (same && st[0] == 1 && st[1] == 1) {
