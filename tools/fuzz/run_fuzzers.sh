@@ -35,7 +35,7 @@ if ! command -v clang >/dev/null || ! command -v clang++ >/dev/null; then
 fi
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ meson setup "$build" -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
-    -Ddebug=true -Doptimization=1 -Dpython=disabled -Dvulkan=disabled >/dev/null || exit 1
+    -Ddebug=true -Doptimization=1 -Dpython=disabled -Dvulkan=disabled -Dremote=disabled >/dev/null || exit 1
 fi
 ninja -C "$build" >/dev/null || { echo "run_fuzzers: the build failed"; ninja -C "$build" | tail -30; exit 1; }
 if [ ${#targets[@]} -eq 0 ]; then
