@@ -119,34 +119,18 @@ bool copy_transposed(const Iteration& it, ConvertRun run, std::byte* d, const st
              : ds == 2 ? &store_tile_transposed<uint16_t>
              : ds == 4 ? &store_tile_transposed<uint32_t>
                        : &store_tile_transposed<uint64_t>;
-  std::vector<const IterDim*> outer;
-  int64_t outer_total = 1;
-  for (size_t k = 1; k < it.dims.size(); ++k)
-    if (k != j) {
-      outer.push_back(&it.dims[k]);
-      outer_total *= it.dims[k].extent;
-    }
+  const Iteration rest = tile_positions(it, j);
   const int64_t ti = (di.extent + kTile - 1) / kTile, tj = (dj.extent + kTile - 1) / kTile;
-  pool.parallel_for(outer_total * ti * tj, std::max<int64_t>(1, kGrain / (kTile * kTile)), [&](int64_t lo, int64_t hi) {
+  pool.parallel_for(rest.total * ti * tj, std::max<int64_t>(1, kGrain / (kTile * kTile)), [&](int64_t lo, int64_t hi) {
     alignas(64) std::byte tile[kTile * kTile * 8];
     for (int64_t t = lo; t < hi; ++t) {
-      int64_t r = t;
-      const int64_t bj = r % tj;
-      r /= tj;
-      const int64_t bi = r % ti;
-      r /= ti;
-      int64_t od = 0, os = 0;
-      for (const IterDim* o : outer) {
-        const int64_t x = r % o->extent;
-        r /= o->extent;
-        od += x * o->stride[0];
-        os += x * o->stride[1];
-      }
-      const int64_t i0 = bi * kTile, rows = std::min(kTile, di.extent - i0), j0 = bj * kTile;
-      const int64_t cols = std::min(kTile, dj.extent - j0);
-      for (int64_t i = 0; i < rows; ++i)
-        run(tile + i * cols * ds, s + (os + (i0 + i) * di.stride[1] + j0) * ss, cols, 1, 1);
-      store(tile, rows, cols, d + (od + i0 + j0 * dj.stride[0]) * ds, dj.stride[0]);
+      const int64_t bj = t % tj, bi = t / tj % ti, i0 = bi * kTile, j0 = bj * kTile;
+      const int64_t rows = std::min(kTile, di.extent - i0), cols = std::min(kTile, dj.extent - j0);
+      walk(rest, t / (tj * ti), t / (tj * ti) + 1, [&](const int64_t* off, int64_t, const int64_t*) {
+        for (int64_t i = 0; i < rows; ++i)
+          run(tile + i * cols * ds, s + (off[1] + (i0 + i) * di.stride[1] + j0) * ss, cols, 1, 1);
+        store(tile, rows, cols, d + (off[0] + i0 + j0 * dj.stride[0]) * ds, dj.stride[0]);
+      });
     }
   });
   return true;

@@ -189,11 +189,10 @@ inline size_t tile_dim(const Iteration& it) {
 // contiguously. `value(p, e)` computes the element at column e from the
 // inputs' row pointers p, each at the tile's first column; the caller knows
 // each input's step along j (1, or 0 when broadcast).
-template <typename T, int Inputs, typename Value>
-void transposed_tiles(const Iteration& it, size_t j, T* o0, const T* const (&in0)[Inputs], ThreadPool& pool,
-                      Value value) {
-  const IterDim d0 = it.dims[0], dj = it.dims[j];
-  Iteration rest;  // every other dimension: the tiles' positions
+// Every dimension of `it` but dims[0] and dims[j] (j from tile_dim): the
+// positions of the tiles of (dims[0], dims[j]), walked with walk().
+inline Iteration tile_positions(const Iteration& it, size_t j) {
+  Iteration rest;
   rest.operands = it.operands;
   rest.total = 1;
   for (size_t d = 1; d < it.dims.size(); ++d)
@@ -201,6 +200,14 @@ void transposed_tiles(const Iteration& it, size_t j, T* o0, const T* const (&in0
       rest.dims.push_back(it.dims[d]);
       rest.total *= it.dims[d].extent;
     }
+  return rest;
+}
+
+template <typename T, int Inputs, typename Value>
+void transposed_tiles(const Iteration& it, size_t j, T* o0, const T* const (&in0)[Inputs], ThreadPool& pool,
+                      Value value) {
+  const IterDim d0 = it.dims[0], dj = it.dims[j];
+  const Iteration rest = tile_positions(it, j);
   const int64_t row_blocks = (d0.extent + 3) / 4;
   pool.parallel_for(rest.total * row_blocks, std::max<int64_t>(1, kGrain / (4 * dj.extent)), [&](int64_t lo, int64_t hi) {
     for (int64_t q = lo; q < hi; ++q) {
