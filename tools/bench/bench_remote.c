@@ -439,11 +439,9 @@ static void run_geometry(sw_runtime_t* rt, const server_t* s, const char* transp
 
   for (int round = -1; round < o->runs; ++round) {  /* round -1: warm-up, untimed */
     const bool record = round >= 0;
-    /* Dirty every tile (untimed); then, block by block, both clients evict
-     * (write) it, then both promote (read) it back. The two take turns on
-     * each block, who goes first alternating from block to block and round
-     * to round, so that a burst of noise from other processes (or from the
-     * host of this virtual machine) lands on both alike. */
+    /* Dirty every tile (untimed); then both clients evict (write) each
+     * block in turn, then promote (read) each back, taking turns on each
+     * block (see the top of the file). */
     CHECK(sw_carrier_write(te, 0, n, values));
     for (int op = 1; op >= 0; --op) {
       double sum[2] = {0, 0};
