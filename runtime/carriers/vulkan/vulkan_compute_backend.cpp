@@ -286,8 +286,9 @@ class VulkanComputeBackend final : public ComputeBackend {
     int64_t count = 1;
     for (const Leaf& x : reduced) count *= x.extent;
     if (a.numel() == 0) return zero(out);  // a sum; max and min of nothing are refused before
-    vk::Context& ctx = context_of(out);
-    std::lock_guard lock(ctx.mutex());
+    // Not under the context's mutex: `parts` below is allocated through the
+    // device, whose mutex is taken before the context's (launch locks).
+    const vk::Context& ctx = context_of(out);
     std::vector<int32_t> meta;
     Push p;
     p.set(1, static_cast<uint32_t>(n_out));
@@ -472,12 +473,14 @@ class VulkanComputeBackend final : public ComputeBackend {
   void zero(const Tensor& out) {
     if (!out.numel()) return;
     vk::Context& ctx = context_of(out);
-    std::lock_guard lock(ctx.mutex());
     const VkDeviceSize es = dtype_size(out.dtype());
     const VkDeviceSize from = out.offset() * es, bytes = out.numel() * es;
-    if (from % 4 == 0 && bytes % 4 == 0) return ctx.fill_zero(buffer_of(out), from, bytes);
-    // vkCmdFillBuffer takes whole words: copy from a zeroed scratch buffer.
-    Ref<Tensor> z = zeros(out.runtime_ref(), out.dtype(), {out.numel()});
+    // vkCmdFillBuffer takes whole words, else a copy from a zeroed scratch
+    // buffer: allocated (and released) outside the context's mutex, as the
+    // device's mutex comes first.
+    Ref<Tensor> z = from % 4 == 0 && bytes % 4 == 0 ? Ref<Tensor>() : zeros(out.runtime_ref(), out.dtype(), {out.numel()});
+    std::lock_guard lock(ctx.mutex());
+    if (!z) return ctx.fill_zero(buffer_of(out), from, bytes);
     ctx.copy(buffer_of(*z), 0, buffer_of(out), from, bytes);
   }
 
