@@ -79,7 +79,8 @@ static inline int rs_connect(const rs_server_t* s) {
     close(fd);
     return -1;
   }
-  struct timeval tv = {5, 0};
+  /* Longer than any command of the suites waits itself (WAIT: 30 s). */
+  struct timeval tv = {60, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;

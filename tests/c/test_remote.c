@@ -964,7 +964,11 @@ static void test_writer_and_reader(void** state) {
   assert_int_equal(posix_spawn(&reader, self, NULL, NULL, argv, environ), 0);
 
   /* Once the reader reads: new versions of every tile for two seconds, each
-   * committed by a dirty eviction. */
+   * committed by a dirty eviction, with a pause of 2 ms after each version.
+   * A block replaced during each of its reader's nine reads is refused
+   * (SW_ERROR_IO, docs/remote-tier.md); without the pause, a writer that
+   * keeps both CPUs busy (under ThreadSanitizer, beside another suite) could
+   * starve the reader into that refusal. */
   for (const double until = rs_now() + 30.0; RS_CMD(&f->srv, "GET", "shared-test:started").nil; usleep(10000)) {
     int status;
     if (waitpid(reader, &status, WNOHANG) == reader) fail_msg("the reader ended before it started reading");
@@ -982,6 +986,7 @@ static void test_writer_and_reader(void** state) {
       snprintf(number, sizeof number, "%lld", (long long)ver);
       RS_CMD(&f->srv, "SET", key, number);
     }
+    usleep(2000);
   }
   free(v);
   RS_CMD(&f->srv, "SET", "shared-test:done", "1");
@@ -1376,7 +1381,7 @@ static void test_read_replicas(void** state) {
   fill(v, n, 21);
   SW_OK_(sw_carrier_write(writer, 0, n, v));
   sw_carrier_release(writer);
-  rs_reply_t r = RS_CMD(&primary, "WAIT", "1", "10000");
+  rs_reply_t r = RS_CMD(&primary, "WAIT", "1", "30000");
   assert_int_equal(r.integer, 1);
 
   /* Refusals: replicas on a carrier that can write, bad indices, NULLs, a
