@@ -44,6 +44,9 @@ fi
 # OpenBLAS is only tools/bench/bench_cpu's informational cblas_sgemm row.
 # libhiredis-dev: the remote carrier (runtime/carriers/remote), and
 # redis-server the servers its suite starts and stops (tests/c/test_remote.c).
+# ccache: meson compiles through it when it is on the PATH; the test command's
+# wheel build (tools/wheel/build_wheel.sh) then reuses the release build's
+# objects instead of compiling the library a second time.
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
   libcmocka-dev libuv1-dev libzstd-dev
@@ -56,6 +59,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   valgrind
   libhiredis-dev redis-server
+  ccache
 )
 # The main job's subset: the library, its C test suites' cmocka (the build
 # directory it configures is the one the tests use) and the Python binding.

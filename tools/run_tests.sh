@@ -39,6 +39,11 @@ for arg in "$@"; do
   esac
 done
 bash tools/install_deps.sh || exit 1
+# Compiles go through ccache (meson finds it on the PATH): the wheel's build
+# reuses the release tree's objects. The compile directory stays out of the
+# hash (debug info names it; the wheel strips it) and paths are taken from
+# the source root, so build/ and build-wheel/ share the objects.
+export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR=$root
 
 # Each stage's header says how long the command has run so far (SECONDS:
 # since the script started, its installs included).

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the Python package's release wheel and checks it as a user gets it:
-#   1. `pip wheel .` through meson-python (pyproject.toml): release build type,
-#      no debug info; meson-python's build directory is build-wheel/
-#      and is kept, so a second run only rebuilds what changed (the first
-#      compiles the library once more: several minutes on 2 cores);
+#   1. `pip wheel .` through meson-python (pyproject.toml): the release build
+#      type with the compiler options of the release tree `build/` (debug
+#      info too, where `pip install .` has none; step 2 strips it), so that with ccache on the PATH (the test
+#      command's install has it) the compiler runs hit the objects that tree's
+#      build left in the cache; meson-python's build directory is build-wheel/
+#      and is kept, so a second run only rebuilds what changed (without
+#      ccache the first compiles the library once more: minutes on 2 cores);
 #   2. `auditwheel repair --strip`: copies the native libraries the wheel needs
 #      from the system (libuv, libzstd, oneDNN's libdnnl, libgomp, ...) into
 #      it, strips the symbols of every library in it (meson-python packs the
@@ -54,7 +57,7 @@ while IFS= read -r line; do
   fi
 done < <("$PY" -m pip wheel . -v --no-deps -w "$out/raw" \
     -Cbuild-dir="$builddir" \
-    -Csetup-args=-Dbuildtype=release -Csetup-args=-Ddebug=false \
+    -Csetup-args=-Dbuildtype=release -Csetup-args=-Ddebug=true \
     2>&1; echo "pip-exit-status $?")
 status=$(sed -n 's/^pip-exit-status //p' "$log" | tail -1)
 if [ "${status:-1}" -ne 0 ]; then
