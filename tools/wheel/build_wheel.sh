@@ -2,11 +2,12 @@
 # Builds the Python package's release wheel and checks it as a user gets it:
 #   1. `pip wheel .` through meson-python (pyproject.toml): the release build
 #      type with the compiler options of the release tree `build/` (debug
-#      info too, where `pip install .` has none; step 2 strips it), so that with ccache on the PATH (the test
-#      command's install has it) the compiler runs hit the objects that tree's
-#      build left in the cache; meson-python's build directory is build-wheel/
-#      and is kept, so a second run only rebuilds what changed (without
-#      ccache the first compiles the library once more: minutes on 2 cores);
+#      info too, where `pip install .` has none; step 2 strips it), so that
+#      with ccache on the PATH (the test command installs it) the compiles
+#      hit the objects that tree's build left in the cache; meson-python's
+#      build directory is build-wheel/ and is kept, so a second run only
+#      rebuilds what changed (without ccache the first compiles the library
+#      once more: minutes on 2 cores);
 #   2. `auditwheel repair --strip`: copies the native libraries the wheel needs
 #      from the system (libuv, libzstd, oneDNN's libdnnl, libgomp, ...) into
 #      it, strips the symbols of every library in it (meson-python packs the
