@@ -6,8 +6,9 @@ from a TiledEvictable whose tiles are all primary-resident, into a reused
 destination carrier, through the Python package; the peers gather the same
 experts from a (64, 1024, 1024) array with `torch.index_select(out=)` (the
 peer of the target in tools/bench/README.md) and `numpy.take(out=)`, with the same
-number of threads. Every figure is the median over --repeats; GB/s counts
-the gathered bytes once. StrideWeave's compact result puts the expert mode
+number of threads. Every figure is the median over --repeats, each from a
+cold cache (128 MiB streamed through first, untimed); GB/s counts the
+gathered bytes once. StrideWeave's compact result puts the expert mode
 fastest (dense, first mode fastest), so it interleaves the experts element
 by element where the peers copy each expert as one block.
 
@@ -39,11 +40,24 @@ EXPERTS, DIM = 64, 1024
 PICKS = (3, 17, 42, 5, 60, 11, 29, 50)
 
 
+# Streamed through (untimed) before each timed repetition: 128 MiB, four
+# times a large L3, so that every contender reads its experts from DRAM.
+# Without it the figure depended on how much of the 32 MiB of experts and
+# destination the last-level cache kept between repetitions (torch.index_select
+# ran at 17-36 GB/s in three quiet runs on a CPU with a 32 MiB L3).
+_SCRATCH = np.ones(32 << 20, dtype=np.float32)
+
+
+def flush_caches():
+    np.add(_SCRATCH, 1.0, out=_SCRATCH)
+
+
 def median_seconds(fn, repeats):
     fn()  # warm-up
     fn()
     times = []
     for _ in range(repeats):
+        flush_caches()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
