@@ -20,6 +20,7 @@ $STRIDEWEAVE_PYTHONPATH, else an installed strideweave. Without PyTorch the
 torch row says "not installed". Ends with a BENCH_JSON line.
 """
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -45,11 +46,14 @@ PICKS = (3, 17, 42, 5, 60, 11, 29, 50)
 # Without it the figure depended on how much of the 32 MiB of experts and
 # destination the last-level cache kept between repetitions (torch.index_select
 # ran at 17-36 GB/s in three quiet runs on a CPU with a 32 MiB L3).
-_SCRATCH = np.ones(32 << 20, dtype=np.float32)
+# Made on the first timed repetition, not at import (--help needs none).
+@functools.cache
+def _scratch():
+    return np.ones(32 << 20, dtype=np.float32)
 
 
 def flush_caches():
-    np.add(_SCRATCH, 1.0, out=_SCRATCH)
+    np.add(_scratch(), 1.0, out=_scratch())
 
 
 def median_seconds(fn, repeats):
