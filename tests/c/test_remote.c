@@ -689,12 +689,14 @@ static void dirty_tile(sw_carrier_t* te, int64_t k, int64_t T, uint32_t seed) {
   free(v);
 }
 
-static void test_out_of_memory(void** state) {
-  fixture_t* f = (fixture_t*)*state;
+/* `in_flight` 4: the chunks, then the commit; 16: the block's whole
+ * transaction at once, which the server refuses while queuing it. */
+static void out_of_memory(fixture_t* f, const char* ns, uint32_t in_flight) {
   const int64_t T = 65536, tiles = 2; /* 256 KiB tiles */
   const size_t n = (size_t)(T * tiles);
-  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "oom", (size_t)T);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, ns, (size_t)T);
   d.chunk_bytes = 16384; /* the server runs out part way through a block */
+  d.requests_in_flight = in_flight;
   sw_carrier_t* c = NULL;
   SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
   float* v = (float*)malloc(sizeof(float) * n);
@@ -717,24 +719,32 @@ static void test_out_of_memory(void** state) {
   assert_non_null(e);
   assert_int_equal(sw_error_code(e), SW_ERROR_IO);
   const char* m = sw_error_message(e);
-  if (!strstr(m, "OOM") || !strstr(m, "block 0 (key 'oom:b:0')") || !strstr(m, f->srv.socket))
+  char key[64];
+  snprintf(key, sizeof key, "block 0 (key '%s:b:0')", ns);
+  if (!strstr(m, "OOM") || !strstr(m, key) || !strstr(m, f->srv.socket))
     fail_msg("unexpected message: %s", m);
   sw_error_free(e);
   tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
   expect_tile_values(te, 0, T, 12);
-  expect_stored(f->rt, f->eps, "oom", n, 0, (size_t)T, 11); /* the stored block is the old one */
+  expect_stored(f->rt, f->eps, ns, n, 0, (size_t)T, 11); /* the stored block is the old one */
 
   /* Room again: the same eviction commits. */
   r = RS_CMD(&f->srv, "CONFIG", "SET", "maxmemory", "0");
   assert_int_equal(r.type, '+');
   SW_OK_(sw_tiled_evict(te, s0));
   tt_expect_tile(&geo, 0, SW_TILE_SECONDARY, false);
-  expect_stored(f->rt, f->eps, "oom", n, 0, (size_t)T, 12);
+  expect_stored(f->rt, f->eps, ns, n, 0, (size_t)T, 12);
   SW_OK_(sw_tiled_promote(te, s0));
   expect_tile_values(te, 0, T, 12);
   sw_tile_set_release(s0);
   sw_carrier_release(te);
   sw_carrier_release(c);
+}
+
+static void test_out_of_memory(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  out_of_memory(f, "oom4", 4);
+  out_of_memory(f, "oom16", 16);
 }
 
 /* The least-privilege users of docs/remote-tier.md, for namespace acl. */
@@ -1041,12 +1051,13 @@ static void sweep_expect_stored_whole(fixture_t* f, const char* ns, int64_t k, u
   if (!is_old && !is_new) fail_msg("stored block %lld is neither the old nor the new one", (long long)k);
 }
 
-static void test_fault_sweep(void** state) {
-  fixture_t* f = (fixture_t*)*state;
+/* `in_flight` 2: a block's chunks go out as replies free room, and its
+ * commit after them; 4: the whole transaction at once. */
+static void fault_sweep(fixture_t* f, const char* ns, uint32_t in_flight) {
   const size_t n = SWEEP_TILES * SWEEP_T;
-  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "sweep", SWEEP_T);
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, ns, SWEEP_T);
   d.chunk_bytes = 64;
-  d.requests_in_flight = 2;
+  d.requests_in_flight = in_flight;
   sw_carrier_t* c = NULL;
   SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
   float v[SWEEP_TILES * SWEEP_T];
@@ -1084,7 +1095,7 @@ static void test_fault_sweep(void** state) {
     for (int64_t k = 0; k < SWEEP_TILES; ++k) expect_tile_values(te, k, SWEEP_T, seed);
     SW_OK_(sw_tiled_evict(te, all));
   }
-  print_message("remote read faults: %llu points\n", (unsigned long long)reached);
+  print_message("remote read faults, %u in flight: %llu points\n", in_flight, (unsigned long long)reached);
 
   /* Dirty evictions: a fault at each chunk reply, each commit and each
    * commit's reply. */
@@ -1118,21 +1129,27 @@ static void test_fault_sweep(void** state) {
     for (int64_t k = 0; k < SWEEP_TILES; ++k) {
       tt_expect_tile(&geo, k, SW_TILE_PRIMARY, true);
       expect_tile_values(te, k, SWEEP_T, next[k]);
-      sweep_expect_stored_whole(f, "sweep", k, stored[k], next[k]);
+      sweep_expect_stored_whole(f, ns, k, stored[k], next[k]);
     }
     SW_OK_(sw_tiled_evict(te, all));
     for (int64_t k = 0; k < SWEEP_TILES; ++k) {
       tt_expect_tile(&geo, k, SW_TILE_SECONDARY, false);
       stored[k] = next[k];
     }
-    expect_stored(f->rt, f->eps, "sweep", n, 0, SWEEP_T, stored[0]);
+    expect_stored(f->rt, f->eps, ns, n, 0, SWEEP_T, stored[0]);
     SW_OK_(sw_tiled_promote(te, all));
     for (int64_t k = 0; k < SWEEP_TILES; ++k) expect_tile_values(te, k, SWEEP_T, stored[k]);
   }
-  print_message("remote write faults: %llu points\n", (unsigned long long)reached);
+  print_message("remote write faults, %u in flight: %llu points\n", in_flight, (unsigned long long)reached);
   sw_tile_set_release(all);
   sw_carrier_release(te);
   sw_carrier_release(c);
+}
+
+static void test_fault_sweep(void** state) {
+  fixture_t* f = (fixture_t*)*state;
+  fault_sweep(f, "sweep2", 2);
+  fault_sweep(f, "sweep4", 4);
 }
 
 /* ---- several servers ------------------------------------------------------ */

@@ -8,8 +8,11 @@
  *                 sw_tiled_promote (read: HGET crc, STRLEN, pipelined
  *                 GETRANGE chunks straight into the tile buffer, CRC-32C
  *                 check) or one sw_tiled_evict of a dirty tile (write:
- *                 DEL, pipelined SETRANGE chunks to the staging key, then
- *                 MULTI / RENAME / HSET crc / EXEC), timed around the call.
+ *                 SETRANGE chunks to the staging key committed by RENAME /
+ *                 HSET crc in a MULTI / EXEC: a block of at most
+ *                 --in-flight chunks in one transaction sent at once, a
+ *                 larger one as DEL and pipelined chunks, then the commit),
+ *                 timed around the call.
  *   peer          hiredis's asynchronous API on a bare libuv loop run by the
  *                 calling thread (hiredis/adapters/libuv.h): per block,
  *                 pipelined GETRANGE chunks copied from the replies into one
@@ -35,9 +38,8 @@
  * the peer computes none) is timed on its own, with the library's routine,
  * and printed beside the ratios: its share of a block's time, and the ratio
  * with that time taken out (a bound: a read folds the CRC into its copy of
- * each reply into the tile, and a write extends it over each chunk once
- * the chunk is handed to the socket, while the server stores it, so not all
- * of that time is on a block's path).
+ * each reply into the tile, and a write into its copy of each chunk into
+ * the SETRANGE command, so not all of that time is on a block's path).
  *
  * Over loopback or a unix socket this measures the protocol's and the copies'
  * costs on the client and the server, not a network.

@@ -192,19 +192,16 @@ bool Link::connect(Status* why, uint64_t* backoff_ms) {
   return true;
 }
 
-bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why,
-                uint64_t* backoff_ms) {
+template <typename Enqueue>
+bool Link::send_with(Command* cmd, ReplySink::Expect expect, Status* why, uint64_t* backoff_ms, Enqueue&& enqueue) {
   *backoff_ms = 0;
-  if (!ac_ && !connect(why, backoff_ms)) return false;
-  std::vector<const char*> argv(args.size());
-  std::vector<size_t> lengths(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    argv[i] = args[i].data();
-    lengths[i] = args[i].size();
+  if (!abandoned_.ok()) {
+    *why = abandoned_;
+    return false;
   }
+  if (!ac_ && !connect(why, backoff_ms)) return false;
   sink_.expect(expect);
-  if (redisAsyncCommandArgv(ac_, &Link::on_reply, cmd, static_cast<int>(args.size()), argv.data(), lengths.data()) !=
-      REDIS_OK) {
+  if (enqueue(ac_) != REDIS_OK) {
     sink_.unexpect();
     *why = lost_status(ac_);
     return false;
@@ -215,6 +212,27 @@ bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySi
   return true;
 }
 
+bool Link::send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why,
+                uint64_t* backoff_ms) {
+  std::vector<const char*> argv(args.size());
+  std::vector<size_t> lengths(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    argv[i] = args[i].data();
+    lengths[i] = args[i].size();
+  }
+  return send_with(cmd, expect, why, backoff_ms, [&](redisAsyncContext* ac) {
+    return redisAsyncCommandArgv(ac, &Link::on_reply, cmd, static_cast<int>(args.size()), argv.data(),
+                                 lengths.data());
+  });
+}
+
+bool Link::send_formatted(Command* cmd, std::string_view resp, ReplySink::Expect expect, Status* why,
+                          uint64_t* backoff_ms) {
+  return send_with(cmd, expect, why, backoff_ms, [&](redisAsyncContext* ac) {
+    return redisAsyncFormattedCommand(ac, &Link::on_reply, cmd, resp.data(), resp.size());
+  });
+}
+
 void Link::flush() noexcept {
   // redisBufferWrite, not redisAsyncHandleWrite: on an error it only marks
   // the context (the write event still registered reports it), so no
@@ -222,6 +240,12 @@ void Link::flush() noexcept {
   if (!ac_ || !(ac_->c.flags & REDIS_CONNECTED) || ac_->c.err) return;
   int done = 0;
   (void)redisBufferWrite(&ac_->c, &done);
+}
+
+void Link::abandon(Status why) noexcept {
+  if (!ac_ || !abandoned_.ok()) return;
+  abandoned_ = std::move(why);
+  arm();
 }
 
 void Link::drop(Status why) noexcept {
@@ -235,6 +259,10 @@ void Link::drop(Status why) noexcept {
 
 void Link::arm() noexcept {
   if (!timer_) return;
+  if (!abandoned_.ok()) {
+    uv_timer_start(timer_, &Link::on_timer, 0, 0);
+    return;
+  }
   if (pending_.empty()) {
     uv_timer_stop(timer_);
     return;
@@ -245,6 +273,12 @@ void Link::arm() noexcept {
 
 void Link::on_timer(uv_timer_t* timer) {
   auto* link = static_cast<Link*>(timer->data);
+  if (link && !link->abandoned_.ok()) {
+    Status why = std::move(link->abandoned_);
+    link->abandoned_ = {};
+    link->drop(std::move(why));
+    return;
+  }
   if (!link || link->pending_.empty()) return;
   if (link->pending_.front()->deadline > uv_now(link->loop_)) {
     link->arm();
@@ -338,10 +372,23 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
 
   // `flush`: written to the socket at once (Link::flush).
   bool send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect = {},
-            size_t at = 0, bool flush = false);
-  // Extends the block's running CRC over [at, at + n) if it reaches there.
-  static void extend_crc(Block& b, size_t at, size_t n) noexcept;
+            size_t at = 0, bool flush = false) {
+    return send_command(b, kind, &args, {}, expect, at, flush);
+  }
+  // A command already in the protocol's form.
+  bool send_resp(Block& b, int kind, std::string_view resp, bool flush) {
+    return send_command(b, kind, nullptr, resp, {}, 0, flush);
+  }
+  bool send_command(Block& b, int kind, const std::vector<std::string_view>* args, std::string_view resp,
+                    ReplySink::Expect expect, size_t at, bool flush);
+  // Sends SETRANGE of the block's bytes [at, at + n) to `key`, written to
+  // the socket at once, and extends the block's running CRC over them: the
+  // CRC is taken as the bytes are copied into the command.
+  bool send_setrange(Block& b, const std::string& key, size_t at, size_t n);
   bool send_step(Block& b);
+  // A write of a block whose chunks all fit in the requests in flight: its
+  // whole transaction at once (one round trip). Returns whether it was sent.
+  bool send_transaction(Block& b);
   void send_commit(Block& b);
   void block_read(Block& b);
   // Sends the block's read again from its first command.
@@ -424,8 +471,8 @@ void Transfer::start() noexcept {
   finish_if_idle();
 }
 
-bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& args, ReplySink::Expect expect,
-                    size_t at, bool flush) {
+bool Transfer::send_command(Block& b, int kind, const std::vector<std::string_view>* args, std::string_view resp,
+                            ReplySink::Expect expect, size_t at, bool flush) {
   auto* cmd = new (std::nothrow) Command;
   if (!cmd) {
     fail(Status::make(SW_ERROR_OUT_OF_MEMORY, "out of memory"));
@@ -442,7 +489,8 @@ bool Transfer::send(Block& b, int kind, const std::vector<std::string_view>& arg
   uint64_t backoff_ms = 0;
   fail(capture([&] {
     Link& link = carrier_->links_->get(priority_, b.server, uv());
-    sent = link.send(cmd, args, expect, &why, &backoff_ms);
+    sent = args ? link.send(cmd, *args, expect, &why, &backoff_ms)
+                : link.send_formatted(cmd, resp, expect, &why, &backoff_ms);
     if (sent && flush) link.flush();
   }));
   if (!sent) {
@@ -483,29 +531,79 @@ bool Transfer::send_step(Block& b) {
     return send(b, kHget, {"HGET", crc_key, field});
   }
   if (!write_ && step == 1) return send(b, kStrlen, {"STRLEN", key});
+  if (write_ && step == 0 && b.chunks <= cfg_.requests_in_flight) return send_transaction(b);
   if (write_ && step == 0) return send(b, kDel, {"DEL", key});
   const size_t chunk = step - (write_ ? 1 : 2);
   const size_t at = chunk * cfg_.chunk_bytes, n = std::min(cfg_.chunk_bytes, b.bytes - at);
   const std::string from = std::to_string(at);
-  if (write_) {
-    // Written to the socket before the chunk's CRC is taken, so that the
-    // CRC runs while the server stores the chunk, not before it is sent.
-    if (!send(b, kSetrange, {"SETRANGE", key, from, std::string_view(reinterpret_cast<const char*>(b.land + at), n)},
-              {}, 0, true))
-      return false;
-    extend_crc(b, at, n);
-    return true;
-  }
+  if (write_) return send_setrange(b, key, at, n);
   const std::string to = std::to_string(at + n - 1);
   // The reply extends the block's running CRC as it is copied in.
   return send(b, kGetrange, {"GETRANGE", key, from, to}, {b.land + at, n, nullptr, &b.running_crc, &b.crc_upto, at},
               at);
 }
 
-void Transfer::extend_crc(Block& b, size_t at, size_t n) noexcept {
-  if (at != b.crc_upto || n > b.bytes - at) return;
-  b.running_crc = crc32c(b.running_crc, b.land + at, n);
-  b.crc_upto = at + n;
+bool Transfer::send_setrange(Block& b, const std::string& key, size_t at, size_t n) {
+  // The command in the protocol's form, its bytes copied in with their CRC
+  // in one pass: hiredis would copy them to format the command anyway.
+  const std::string from = std::to_string(at);
+  const std::string prefix = "*4\r\n$8\r\nSETRANGE\r\n$" + std::to_string(key.size()) + "\r\n" + key + "\r\n$" +
+                           std::to_string(from.size()) + "\r\n" + from + "\r\n$" + std::to_string(n) + "\r\n";
+  std::unique_ptr<char[]> resp(new (std::nothrow) char[prefix.size() + n + 2]);
+  if (!resp) {
+    fail(Status::make(SW_ERROR_OUT_OF_MEMORY, head() + "out of memory for the write of " + cfg_.where(b.index)));
+    return false;
+  }
+  std::memcpy(resp.get(), prefix.data(), prefix.size());
+  char* payload = resp.get() + prefix.size();
+  const bool in_order = at == b.crc_upto && n <= b.bytes - at;
+  const uint32_t crc = in_order ? crc32c_copy(b.running_crc, payload, b.land + at, n)
+                                : (std::memcpy(payload, b.land + at, n), 0u);
+  payload[n] = '\r';
+  payload[n + 1] = '\n';
+  if (!send_resp(b, kSetrange, std::string_view(resp.get(), prefix.size() + n + 2), true)) return false;
+  if (in_order) {
+    b.running_crc = crc;
+    b.crc_upto = at + n;
+  }
+  return true;
+}
+
+// A block's write in one round trip: MULTI, DEL of the staging key, its
+// SETRANGE chunks, RENAME over the live key, HSET of the CRC and EXEC, sent
+// together. The server applies the transaction whole or not at all: a
+// command refused while queued (OOM under noeviction) aborts the EXEC, and a
+// connection that ends before the EXEC discards it. The chunks' replies are
+// QUEUED; the EXEC's array holds theirs. A larger block takes two round
+// trips, DEL and chunks then the commit (send_commit): its chunks are sent
+// as replies free room, and no other transfer's command may come between a
+// MULTI and its EXEC on the link.
+bool Transfer::send_transaction(Block& b) {
+  fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote commit"); }));
+  if (!error_.ok()) return false;
+  if (!send(b, kMulti, {"MULTI"})) return false;  // nothing sent: retried or failed as any first command
+  b.sent = b.steps;
+  b.commit_sent = true;
+  const std::string staging = cfg_.staging_key(b.index), key = cfg_.block_key(b.index), crc_key = cfg_.crc_key(),
+                    field = std::to_string(b.index);
+  bool sent = send(b, kDel, {"DEL", staging});
+  for (size_t at = 0; sent && at < b.bytes; at += cfg_.chunk_bytes)
+    sent = send_setrange(b, staging, at, std::min(cfg_.chunk_bytes, b.bytes - at));
+  if (sent) {
+    const std::string crc_text = std::to_string(b.running_crc);
+    sent = send(b, kRename, {"RENAME", staging, key}) && send(b, kHset, {"HSET", crc_key, field, crc_text}) &&
+           send(b, kExec, {"EXEC"}, {}, 0, true);
+  }
+  if (!sent) {
+    // The transaction is open on the connection without its EXEC: nothing
+    // else may follow it there. Dropping the connection discards it.
+    fail(capture([&] {
+      carrier_->links_->get(priority_, b.server, uv())
+          .abandon(Status::make(SW_ERROR_IO, head() + "the write of " + cfg_.where(b.index) +
+                                                 " could not be sent whole; the connection was dropped"));
+    }));
+  }
+  return sent;
 }
 
 void Transfer::send_commit(Block& b) {

@@ -51,16 +51,30 @@ class Link {
   // or 0 (one was made and failed, or the connection failed).
   bool send(Command* cmd, const std::vector<std::string_view>& args, ReplySink::Expect expect, Status* why,
             uint64_t* backoff_ms);
+  // The same for a command already in the protocol's form (`resp`, one
+  // whole command), which the connection copies.
+  bool send_formatted(Command* cmd, std::string_view resp, ReplySink::Expect expect, Status* why,
+                      uint64_t* backoff_ms);
   // Writes what the connection holds unsent now, as far as the socket
   // takes it without blocking, instead of on the loop's next turn: work
   // done after this overlaps the server's. A write error is left for the
   // loop's next turn, which fails the pending commands as any other.
   void flush() noexcept;
+  // The connection is left in a state no command may follow (a transaction
+  // whose EXEC could not be queued): every send is refused with `why` from
+  // now on, and on the loop's next turn the connection is dropped (its
+  // pending commands fail with `why`; the server discards the transaction).
+  // The next send after that connects afresh.
+  void abandon(Status why) noexcept;
   void close() noexcept;
   uv_loop_t* loop() const { return loop_; }
 
  private:
   bool connect(Status* why, uint64_t* backoff_ms);
+  // send()'s and send_formatted()'s common part: `enqueue` hands the
+  // command to hiredis and returns its status.
+  template <typename Enqueue>
+  bool send_with(Command* cmd, ReplySink::Expect expect, Status* why, uint64_t* backoff_ms, Enqueue&& enqueue);
   // Drops the connection: every command pending on it completes with `why`.
   void drop(Status why) noexcept;
   void arm() noexcept;
@@ -89,6 +103,8 @@ class Link {
   // The context the server or the network ended, while its commands fail:
   // theirs is a lost connection, which a read may try again on a new one.
   const redisAsyncContext* lost_ = nullptr;
+  // Set by abandon() until the connection is dropped.
+  Status abandoned_;
   // Whether the current connection answered yet: one that ends before its
   // first reply is a failed attempt to connect (the reconnection backoff).
   bool answered_ = false;
