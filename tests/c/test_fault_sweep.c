@@ -22,7 +22,8 @@
  * has one, of read-only steps; it never writes, and its final check
  * compares every value with the file, which must be unchanged. The sweep
  * prints the (kind, n) points it covered. The remote tier's points (each
- * chunk's reply, each commit and its reply) are swept by the remote suite
+ * chunk's reply, each commit, a transaction sent in part, each commit's
+ * reply) are swept by the remote suite
  * (test_remote.c), which starts the redis-server they need: this suite runs
  * in builds without the remote carrier and on machines without a server. */
 #include <dirent.h>

@@ -1026,7 +1026,8 @@ static void test_writer_and_reader(void** state) {
 
 /* The remote tier's fault points, swept: each GETRANGE reply of a promotion
  * (SW_FAULT_READ), and each SETRANGE reply, the commit that joins a block's
- * chunks and the commit's reply of a dirty eviction (SW_FAULT_WRITE). For
+ * chunks, a transaction sent in part and the commit's reply of a dirty
+ * eviction (SW_FAULT_WRITE). For
  * every n the step reaches, the n-th point fails: the step fails IO
  * ("injected"), exactly one fault was injected, a failed promotion left
  * nothing resident, a failed eviction left every tile resident and dirty
@@ -1105,7 +1106,10 @@ static void fault_sweep(fixture_t* f, const char* ns, uint32_t in_flight) {
   SW_OK_(sw_tiled_evict(te, all));
   SW_OK_(sw_testing_fault_counts(f->rt, SW_FAULT_WRITE, &reached, &before));
   SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 0));
-  assert_int_equal(reached, SWEEP_TILES * (4 + 2));
+  /* Per block: each chunk's reply, the commit, the commit's reply; in one
+   * transaction also the point where it is sent in part (the connection is
+   * then dropped, which discards it). */
+  assert_int_equal(reached, SWEEP_TILES * (4 + (in_flight >= 4 ? 3 : 2)));
   uint32_t stored[SWEEP_TILES];
   for (int64_t k = 0; k < SWEEP_TILES; ++k) stored[k] = seed - (uint32_t)(SWEEP_TILES - 1 - k);
   SW_OK_(sw_tiled_promote(te, all));
@@ -1146,10 +1150,56 @@ static void fault_sweep(fixture_t* f, const char* ns, uint32_t in_flight) {
   sw_carrier_release(c);
 }
 
+/* A block's transaction sent in part (a command after MULTI not sent): the
+ * eviction fails, the connection is dropped, so the server discards the
+ * open transaction and the stored block stays the old one; the next
+ * eviction, on a fresh connection, commits. */
+static void transaction_sent_in_part(fixture_t* f) {
+  const size_t n = 2 * SWEEP_T;
+  sw_remote_carrier_desc_t d = rs_desc(f->eps, 1, "part", SWEEP_T);
+  d.chunk_bytes = 64;
+  d.requests_in_flight = 4; /* a block's 4 chunks in one transaction */
+  sw_carrier_t* c = NULL;
+  SW_OK_(sw_carrier_create_remote(f->rt, SW_DTYPE_F32, n, &d, &c));
+  float v[2 * SWEEP_T];
+  fill(v, n, 31);
+  SW_OK_(sw_carrier_write(c, 0, n, v));
+  tt_fix_t geo;
+  sw_carrier_t* te = tiled_over(f, c, 2, SWEEP_T, &geo);
+  sw_tile_set_t *s0 = one_tile(0), *s1 = one_tile(1);
+  SW_OK_(sw_tiled_promote(te, s0));
+  dirty_tile(te, 0, SWEEP_T, 32);
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 2)); /* 1: the commit's point; 2: sent in part */
+  sw_error_t* e = sw_tiled_evict(te, s0);
+  SW_OK_(sw_testing_inject_fault(f->rt, SW_FAULT_WRITE, 0));
+  assert_non_null(e);
+  assert_int_equal(sw_error_code(e), SW_ERROR_IO);
+  if (!strstr(sw_error_message(e), "injected write failure: remote transaction sent in part"))
+    fail_msg("unexpected message: %s", sw_error_message(e));
+  sw_error_free(e);
+  tt_expect_tile(&geo, 0, SW_TILE_PRIMARY, true);
+  expect_tile_values(te, 0, SWEEP_T, 32);
+  /* The next commands on the link are not queued into the open transaction:
+   * a read gets its bytes, not QUEUED replies. */
+  SW_OK_(sw_tiled_promote(te, s1));
+  float back[SWEEP_T];
+  SW_OK_(sw_carrier_read(te, SWEEP_T, SWEEP_T, back));
+  assert_memory_equal(back, v + SWEEP_T, sizeof back);
+  expect_stored(f->rt, f->eps, "part", n, 0, SWEEP_T, 31);
+  SW_OK_(sw_tiled_evict(te, s0));
+  tt_expect_tile(&geo, 0, SW_TILE_SECONDARY, false);
+  expect_stored(f->rt, f->eps, "part", n, 0, SWEEP_T, 32);
+  sw_tile_set_release(s0);
+  sw_tile_set_release(s1);
+  sw_carrier_release(te);
+  sw_carrier_release(c);
+}
+
 static void test_fault_sweep(void** state) {
   fixture_t* f = (fixture_t*)*state;
   fault_sweep(f, "sweep2", 2);
   fault_sweep(f, "sweep4", 4);
+  transaction_sent_in_part(f);
 }
 
 /* ---- several servers ------------------------------------------------------ */

@@ -590,6 +590,12 @@ bool Transfer::send_transaction(Block& b) {
   for (size_t at = 0; sent && at < b.bytes; at += cfg_.chunk_bytes)
     sent = send_setrange(b, staging, at, std::min(cfg_.chunk_bytes, b.bytes - at));
   if (sent) {
+    // A fault point standing for a command that could not be sent, which
+    // leaves the transaction open without its EXEC.
+    fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote transaction sent in part"); }));
+    sent = error_.ok();
+  }
+  if (sent) {
     const std::string crc_text = std::to_string(b.running_crc);
     sent = send(b, kRename, {"RENAME", staging, key}) && send(b, kHset, {"HSET", crc_key, field, crc_text}) &&
            send(b, kExec, {"EXEC"}, {}, 0, true);
