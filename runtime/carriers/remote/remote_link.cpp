@@ -385,6 +385,11 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   // the socket at once, and extends the block's running CRC over them: the
   // CRC is taken as the bytes are copied into the command.
   bool send_setrange(Block& b, const std::string& key, size_t at, size_t n);
+  // The CRC-32C of a written block's bytes: the running one once it covers
+  // them all, else taken over them now.
+  static uint32_t written_crc(const Block& b) noexcept {
+    return b.crc_upto == b.bytes ? b.running_crc : crc32c(0, b.land, b.bytes);
+  }
   bool send_step(Block& b);
   // A write of a block whose chunks all fit in the requests in flight: its
   // whole transaction at once (one round trip). Returns whether it was sent.
@@ -596,7 +601,7 @@ bool Transfer::send_transaction(Block& b) {
     sent = error_.ok();
   }
   if (sent) {
-    const std::string crc_text = std::to_string(b.running_crc);
+    const std::string crc_text = std::to_string(written_crc(b));
     sent = send(b, kRename, {"RENAME", staging, key}) && send(b, kHset, {"HSET", crc_key, field, crc_text}) &&
            send(b, kExec, {"EXEC"}, {}, 0, true);
   }
@@ -617,7 +622,7 @@ void Transfer::send_commit(Block& b) {
   // Every chunk of the block is stored: the commit joins them.
   fail(capture([&] { carrier_->runtime().check_fault(FaultKind::kWrite, "remote commit"); }));
   if (!error_.ok()) return;
-  const uint32_t crc = b.crc_upto == b.bytes ? b.running_crc : crc32c(0, b.land, b.bytes);
+  const uint32_t crc = written_crc(b);
   const std::string staging = cfg_.staging_key(b.index), key = cfg_.block_key(b.index), crc_key = cfg_.crc_key(),
                     field = std::to_string(b.index), crc_text = std::to_string(crc);
   send(b, kMulti, {"MULTI"}) && send(b, kRename, {"RENAME", staging, key}) &&
