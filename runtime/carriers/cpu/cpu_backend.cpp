@@ -452,12 +452,13 @@ void move_interleaved(ThreadPool& pool, std::byte* packed, const std::byte* part
 // Products whose weights `b` are block-quantized (the expert ops on
 // quantized tiles): a (m, K) f32 with any strides, b (K, N) whole blocks
 // along K with its columns at one stride, out (m, N) f32. X is quantized
-// once per distinct operand `a`, then all products run as one job.
+// once per distinct operand `a` and weight dtype (the layouts differ), then
+// all products run as one job.
 void quantized_matmuls(const std::vector<ComputeBackend::MatmulCall>& calls) {
   std::vector<qgemm::Product> products;
   std::vector<std::unique_ptr<qgemm::Activations>> xs;
   std::vector<const Tensor*> x_of;  // the operand each of xs quantizes
-  std::vector<bool> x_k;             // and whether in blocks of 256
+  std::vector<sw_dtype_t> x_for;     // and the weights' dtype it is laid out for
   auto stride_of = [](const Tensor& t, size_t mode) {
     int64_t s = 0;
     if (!t.layout().mode_stride(mode, &s)) internal_error("matmul: a quantized product's operand is not strided");
@@ -475,12 +476,12 @@ void quantized_matmuls(const std::vector<ComputeBackend::MatmulCall>& calls) {
     size_t xi = 0;
     while (xi < x_of.size() && !(&x_of[xi]->carrier() == &a.carrier() && x_of[xi]->offset() == a.offset() &&
                                  x_of[xi]->layout().equals(a.layout()) &&
-                                 x_k[xi] == qgemm::wants_k_blocks(b.dtype())))
+                                 x_for[xi] == b.dtype()))
       ++xi;
     if (xi == x_of.size()) {
       xs.push_back(std::make_unique<qgemm::Activations>());
       x_of.push_back(&a);
-      x_k.push_back(qgemm::wants_k_blocks(b.dtype()));
+      x_for.push_back(b.dtype());
       qgemm::quantize_rows(b.dtype(), reinterpret_cast<const float*>(a.host_base()), stride_of(a, 0), stride_of(a, 1), m, K,
                            xs.back().get());
     }

@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
+#include <type_traits>
 
 #include "base/error.hpp"
 #include "core/dtype.hpp"
@@ -37,13 +39,35 @@ constexpr std::array<float, 256> kMxfp4Scale = [] {
   return t;
 }();
 
-using Columns = void (*)(sw_dtype_t, const std::byte*, int64_t, int64_t, const void*, int64_t, int64_t, float*,
-                         int64_t, int64_t);
+using Columns = void (*)(sw_dtype_t, const std::byte*, int64_t, int64_t, const Activations&, float*, int64_t,
+                         int64_t);
+// n contiguous values of X (a multiple of 32) to codes: returns the scale,
+// and the sums of the codes over each 16 in sums16.
+using Quantize = float (*)(const float* x, int n, int8_t* q, int32_t* sums16);
+
+// The reference of every Quantize: the scale amax / 127 and the codes
+// nearest(x / d), in f32 steps that the SIMD versions repeat exactly.
+float quantize_block(const float* x, int n, int8_t* q, int32_t* sums16) {
+  float amax = 0.0f;
+  for (int l = 0; l < n; ++l) amax = std::max(amax, std::fabs(x[l]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int l = 0; l < n; ++l) q[l] = static_cast<int8_t>(std::nearbyint(std::clamp(x[l] * id, -127.0f, 127.0f)));
+  for (int h = 0; h < n / 16; ++h) {
+    int32_t sum = 0;
+    for (int l = 0; l < 16; ++l) sum += q[16 * h + l];
+    sums16[h] = sum;
+  }
+  return d;
+}
 
 // ---- plain C++: a weight unit decoded to f32 (on the stack), times X ----------------
 
-void portable_columns(sw_dtype_t wt, const std::byte* w, int64_t ldw, int64_t n, const void* x, int64_t per_row,
-                      int64_t m, float* c, int64_t rsc, int64_t csc) {
+void portable_columns(sw_dtype_t wt, const std::byte* w, int64_t ldw, int64_t n, const Activations& xa, float* c,
+                      int64_t rsc, int64_t csc) {
+  const int64_t per_row = xa.per_row, m = xa.rows;
+  const void* x = wants_k_blocks(wt) ? static_cast<const void*>(xa.kblocks.data())
+                                     : static_cast<const void*>(xa.blocks.data());
   const int64_t unit = dtype_block_elements(wt);
   const size_t bytes = dtype_block_bytes(wt);
   const bool k = wants_k_blocks(wt);
@@ -85,6 +109,7 @@ namespace {
 #undef SW_QGEMM_VNNI
 }  // namespace
 Columns kernel() { return columns; }
+Quantize quantizer() { return quantize; }
 }  // namespace avx2
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -98,18 +123,26 @@ Columns kernel() { return columns; }
 #else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+// GCC 12's AVX-512 headers make their "undefined" vectors from themselves
+// (`__m256d __Y = __Y;`), which this warning reports once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 namespace vnni {
 namespace {
 #define SW_QGEMM_VNNI 1
 #include "carriers/cpu/qgemm_simd.inc"
 #undef SW_QGEMM_VNNI
+#include "carriers/cpu/qgemm_zmm.inc"
 }  // namespace
-Columns kernel() { return columns; }
+Columns kernel() { return columns_zmm; }
+Quantize quantizer() { return quantize; }
+void groups(sw_dtype_t wt, const XBlock* b, int64_t count, XGroup* g) { make_groups(wt, b, count, g); }
 }  // namespace vnni
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
 #endif  // SW_QGEMM_X86
@@ -119,6 +152,9 @@ namespace {
 struct Kernels {
   const char* name;
   Columns columns;
+  Quantize quantize;
+  // Lays X's blocks of 32 out as XGroups, for kernels that take them.
+  void (*groups)(sw_dtype_t, const XBlock*, int64_t, XGroup*) = nullptr;
 };
 
 Kernels choose() {
@@ -130,14 +166,14 @@ Kernels choose() {
   __builtin_cpu_init();
   if (allow_vnni && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw"))
-    return {"avx512-vnni", vnni::kernel()};
+    return {"avx512-vnni", vnni::kernel(), vnni::quantizer(), vnni::groups};
   // F16C comes with AVX2 on every CPU that has both (x86-64-v3 has all three).
   if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {"avx2", avx2::kernel()};
+    return {"avx2", avx2::kernel(), avx2::quantizer()};
 #else
   (void)allow_avx2;
 #endif
-  return {"portable", portable_columns};
+  return {"portable", portable_columns, quantize_block};
 }
 
 const Kernels& kernels() {
@@ -161,18 +197,6 @@ const char* isa() { return kernels().name; }
 
 bool wants_k_blocks(sw_dtype_t wtype) { return wtype == SW_DTYPE_Q4_K || wtype == SW_DTYPE_Q6_K; }
 
-namespace {
-// n values at stride cs: their scale amax / 127 and codes q = nearest(x / d).
-float quantize_run(const float* x, int64_t cs, int n, int8_t* q) {
-  float amax = 0.0f;
-  for (int l = 0; l < n; ++l) amax = std::max(amax, std::fabs(x[l * cs]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int l = 0; l < n; ++l) q[l] = static_cast<int8_t>(std::nearbyint(std::clamp(x[l * cs] * id, -127.0f, 127.0f)));
-  return d;
-}
-}  // namespace
-
 void quantize_rows(sw_dtype_t wtype, const float* x, int64_t rs, int64_t cs, int64_t m, int64_t k, Activations* out) {
   const bool kq = wants_k_blocks(wtype);
   const int group = kq ? 256 : 32;
@@ -185,27 +209,34 @@ void quantize_rows(sw_dtype_t wtype, const float* x, int64_t rs, int64_t cs, int
     out->kblocks.resize(total);
   else
     out->blocks.resize(total);
+  const Quantize quantize = kernels().quantize;
+  float gathered[256];
+  int32_t sums[16];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < out->per_row; ++b) {
       const float* xs = x + i * rs + group * b * cs;
+      if (cs != 1) {
+        for (int l = 0; l < group; ++l) gathered[l] = xs[l * cs];
+        xs = gathered;
+      }
       const size_t at = static_cast<size_t>(i * out->per_row + b);
       if (kq) {
         XBlockK& xb = out->kblocks[at];
-        xb.d = quantize_run(xs, cs, 256, xb.q);
-        for (int h = 0; h < 16; ++h) {
-          int sum = 0;
-          for (int l = 0; l < 16; ++l) sum += xb.q[16 * h + l];
-          xb.bsums[h] = static_cast<int16_t>(sum);
-        }
-        for (int h = 0; h < 8; ++h) xb.bsums32[h] = static_cast<int16_t>(xb.bsums[2 * h] + xb.bsums[2 * h + 1]);
+        xb.d = quantize(xs, 256, xb.q, sums);
+        for (int h = 0; h < 16; ++h) xb.bsums[h] = static_cast<int16_t>(sums[h]);
+        for (int h = 0; h < 8; ++h) xb.bsums32[h] = static_cast<int16_t>(sums[2 * h] + sums[2 * h + 1]);
       } else {
         XBlock& xb = out->blocks[at];
-        xb.d = quantize_run(xs, cs, 32, xb.q);
-        int sum = 0;
-        for (int l = 0; l < 32; ++l) sum += xb.q[l];
-        xb.ds = xb.d * static_cast<float>(sum);
+        xb.d = quantize(xs, 32, xb.q, sums);
+        xb.ds = xb.d * static_cast<float>(sums[0] + sums[1]);
       }
     }
+  const int64_t whole = out->per_row / 4;
+  if (!kq && kernels().groups && whole > 0) {
+    out->groups.resize(static_cast<size_t>(m * whole));
+    for (int64_t i = 0; i < m; ++i)
+      kernels().groups(wtype, out->blocks.data() + i * out->per_row, whole, out->groups.data() + i * whole);
+  }
 }
 
 void multiply_all(ThreadPool& pool, const Product* products, size_t count) {
@@ -227,10 +258,7 @@ void multiply_all(ThreadPool& pool, const Product* products, size_t count) {
         continue;
       }
       const int64_t lo = u * width, hi = std::min(p.n, lo + width);
-      const void* x = wants_k_blocks(p.wtype) ? static_cast<const void*>(p.x->kblocks.data())
-                                              : static_cast<const void*>(p.x->blocks.data());
-      columns(p.wtype, p.w + lo * p.ldw, p.ldw, hi - lo, x, p.x->per_row, p.x->rows,
-              p.c + lo * p.csc, p.rsc, p.csc);
+      columns(p.wtype, p.w + lo * p.ldw, p.ldw, hi - lo, *p.x, p.c + lo * p.csc, p.rsc, p.csc);
       return;
     }
   };
@@ -239,9 +267,24 @@ void multiply_all(ThreadPool& pool, const Product* products, size_t count) {
     for (int64_t u = 0; u < units; ++u) unit(u);
     return;
   }
-  std::atomic<int64_t> next{0};
-  pool.parallel_for(parts, 1, [&](int64_t, int64_t) {
-    for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;) unit(u);
+  // Each thread walks a contiguous run of the units, so that its weights
+  // stay one stream its prefetches run ahead of (units claimed in turn, two
+  // threads 64 KiB apart, each start a cold stream per unit), then helps
+  // finish the others' runs from their fronts.
+  struct alignas(64) Run {
+    std::atomic<int64_t> next;
+    int64_t end;
+  };
+  std::vector<Run> runs(static_cast<size_t>(parts));
+  for (int64_t r = 0; r < parts; ++r) {
+    runs[static_cast<size_t>(r)].next.store(units * r / parts, std::memory_order_relaxed);
+    runs[static_cast<size_t>(r)].end = units * (r + 1) / parts;
+  }
+  pool.parallel_for(parts, 1, [&](int64_t first, int64_t) {
+    for (int64_t k = 0; k < parts; ++k) {
+      Run& run = runs[static_cast<size_t>((first + k) % parts)];
+      for (int64_t u; (u = run.next.fetch_add(1, std::memory_order_relaxed)) < run.end;) unit(u);
+    }
   });
 }
 

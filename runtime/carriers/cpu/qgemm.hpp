@@ -36,12 +36,30 @@ struct XBlockK {
 };
 static_assert(sizeof(XBlockK) == 308);
 
+// Four XBlocks laid out for the AVX-512 kernels of the blocks of 32, which
+// take four weight blocks (Q4_0, MXFP4) or two (Q8_0) per 512-bit step:
+// their products land in i32 lanes that start from `off` (the weights'
+// offset term, -offset * the block's sum of q, in the block's first lane)
+// and are scaled per lane by `d`. Q4_0 and MXFP4: q holds each block's
+// first 16 values, then each block's last 16, and [0] covers the four
+// blocks, four lanes each; Q8_0: q holds the blocks in order, and [h]
+// covers blocks 2h and 2h + 1, eight lanes each.
+struct XGroup {
+  int8_t q[128];
+  int32_t off[2][16];
+  float d[2][16];
+};
+static_assert(sizeof(XGroup) == 384);
+
 // X quantized for weights of `wtype`: row i's blocks at [i * per_row, ...)
-// of `blocks` (blocks of 32) or `kblocks` (K-quant weights).
+// of `blocks` (blocks of 32) or `kblocks` (K-quant weights); where the
+// kernel in use takes them, row i's whole groups of four blocks also at
+// [i * (per_row / 4), ...) of `groups`.
 struct Activations {
   int64_t rows = 0, per_row = 0;
   std::vector<XBlock> blocks;
   std::vector<XBlockK> kblocks;
+  std::vector<XGroup> groups;
 };
 
 // True for the weight dtypes whose X is in blocks of 256 (XBlockK).
