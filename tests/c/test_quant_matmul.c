@@ -1,6 +1,6 @@
 /* Products with block-quantized weights through the C ABI: sw_matmul of f32
- * activations and Q8_0 / Q4_0 weights whose values make every sum exact in
- * f32 (activations on their blocks' grid), the result's dtype, and the
+ * activations and Q8_0 / Q4_0 / MXFP4 weights whose values make every sum
+ * exact in f32 (activations on their blocks' grid), the result's dtype, and the
  * refusals: a non-float left operand, a batched or rank-3 weight, a result
  * dtype the kernels do not give, gradients. */
 #include <math.h>
@@ -129,6 +129,87 @@ static void test_q4_0_vector_times_matrix(void** state) {
   sw_tensor_release(w);
 }
 
+/* Q8_0, Q4_0 and MXFP4 weights of unit scale, K = 288: nine blocks per
+ * column, which the AVX-512 kernels take as two steps of four blocks (Q8_0:
+ * four of two) and one block by itself, against x (2, K) on its grid (every
+ * block of 32 holds a 127), rows at stride 1 and values at stride 2 (first
+ * mode fastest), and against row 0 alone as a vector (K): exact sums. */
+enum { GRID_K = 288, GRID_N = 5, GRID_BLOCKS = GRID_K / 32 };
+
+static const int kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* Column j's block b of `dtype` at `blk`; doubled[l] gets twice each value. */
+static size_t grid_block(sw_dtype_t dtype, int j, int b, unsigned char* blk, int32_t doubled[32]) {
+  for (int l = 0; l < 32; ++l) doubled[l] = 0;
+  if (dtype == SW_DTYPE_Q8_0) {
+    put_half_one(blk);
+    for (int l = 0; l < 32; ++l) {
+      const int q = (l * 11 + b * 7 + j * 29) % 255 - 127;
+      blk[2 + l] = (unsigned char)(int8_t)q;
+      doubled[l] = 2 * q;
+    }
+    return 34;
+  }
+  const int q4 = dtype == SW_DTYPE_Q4_0;
+  if (q4)
+    put_half_one(blk);
+  else
+    blk[0] = 127; /* 2^0 */
+  for (int l = 0; l < 16; ++l) {
+    const int lo = (l * 5 + b * 3 + j) % 16, hi = (l * 7 + b + 3 * j) % 16;
+    blk[(q4 ? 2 : 1) + l] = (unsigned char)(lo | (hi << 4));
+    doubled[l] = q4 ? 2 * (lo - 8) : kFp4Doubled[lo];
+    doubled[l + 16] = q4 ? 2 * (hi - 8) : kFp4Doubled[hi];
+  }
+  return q4 ? 18 : 17;
+}
+
+static void test_blocks_of_32_in_whole_steps_and_alone_are_exact(void** state) {
+  sw_runtime_t* rt = *state;
+  float x[2][GRID_K], buf[2 * GRID_K];
+  for (int i = 0; i < 2; ++i)
+    for (int p = 0; p < GRID_K; ++p) {
+      x[i][p] = (p % 32 == (i * 5 + p / 32) % 32) ? (i ? -127.0f : 127.0f) : (float)((p * (i + 3)) % 61 - 30);
+      buf[i + 2 * p] = x[i][p];
+    }
+  const int64_t xshape[2] = {2, GRID_K}, k = GRID_K;
+  sw_tensor_t *a = NULL, *a0 = NULL;
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F32, xshape, 2, buf, &a));
+  SW_OK_(sw_tensor_from_data(rt, SW_DTYPE_F32, &k, 1, x[0], &a0));
+  const sw_dtype_t dtypes[3] = {SW_DTYPE_Q8_0, SW_DTYPE_Q4_0, SW_DTYPE_MXFP4};
+  for (int t = 0; t < 3; ++t) {
+    unsigned char bytes[GRID_N * GRID_BLOCKS * 34];
+    static int32_t doubled[GRID_N][GRID_K];
+    size_t at = 0;
+    for (int j = 0; j < GRID_N; ++j)
+      for (int b = 0; b < GRID_BLOCKS; ++b) at += grid_block(dtypes[t], j, b, bytes + at, doubled[j] + 32 * b);
+    const int64_t wshape[2] = {GRID_K, GRID_N};
+    sw_tensor_t* w = NULL;
+    SW_OK_(sw_tensor_from_data(rt, dtypes[t], wshape, 2, bytes, &w));
+    sw_tensor_t *y = NULL, *y0 = NULL;
+    SW_OK_(sw_matmul(a, w, &y));
+    SW_OK_(sw_matmul(a0, w, &y0));
+    float got[2 * GRID_N], got0[GRID_N];
+    SW_OK_(sw_tensor_read(y, got, sizeof got));
+    SW_OK_(sw_tensor_read(y0, got0, sizeof got0));
+    for (int j = 0; j < GRID_N; ++j)
+      for (int i = 0; i < 2; ++i) {
+        int64_t twice = 0;
+        for (int p = 0; p < GRID_K; ++p) twice += (int64_t)doubled[j][p] * (int64_t)x[i][p];
+        const float want = (float)twice / 2.0f;
+        if (got[i + 2 * j] != want)
+          fail_msg("dtype %d: y[%d, %d] = %.9g, expected %.9g", (int)dtypes[t], i, j, got[i + 2 * j], want);
+        if (i == 0 && got0[j] != want)
+          fail_msg("dtype %d: y0[%d] = %.9g, expected %.9g", (int)dtypes[t], j, got0[j], want);
+      }
+    sw_tensor_release(y0);
+    sw_tensor_release(y);
+    sw_tensor_release(w);
+  }
+  sw_tensor_release(a0);
+  sw_tensor_release(a);
+}
+
 static void test_refusals(void** state) {
   sw_runtime_t* rt = *state;
   int32_t codes[3][64];
@@ -168,6 +249,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_q8_0_matmul_is_exact_on_the_grid, sw_test_runtime_setup,
                                       sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_q4_0_vector_times_matrix, sw_test_runtime_setup, sw_test_runtime_teardown),
+      cmocka_unit_test_setup_teardown(test_blocks_of_32_in_whole_steps_and_alone_are_exact, sw_test_runtime_setup,
+                                      sw_test_runtime_teardown),
       cmocka_unit_test_setup_teardown(test_refusals, sw_test_runtime_setup, sw_test_runtime_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
