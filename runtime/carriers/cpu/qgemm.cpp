@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 #include "base/error.hpp"
 #include "core/dtype.hpp"
@@ -66,11 +66,10 @@ float quantize_block(const float* x, int n, int8_t* q, int32_t* sums16) {
 void portable_columns(sw_dtype_t wt, const std::byte* w, int64_t ldw, int64_t n, const Activations& xa, float* c,
                       int64_t rsc, int64_t csc) {
   const int64_t per_row = xa.per_row, m = xa.rows;
-  const void* x = wants_k_blocks(wt) ? static_cast<const void*>(xa.kblocks.data())
-                                     : static_cast<const void*>(xa.blocks.data());
   const int64_t unit = dtype_block_elements(wt);
   const size_t bytes = dtype_block_bytes(wt);
   const bool k = wants_k_blocks(wt);
+  const void* x = k ? static_cast<const void*>(xa.kblocks.data()) : static_cast<const void*>(xa.blocks.data());
   float v[256];
   for (int64_t j = 0; j < n; ++j) {
     const std::byte* col = w + j * ldw;
@@ -137,7 +136,9 @@ namespace {
 }  // namespace
 Columns kernel() { return columns_zmm; }
 Quantize quantizer() { return quantize; }
-void groups(sw_dtype_t wt, const XBlock* b, int64_t count, XGroup* g) { make_groups(wt, b, count, g); }
+void groups(sw_dtype_t wt, const XBlock* b, const int32_t* sums, int64_t count, XGroup* g) {
+  make_groups(wt, b, sums, count, g);
+}
 }  // namespace vnni
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -153,8 +154,9 @@ struct Kernels {
   const char* name;
   Columns columns;
   Quantize quantize;
-  // Lays X's blocks of 32 out as XGroups, for kernels that take them.
-  void (*groups)(sw_dtype_t, const XBlock*, int64_t, XGroup*) = nullptr;
+  // Lays X's blocks of 32 (and their sums of q) out as XGroups, for
+  // kernels that take them.
+  void (*groups)(sw_dtype_t, const XBlock*, const int32_t*, int64_t, XGroup*) = nullptr;
 };
 
 Kernels choose() {
@@ -210,6 +212,9 @@ void quantize_rows(sw_dtype_t wtype, const float* x, int64_t rs, int64_t cs, int
   else
     out->blocks.resize(total);
   const Quantize quantize = kernels().quantize;
+  const int64_t whole = out->per_row / 4;
+  const bool grouped = !kq && kernels().groups && whole > 0;
+  std::vector<int32_t> block_sums(grouped ? total : 0);  // each block's sum of q, for the groups
   float gathered[256];
   int32_t sums[16];
   for (int64_t i = 0; i < m; ++i)
@@ -229,13 +234,14 @@ void quantize_rows(sw_dtype_t wtype, const float* x, int64_t rs, int64_t cs, int
         XBlock& xb = out->blocks[at];
         xb.d = quantize(xs, 32, xb.q, sums);
         xb.ds = xb.d * static_cast<float>(sums[0] + sums[1]);
+        if (grouped) block_sums[at] = sums[0] + sums[1];
       }
     }
-  const int64_t whole = out->per_row / 4;
-  if (!kq && kernels().groups && whole > 0) {
+  if (grouped) {
     out->groups.resize(static_cast<size_t>(m * whole));
     for (int64_t i = 0; i < m; ++i)
-      kernels().groups(wtype, out->blocks.data() + i * out->per_row, whole, out->groups.data() + i * whole);
+      kernels().groups(wtype, out->blocks.data() + i * out->per_row, block_sums.data() + i * out->per_row, whole,
+                       out->groups.data() + i * whole);
   }
 }
 
