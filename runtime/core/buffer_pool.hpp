@@ -32,7 +32,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // From one huge page on: a 2.3 MiB decode weight in 4 KiB pages read
   // 0.85x as fast from DRAM as in huge pages (the TLB misses of a virtual
   // machine's two-level walk), and a plain read loop 0.55x.
-  static constexpr size_t kHugeBytes = size_t{2} << 20;
+  static constexpr size_t kHugeBytes = kHugePage;
 
   // Returns a buffer of at least `bytes` (class-rounded); throws OUT_OF_MEMORY.
   void* acquire(size_t bytes, size_t* out_class_bytes);

@@ -44,6 +44,9 @@ using Columns = void (*)(sw_dtype_t, const std::byte*, int64_t, int64_t, const A
 // n contiguous values of X (a multiple of 32) to codes: returns the scale,
 // and the sums of the codes over each 16 in sums16.
 using Quantize = float (*)(const float* x, int n, int8_t* q, int32_t* sums16);
+// Lays `count` groups of X's blocks of 32 (and their sums of q) out as
+// XGroups for weights of a dtype, for kernels that take them.
+using Groups = void (*)(sw_dtype_t, const XBlock*, const int32_t* sums, int64_t count, XGroup*);
 
 // The reference of every Quantize: the scale amax / 127 and the codes
 // nearest(x / d), in f32 steps that the SIMD versions repeat exactly.
@@ -136,9 +139,7 @@ namespace {
 }  // namespace
 Columns kernel() { return columns_zmm; }
 Quantize quantizer() { return quantize; }
-void groups(sw_dtype_t wt, const XBlock* b, const int32_t* sums, int64_t count, XGroup* g) {
-  make_groups(wt, b, sums, count, g);
-}
+Groups grouper() { return make_groups; }
 }  // namespace vnni
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -154,9 +155,7 @@ struct Kernels {
   const char* name;
   Columns columns;
   Quantize quantize;
-  // Lays X's blocks of 32 (and their sums of q) out as XGroups, for
-  // kernels that take them.
-  void (*groups)(sw_dtype_t, const XBlock*, const int32_t*, int64_t, XGroup*) = nullptr;
+  Groups groups = nullptr;  // none: the kernels take X's blocks alone
 };
 
 Kernels choose() {
@@ -168,7 +167,7 @@ Kernels choose() {
   __builtin_cpu_init();
   if (allow_vnni && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw"))
-    return {"avx512-vnni", vnni::kernel(), vnni::quantizer(), vnni::groups};
+    return {"avx512-vnni", vnni::kernel(), vnni::quantizer(), vnni::grouper()};
   // F16C comes with AVX2 on every CPU that has both (x86-64-v3 has all three).
   if (allow_avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     return {"avx2", avx2::kernel(), avx2::quantizer()};
