@@ -23,6 +23,7 @@ toolchain_probe() {
   printf 'swig=%s\n' "$(command -v swig || true)"
   printf 'glslc=%s\n' "$(command -v glslc || true)"
   printf 'vulkan=%s\n' "$(pkg-config --modversion vulkan 2>/dev/null || true)"
+  printf 'liburing=%s\n' "$(pkg-config --modversion liburing 2>/dev/null || true)"
 }
 probe_file=$dir/meson-private/strideweave-toolchain-probe
 write_probe() { if [ -d "$dir/meson-private" ]; then toolchain_probe >"$probe_file"; fi; }

@@ -44,6 +44,9 @@ fi
 # OpenBLAS is only tools/bench/bench_cpu's informational cblas_sgemm row.
 # libhiredis-dev: the remote carrier (runtime/carriers/remote), and
 # redis-server the servers its suite starts and stops (tests/c/test_remote.c).
+# liburing-dev: the file carriers' O_DIRECT transfers through io_uring
+# (runtime/async/loop.cpp; without it they use libuv's thread pool). fio:
+# the O_DIRECT peer of tools/bench/bench_file.c --direct.
 # ccache: meson compiles through it when it is on the PATH; the test command's
 # wheel build (tools/wheel/build_wheel.sh) then reuses the release build's
 # objects instead of compiling the library a second time.
@@ -59,6 +62,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   valgrind
   libhiredis-dev redis-server
+  liburing-dev fio
   ccache
 )
 # The main job's subset: the library, its C test suites' cmocka (the build
@@ -69,7 +73,7 @@ APT_PACKAGES=(
 APT_MAIN=(
   meson ninja-build pkg-config g++
   libcmocka-dev libuv1-dev libzstd-dev
-  libdnnl-dev
+  libdnnl-dev liburing-dev
   swig
 )
 # The Python bindings compile against the headers of the python3 that runs the

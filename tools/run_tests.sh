@@ -44,6 +44,10 @@ bash tools/install_deps.sh || exit 1
 # hash (debug info names it; the wheel strips it) and paths are taken from
 # the source root, so build/ and build-wheel/ share the objects.
 export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR=$root
+# No suite measures the disk or reads the user's cache of device profiles
+# (docs/model-files.md, "The device profile") but the tests of the profile
+# itself (tests/c/test_device_profile.c), which set their own.
+export STRIDEWEAVE_IO_PROBE=0
 
 # Each stage's header says how long the command has run so far (SECONDS:
 # since the script started, its installs included).

@@ -968,9 +968,13 @@ typedef struct sw_file_carrier_desc_t {
   /* Open with O_DIRECT where the file system allows it (transfers are then
    * aligned to 4096 bytes internally). */
   bool direct_io;
-  /* Bytes per read or write request; 0 = 4 MiB. */
+  /* Bytes per read or write request, and requests in flight per transfer.
+   * 0 = chosen for the device: with direct_io, a device's best pair is
+   * measured once (a probe of O_DIRECT reads of the first read-only file of
+   * at least 64 MiB opened on it, a few hundred milliseconds) and kept in a
+   * cache file for later runs (see sw_file_carrier_io); without a measure,
+   * 4 MiB and 4. A value set here overrides the device's. */
   size_t chunk_bytes;
-  /* Requests in flight per transfer; 0 = 4. */
   uint32_t requests_in_flight;
 } sw_file_carrier_desc_t;
 
@@ -989,6 +993,34 @@ SW_API sw_error_t* sw_carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtyp
 SW_API sw_error_t* sw_carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype, const char* path,
                                         uint64_t byte_offset, size_t size, const sw_file_carrier_desc_t* desc,
                                         sw_carrier_t** out_carrier);
+
+/* Where a file carrier's transfer settings came from. */
+typedef enum sw_io_profile_source_t {
+  SW_IO_PROFILE_DEFAULT = 0, /* no measure of the device: the defaults */
+  SW_IO_PROFILE_PROBED = 1,  /* measured by this process when the carrier opened */
+  SW_IO_PROFILE_CACHED = 2,  /* measured earlier (this process, or the cache file) */
+  SW_IO_PROFILE_SOURCE_FORCE32 = 0x7fffffff
+} sw_io_profile_source_t;
+
+/* How a file carrier moves its bytes. The device profile is the measured
+ * best pair for O_DIRECT reads of the device holding the carrier's (first)
+ * file. The probe's cache file is $STRIDEWEAVE_CACHE_DIR/io-devices, else
+ * $XDG_CACHE_HOME/strideweave/io-devices, else
+ * $HOME/.cache/strideweave/io-devices; STRIDEWEAVE_IO_PROBE=0 turns the
+ * probe off, =refresh measures again and replaces the cached line. */
+typedef struct sw_file_carrier_io_t {
+  uint32_t struct_size;
+  size_t chunk_bytes;          /* bytes per request its transfers use */
+  uint32_t requests_in_flight; /* requests in flight per transfer */
+  bool direct_io;              /* every file reads through O_DIRECT */
+  sw_io_profile_source_t source;  /* of the device profile */
+  uint64_t device;             /* st_dev of the (first) file */
+  double device_read_bytes_per_second; /* the profile's measured rate; 0 unmeasured */
+} sw_file_carrier_io_t;
+
+SW_API void sw_file_carrier_io_init(sw_file_carrier_io_t* io);
+/* TYPE when `carrier` is not a File carrier. */
+SW_API sw_error_t* sw_file_carrier_io(const sw_carrier_t* carrier, sw_file_carrier_io_t* out_io);
 
 typedef struct sw_zstd_carrier_desc_t {
   uint32_t struct_size;
@@ -1717,9 +1749,11 @@ SW_API sw_error_t* sw_tiled_evict_async(sw_carrier_t* tiled, const sw_tile_set_t
  * validation, errors, plan, conflicts and commit, but its reads from a file
  * tier yield to the reads and writes of other requests, which the caller
  * waits for. They take a file request slot only while no other request
- * waits for one, and at most 2 of the runtime's slots (libuv's thread pool
- * size, UV_THREADPOOL_SIZE, 4 by default) at once; prefetches are served in
- * the order they were made. Other tiers read as for promote_async. */
+ * waits for one, and at most 2 of the request slots (libuv's thread pool
+ * size, UV_THREADPOOL_SIZE, 4 by default; or a device's measured depth, see
+ * sw_file_carrier_io), one fewer where there are only two, at once;
+ * prefetches are served in the order they were made. Other tiers read as
+ * for promote_async. */
 SW_API sw_error_t* sw_tiled_prefetch_async(sw_carrier_t* tiled, const sw_tile_set_t* tiles, sw_await_t** out_await);
 /* promote_async / evict_async followed by wait. */
 SW_API sw_error_t* sw_tiled_promote(sw_carrier_t* tiled, const sw_tile_set_t* tiles);

@@ -234,16 +234,19 @@ SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file
 
 /* The runtime's file request slots (see sw_tiled_prefetch_async): requests
  * granted a slot and the most in flight at once, per class, since the
- * runtime was made. */
+ * runtime was made, over the shared slots and every device's own (a device
+ * with a measured profile has its own: see sw_file_carrier_io). */
 typedef struct sw_io_queue_stats_t {
   uint32_t struct_size;
-  uint32_t slots;                 /* request slots (libuv's thread pool size) */
+  uint32_t slots;                 /* shared request slots (libuv's thread pool size) */
   uint32_t prefetch_slots;        /* at most this many prefetch requests in flight */
   uint64_t demand_requests;       /* reads and writes of requests something waits for */
   uint64_t prefetch_requests;     /* reads of sw_tiled_prefetch_async */
   uint32_t max_demand_in_flight;
   uint32_t max_prefetch_in_flight;
   uint32_t max_in_flight;         /* both classes together */
+  bool io_uring;                  /* O_DIRECT requests go through the loop's io_uring */
+  uint64_t ring_requests;         /* requests submitted to it */
 } sw_io_queue_stats_t;
 
 SW_API void sw_io_queue_stats_init(sw_io_queue_stats_t* stats);

@@ -419,6 +419,33 @@ SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file
   });
 }
 
+SW_API void sw_file_carrier_io_init(sw_file_carrier_io_t* io) {
+  if (!io) return;
+  *io = sw_file_carrier_io_t{};
+  io->struct_size = sizeof(sw_file_carrier_io_t);
+}
+
+SW_API sw_error_t* sw_file_carrier_io(const sw_carrier_t* carrier, sw_file_carrier_io_t* out_io) {
+  return guard([&] {
+    const Carrier* c = get<Carrier>(carrier, "carrier");
+    require(out_io, "out_io");
+    (void)checked_struct_size<sw_file_carrier_io_t>(out_io->struct_size, "sw_file_carrier_io: out_io");
+    if (c->kind() != SW_CARRIER_FILE)
+      type_error(std::string("sw_file_carrier_io: the ") + c->kind_name() + " carrier is not a File carrier");
+    const auto* f = static_cast<const FileCarrier*>(c);
+    const DeviceProfile& p = f->device_profile();
+    sw_file_carrier_io_t out;
+    sw_file_carrier_io_init(&out);
+    out.chunk_bytes = f->chunk_bytes();
+    out.requests_in_flight = f->requests_in_flight();
+    out.direct_io = f->io_stats().direct_open;
+    out.source = static_cast<sw_io_profile_source_t>(p.source);
+    out.device = p.device;
+    out.device_read_bytes_per_second = p.read_bytes_per_second;
+    struct_out(out_io, out, "sw_file_carrier_io: out_io");
+  });
+}
+
 SW_API void sw_io_queue_stats_init(sw_io_queue_stats_t* stats) {
   if (!stats) return;
   *stats = sw_io_queue_stats_t{};
@@ -433,10 +460,22 @@ SW_API sw_error_t* sw_testing_io_queue_stats(sw_runtime_t* runtime, sw_io_queue_
     // The queue lives on the loop thread.
     IoQueueStats s;
     uint32_t slots = 0, prefetch_slots = 0;
+    bool ring = false;
+    uint64_t ring_requests = 0;
+    // The shared slots' counts, and the requests of every device's own.
     auto read = [&] {
-      s = rt->file_io().stats();
+      ring = rt->loop().has_ring();
+      ring_requests = rt->loop().ring_requests();
       slots = rt->file_io().slots();
       prefetch_slots = rt->file_io().prefetch_slots();
+      rt->for_each_file_io([&](const IoQueue& q) {
+        const IoQueueStats& q_stats = q.stats();
+        for (int c = 0; c < 2; ++c) {
+          s.granted[c] += q_stats.granted[c];
+          s.max_in_flight[c] = std::max(s.max_in_flight[c], q_stats.max_in_flight[c]);
+        }
+        s.max_total = std::max(s.max_total, q_stats.max_total);
+      });
     };
     if (rt->on_loop_thread()) {
       read();
@@ -458,6 +497,8 @@ SW_API sw_error_t* sw_testing_io_queue_stats(sw_runtime_t* runtime, sw_io_queue_
     out.max_demand_in_flight = s.max_in_flight[0];
     out.max_prefetch_in_flight = s.max_in_flight[1];
     out.max_in_flight = s.max_total;
+    out.io_uring = ring;
+    out.ring_requests = ring_requests;
     struct_out(out_stats, out, "sw_testing_io_queue_stats: out_stats");
   });
 }

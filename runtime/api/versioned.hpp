@@ -56,6 +56,7 @@ SW_STRUCT_SIZES(sw_file_tensor_info_t, sizeof(sw_file_tensor_info_t));
 SW_STRUCT_SIZES(sw_safetensors_save_desc_t, sizeof(sw_safetensors_save_desc_t));
 SW_STRUCT_SIZES(sw_gguf_save_desc_t, sizeof(sw_gguf_save_desc_t));
 SW_STRUCT_SIZES(sw_file_io_stats_t, sizeof(sw_file_io_stats_t));
+SW_STRUCT_SIZES(sw_file_carrier_io_t, sizeof(sw_file_carrier_io_t));
 SW_STRUCT_SIZES(sw_io_queue_stats_t, sizeof(sw_io_queue_stats_t));
 SW_STRUCT_SIZES(sw_random_desc_t, sizeof(sw_random_desc_t));
 #undef SW_STRUCT_SIZES

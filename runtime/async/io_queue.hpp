@@ -15,13 +15,18 @@
 // early as the device allows, instead of every queued transfer's last piece
 // landing together at the end.
 //
-// The slot count is libuv's thread pool size (UV_THREADPOOL_SIZE, 4 by
-// default): more requests in flight than threads would only queue inside
-// libuv, where no priority holds.
+// The runtime's shared queue has as many slots as libuv's thread pool has
+// threads (UV_THREADPOOL_SIZE, 4 by default): more requests in flight than
+// threads would only queue inside libuv, where no priority holds. A device
+// with a measured profile (carriers/file/device_profile.hpp) has a queue of
+// its own, with the slots its profile found fastest: its O_DIRECT requests
+// then go through the loop's io_uring where there is one, which takes no
+// thread, else through the same thread pool (at most its thread count).
 //
 // Loop thread only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -59,7 +64,9 @@ class IoQueue {
   void release(IoPriority p);
 
   uint32_t slots() const { return slots_; }
-  uint32_t prefetch_slots() const { return kPrefetchSlots < slots_ ? kPrefetchSlots : slots_; }
+  // At most kPrefetchSlots, and one fewer than all (when there are two or
+  // more): a demand request never finds every slot taken by prefetches.
+  uint32_t prefetch_slots() const { return slots_ < 2 ? 1 : std::min(kPrefetchSlots, slots_ - 1); }
   const IoQueueStats& stats() const { return stats_; }
 
  private:

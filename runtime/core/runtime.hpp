@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,8 +57,18 @@ class Runtime final : public CompletionHost {
   const std::shared_ptr<BufferPool>& pool() const { return pool_; }
   WorkerPool& workers() { return *workers_; }
   Loop& loop() { return *loop_; }
-  // The file request slots (loop thread only).
+  // The file request slots (loop thread only): the shared ones, or those
+  // of one device whose measured best is `depth` requests in flight (twice
+  // that, at most the shared count unless the loop has io_uring: libuv's
+  // thread pool serves both).
   IoQueue& file_io() { return *file_io_; }
+  IoQueue& file_io(uint64_t device, uint32_t depth);
+  // Calls `f` on every queue, the shared one first (loop thread only).
+  template <class F>
+  void for_each_file_io(F&& f) const {
+    f(*file_io_);
+    for (const auto& [device, queue] : device_io_) f(*queue);
+  }
   void log(sw_log_level_t level, const std::string& message) const;
 
   // Handle references held by the host. When the last one goes, the runtime
@@ -129,6 +140,7 @@ class Runtime final : public CompletionHost {
   std::unique_ptr<WorkerPool> workers_;
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<IoQueue> file_io_;
+  std::map<uint64_t, std::unique_ptr<IoQueue>> device_io_;  // loop thread only
   sw_log_fn log_ = nullptr;
   void* log_user_data_ = nullptr;
   sw_log_level_t log_level_ = SW_LOG_WARNING;

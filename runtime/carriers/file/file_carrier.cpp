@@ -69,9 +69,30 @@ std::string default_directory() {
 FileCarrier::FileCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, const FileCarrierOptions& options)
     : Carrier(std::move(runtime), SW_CARRIER_FILE, dtype, size),
       options_(options),
-      direct_io_(options.direct_io),
-      chunk_bytes_(std::min(std::max<size_t>(options.chunk_bytes, 1), kMaxChunkBytes)),
-      requests_in_flight_(std::max<uint32_t>(options.requests_in_flight, 1)) {
+      direct_io_(options.direct_io) {
+  resolve_io(0, false);
+}
+
+IoQueue& FileCarrier::io_queue() {
+  if (profile_.source == ProfileSource::kDefault || options_.requests_in_flight) return runtime().file_io();
+  return runtime().file_io(profile_.device, profile_.requests_in_flight);
+}
+
+void FileCarrier::resolve_io(uint64_t file_bytes, bool may_probe) {
+  if (!files_.empty()) {
+    const OpenFile& file = *files_.front();
+    if ((!options_.chunk_bytes || !options_.requests_in_flight) && direct_io_ && file.direct_usable()) {
+      profile_ = direct_read_profile(runtime(), file.fd, file.direct_fd, file_bytes, file.path, may_probe);
+    } else {
+      struct stat st;
+      if (::fstat(file.fd, &st) == 0) profile_.device = static_cast<uint64_t>(st.st_dev);
+    }
+  }
+  chunk_bytes_ = options_.chunk_bytes ? options_.chunk_bytes : profile_.chunk_bytes;
+  chunk_bytes_ = std::min(std::max<size_t>(chunk_bytes_, 1), kMaxChunkBytes);
+  requests_in_flight_ = std::max<uint32_t>(options_.requests_in_flight ? options_.requests_in_flight
+                                                                        : profile_.requests_in_flight,
+                                           1);
   // With O_DIRECT every whole chunk must stay aligned.
   if (direct_io_) chunk_bytes_ = (chunk_bytes_ + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment;
 }
@@ -114,6 +135,9 @@ Ref<FileCarrier> FileCarrier::create(const Ref<Runtime>& runtime, sw_dtype_t dty
     throw_error(SW_ERROR_IO, "cannot size the file carrier's file '" + file.path + "' to " + std::to_string(bytes) +
                                  " bytes: " + describe_errno(errno));
   carrier->open_direct(file, O_RDWR);
+  // A scratch file is sparse: it takes a known profile of its device but
+  // never measures one.
+  carrier->resolve_io(bytes, false);
   return carrier;
 }
 
@@ -131,6 +155,7 @@ Ref<FileCarrier> FileCarrier::open(const Ref<Runtime>& runtime, sw_dtype_t dtype
                 std::to_string(bytes) + ") passes the end of '" + path + "', which holds " +
                 std::to_string(file_bytes) + " bytes");
   carrier->open_direct(*carrier->files_.front(), O_RDONLY);
+  carrier->resolve_io(file_bytes, true);
   return carrier;
 }
 
@@ -176,6 +201,7 @@ Ref<FileCarrier> FileCarrier::open_segments(const Ref<Runtime>& runtime, sw_dtyp
     first += seg.count;
   }
   for (const auto& file : carrier->files_) carrier->open_direct(*file, O_RDONLY);
+  carrier->resolve_io(file_bytes.front(), true);
   return carrier;
 }
 
@@ -502,7 +528,8 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
 
  private:
   struct Request {
-    uv_fs_t fs;
+    uv_fs_t fs;      // through libuv's thread pool
+    FileOp ring_op;  // or through the loop's io_uring (O_DIRECT only)
     std::shared_ptr<Transfer> transfer;
     const OpenFile* file;  // of the piece
     uint64_t file_offset;  // of the piece
@@ -529,6 +556,9 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
                                          " failed: unexpected end of file");
   }
   static void on_complete(uv_fs_t* fs);
+  static void on_ring_complete(FileOp* op, ssize_t result);
+  // A request's read or write returned `result` (bytes, or a negative errno).
+  static void complete(Request* request, ssize_t result);
 
   Ref<FileCarrier> carrier_;
   bool write_;
@@ -548,7 +578,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
 };
 
 void FileCarrier::Transfer::start() {
-  ticket_ = carrier_->runtime().file_io().next_ticket();
+  ticket_ = carrier_->io_queue().next_ticket();
   if (write_) {
     // As in the synchronous path: fault-check every request before writing.
     fail(capture([&] {
@@ -573,7 +603,7 @@ Status FileCarrier::Transfer::io_status(const OpenFile& file, uint64_t offset, i
 
 void FileCarrier::Transfer::issue() noexcept {
   Runtime& rt = carrier_->runtime();
-  IoQueue& slots = rt.file_io();
+  IoQueue& slots = carrier_->io_queue();
   while (error_.ok() && in_flight_ < carrier_->requests_in_flight_ && extent_ < extents_.size()) {
     if (rt.is_shut_down()) {
       fail(Status::make(SW_ERROR_CANCELLED, std::string(write_ ? "file write" : "file read") +
@@ -619,7 +649,7 @@ void FileCarrier::Transfer::issue() noexcept {
 void FileCarrier::Transfer::queue_for_slot() noexcept {
   if (queued_) return;
   queued_ = true;
-  carrier_->runtime().file_io().wait(priority_, ticket_, [self = shared_from_this()] {
+  carrier_->io_queue().wait(priority_, ticket_, [self = shared_from_this()] {
     self->queued_ = false;
     self->issue();
     self->finish_if_idle();
@@ -661,10 +691,23 @@ bool FileCarrier::Transfer::submit(Request* request) noexcept {
     buf.len = length;
   }
   request->used_direct = fd != file.fd;
+  Loop& loop = carrier_->runtime().loop();
+  if (request->used_direct && loop.has_ring()) {
+    // O_DIRECT: the device is the bound, and the ring reaches it from this
+    // thread. Buffered requests stay on the thread pool, whose threads copy
+    // from the page cache in parallel.
+    request->ring_op.complete = &on_ring_complete;
+    request->ring_op.data = request;
+    const int rc = loop.submit_file_op(write_, fd, buf.base, buf.len, at, &request->ring_op);
+    if (rc < 0) {
+      fail(io_status(file, offset, rc));
+      return false;
+    }
+    return true;
+  }
   request->fs.data = request;
-  uv_loop_t* loop = carrier_->runtime().loop().uv();
-  const int rc = write_ ? uv_fs_write(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete)
-                        : uv_fs_read(loop, &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete);
+  const int rc = write_ ? uv_fs_write(loop.uv(), &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete)
+                        : uv_fs_read(loop.uv(), &request->fs, fd, &buf, 1, static_cast<int64_t>(at), &on_complete);
   if (rc < 0) {
     uv_fs_req_cleanup(&request->fs);
     fail(io_status(file, offset, rc));
@@ -680,14 +723,22 @@ void FileCarrier::Transfer::retire(Request* request) noexcept {
   // slot: the slot goes to the earliest transfer waiting, this one included,
   // not to whichever waited in line while its pieces ran.
   if (error_.ok() && extent_ < extents_.size()) queue_for_slot();
-  carrier_->runtime().file_io().release(priority_);
+  carrier_->io_queue().release(priority_);
 }
 
 void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {
   auto* request = static_cast<Request*>(fs->data);
-  const std::shared_ptr<Transfer> self = request->transfer;  // outlives the request
   const ssize_t result = fs->result;
   uv_fs_req_cleanup(fs);
+  complete(request, result);
+}
+
+void FileCarrier::Transfer::on_ring_complete(FileOp* op, ssize_t result) {
+  complete(static_cast<Request*>(op->data), result);
+}
+
+void FileCarrier::Transfer::complete(Request* request, ssize_t result) {
+  const std::shared_ptr<Transfer> self = request->transfer;  // outlives the request
   const uint64_t offset = request->file_offset + request->done;
   if (result < 0) {
     if (result == UV_EINVAL && request->used_direct) {

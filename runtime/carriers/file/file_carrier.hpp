@@ -13,7 +13,10 @@
 // offset), so several threads may read at once without a shared file offset.
 // Asynchronous transfers are split into chunk_bytes requests with
 // requests_in_flight of them outstanding on the runtime's libuv loop: the page
-// cache only reaches memcpy speed with several reads in flight.
+// cache only reaches memcpy speed with several reads in flight. Left 0, both
+// come from the device's profile (device_profile.hpp) for a carrier reading
+// through O_DIRECT, measured when a large enough file is opened; otherwise
+// 4 MiB and 4.
 //
 // With direct_io, reads go through an O_DIRECT descriptor where the file
 // system allows it: in place where the file offset and the host address agree
@@ -31,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "carriers/file/device_profile.hpp"
 #include "core/carrier.hpp"
 
 namespace sw {
@@ -38,8 +42,8 @@ namespace sw {
 struct FileCarrierOptions {
   std::string directory;  // new files only; empty: $TMPDIR or /tmp
   bool direct_io = false;
-  size_t chunk_bytes = size_t{4} << 20;
-  uint32_t requests_in_flight = 4;
+  size_t chunk_bytes = 0;          // 0: the device profile's, else 4 MiB
+  uint32_t requests_in_flight = 0;  // 0: the device profile's, else 4
 };
 
 // `count` slots at byte `offset` of a file: of paths[file], for the list of
@@ -96,6 +100,16 @@ class FileCarrier final : public Carrier {
   const std::string& path() const { return files_.front()->path; }
   // direct_open: true when every file of the carrier reads through O_DIRECT.
   FileIoStats io_stats() const;
+  // The chunk size and requests in flight its transfers use, and where they
+  // came from (the device profile, or the defaults; options the caller set
+  // override either).
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  uint32_t requests_in_flight() const { return requests_in_flight_; }
+  const DeviceProfile& device_profile() const { return profile_; }
+  // The request slots its transfers take (loop thread only): its device's
+  // when its requests in flight are the device's measured best, else the
+  // runtime's shared ones.
+  IoQueue& io_queue();
 
  protected:
   void issue_read(size_t first, size_t count, std::byte* dst, IoDone done, IoPriority priority,
@@ -155,6 +169,9 @@ class FileCarrier final : public Carrier {
   // failure); returns it with its size in bytes.
   const OpenFile& add_file(const std::string& path, uint64_t* out_bytes);
   void open_direct(OpenFile& file, int flags);
+  // Sets the chunk size and requests in flight the options left 0 from the
+  // profile of the first file's device (measuring it when `may_probe`).
+  void resolve_io(uint64_t file_bytes, bool may_probe);
   void close_file() noexcept;
   // The files, quoted, for messages: 'a' or 'a', 'b' and 'c'.
   std::string files_text() const;
@@ -196,8 +213,9 @@ class FileCarrier final : public Carrier {
   bool read_only_ = false;
   bool owns_file_ = false;  // a scratch file, unlinked at creation
   bool direct_io_ = false;
-  size_t chunk_bytes_;
-  uint32_t requests_in_flight_;
+  size_t chunk_bytes_ = kDefaultChunkBytes;
+  uint32_t requests_in_flight_ = kDefaultRequestsInFlight;
+  DeviceProfile profile_;
 };
 
 }  // namespace sw

@@ -1,0 +1,71 @@
+// How O_DIRECT reads of one storage device go fastest: the bytes per read
+// request and the requests in flight. Devices disagree widely (an NVMe drive
+// wants many requests in flight; a throttled virtual disk reads fastest with
+// one or two requests of a megabyte or two and slower with deeper queues of
+// larger ones), so the runtime measures each device once instead of asking
+// the user to know.
+//
+// The measurement (the probe) reads the file being opened through its
+// O_DIRECT descriptor: for each chunk size of kProbeChunks and each depth of
+// kProbeDepths, `depth` threads read chunk-sized pieces at scattered offsets
+// for a fixed number of bytes; the leading configurations are measured again
+// and the faster of their two runs counts. The chosen configuration is the
+// fastest, or among those within kProbeTolerance of it the one with the
+// fewest bytes in flight (a demand read queued behind others waits less).
+// It takes a few hundred milliseconds on a disk reading ~2 GB/s, once per
+// device: the result is kept for the process and in a cache file,
+//
+//   $STRIDEWEAVE_CACHE_DIR/io-devices, or $XDG_CACHE_HOME/strideweave/…,
+//   or $HOME/.cache/strideweave/…
+//
+// one line per device (its major:minor and size, so a different disk under
+// the same numbers is measured anew). STRIDEWEAVE_IO_PROBE=0 turns the probe
+// off (the defaults apply where no profile is known); =refresh measures again
+// and replaces the cached line. A cache that cannot be read or written only
+// costs a new probe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sw {
+
+class Runtime;
+
+inline constexpr size_t kDefaultChunkBytes = size_t{4} << 20;
+inline constexpr uint32_t kDefaultRequestsInFlight = 4;
+// Files smaller than this are not probed (too few distinct bytes to measure
+// a device rather than its cache), nor are scratch files (sparse: holes read
+// without touching the device).
+inline constexpr uint64_t kProbeMinFileBytes = uint64_t{64} << 20;
+
+enum class ProfileSource : uint8_t {
+  kDefault = 0,  // nothing measured: the defaults
+  kProbed = 1,   // measured by this process
+  kCached = 2,   // measured earlier, read from the process or the cache file
+};
+
+struct DeviceProfile {
+  size_t chunk_bytes = kDefaultChunkBytes;
+  uint32_t requests_in_flight = kDefaultRequestsInFlight;
+  double read_bytes_per_second = 0;  // the chosen configuration's rate; 0 when not measured
+  uint64_t device = 0;               // st_dev of the file
+  ProfileSource source = ProfileSource::kDefault;
+};
+
+// The profile of the device holding the open file `fd` (`path` in messages),
+// for reads through `direct_fd` (its O_DIRECT descriptor; -1: none, which
+// gives the defaults). Probes on a miss when `may_probe` and the file holds
+// at least kProbeMinFileBytes. Thread-safe; concurrent misses on one device
+// probe once.
+DeviceProfile direct_read_profile(Runtime& runtime, int fd, int direct_fd, uint64_t file_bytes, const std::string& path,
+                                  bool may_probe);
+
+// The cache file's path ("" when neither STRIDEWEAVE_CACHE_DIR, XDG_CACHE_HOME
+// nor HOME is set).
+std::string device_profile_cache_path();
+
+const char* profile_source_name(ProfileSource source);
+
+}  // namespace sw
