@@ -21,6 +21,7 @@
 %ignore sw_allocator_t;
 %ignore sw_await_callback_info_t;
 %ignore sw_file_carrier_desc_t;
+%ignore sw_file_carrier_io_t;
 %ignore sw_zstd_carrier_desc_t;
 %ignore sw_remote_carrier_desc_t;
 %ignore sw_residency_policy_t;
@@ -42,6 +43,8 @@
 %ignore sw_file_carrier_desc_init;
 %ignore sw_carrier_create_file;
 %ignore sw_carrier_open_file;
+%ignore sw_file_carrier_io_init;
+%ignore sw_file_carrier_io;
 %ignore sw_zstd_carrier_desc_init;
 %ignore sw_carrier_create_zstd;
 %ignore sw_remote_carrier_desc_init;
@@ -119,6 +122,9 @@
 %ignore sw_file_io_stats_t;
 %ignore sw_file_io_stats_init;
 %ignore sw_testing_file_io_stats;
+%ignore sw_io_queue_stats_t;
+%ignore sw_io_queue_stats_init;
+%ignore sw_testing_io_queue_stats;
 /* An error a host callback hands back to the library: a language's own
  * callback trampolines make it; as a plain call it would only raise. */
 %ignore sw_error_create;

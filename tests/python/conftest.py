@@ -1,9 +1,16 @@
 import contextlib
 """Makes the build tree's package importable: build/bindings/python (or
-$STRIDEWEAVE_PYTHONPATH) holds strideweave with its compiled extension."""
+$STRIDEWEAVE_PYTHONPATH) holds strideweave with its compiled extension.
+
+Turns the file carriers' device probe off for the whole suite (and the
+programs it starts): no test measures the disk or reads the profiles cached
+in the user's cache directory, so a direct-I/O carrier's chunk size and
+requests in flight are the defaults unless a test sets them."""
 import os
 import pathlib
 import sys
+
+os.environ["STRIDEWEAVE_IO_PROBE"] = "0"
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 _build = os.environ.get("STRIDEWEAVE_PYTHONPATH") or str(ROOT / "build" / "bindings" / "python")

@@ -98,6 +98,76 @@ def test_file_open_is_a_read_only_window(tmp_path):
     assert path.exists()
 
 
+def _opens_with_o_direct(directory):
+    """Whether the file system of `directory` opens a file with O_DIRECT
+    (where it refuses, a direct-I/O carrier reads buffered)."""
+    path = directory / "o_direct.bin"
+    path.write_bytes(bytes(4096))
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+    except OSError:
+        return False
+    finally:
+        path.unlink()
+    return True
+
+
+def test_file_io_of_a_buffered_carrier_is_the_defaults(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(np.arange(16, dtype=np.float32).tobytes())
+    np.save(tmp_path / "w.npy", np.zeros((2, 3), dtype=np.float32))
+    scratch = carriers.File(16, directory=tmp_path)
+    for c in (scratch, carriers.File.open(path, 0, 16), carriers.File.open_npy(tmp_path / "w.npy").carrier):
+        io = c.io
+        assert type(io) is carriers.FileIO
+        assert (io.chunk_bytes, io.requests_in_flight, io.direct_io) == (4194304, 4, False)
+        assert io.source == "default" and io.device_read_bytes_per_second == 0.0
+        assert isinstance(io.device, int) and isinstance(io.device_read_bytes_per_second, float)
+    io = scratch.io
+    assert io == scratch.io and hash(io) == hash(scratch.io)
+    assert io == carriers.FileIO(4 << 20, 4, False, "default", io.device, 0.0)
+    assert repr(io) == f"FileIO(chunk_bytes=4194304, requests_in_flight=4, direct_io=False, source='default', " \
+                       f"device={io.device}, device_read_bytes_per_second=0.0)"
+    with pytest.raises(AttributeError):
+        io.chunk_bytes = 1
+    scratch.release()
+    assert scratch.io == io  # still answers after release
+
+
+def test_file_io_is_the_options_set(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(bytes(1 << 16))
+    for direct_io in (False, True):
+        for c in (carriers.File(1024, directory=tmp_path, direct_io=direct_io, chunk_bytes=1 << 20,
+                                requests_in_flight=3),
+                  carriers.File.open(path, 0, 1024, direct_io=direct_io, chunk_bytes=1 << 20, requests_in_flight=3)):
+            io = c.io
+            assert (io.chunk_bytes, io.requests_in_flight) == (1048576, 3)
+            assert io.source == "default" and io.device_read_bytes_per_second == 0.0
+            if not direct_io:
+                assert not io.direct_io
+
+
+def test_file_io_says_whether_the_carrier_reads_through_o_direct(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(bytes(1 << 16))
+    made = carriers.File(1024, directory=tmp_path, direct_io=True, chunk_bytes=1 << 20, requests_in_flight=3)
+    opened = carriers.File.open(path, 0, 1024, direct_io=True, chunk_bytes=1 << 20, requests_in_flight=3)
+    if not _opens_with_o_direct(tmp_path):
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT: its carriers read buffered")
+    assert made.io.direct_io and opened.io.direct_io
+
+
+def test_file_io_of_another_carrier_is_a_type_error():
+    from strideweave import _native as N
+    assert not hasattr(carriers.CPU(4), "io")
+    tiled = sw.TiledEvictable(carriers.CPU(0), carriers.File(4), (2,), (2,))
+    for c in (carriers.CPU(4), carriers.Host(4), carriers.Zstd(4), tiled):
+        with pytest.raises(TypeError, match="not a File carrier") as e:
+            N.file_carrier_io(c._h)
+        exact(e, sw.StrideWeaveTypeError)
+
+
 def test_zstd_compresses_and_detects_corruption():
     c = carriers.Zstd(1 << 16, level=1, frame_elements=1 << 12)
     assert c.stored_bytes() < (1 << 16) * 4 // 10

@@ -1,7 +1,7 @@
 /* The native methods of Carrier: slots through direct buffers, CPU carriers
- * over or copied from a direct buffer, file, zstd and remote carriers, and the
- * model-file openers (.npy, .safetensors, raw tensors). direct_buffer serves
- * DeviceView too. */
+ * over or copied from a direct buffer, file carriers and how they move their
+ * bytes, zstd and remote carriers, and the model-file openers (.npy,
+ * .safetensors, raw tensors). direct_buffer serves DeviceView too. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +103,18 @@ jlong carrier_open_file(JNIEnv* env, jlong runtime, jint dtype, const char* path
                                             (uint64_t)byte_offset, (size_t)size, &desc, &carrier)))
     return 0;
   return (jlong)(intptr_t)carrier;
+}
+
+/* sw_file_carrier_io: {chunk bytes, requests in flight, direct I/O, profile
+ * source, device}; the profile's read rate in out_rate. */
+jlongArray file_carrier_io(JNIEnv* env, jlong carrier, double* out_rate) {
+  sw_file_carrier_io_t io;
+  sw_file_carrier_io_init(&io);
+  if (sw_j_failed(env, sw_file_carrier_io((const sw_carrier_t*)(intptr_t)carrier, &io))) return NULL;
+  *out_rate = io.device_read_bytes_per_second;
+  int64_t v[5] = {(int64_t)io.chunk_bytes, (int64_t)io.requests_in_flight, io.direct_io, (int64_t)io.source,
+                  (int64_t)io.device};
+  return sw_j_long_array(env, v, 5);
 }
 
 jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, jint level, jlong frame_elements,

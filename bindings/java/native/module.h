@@ -43,6 +43,7 @@ jlong carrier_create_file(JNIEnv* env, jlong runtime, jint dtype, jlong size, co
                           jlong chunk_bytes, jlong requests_in_flight);
 jlong carrier_open_file(JNIEnv* env, jlong runtime, jint dtype, const char* path, jlong byte_offset, jlong size,
                         jboolean direct_io);
+jlongArray file_carrier_io(JNIEnv* env, jlong carrier, double* out_rate);
 jlong carrier_create_zstd(JNIEnv* env, jlong runtime, jint dtype, jlong size, jint level, jlong frame_elements,
                           jint shuffle);
 jlong carrier_remote(JNIEnv* env, jlong runtime, jint dtype, jlong size, jboolean open, jobjectArray endpoints,

@@ -1,9 +1,9 @@
 /* strideweave._native: files (sw_py.h lists the module's files): file
- * carriers, the model-file openers (.npy, .safetensors, GGUF, raw tensors) that
- * return a carrier with the file's info as a dict, the savers, and the
- * header-parser and I/O-statistics test hooks. Paths go through
- * PyUnicode_FSConverter (str, bytes or os.PathLike); the GIL is released
- * around every file operation.
+ * carriers and how they move their bytes, the model-file openers (.npy,
+ * .safetensors, GGUF, raw tensors) that return a carrier with the file's info
+ * as a dict, the savers, and the header-parser and I/O-statistics test
+ * hooks. Paths go through PyUnicode_FSConverter (str, bytes or os.PathLike);
+ * the GIL is released around every file operation.
  */
 #include "module.h"
 
@@ -200,6 +200,17 @@ PyObject* carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* p
     return NULL;
   }
   return sw_py_handle(carrier, SW_PY_CARRIER);
+}
+
+/* sw_file_carrier_io: (chunk bytes, requests in flight, direct I/O, profile
+ * source, device, device read bytes per second). */
+PyObject* file_carrier_io(const sw_carrier_t* carrier) {
+  sw_file_carrier_io_t io;
+  sw_file_carrier_io_init(&io);
+  SW_PY_CHECK(sw_file_carrier_io(carrier, &io));
+  return Py_BuildValue("(nIOiKd)", (Py_ssize_t)io.chunk_bytes, (unsigned int)io.requests_in_flight,
+                       io.direct_io ? Py_True : Py_False, (int)io.source, (unsigned long long)io.device,
+                       io.device_read_bytes_per_second);
 }
 
 /* sw_carrier_open_npy: (carrier, info dict). */

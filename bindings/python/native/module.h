@@ -89,6 +89,7 @@ PyObject* carrier_create_file(sw_runtime_t* runtime, sw_dtype_t dtype, size_t si
                               bool direct_io, size_t chunk_bytes, size_t requests_in_flight);
 PyObject* carrier_open_file(sw_runtime_t* runtime, sw_dtype_t dtype, PyObject* path, uint64_t byte_offset,
                             size_t size, bool direct_io, size_t chunk_bytes, size_t requests_in_flight);
+PyObject* file_carrier_io(const sw_carrier_t* carrier);
 PyObject* carrier_open_npy(sw_runtime_t* runtime, PyObject* path, bool direct_io, size_t chunk_bytes,
                            size_t requests_in_flight);
 PyObject* carrier_remote(sw_runtime_t* runtime, bool create, sw_dtype_t dtype, size_t size, PyObject* endpoints,

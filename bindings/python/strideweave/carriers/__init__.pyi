@@ -9,7 +9,8 @@ from .. import Device, DType, FileTensor, Runtime, _DTypeLike, _Int, _Scalar, _S
 from .tiled_evictable import TiledEvictable as TiledEvictable
 from .tiled_evictable import TiledResidencyFacet as TiledResidencyFacet
 
-__all__ = ["Carrier", "CPU", "Host", "File", "Zstd", "Remote", "Vulkan", "TiledEvictable", "TiledResidencyFacet"]
+__all__ = ["Carrier", "CPU", "Host", "File", "FileIO", "Zstd", "Remote", "Vulkan", "TiledEvictable",
+           "TiledResidencyFacet"]
 
 _Facet = TypeVar("_Facet")
 
@@ -45,10 +46,26 @@ class CPU(Carrier):
 class Host(Carrier):
     def __init__(self, size: _Int, *, dtype: _DTypeLike = ..., runtime: Runtime | None = None) -> None: ...
 
+class FileIO:
+    chunk_bytes: int
+    requests_in_flight: int
+    direct_io: bool
+    source: Literal["default", "probed", "cached"]
+    device: int
+    device_read_bytes_per_second: float
+    def __init__(self, chunk_bytes: int, requests_in_flight: int, direct_io: bool,
+                 source: Literal["default", "probed", "cached"], device: int,
+                 device_read_bytes_per_second: float) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
 class File(Carrier):
     def __init__(self, size: _Int, *, dtype: _DTypeLike = ..., directory: _StrPath | None = None,
                  direct_io: bool = False, chunk_bytes: _Int = 0, requests_in_flight: _Int = 0,
                  runtime: Runtime | None = None) -> None: ...
+    # What the carrier's transfers use, and where it came from.
+    @property
+    def io(self) -> FileIO: ...
     @classmethod
     def open(cls, path: _StrPath, offset: _Int, size: _Int, *, dtype: _DTypeLike = ..., direct_io: bool = False,
              chunk_bytes: _Int = 0, requests_in_flight: _Int = 0, runtime: Runtime | None = None) -> Self: ...

@@ -1,6 +1,6 @@
-"""Carrier base class and the ordinary carriers: CPU, Host, File, Zstd and
-Vulkan, each registered for its kind (strideweave._handles) as it is
-defined."""
+"""Carrier base class and the ordinary carriers: CPU, Host, File (with its
+FileIO), Zstd and Vulkan, each registered for its kind (strideweave._handles)
+as it is defined."""
 import numbers
 import os
 from collections.abc import Mapping
@@ -209,16 +209,64 @@ class Host(Carrier):
         self._init(N.sw_carrier_create_host(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size")), rt)
 
 
+_IO_SOURCES = {N.SW_IO_PROFILE_DEFAULT: "default", N.SW_IO_PROFILE_PROBED: "probed",
+               N.SW_IO_PROFILE_CACHED: "cached"}
+
+
+class FileIO:
+    """How a File carrier moves its bytes (sw_file_carrier_io): chunk_bytes
+    per request and requests_in_flight per transfer as its transfers use
+    them; direct_io, whether every file reads through O_DIRECT; source,
+    where the device profile came from: "default" (no measure of the device:
+    the defaults), "probed" (measured by this process when the carrier
+    opened) or "cached" (measured earlier, by this process or read from the
+    cache file); device, the st_dev of the (first) file; and
+    device_read_bytes_per_second, the profile's measured rate (0.0 when not
+    measured)."""
+
+    __slots__ = ("chunk_bytes", "requests_in_flight", "direct_io", "source", "device",
+                 "device_read_bytes_per_second")
+
+    def __init__(self, chunk_bytes, requests_in_flight, direct_io, source, device, device_read_bytes_per_second):
+        object.__setattr__(self, "chunk_bytes", chunk_bytes)
+        object.__setattr__(self, "requests_in_flight", requests_in_flight)
+        object.__setattr__(self, "direct_io", direct_io)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "device_read_bytes_per_second", device_read_bytes_per_second)
+
+    def _values(self):
+        return (self.chunk_bytes, self.requests_in_flight, self.direct_io, self.source, self.device,
+                self.device_read_bytes_per_second)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("FileIO is immutable")
+
+    def __eq__(self, other):
+        if not isinstance(other, FileIO):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self):
+        return hash(self._values())
+
+    def __repr__(self):
+        return (f"FileIO(chunk_bytes={self.chunk_bytes}, requests_in_flight={self.requests_in_flight}, "
+                f"direct_io={self.direct_io}, source={self.source!r}, device={self.device}, "
+                f"device_read_bytes_per_second={self.device_read_bytes_per_second})")
+
+
 @_handles.carrier_kind(N.SW_CARRIER_FILE)
 class File(Carrier):
     """A secondary tier in a scratch file (removed on release), or with
     File.open a read-only window on an existing file. Every constructor
     takes `chunk_bytes` (bytes per read or write request) and
     `requests_in_flight` (requests outstanding per transfer), 0 for the
-    runtime's defaults (4 MiB, 4): a tier of tiles of a few MiB that a
-    caller waits on one at a time lands each tile sooner with 1 MiB requests
-    and as many in flight as the runtime has file request slots
-    (docs/moe-offload.md, section 6)."""
+    runtime's defaults (4 MiB, 4; with direct_io, the best pair measured for
+    the file's device where one is known): a tier of tiles of a few MiB
+    that a caller waits on one at a time lands each tile sooner with 1 MiB
+    requests and as many in flight as the runtime has file request slots
+    (docs/moe-offload.md, section 6). `io` says what the carrier uses."""
 
     __slots__ = ()
 
@@ -230,6 +278,14 @@ class File(Carrier):
             directory = os.fspath(directory)
         self._init(N.carrier_create_file(rt._h, _dtypes.as_dtype(dtype).code, nonnegative(size, "size"), directory,
                                          bool(direct_io), *io), rt)
+
+    @property
+    def io(self):
+        """The FileIO of the carrier: the chunk size and requests in flight
+        its transfers use, whether it reads through O_DIRECT, and where the
+        settings came from."""
+        chunk_bytes, requests_in_flight, direct_io, source, device, rate = N.file_carrier_io(self._h)
+        return FileIO(chunk_bytes, requests_in_flight, direct_io, _IO_SOURCES[source], device, rate)
 
     @classmethod
     def open(cls, path, offset, size, *, dtype=_dtypes.float32, direct_io=False, chunk_bytes=0, requests_in_flight=0,

@@ -158,6 +158,20 @@ pub struct sw_file_carrier_desc_t {
     pub chunk_bytes: usize,
     pub requests_in_flight: u32,
 }
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct sw_io_profile_source_t(pub ::std::os::raw::c_uint);
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sw_file_carrier_io_t {
+    pub struct_size: u32,
+    pub chunk_bytes: usize,
+    pub requests_in_flight: u32,
+    pub direct_io: bool,
+    pub source: sw_io_profile_source_t,
+    pub device: u64,
+    pub device_read_bytes_per_second: f64,
+}
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct sw_zstd_carrier_desc_t {
@@ -525,6 +539,23 @@ const _: () = {
         [::std::mem::offset_of!(sw_file_carrier_desc_t, chunk_bytes) - 24usize];
     ["Offset of field: sw_file_carrier_desc_t::requests_in_flight"]
         [::std::mem::offset_of!(sw_file_carrier_desc_t, requests_in_flight) - 32usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of sw_file_carrier_io_t"][::std::mem::size_of::<sw_file_carrier_io_t>() - 48usize];
+    ["Alignment of sw_file_carrier_io_t"][::std::mem::align_of::<sw_file_carrier_io_t>() - 8usize];
+    ["Offset of field: sw_file_carrier_io_t::struct_size"]
+        [::std::mem::offset_of!(sw_file_carrier_io_t, struct_size) - 0usize];
+    ["Offset of field: sw_file_carrier_io_t::chunk_bytes"]
+        [::std::mem::offset_of!(sw_file_carrier_io_t, chunk_bytes) - 8usize];
+    ["Offset of field: sw_file_carrier_io_t::requests_in_flight"]
+        [::std::mem::offset_of!(sw_file_carrier_io_t, requests_in_flight) - 16usize];
+    ["Offset of field: sw_file_carrier_io_t::direct_io"]
+        [::std::mem::offset_of!(sw_file_carrier_io_t, direct_io) - 20usize];
+    ["Offset of field: sw_file_carrier_io_t::source"][::std::mem::offset_of!(sw_file_carrier_io_t, source) - 24usize];
+    ["Offset of field: sw_file_carrier_io_t::device"][::std::mem::offset_of!(sw_file_carrier_io_t, device) - 32usize];
+    ["Offset of field: sw_file_carrier_io_t::device_read_bytes_per_second"]
+        [::std::mem::offset_of!(sw_file_carrier_io_t, device_read_bytes_per_second) - 40usize];
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -938,6 +969,21 @@ impl Default for sw_await_callback_info_t {
     }
 }
 impl Default for sw_file_carrier_desc_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl sw_io_profile_source_t {
+    pub const SW_IO_PROFILE_DEFAULT: sw_io_profile_source_t = sw_io_profile_source_t(0);
+    pub const SW_IO_PROFILE_PROBED: sw_io_profile_source_t = sw_io_profile_source_t(1);
+    pub const SW_IO_PROFILE_CACHED: sw_io_profile_source_t = sw_io_profile_source_t(2);
+    pub const SW_IO_PROFILE_SOURCE_FORCE32: sw_io_profile_source_t = sw_io_profile_source_t(2147483647);
+}
+impl Default for sw_file_carrier_io_t {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
         unsafe {
@@ -1519,6 +1565,8 @@ unsafe extern "C" {
         desc: *const sw_file_carrier_desc_t,
         out_carrier: *mut *mut sw_carrier_t,
     ) -> *mut sw_error_t;
+    pub fn sw_file_carrier_io_init(io: *mut sw_file_carrier_io_t);
+    pub fn sw_file_carrier_io(carrier: *const sw_carrier_t, out_io: *mut sw_file_carrier_io_t) -> *mut sw_error_t;
     pub fn sw_zstd_carrier_desc_init(desc: *mut sw_zstd_carrier_desc_t);
     pub fn sw_carrier_create_zstd(
         runtime: *mut sw_runtime_t,

@@ -43,6 +43,8 @@ pub struct sw_io_queue_stats_t {
     pub max_demand_in_flight: u32,
     pub max_prefetch_in_flight: u32,
     pub max_in_flight: u32,
+    pub io_uring: bool,
+    pub ring_requests: u64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -82,7 +84,7 @@ const _: () = {
 };
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of sw_io_queue_stats_t"][::std::mem::size_of::<sw_io_queue_stats_t>() - 48usize];
+    ["Size of sw_io_queue_stats_t"][::std::mem::size_of::<sw_io_queue_stats_t>() - 56usize];
     ["Alignment of sw_io_queue_stats_t"][::std::mem::align_of::<sw_io_queue_stats_t>() - 8usize];
     ["Offset of field: sw_io_queue_stats_t::struct_size"]
         [::std::mem::offset_of!(sw_io_queue_stats_t, struct_size) - 0usize];
@@ -99,6 +101,9 @@ const _: () = {
         [::std::mem::offset_of!(sw_io_queue_stats_t, max_prefetch_in_flight) - 36usize];
     ["Offset of field: sw_io_queue_stats_t::max_in_flight"]
         [::std::mem::offset_of!(sw_io_queue_stats_t, max_in_flight) - 40usize];
+    ["Offset of field: sw_io_queue_stats_t::io_uring"][::std::mem::offset_of!(sw_io_queue_stats_t, io_uring) - 44usize];
+    ["Offset of field: sw_io_queue_stats_t::ring_requests"]
+        [::std::mem::offset_of!(sw_io_queue_stats_t, ring_requests) - 48usize];
 };
 impl sw_fake_failure_t {
     pub const SW_FAKE_FAIL_ALLOCATION: sw_fake_failure_t = sw_fake_failure_t(1);

@@ -86,10 +86,60 @@ pub struct FileOptions {
     pub directory: Option<std::path::PathBuf>,
     /// Open with O_DIRECT where the file system allows it.
     pub direct_io: bool,
-    /// Bytes per read or write request; 0 = 4 MiB.
+    /// Bytes per read or write request; 0 = 4 MiB, or with direct I/O the
+    /// best measured for the file's device where one is known
+    /// ([`Carrier::file_io`] says which).
     pub chunk_bytes: usize,
-    /// Requests in flight per transfer; 0 = 4.
+    /// Requests in flight per transfer; 0 = 4, or as `chunk_bytes`.
     pub requests_in_flight: u32,
+}
+
+/// Where a file carrier's device profile came from (`sw_io_profile_source_t`).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoProfileSource {
+    /// No measure of the device: the defaults.
+    Default,
+    /// Measured by this process when the carrier opened.
+    Probed,
+    /// Measured earlier: by this process, or read from the cache file.
+    Cached,
+    /// A source this crate does not name.
+    Other(u32),
+}
+
+impl IoProfileSource {
+    fn from_raw(raw: sys::sw_io_profile_source_t) -> IoProfileSource {
+        use sys::sw_io_profile_source_t as S;
+        match raw {
+            S::SW_IO_PROFILE_DEFAULT => IoProfileSource::Default,
+            S::SW_IO_PROFILE_PROBED => IoProfileSource::Probed,
+            S::SW_IO_PROFILE_CACHED => IoProfileSource::Cached,
+            other => IoProfileSource::Other(other.0),
+        }
+    }
+}
+
+/// How a file carrier moves its bytes (`sw_file_carrier_io_t`), as
+/// [`Carrier::file_io`] reports it. [`FileOptions`] left 0 take the device
+/// profile's values: for a carrier reading through O_DIRECT, the best pair
+/// measured for its device (once, by a short probe when a large enough
+/// read-only file is opened, then kept in a cache file); otherwise 4 MiB and
+/// 4. Options set override it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FileIo {
+    /// Bytes per request its transfers use.
+    pub chunk_bytes: usize,
+    /// Requests in flight per transfer.
+    pub requests_in_flight: u32,
+    /// Whether every file of the carrier reads through O_DIRECT.
+    pub direct_io: bool,
+    /// Where the device profile came from.
+    pub source: IoProfileSource,
+    /// The `st_dev` of the carrier's (first) file.
+    pub device: u64,
+    /// The profile's measured read rate; 0 when not measured.
+    pub device_read_bytes_per_second: f64,
 }
 
 /// `count` slots at byte `byte_offset` of a file: one piece of
@@ -610,6 +660,24 @@ impl Carrier {
         let mut n = 0;
         call(|| unsafe { sys::sw_carrier_stored_bytes(self.as_raw(), &mut n) })?;
         Ok(n)
+    }
+
+    /// How a File carrier moves its bytes (`sw_file_carrier_io`): the chunk
+    /// size and requests in flight its transfers use, whether it reads
+    /// through O_DIRECT, and where the settings came from. Still answers
+    /// after dispose; TYPE for another kind of carrier.
+    pub fn file_io(&self) -> Result<FileIo> {
+        let mut io = sys::sw_file_carrier_io_t::default();
+        unsafe { sys::sw_file_carrier_io_init(&mut io) };
+        call(|| unsafe { sys::sw_file_carrier_io(self.as_raw(), &mut io) })?;
+        Ok(FileIo {
+            chunk_bytes: io.chunk_bytes,
+            requests_in_flight: io.requests_in_flight,
+            direct_io: io.direct_io,
+            source: IoProfileSource::from_raw(io.source),
+            device: io.device,
+            device_read_bytes_per_second: io.device_read_bytes_per_second,
+        })
     }
 
     /// The host address of slot 0 of a CPU carrier, for zero-copy interop.

@@ -69,7 +69,9 @@ mod tiled;
 mod tiles;
 
 pub use awaits::{move_async, Await, AwaitKind, AwaitMove, AwaitOutput, AwaitProjection, AwaitResidency, AwaitUpdate};
-pub use carrier::{Carrier, CarrierKind, FileOptions, FileSegment, RemoteOptions, ZstdOptions};
+pub use carrier::{
+    Carrier, CarrierKind, FileIo, FileOptions, FileSegment, IoProfileSource, RemoteOptions, ZstdOptions,
+};
 pub use device::{CopyEvent, CopyStatus, Device, DeviceAllocation, DeviceKind, DeviceView, ObjectSpec, ViewInfo};
 pub use dtype::{BF16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorCode, Result};

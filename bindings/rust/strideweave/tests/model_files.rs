@@ -1,9 +1,10 @@
 //! The model-file openers and savers through Rust: files written byte by
 //! byte here, opened as FileTensors, their TiledEvictables promoted and
 //! projected with exact values, stacks over one and two files, the options
-//! passed through, ownership of the carrier, the string marshalling (exact
-//! UTF-8, NUL checks) and the error kinds. The C suite
-//! (tests/c/test_model_files.c) proves the parsers themselves.
+//! passed through (and what a carrier reports of them, `file_io`), ownership
+//! of the carrier, the string marshalling (exact UTF-8, NUL checks) and the
+//! error kinds. The C suite (tests/c/test_model_files.c) proves the parsers
+//! themselves.
 mod common;
 use std::path::{Path, PathBuf};
 
@@ -284,6 +285,110 @@ fn a_raw_tensor_opens_in_either_order() {
         Carrier::open_raw_tensor(&rt, &raw, DType::F32, 16, &[E, O, I], FileOrder::Other(7), &no_options()),
         ErrorCode::Value,
     );
+}
+
+/// O_DIRECT of `<fcntl.h>`, whose value depends on the architecture (`None`
+/// where this file does not know it).
+const O_DIRECT: Option<i32> = if cfg!(any(target_arch = "x86_64", target_arch = "x86", target_arch = "riscv64")) {
+    Some(0o40000)
+} else if cfg!(any(target_arch = "aarch64", target_arch = "arm")) {
+    Some(0o200000)
+} else {
+    None
+};
+
+/// Whether the file system opens `path` with O_DIRECT (where it refuses,
+/// carriers read buffered); `None` when that cannot be asked here.
+fn opens_with_o_direct(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::OpenOptionsExt;
+    O_DIRECT.map(|flag| std::fs::OpenOptions::new().read(true).custom_flags(flag).open(path).is_ok())
+}
+
+/// The experts raw after a 16-byte header.
+fn raw(s: &Scratch) -> PathBuf {
+    let mut bytes = vec![0u8; 16];
+    bytes.extend(experts(&ALL));
+    s.write("w.bin", &bytes)
+}
+
+#[test]
+fn a_buffered_file_carrier_moves_its_bytes_with_the_defaults() {
+    let s = Scratch::new("io-defaults");
+    let rt = Runtime::new().unwrap();
+    let scratch =
+        Carrier::file(&rt, DType::F32, 16, &FileOptions { directory: Some(s.0.clone()), ..no_options() }).unwrap();
+    let ft = Carrier::open_npy(&rt, experts_npy(&s), &no_options()).unwrap();
+    for c in [&scratch, &ft.carrier] {
+        let io = c.file_io().unwrap();
+        assert_eq!((io.chunk_bytes, io.requests_in_flight, io.direct_io), (4194304, 4, false));
+        assert_eq!(io.source, IoProfileSource::Default);
+        assert_eq!(io.device_read_bytes_per_second, 0.0);
+    }
+    let io = scratch.file_io().unwrap();
+    scratch.dispose().unwrap();
+    assert_eq!(scratch.file_io().unwrap(), io); // still answers
+}
+
+#[test]
+fn a_file_carrier_moves_its_bytes_as_its_options_say() {
+    let s = Scratch::new("io-options");
+    let rt = Runtime::new().unwrap();
+    let raw = raw(&s);
+    for direct_io in [false, true] {
+        let options =
+            FileOptions { directory: Some(s.0.clone()), direct_io, chunk_bytes: 1 << 20, requests_in_flight: 3 };
+        let scratch = Carrier::file(&rt, DType::F32, 1024, &options).unwrap();
+        let ft =
+            Carrier::open_raw_tensor(&rt, &raw, DType::F32, 16, &[E, O, I], FileOrder::RowMajor, &options).unwrap();
+        for c in [&scratch, &ft.carrier] {
+            let io = c.file_io().unwrap();
+            assert_eq!((io.chunk_bytes, io.requests_in_flight), (1048576, 3));
+            assert_eq!(io.source, IoProfileSource::Default);
+            assert_eq!(io.device_read_bytes_per_second, 0.0);
+            if !direct_io {
+                assert!(!io.direct_io);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_direct_io_file_carrier_reads_through_o_direct_where_the_file_system_allows_it() {
+    let s = Scratch::new("io-direct");
+    let rt = Runtime::new().unwrap();
+    let raw = raw(&s);
+    let options =
+        FileOptions { directory: Some(s.0.clone()), direct_io: true, chunk_bytes: 1 << 20, requests_in_flight: 3 };
+    let scratch = Carrier::file(&rt, DType::F32, 1024, &options).unwrap();
+    let ft = Carrier::open_raw_tensor(&rt, &raw, DType::F32, 16, &[E, O, I], FileOrder::RowMajor, &options).unwrap();
+    match opens_with_o_direct(&raw) {
+        Some(true) => {}
+        Some(false) => {
+            eprintln!("SKIP: the file system of {} refuses O_DIRECT: its carriers read buffered", s.0.display());
+            return;
+        }
+        None => {
+            eprintln!("SKIP: O_DIRECT's value on this architecture is not known here; direct I/O not checked");
+            return;
+        }
+    }
+    assert!(scratch.file_io().unwrap().direct_io);
+    assert!(ft.carrier.file_io().unwrap().direct_io);
+}
+
+#[test]
+fn only_a_file_carrier_has_file_io() {
+    let rt = Runtime::new().unwrap();
+    let others = [
+        Carrier::cpu(&rt, DType::F32, 4).unwrap(),
+        Carrier::host(&rt, DType::F32, 4).unwrap(),
+        Carrier::zstd(&rt, DType::F32, 4, &ZstdOptions::default()).unwrap(),
+    ];
+    let tiled = seeded_file(&rt, &[0.0; 4], &[2], &[2], Policy::None);
+    for result in others.iter().map(Carrier::file_io).chain([tiled.file_io()]) {
+        let message = expect_code(result, ErrorCode::Type);
+        assert!(message.contains("not a File carrier"), "{message}");
+    }
 }
 
 /// A GGUF v3 file holding the experts as llama.cpp stacks them, ne (I, O,

@@ -947,6 +947,22 @@ public class Carrier extends NativeHandle {
   }
 
   /**
+   * How a File carrier moves its bytes ({@code sw_file_carrier_io}): the chunk size and requests
+   * in flight its transfers use, whether it reads through O_DIRECT, and where the settings came
+   * from. Still answers after dispose.
+   *
+   * @return the carrier's I/O
+   * @throws TypeMismatchException when the carrier is not a File carrier
+   */
+  public final FileIo fileIo() {
+    return call(h -> {
+      double[] rate = new double[1];
+      long[] v = Native.file_carrier_io(h, rate);
+      return new FileIo(v[0], (int) v[1], v[2] != 0, FileIo.Source.values()[(int) v[3]], v[4], rate[0]);
+    });
+  }
+
+  /**
    * Frees the values (the handle stays: size, dtype and kind still answer). Idempotent. For a
    * TiledEvictable, releases every tile and both tiers.
    *

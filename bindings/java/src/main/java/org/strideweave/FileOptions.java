@@ -13,8 +13,9 @@ package org.strideweave;
  *
  * @param directIo read and write through O_DIRECT where the file system allows it (buffered
  *     where it refuses it)
- * @param chunkBytes bytes per read or write request; 0 for 4 MiB
- * @param requestsInFlight requests in flight per transfer; 0 for 4
+ * @param chunkBytes bytes per read or write request; 0 for 4 MiB, or with direct I/O the best
+ *     measured for the file's device where one is known ({@link Carrier#fileIo()} says which)
+ * @param requestsInFlight requests in flight per transfer; 0 for 4, or as {@code chunkBytes}
  */
 public record FileOptions(boolean directIo, long chunkBytes, int requestsInFlight) {
   /** The defaults: buffered I/O, 4 MiB requests, 4 in flight. */

@@ -4,13 +4,18 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import com.sun.nio.file.ExtendedOpenOption;
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -22,9 +27,9 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The model-file openers and savers through Java: files written byte by byte here, opened as
  * FileTensors, their TiledEvictables promoted and projected with exact values, stacks over one
- * and two files, the options passed through, ownership of the carrier, the string marshalling
- * (exact UTF-8, NUL and null checks) and the error kinds. The C suite (test_model_files.c)
- * proves the parsers themselves.
+ * and two files, the options passed through (and what a carrier reports of them, fileIo),
+ * ownership of the carrier, the string marshalling (exact UTF-8, NUL and null checks) and the
+ * error kinds. The C suite (test_model_files.c) proves the parsers themselves.
  */
 class ModelFilesTest extends Fixtures {
   static final int E = 4;
@@ -266,6 +271,79 @@ class ModelFilesTest extends Fixtures {
     exact(NullPointerException.class, () -> Carrier.RawSpec.of(null, 1));
     exact(NullPointerException.class, () -> new Carrier.RawSpec(DType.F32, 0, null, FileOrder.ROW_MAJOR));
     exact(NullPointerException.class, () -> Carrier.openNpy(rt, Path.of("x.npy"), null));
+  }
+
+  /** Whether the file system opens {@code path} with O_DIRECT (where it refuses, carriers read buffered). */
+  static boolean opensWithODirect(Path path) {
+    try (FileChannel c = FileChannel.open(path, StandardOpenOption.READ, ExtendedOpenOption.DIRECT)) {
+      return true;
+    } catch (IOException | UnsupportedOperationException e) {
+      return false;
+    }
+  }
+
+  @Test
+  void aBufferedFileCarrierMovesItsBytesWithTheDefaults() throws Exception {
+    try (Carrier scratch = Carrier.file(rt, DType.F32, 16, dir); FileTensor ft = Carrier.openNpy(rt, expertsNpy())) {
+      for (Carrier c : List.of(scratch, ft.carrier())) {
+        FileIo io = c.fileIo();
+        assertEquals(4194304, io.chunkBytes());
+        assertEquals(4, io.requestsInFlight());
+        assertFalse(io.directIo());
+        assertEquals(FileIo.Source.DEFAULT, io.source());
+        assertEquals(0.0, io.deviceReadBytesPerSecond());
+      }
+      FileIo io = scratch.fileIo();
+      assertEquals(io, new FileIo(4 << 20, 4, false, FileIo.Source.DEFAULT, io.device(), 0.0));
+      scratch.dispose();
+      assertEquals(io, scratch.fileIo()); // still answers
+    }
+  }
+
+  @Test
+  void aFileCarrierMovesItsBytesAsItsOptionsSay() throws Exception {
+    Path raw = write("w.bin", concat(new byte[16], experts(0, 1, 2, 3)));
+    for (boolean directIo : new boolean[] {false, true}) {
+      FileOptions set = FileOptions.builder().directIo(directIo).chunkBytes(1 << 20).requestsInFlight(3).build();
+      try (Carrier scratch = Carrier.file(rt, DType.F32, 1024, dir, set);
+           FileTensor ft = Carrier.openRaw(rt, raw, Carrier.RawSpec.of(DType.F32, E, O, I).at(16), set)) {
+        for (Carrier c : List.of(scratch, ft.carrier())) {
+          FileIo io = c.fileIo();
+          assertEquals(1048576, io.chunkBytes());
+          assertEquals(3, io.requestsInFlight());
+          assertEquals(FileIo.Source.DEFAULT, io.source());
+          assertEquals(0.0, io.deviceReadBytesPerSecond());
+          if (!directIo) {
+            assertFalse(io.directIo());
+          }
+        }
+      }
+    }
+  }
+
+  @Test
+  void aDirectIoFileCarrierReadsThroughODirectWhereTheFileSystemAllowsIt() throws Exception {
+    Path raw = write("w.bin", concat(new byte[16], experts(0, 1, 2, 3)));
+    FileOptions set = FileOptions.builder().directIo(true).chunkBytes(1 << 20).requestsInFlight(3).build();
+    try (Carrier scratch = Carrier.file(rt, DType.F32, 1024, dir, set);
+         FileTensor ft = Carrier.openRaw(rt, raw, Carrier.RawSpec.of(DType.F32, E, O, I).at(16), set)) {
+      assumeTrue(opensWithODirect(raw), "the file system of " + dir + " refuses O_DIRECT: its carriers read buffered");
+      assertTrue(scratch.fileIo().directIo());
+      assertTrue(ft.carrier().fileIo().directIo());
+    }
+  }
+
+  @Test
+  void onlyAFileCarrierHasFileIo() {
+    try (Carrier cpu = Carrier.cpu(rt, DType.F32, 4); Carrier host = Carrier.host(rt, DType.F32, 4);
+         Carrier zstd = Carrier.zstd(rt, DType.F32, 4, 1, 0); Carrier file = Carrier.file(rt, DType.F32, 4, dir);
+         Carrier primary = Carrier.cpu(rt, DType.F32, 0);
+         TiledEvictable tiled = TiledEvictable.create(primary, file, l(2), l(2), null)) {
+      for (Carrier c : List.of(cpu, host, zstd, tiled)) {
+        TypeMismatchException e = exact(TypeMismatchException.class, c::fileIo);
+        assertTrue(e.getMessage().contains("not a File carrier"), e.getMessage());
+      }
+    }
   }
 
   @Test
