@@ -175,19 +175,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-# Eight file requests in flight instead of libuv's default four (the
-# runtime's file request slots are libuv's thread pool, sized once per
-# process from UV_THREADPOOL_SIZE): faster on the reference machine's virtual
-# disk, where a tile's partial end blocks are read apart, in 4 KiB, beside
-# its 1 MiB reads (docs/moe-offload.md, section 6). A value already in the
-# environment wins; set before the runtime starts.
-os.environ.setdefault("UV_THREADPOOL_SIZE", "8")
-# The model file is read in 1 MiB requests, eight in flight per transfer (the
-# runtime's defaults: 4 MiB, four): one expert tile of 5.5 MiB then takes
-# every request slot, and since the slots serve transfers in the order they
-# were submitted, w1's tile lands whole before w3's and w2's, each at the
-# disk's full rate (docs/moe-offload.md, section 6).
-FILE_CHUNK, FILE_IN_FLIGHT = 1 << 20, 8
+# The model file's request size and depth are the runtime's choice: with
+# direct I/O it measures the device once (docs/model-files.md, "The device
+# profile") and reads through io_uring where the kernel has it. A value set
+# here would override the device's (0: the runtime's).
+FILE_CHUNK, FILE_IN_FLIGHT = 0, 0
 
 import strideweave as sw  # noqa: E402
 from strideweave import carriers  # noqa: E402
@@ -1339,7 +1331,7 @@ class TierProbe:
     the runtime's workers; without the zstandard module there is no probe
     (measure() returns None)."""
 
-    CHUNK, IN_FLIGHT = FILE_CHUNK, FILE_IN_FLIGHT  # the run's file requests, as its carriers issue them
+    CHUNK, IN_FLIGHT = 1 << 20, 8  # the preads' requests: 1 MiB, eight threads
     BATCH = 12  # tiles the file-carrier replay promotes at once (two layers' misses)
 
     def __init__(self, o, path, regions):

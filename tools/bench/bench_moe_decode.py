@@ -35,7 +35,6 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-os.environ.setdefault("UV_THREADPOOL_SIZE", "8")  # as the demo sets it, before the runtime starts
 if os.environ.get("STRIDEWEAVE_PYTHONPATH"):
     sys.path.insert(0, os.environ["STRIDEWEAVE_PYTHONPATH"])
 
