@@ -30,11 +30,15 @@ constexpr std::array<size_t, 3> kProbeChunks = {size_t{1} << 20, size_t{2} << 20
 // From two: the runtime issues a request when an earlier one completes, and
 // with one in flight the device would idle during every such hand-off.
 constexpr std::array<uint32_t, 3> kProbeDepths = {2, 4, 8};
-// Bytes each measure reads: two rounds of its requests in flight, within
-// these bounds; each configuration is measured once per pass.
-constexpr size_t kProbeMinBytes = size_t{8} << 20, kProbeMaxBytes = size_t{32} << 20;
-constexpr size_t kProbePasses = 4;
-// Offsets are multiples of this (tiles of a model file start anywhere).
+// Bytes each measure reads: four rounds of its requests in flight, within
+// these bounds (fewer rounds would charge the deeper queues their ramp and
+// their tail); each configuration is measured once per pass.
+constexpr size_t kProbeMinBytes = size_t{16} << 20, kProbeMaxBytes = size_t{48} << 20;
+constexpr size_t kProbePasses = 3;
+// Reads come in runs of this many contiguous bytes (a tile, an expert's
+// matrix), each run at a scattered offset, a multiple of kProbeOffsetGrain
+// (tiles of a model file start anywhere).
+constexpr uint64_t kProbeRunBytes = uint64_t{8} << 20;
 constexpr uint64_t kProbeOffsetGrain = 64 << 10;
 // Configurations this close to the fastest count as fast as it.
 constexpr double kProbeTolerance = 0.05;
@@ -153,18 +157,19 @@ uint64_t mix(uint64_t x) {  // splitmix64
   return x ^ (x >> 31);
 }
 
-// Bytes per second of `depth` threads reading `chunk`-byte pieces at
-// scattered offsets of `direct_fd`; 0 when a read fails.
+// Bytes per second of `depth` threads reading `chunk`-byte pieces of runs
+// at scattered offsets of `direct_fd`; 0 when a read fails.
 double measure(int direct_fd, uint64_t file_bytes, size_t chunk, uint32_t depth, uint64_t seed,
                std::vector<void*>& buffers) {
-  const size_t total = std::clamp<size_t>(chunk * depth * 2, kProbeMinBytes, kProbeMaxBytes);
+  const size_t total = std::clamp<size_t>(chunk * depth * 4, kProbeMinBytes, kProbeMaxBytes);
   const size_t pieces = std::max<size_t>(total / chunk, depth);
-  const uint64_t grains = (file_bytes - chunk) / kProbeOffsetGrain + 1;
+  const uint64_t run = std::max<uint64_t>(kProbeRunBytes / chunk, 1);  // pieces per run
+  const uint64_t grains = (file_bytes - run * chunk) / kProbeOffsetGrain + 1;
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   auto worker = [&](void* buffer) {
     for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < pieces;) {
-      const uint64_t offset = mix(seed + i) % grains * kProbeOffsetGrain;
+      const uint64_t offset = mix(seed + i / run) % grains * kProbeOffsetGrain + i % run * chunk;
       size_t done = 0;
       while (done < chunk) {
         const ssize_t n = ::pread(direct_fd, static_cast<char*>(buffer) + done, chunk - done,

@@ -7,12 +7,13 @@
 //
 // The measurement (the probe) reads the file being opened through its
 // O_DIRECT descriptor: for each chunk size of kProbeChunks and each depth of
-// kProbeDepths, `depth` threads read chunk-sized pieces at scattered offsets
-// for a fixed number of bytes; the leading configurations are measured again
-// and the faster of their two runs counts. The chosen configuration is the
+// kProbeDepths, `depth` threads read chunk-sized pieces of 8 MiB runs at
+// scattered offsets for a fixed number of bytes, in three passes over every
+// configuration (a virtual disk's speed drifts within a second), each
+// counted by its mean. The chosen configuration is the
 // fastest, or among those within kProbeTolerance of it the one with the
 // fewest bytes in flight (a demand read queued behind others waits less).
-// It takes a few hundred milliseconds on a disk reading ~2 GB/s, once per
+// It takes about half a second on a disk reading ~2 GB/s, once per
 // device: the result is kept for the process and in a cache file,
 //
 //   $STRIDEWEAVE_CACHE_DIR/io-devices, or $XDG_CACHE_HOME/strideweave/…,
