@@ -115,6 +115,32 @@ def rows_file(parsed):
                 note=f"source {j['source']}") for p in j["promotion"]]
 
 
+def rows_file_direct(parsed):
+    j = parsed["bench"][-1]
+    what = f"promotion from the file tier, O_DIRECT, {j['mib']} MiB"
+    sw, pread, fio = j["sw"], j["pread"], j["fio"]
+    where = f"file on {j['device']} ({j['fs']}), {j['reps']} repetitions"
+    if j.get("anon_huge_mib", -1) >= 0:
+        where += f"; in huge pages: {j['anon_huge_mib']} MiB of the destinations' {2 * j['mib']}"
+    cached = (f"; WARNING: {100 * sw['cached_fraction']:.0f}% of the file was in the page cache after a move: it did "
+              f"not read with O_DIRECT" if sw["cached_fraction"] > 0.01 else "")
+    best = pread["best"]
+    threads = f"{best['threads']} thread{'s' if best['threads'] > 1 else ''}"
+    out = [row(what, sw["gbps"], pread["gbps"], "GB/s", pread["ratio"],
+               "O_DIRECT pread at its best queue depth (same regions)", pread["ratio_best"], (">=", j["target"]),
+               note=f"best: {threads} x {best['chunk_mib']} MiB of 1-8 threads x 1, 4 MiB; StrideWeave with "
+                    f"chunk size and requests in flight chosen by the runtime; {where}{cached}")]
+    if fio["available"]:
+        best = fio["best"]
+        out.append(row(what, sw["gbps"], fio["gbps"], "GB/s", fio["ratio"],
+                       f"fio --direct=1 --ioengine={fio['engine']} at its best bs and iodepth", fio["ratio_best"],
+                       note=f"informational (fio times its own jobs, runs them back to back and reads into small "
+                            f"pages); best: bs {best['bs_mib']}M iodepth {best['iodepth']} of bs 1M, 4M x iodepth "
+                            f"1-8, each job reading the file's first {fio['job_mib']} MiB; {fio['version']}"
+                            + (f"; engines passed over: {fio['passed_over']}" if fio.get("passed_over") else "")))
+    return out
+
+
 def rows_zstd(parsed):
     j = parsed["bench"][-1]
     out = []
@@ -327,6 +353,9 @@ BENCHMARKS = [
                "--mib", "64"], rows_cpu, needs="{build}/tools/bench/bench_cpu"),
     Benchmark("bench_file", "file-tier promotion vs pread",
               ["{build}/tools/bench/bench_file", "--mib", "512", "--reps", "7"], rows_file),
+    Benchmark("bench_file_direct", "file-tier promotion with O_DIRECT vs O_DIRECT pread and fio at their best queue "
+              "depths",
+              ["{build}/tools/bench/bench_file", "--direct", "--mib", "1024", "--reps", "5"], rows_file_direct),
     Benchmark("bench_zstd", "zstd tier vs raw ZSTD_decompress",
               ["{build}/tools/bench/bench_zstd", "--mib", "64", "--reps", "7"], rows_zstd),
     Benchmark("bench_projection", "projection of resident experts vs torch.index_select(out=) and numpy.take(out=)",
@@ -628,6 +657,10 @@ def main(argv=None):
             if bench.name == "bench_projection":
                 record["notes"].append("PyTorch is not installed: the comparison against torch.index_select(out=) "
                                        "(the target) is skipped.")
+        if record["status"] == "ok" and bench.name == "bench_file_direct":
+            fio = record["bench_json"][-1].get("fio") or {}
+            if not fio.get("available"):
+                record["notes"].append(f"The fio peer is omitted: {fio.get('reason') or 'not reported'}.")
         report["benchmarks"].append(record)
         done = "ok" if record["status"] == "ok" else f"skipped ({record['reason']})"
         print(f" {done}, {record['seconds']:.1f} s", flush=True)
