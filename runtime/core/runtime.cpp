@@ -33,13 +33,14 @@ Runtime::Runtime(const sw_runtime_desc_t& desc) : CompletionHost(ObjectKind::kRu
 
 IoQueue& Runtime::file_io(uint64_t device, uint32_t depth) {
   auto& queue = device_io_[device];
-  // Twice the depth: one transfer's requests and the next one's first, so
-  // that a tile's small end-block reads and the next tile's first requests
-  // do not wait on each other (the MoE decoder, whose tiles land one after
-  // another, ran 5-8 % slower at the depth itself). Through io_uring a
-  // device's O_DIRECT requests take no thread; through libuv's pool, more
-  // than its threads would only queue inside libuv.
-  const uint32_t slots = 2 * std::max<uint32_t>(depth, 1);
+  // At least four: a device measured fastest at two in flight still takes
+  // one transfer's requests and the next one's first, so that a tile's
+  // small end-block reads and the next tile's first requests do not wait on
+  // each other (the MoE decoder, whose tiles land one after another, ran
+  // 5-8 % slower with two). Through io_uring a device's O_DIRECT requests
+  // take no thread; through libuv's pool, more than its threads would only
+  // queue inside libuv.
+  const uint32_t slots = std::max<uint32_t>(depth, 4);
   if (!queue) queue = std::make_unique<IoQueue>(loop_->has_ring() ? slots : std::min(slots, file_io_->slots()));
   return *queue;
 }

@@ -58,9 +58,9 @@ class Runtime final : public CompletionHost {
   WorkerPool& workers() { return *workers_; }
   Loop& loop() { return *loop_; }
   // The file request slots (loop thread only): the shared ones, or those
-  // of one device whose measured best is `depth` requests in flight (twice
-  // that, at most the shared count unless the loop has io_uring: libuv's
-  // thread pool serves both).
+  // of one device whose measured best is `depth` requests in flight (that
+  // many and at least four; at most the shared count unless the loop has
+  // io_uring: libuv's thread pool serves both).
   IoQueue& file_io() { return *file_io_; }
   IoQueue& file_io(uint64_t device, uint32_t depth);
   // Calls `f` on every queue, the shared one first (loop thread only).

@@ -27,9 +27,11 @@ namespace sw {
 namespace {
 
 constexpr std::array<size_t, 3> kProbeChunks = {size_t{1} << 20, size_t{2} << 20, size_t{4} << 20};
-// From two: the runtime issues a request when an earlier one completes, and
-// with one in flight the device would idle during every such hand-off.
-constexpr std::array<uint32_t, 3> kProbeDepths = {2, 4, 8};
+// From four: the runtime issues a transfer's next request from its loop
+// thread as an earlier one completes, and on few cores that thread may wait
+// for a core while the compute runs; requests queued ahead keep the device
+// busy meanwhile (see the header).
+constexpr std::array<uint32_t, 2> kProbeDepths = {4, 8};
 // Bytes each measure reads: four rounds of its requests in flight, within
 // these bounds (fewer rounds would charge the deeper queues their ramp and
 // their tail); each configuration is measured once per pass.
@@ -40,8 +42,9 @@ constexpr size_t kProbePasses = 3;
 // (tiles of a model file start anywhere).
 constexpr uint64_t kProbeRunBytes = uint64_t{8} << 20;
 constexpr uint64_t kProbeOffsetGrain = 64 << 10;
-// Configurations this close to the fastest count as fast as it.
-constexpr double kProbeTolerance = 0.05;
+// Configurations this close to the fastest count as fast as it (the
+// passes' means still differ by a few per cent from one probe to the next).
+constexpr double kProbeTolerance = 0.10;
 constexpr const char* kCacheFormat = "strideweave-io-devices-1";
 
 std::mutex& table_mutex() {
@@ -242,7 +245,8 @@ bool probe(Runtime& rt, const std::string& name, int direct_fd, uint64_t file_by
   const Trial* pick = nullptr;
   for (const Trial& t : trials) {
     if (t.rate < best * (1 - kProbeTolerance)) continue;
-    const auto key = [](const Trial& x) { return std::make_pair(x.chunk * x.depth, x.depth); };
+    // The most requests in flight, then the smallest: see the header.
+    const auto key = [](const Trial& x) { return std::make_pair(-static_cast<int64_t>(x.depth), x.chunk); };
     if (!pick || key(t) < key(*pick)) pick = &t;
   }
   out.chunk_bytes = pick->chunk;
