@@ -37,6 +37,13 @@ FileCarrierOptions file_options(const sw_file_carrier_desc_t* desc, const char* 
   return o;
 }
 
+// `c` as the File carrier it is; TYPE naming `what` for another kind.
+const FileCarrier* as_file_carrier(const Carrier* c, const char* what) {
+  if (c->kind() != SW_CARRIER_FILE)
+    type_error(std::string(what) + ": the " + c->kind_name() + " carrier is not a File carrier");
+  return static_cast<const FileCarrier*>(c);
+}
+
 // Fills the caller's info from an opened (or parsed) tensor.
 void info_out(sw_file_tensor_info_t* out, sw_dtype_t dtype, const std::vector<int64_t>& shape, bool row_major,
               uint64_t data_offset, uint64_t data_bytes, size_t segments, const char* what) {
@@ -406,9 +413,8 @@ SW_API sw_error_t* sw_testing_file_io_stats(const sw_carrier_t* carrier, sw_file
     const Carrier* c = get<Carrier>(carrier, "carrier");
     require(out_stats, "out_stats");
     (void)checked_struct_size<sw_file_io_stats_t>(out_stats->struct_size, "sw_testing_file_io_stats: out_stats");
-    if (c->kind() != SW_CARRIER_FILE)
-      type_error(std::string("sw_testing_file_io_stats: the ") + c->kind_name() + " carrier is not a File carrier");
-    const FileIoStats s = static_cast<const FileCarrier*>(c)->io_stats();
+    const FileCarrier* f = as_file_carrier(c, "sw_testing_file_io_stats");
+    const FileIoStats s = f->io_stats();
     sw_file_io_stats_t out;
     sw_file_io_stats_init(&out);
     out.direct_bytes = s.direct_bytes;
@@ -430,9 +436,7 @@ SW_API sw_error_t* sw_file_carrier_io(const sw_carrier_t* carrier, sw_file_carri
     const Carrier* c = get<Carrier>(carrier, "carrier");
     require(out_io, "out_io");
     (void)checked_struct_size<sw_file_carrier_io_t>(out_io->struct_size, "sw_file_carrier_io: out_io");
-    if (c->kind() != SW_CARRIER_FILE)
-      type_error(std::string("sw_file_carrier_io: the ") + c->kind_name() + " carrier is not a File carrier");
-    const auto* f = static_cast<const FileCarrier*>(c);
+    const FileCarrier* f = as_file_carrier(c, "sw_file_carrier_io");
     const DeviceProfile& p = f->device_profile();
     sw_file_carrier_io_t out;
     sw_file_carrier_io_init(&out);

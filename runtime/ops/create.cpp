@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/mix.hpp"
 #include "base/thread_pool.hpp"
 #include "ops/op_util.hpp"
 
@@ -56,17 +57,10 @@ Ref<Tensor> generate(ComputeBackend& backend, const Ref<Runtime>& rt, sw_dtype_t
   return out;
 }
 
-// splitmix64 (Steele, Lea and Flood): a bijective mix, so (seed, counter)
-// pairs give independent-looking 64-bit words.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // The k-th uniform double of `seed` in [0, 1) (53 bits).
-double uniform01(uint64_t seed, uint64_t k) { return static_cast<double>(mix(mix(seed) ^ k) >> 11) * 0x1p-53; }
+double uniform01(uint64_t seed, uint64_t k) {
+  return static_cast<double>(splitmix64(splitmix64(seed) ^ k) >> 11) * 0x1p-53;
+}
 
 void check_extents(const std::vector<int64_t>& extents, const char* op) {
   if (extents.size() > SW_MAX_RANK)

@@ -167,6 +167,42 @@ static sw_tensor_t* dense_tensor(sw_carrier_t* carrier, size_t n) {
   return tensor;
 }
 
+/* Moves the whole of `file` (n f32 elements) into a new CPU carrier and
+ * waits: NULL, *seconds from sw_move_async to the end of the wait, the moved
+ * bytes checked against `expect` when given; or sw_move_async's error, with
+ * nothing moved. The destination is released (its buffer returns to the
+ * runtime's pool, and the next repetition reuses it warm). */
+static sw_error_t* timed_move(sw_runtime_t* rt, sw_carrier_t* file, size_t n, const void* expect, double* seconds) {
+  sw_tensor_t* tensor = dense_tensor(file, n);
+  sw_carrier_t* cpu = NULL;
+  CHECK(sw_carrier_create_cpu(rt, SW_DTYPE_F32, 0, &cpu));
+  sw_await_t* await = NULL;
+  const double t0 = now_seconds();
+  sw_error_t* refused = sw_move_async(tensor, cpu, &await);
+  if (!refused) {
+    CHECK(sw_await_wait(await, -1));
+    *seconds = now_seconds() - t0;
+    sw_tensor_t* result = NULL;
+    CHECK(sw_await_result(await, &result));
+    if (expect) {
+      void* p = NULL;
+      CHECK(sw_carrier_host_pointer(cpu, &p));
+      const unsigned char *got = (const unsigned char*)p, *want = (const unsigned char*)expect;
+      if (memcmp(got, want, n * sizeof(float)) != 0) {
+        size_t at = 0;
+        while (got[at] == want[at]) ++at;
+        fprintf(stderr, "bench_file: moved byte %zu is 0x%02x, the file's is 0x%02x\n", at, got[at], want[at]);
+        exit(2);
+      }
+    }
+    sw_tensor_release(result);
+    sw_await_release(await);
+  }
+  sw_tensor_release(tensor);
+  sw_carrier_release(cpu);
+  return refused;
+}
+
 /* Whether this build moves out of a read-only file carrier (the header allows
  * it; only moves into one are refused). */
 static int moves_from_read_only(bench_t* b) {
@@ -231,33 +267,7 @@ static void repetition(bench_t* b, int in_flight, int verify, int user_fd, unsig
   *peer_seconds = pread_seconds(fd, warm, b->n * sizeof(float), b->chunk, in_flight);
   if (fd != user_fd) close(fd);
 
-  sw_tensor_t* tensor = dense_tensor(file, b->n);
-  sw_carrier_t* cpu = NULL;
-  CHECK(sw_carrier_create_cpu(b->rt, SW_DTYPE_F32, 0, &cpu));
-  sw_await_t* await = NULL;
-  const double t0 = now_seconds();
-  CHECK(sw_move_async(tensor, cpu, &await));
-  CHECK(sw_await_wait(await, -1));
-  *sw_seconds = now_seconds() - t0;
-
-  sw_tensor_t* result = NULL;
-  CHECK(sw_await_result(await, &result));
-  if (verify) {
-    void* p = NULL;
-    CHECK(sw_carrier_host_pointer(cpu, &p));
-    const float* values = (const float*)p;
-    for (size_t i = 0; i < b->n; ++i)
-      if (values[i] != value_at(i)) {
-        fprintf(stderr, "bench_file: moved value %zu is %g, expected %g\n", i, (double)values[i], (double)value_at(i));
-        exit(2);
-      }
-  }
-  /* Released here, the destination's buffer returns to the runtime's pool
-   * and the next repetition reuses it warm. */
-  sw_tensor_release(result);
-  sw_await_release(await);
-  sw_tensor_release(tensor);
-  sw_carrier_release(cpu);
+  CHECK(timed_move(b->rt, file, b->n, verify ? b->values : NULL, sw_seconds));
   sw_carrier_release(file);
 }
 
@@ -464,46 +474,17 @@ static int sw_direct(const direct_t* d, const unsigned char* expect, double* sec
   const double t_open = now_seconds();
   sw_carrier_t* file = NULL;
   CHECK(sw_carrier_open_file(d->rt, SW_DTYPE_F32, d->path, 0, n, &desc, &file));
-  sw_tensor_t* tensor = dense_tensor(file, n);
-  sw_carrier_t* cpu = NULL;
-  CHECK(sw_carrier_create_cpu(d->rt, SW_DTYPE_F32, 0, &cpu));
-  sw_await_t* await = NULL;
-  const double t0 = now_seconds();
-  sw_error_t* err = sw_move_async(tensor, cpu, &await);
+  const double t_move = now_seconds();
+  sw_error_t* err = timed_move(d->rt, file, n, expect, seconds);
   if (err && refused) {
     snprintf(refused, refused_size, "%s: %s", sw_error_code_name(sw_error_code(err)), sw_error_message(err));
     sw_error_free(err);
-    sw_tensor_release(tensor);
-    sw_carrier_release(cpu);
     sw_carrier_release(file);
     return 0;
   }
   check(err, "sw_move_async");
-  CHECK(sw_await_wait(await, -1));
-  const double t1 = now_seconds();
-  *seconds = t1 - t0;
-  if (open_seconds) *open_seconds = t1 - t_open;
-
-  sw_tensor_t* result = NULL;
-  CHECK(sw_await_result(await, &result));
-  if (expect) {
-    void* p = NULL;
-    CHECK(sw_carrier_host_pointer(cpu, &p));
-    const unsigned char* got = (const unsigned char*)p;
-    if (memcmp(got, expect, d->bytes) != 0) {
-      size_t at = 0;
-      while (got[at] == expect[at]) ++at;
-      fprintf(stderr, "bench_file: moved byte %zu is 0x%02x, the file's is 0x%02x\n", at, got[at], expect[at]);
-      exit(2);
-    }
-  }
+  if (open_seconds) *open_seconds = t_move - t_open + *seconds;
   *cached = cached_fraction(d->fd, d->bytes);
-  /* Released here, the destination's buffer returns to the runtime's pool
-   * and the next repetition reuses it warm. */
-  sw_tensor_release(result);
-  sw_await_release(await);
-  sw_tensor_release(tensor);
-  sw_carrier_release(cpu);
   sw_carrier_release(file);
   return 1;
 }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mix.hpp"
 #include "core/runtime.hpp"
 
 namespace sw {
@@ -153,13 +154,6 @@ void write_cache(Runtime& rt, const std::string& path, const CacheLine& entry) {
   }
 }
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Bytes per second of `depth` threads reading `chunk`-byte pieces of runs
 // at scattered offsets of `direct_fd`; 0 when a read fails.
 double measure(int direct_fd, uint64_t file_bytes, size_t chunk, uint32_t depth, uint64_t seed,
@@ -172,7 +166,7 @@ double measure(int direct_fd, uint64_t file_bytes, size_t chunk, uint32_t depth,
   std::atomic<bool> failed{false};
   auto worker = [&](void* buffer) {
     for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < pieces;) {
-      const uint64_t offset = mix(seed + i / run) % grains * kProbeOffsetGrain + i % run * chunk;
+      const uint64_t offset = splitmix64(seed + i / run) % grains * kProbeOffsetGrain + i % run * chunk;
       size_t done = 0;
       while (done < chunk) {
         const ssize_t n = ::pread(direct_fd, static_cast<char*>(buffer) + done, chunk - done,
@@ -217,7 +211,7 @@ bool probe(Runtime& rt, const std::string& name, int direct_fd, uint64_t file_by
     if (posix_memalign(&b, 4096, max_chunk) != 0) return false;
   for (void* b : buffers) std::memset(b, 0, max_chunk);  // touched: no page faults timed
 
-  uint64_t seed = mix(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  uint64_t seed = splitmix64(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::vector<Trial> trials;
   for (size_t chunk : kProbeChunks)
     if (chunk <= file_bytes)
@@ -239,8 +233,11 @@ bool probe(Runtime& rt, const std::string& name, int direct_fd, uint64_t file_by
                         return a.rate < b.rate;
                       })->rate;
   std::string table;
-  for (const Trial& t : trials)
-    table += " " + std::to_string(t.chunk >> 20) + "Mx" + std::to_string(t.depth) + ":" + std::to_string(t.rate / 1e9).substr(0, 4);
+  for (const Trial& t : trials) {
+    char cell[64];
+    std::snprintf(cell, sizeof cell, " %zuMx%u:%.2f", t.chunk >> 20, t.depth, t.rate / 1e9);
+    table += cell;
+  }
   rt.log(SW_LOG_DEBUG, "device " + name + " probe, GB/s by MiB per read x in flight:" + table);
   const Trial* pick = nullptr;
   for (const Trial& t : trials) {
@@ -288,12 +285,11 @@ std::string device_profile_cache_path() {
   return dir.empty() ? std::string() : dir + "/io-devices";
 }
 
-DeviceProfile direct_read_profile(Runtime& rt, int fd, int direct_fd, uint64_t file_bytes, const std::string& path,
-                                  bool may_probe) {
+DeviceProfile direct_read_profile(Runtime& rt, uint64_t device, int direct_fd, uint64_t file_bytes,
+                                  const std::string& path, bool may_probe) {
   DeviceProfile profile;
-  struct stat st;
-  if (direct_fd < 0 || ::fstat(fd, &st) != 0) return profile;
-  profile.device = static_cast<uint64_t>(st.st_dev);
+  profile.device = device;
+  if (direct_fd < 0) return profile;
   const ProbeMode mode = probe_mode();
   if (mode == ProbeMode::kOff) return profile;
   const std::string name = device_name(profile.device), identity = device_identity(profile.device);

@@ -63,13 +63,13 @@ struct DeviceProfile {
   ProfileSource source = ProfileSource::kDefault;
 };
 
-// The profile of the device holding the open file `fd` (`path` in messages),
-// for reads through `direct_fd` (its O_DIRECT descriptor; -1: none, which
-// gives the defaults). Probes on a miss when `may_probe` and the file holds
+// The profile of `device` (st_dev of the file `path`, named in messages),
+// for reads through `direct_fd` (the file's O_DIRECT descriptor; -1: none,
+// which gives the defaults). Probes on a miss when `may_probe` and the file holds
 // at least kProbeMinFileBytes. Thread-safe; concurrent misses on one device
 // probe once.
-DeviceProfile direct_read_profile(Runtime& runtime, int fd, int direct_fd, uint64_t file_bytes, const std::string& path,
-                                  bool may_probe);
+DeviceProfile direct_read_profile(Runtime& runtime, uint64_t device, int direct_fd, uint64_t file_bytes,
+                                  const std::string& path, bool may_probe);
 
 // The cache file's path ("" when neither STRIDEWEAVE_CACHE_DIR, XDG_CACHE_HOME
 // nor HOME is set).

@@ -69,9 +69,7 @@ std::string default_directory() {
 FileCarrier::FileCarrier(Ref<Runtime> runtime, sw_dtype_t dtype, size_t size, const FileCarrierOptions& options)
     : Carrier(std::move(runtime), SW_CARRIER_FILE, dtype, size),
       options_(options),
-      direct_io_(options.direct_io) {
-  resolve_io(0, false);
-}
+      direct_io_(options.direct_io) {}
 
 IoQueue& FileCarrier::io_queue() {
   if (profile_.source == ProfileSource::kDefault || options_.requests_in_flight) return runtime().file_io();
@@ -79,14 +77,12 @@ IoQueue& FileCarrier::io_queue() {
 }
 
 void FileCarrier::resolve_io(uint64_t file_bytes, bool may_probe) {
-  if (!files_.empty()) {
-    const OpenFile& file = *files_.front();
-    if ((!options_.chunk_bytes || !options_.requests_in_flight) && direct_io_ && file.direct_usable()) {
-      profile_ = direct_read_profile(runtime(), file.fd, file.direct_fd, file_bytes, file.path, may_probe);
-    } else {
-      struct stat st;
-      if (::fstat(file.fd, &st) == 0) profile_.device = static_cast<uint64_t>(st.st_dev);
-    }
+  const OpenFile& file = *files_.front();
+  struct stat st;
+  if (::fstat(file.fd, &st) == 0) {
+    profile_.device = static_cast<uint64_t>(st.st_dev);
+    if ((!options_.chunk_bytes || !options_.requests_in_flight) && direct_io_ && file.direct_usable())
+      profile_ = direct_read_profile(runtime(), profile_.device, file.direct_fd, file_bytes, file.path, may_probe);
   }
   chunk_bytes_ = options_.chunk_bytes ? options_.chunk_bytes : profile_.chunk_bytes;
   chunk_bytes_ = std::min(std::max<size_t>(chunk_bytes_, 1), kMaxChunkBytes);
@@ -568,6 +564,7 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
   IoPriority priority_;
   bool whole_blocks_;      // the buffer's enclosing blocks are scratch (read_async)
   size_t buffer_end_ = 0;  // bytes of the host buffer the extents cover
+  IoQueue* slots_ = nullptr;  // the carrier's request slots, taken at start()
   uint64_t ticket_ = 0;    // its place in the IoQueue's order
   bool queued_ = false;    // waiting in the IoQueue for a slot
   size_t extent_ = 0;      // the next piece to issue: extent extent_, position_ bytes in
@@ -578,7 +575,8 @@ class FileCarrier::Transfer : public std::enable_shared_from_this<FileCarrier::T
 };
 
 void FileCarrier::Transfer::start() {
-  ticket_ = carrier_->io_queue().next_ticket();
+  slots_ = &carrier_->io_queue();
+  ticket_ = slots_->next_ticket();
   if (write_) {
     // As in the synchronous path: fault-check every request before writing.
     fail(capture([&] {
@@ -603,7 +601,7 @@ Status FileCarrier::Transfer::io_status(const OpenFile& file, uint64_t offset, i
 
 void FileCarrier::Transfer::issue() noexcept {
   Runtime& rt = carrier_->runtime();
-  IoQueue& slots = carrier_->io_queue();
+  IoQueue& slots = *slots_;
   while (error_.ok() && in_flight_ < carrier_->requests_in_flight_ && extent_ < extents_.size()) {
     if (rt.is_shut_down()) {
       fail(Status::make(SW_ERROR_CANCELLED, std::string(write_ ? "file write" : "file read") +
@@ -649,7 +647,7 @@ void FileCarrier::Transfer::issue() noexcept {
 void FileCarrier::Transfer::queue_for_slot() noexcept {
   if (queued_) return;
   queued_ = true;
-  carrier_->io_queue().wait(priority_, ticket_, [self = shared_from_this()] {
+  slots_->wait(priority_, ticket_, [self = shared_from_this()] {
     self->queued_ = false;
     self->issue();
     self->finish_if_idle();
@@ -723,7 +721,7 @@ void FileCarrier::Transfer::retire(Request* request) noexcept {
   // slot: the slot goes to the earliest transfer waiting, this one included,
   // not to whichever waited in line while its pieces ran.
   if (error_.ok() && extent_ < extents_.size()) queue_for_slot();
-  carrier_->io_queue().release(priority_);
+  slots_->release(priority_);
 }
 
 void FileCarrier::Transfer::on_complete(uv_fs_t* fs) {

@@ -170,7 +170,8 @@ class FileCarrier final : public Carrier {
   const OpenFile& add_file(const std::string& path, uint64_t* out_bytes);
   void open_direct(OpenFile& file, int flags);
   // Sets the chunk size and requests in flight the options left 0 from the
-  // profile of the first file's device (measuring it when `may_probe`).
+  // profile of the first file's device (measuring it when `may_probe`),
+  // once that file is open.
   void resolve_io(uint64_t file_bytes, bool may_probe);
   void close_file() noexcept;
   // The files, quoted, for messages: 'a' or 'a', 'b' and 'c'.
