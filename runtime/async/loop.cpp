@@ -35,9 +35,7 @@ struct Loop::Shared::Ring {
   bool closing = false;
 };
 #else
-struct Loop::Shared::Ring {
-  size_t in_flight = 0;
-};
+struct Loop::Shared::Ring {};  // never made without liburing
 #endif
 
 // The ring's resources, once its poll handle is closed (or never opened).
@@ -115,7 +113,13 @@ int Loop::submit_file_op(bool write, int fd, void* buffer, size_t length, uint64
   do {
     rc = io_uring_submit(&r->ring);
   } while (rc == -EINTR);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    // The entry stays queued and goes with the next submission: made a
+    // no-op that names no request, whose completion on_ring skips.
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, nullptr);
+    return rc;
+  }
   if (r->in_flight++ == 0) uv_ref(reinterpret_cast<uv_handle_t*>(&r->poll));
   ++ring_requests_;
   return 0;
@@ -138,6 +142,7 @@ void Loop::on_ring(uv_poll_t* handle, int, int) {
     auto* op = static_cast<FileOp*>(io_uring_cqe_get_data(cqe));
     const ssize_t result = cqe->res;
     io_uring_cqe_seen(&r->ring, cqe);
+    if (!op) continue;  // a refused submission's entry, sent later as a no-op
     if (--r->in_flight == 0) uv_unref(reinterpret_cast<uv_handle_t*>(&r->poll));
     op->complete(op, result);  // may submit again
   }
