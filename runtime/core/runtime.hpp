@@ -59,7 +59,7 @@ class Runtime final : public CompletionHost {
   Loop& loop() { return *loop_; }
   // The file request slots (loop thread only): the shared ones, or those
   // of one device whose measured best is `depth` requests in flight (that
-  // many and at least four; at most the shared count unless the loop has
+  // many and at least eight; at most the shared count unless the loop has
   // io_uring: libuv's thread pool serves both).
   IoQueue& file_io() { return *file_io_; }
   IoQueue& file_io(uint64_t device, uint32_t depth);
