@@ -85,6 +85,7 @@ void Runtime::submit(std::vector<std::shared_ptr<Operation>> ops) {
   const bool posted = loop_->post([self, ops = std::move(ops)] {
     for (const auto& op : ops) self->pending_.insert(op);
     for (const auto& op : ops) op->start();
+    for (const auto& op : ops) op->started();
   });
   if (!posted) {
     std::lock_guard<std::mutex> lock(pending_mutex_);

@@ -43,6 +43,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
  public:
   virtual ~Operation() = default;
   virtual void start() = 0;
+  // After start() of every operation submitted with it: the work an
+  // operation can begin at once, on what is already there, goes here, so
+  // that one submission's operations all issue their transfers before any
+  // of them takes the compute threads (on a machine of two cores, work
+  // started first delays the loop thread's next start by a time slice).
+  virtual void started() {}
   // Shutdown: stop issuing requests and finish as CANCELLED once nothing is
   // in flight, restoring every claimed carrier.
   virtual void cancel() = 0;

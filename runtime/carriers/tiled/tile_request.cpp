@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <utility>
 
 #include "base/error.hpp"
 
@@ -273,12 +274,25 @@ void TileRequest::start() {
     // Tiles primary at the start, and implicit zeros (filled at creation).
     std::vector<bool> fetching(entries_.size(), false);
     for (const Need& n : needs) fetching[n.i] = n.secondary;
-    std::vector<size_t> ready;
     for (size_t i = 0; i < entries_.size(); ++i)
-      if (!fetching[i]) ready.push_back(i);
-    if (!ready.empty()) run_tile_work(std::move(ready));
+      if (!fetching[i]) resident_.push_back(i);
+    // Run by started(), once every request submitted with this one has
+    // issued its reads; held as a read and an op until then.
+    if (!resident_.empty()) {
+      holding_ = true;
+      ++ops_;
+      ++fetches_;
+    }
   }
   write_captures();
+  fetch_done();
+  op_done();
+}
+
+void TileRequest::started() {
+  if (!holding_) return;
+  holding_ = false;
+  run_tile_work(std::exchange(resident_, {}));
   fetch_done();
   op_done();
 }
