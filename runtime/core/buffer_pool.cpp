@@ -46,19 +46,19 @@ void* BufferPool::allocate_fresh(size_t bytes) {
     // threshold past the size of the first one freed, would keep the next
     // ones in its heap for good. Over-mapped by a huge page and trimmed to
     // the alignment.
-    const size_t span = bytes + align;
+    const size_t mapped = mapped_bytes(bytes), span = mapped + align;
     void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw std::bad_alloc();
     const uintptr_t base = reinterpret_cast<uintptr_t>(m);
     const uintptr_t aligned = (base + align - 1) / align * align;
     if (aligned > base) munmap(m, aligned - base);
     const uintptr_t end = base + span;
-    if (end > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), end - (aligned + bytes));
+    if (end > aligned + mapped) munmap(reinterpret_cast<void*>(aligned + mapped), end - (aligned + mapped));
     p = reinterpret_cast<void*>(aligned);
     // Tiles and tensors of megabytes are streamed through whole: huge pages
     // (where the system grants them on request) spare the TLB misses of
     // walking several such buffers at once, as a gather does. Advice only.
-    madvise(p, bytes, MADV_HUGEPAGE);
+    madvise(p, mapped, MADV_HUGEPAGE);
   } else if (posix_memalign(&p, align, bytes) != 0) {
     p = nullptr;
   }
@@ -70,7 +70,7 @@ void BufferPool::free_raw(void* p, size_t bytes) noexcept {
   if (has_allocator_)
     allocator_.free(allocator_.user_data, p, bytes, alignment_for(bytes));
   else if (bytes >= kHugeBytes)
-    munmap(p, bytes);
+    munmap(p, mapped_bytes(bytes));
   else
     std::free(p);
 }
@@ -86,7 +86,7 @@ void* BufferPool::acquire(size_t bytes, size_t* out_class_bytes) {
       it->second.pop_back();
       void* p = entry->p;
       lru_.erase(entry);
-      cached_ -= cls;
+      cached_ -= footprint(cls);
       return p;
     }
   }
@@ -109,20 +109,20 @@ void* BufferPool::acquire(size_t bytes, size_t* out_class_bytes) {
 void BufferPool::give_back(void* p, size_t cls) noexcept {
   std::list<Cached> evicted;
   bool kept = false;
-  if (cls <= limit_) {
+  if (footprint(cls) <= limit_) {
     std::lock_guard<std::mutex> lock(mutex_);
     try {
       auto& list = free_[cls];
       list.reserve(list.size() + 1);
       list.push_back(lru_.insert(lru_.end(), Cached{p, cls}));
-      cached_ += cls;
+      cached_ += footprint(cls);
       kept = true;
       while (cached_ > limit_) {  // the oldest go; `p` itself is the newest
         const Cached old = lru_.front();
         auto& same = free_[old.class_bytes];
         same.erase(same.begin());  // a class's oldest entry is the first
         evicted.splice(evicted.end(), lru_, lru_.begin());
-        cached_ -= old.class_bytes;
+        cached_ -= footprint(old.class_bytes);
       }
     } catch (...) {
     }

@@ -29,10 +29,19 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
     return bytes >= kHugeBytes ? kHugePage : bytes >= 65536 ? 4096 : 64;
   }
   static constexpr size_t kHugePage = size_t{2} << 20;
-  // From one huge page on: a 2.3 MiB decode weight in 4 KiB pages read
+  // From half a huge page on: a 2.3 MiB decode weight in 4 KiB pages read
   // 0.85x as fast from DRAM as in huge pages (the TLB misses of a virtual
-  // machine's two-level walk), and a plain read loop 0.55x.
-  static constexpr size_t kHugeBytes = kHugePage;
+  // machine's two-level walk), and a plain read loop 0.55x; an O_DIRECT
+  // read of 1 MiB into 4 KiB pages took the loop thread 80-95 us to submit
+  // (the kernel pins each page), into a huge page 27.
+  static constexpr size_t kHugeBytes = kHugePage / 2;
+  // The bytes a buffer of class `class_bytes` maps: below one huge page,
+  // a whole one (a huge page needs its whole aligned 2 MiB in the mapping;
+  // a 1.55 MiB Q4_K expert tile of 1024 x 2816 then maps 2 MiB), else the
+  // class itself.
+  static size_t mapped_bytes(size_t class_bytes) {
+    return class_bytes >= kHugeBytes && class_bytes < kHugePage ? kHugePage : class_bytes;
+  }
 
   // Returns a buffer of at least `bytes` (class-rounded); throws OUT_OF_MEMORY.
   void* acquire(size_t bytes, size_t* out_class_bytes);
@@ -43,6 +52,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
  private:
   void* allocate_fresh(size_t bytes);
+  // The memory a cached buffer of class `cls` holds: what the limit counts.
+  size_t footprint(size_t cls) const { return has_allocator_ ? cls : mapped_bytes(cls); }
   void free_raw(void* p, size_t bytes) noexcept;
 
   size_t limit_;

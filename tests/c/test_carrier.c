@@ -339,6 +339,33 @@ static void host_pointer(void** state) {
   sw_carrier_release(c);
 }
 
+/* Buffers from 1 MiB on start on a 2 MiB boundary, where the system can
+ * back them with huge pages: a 1.55 MiB Q4_K expert tile (1024 x 2816) as
+ * well as a 5.5 MiB bf16 one. Smaller ones on a page or on 64 bytes; every
+ * byte reads back as zero and takes a write at its end. */
+static void large_buffers_start_on_huge_pages(void** state) {
+  sw_runtime_t* rt = (sw_runtime_t*)*state;
+  const struct {
+    size_t bytes;
+    uintptr_t alignment;
+  } cases[] = {{1000, 64}, {65536, 4096}, {(size_t)1 << 20, (uintptr_t)2 << 20},
+               {1622016, (uintptr_t)2 << 20}, {5767168, (uintptr_t)2 << 20}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    sw_carrier_t* c = NULL;
+    SW_OK_(sw_carrier_create_cpu(rt, SW_DTYPE_U8, cases[i].bytes, &c));
+    void* p = NULL;
+    SW_OK_(sw_carrier_host_pointer(c, &p));
+    assert_int_equal((uintptr_t)p % cases[i].alignment, 0);
+    const unsigned char* b = (const unsigned char*)p;
+    assert_int_equal(b[0], 0);
+    assert_int_equal(b[cases[i].bytes - 1], 0);
+    const uint8_t last = 7;
+    SW_OK_(sw_carrier_write(c, cases[i].bytes - 1, 1, &last));
+    assert_int_equal(b[cases[i].bytes - 1], 7);
+    sw_carrier_release(c);
+  }
+}
+
 /* ---- size 0 ------------------------------------------------------------- */
 
 static void size_zero_carriers(void** state) {
@@ -399,6 +426,7 @@ int main(void) {
       cmocka_unit_test(claimed_carrier_refuses_writes_and_dispose),
       cmocka_unit_test(unclaim_without_claim_is_state),
       cmocka_unit_test(host_pointer),
+      cmocka_unit_test(large_buffers_start_on_huge_pages),
       cmocka_unit_test(size_zero_carriers),
       cmocka_unit_test(retain_release_carrier),
   };
