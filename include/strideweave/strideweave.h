@@ -1334,9 +1334,10 @@ SW_API void sw_safetensors_save_desc_init(sw_safetensors_save_desc_t* desc);
  * carrier: a tensor of a TiledEvictable (its full tensor or a view of it) is
  * read tile by tile from the tier each tile is in, dirty primary values
  * included, with no promotion and about two tiles of memory. The file is
- * written beside `path` under a temporary name and renamed over it at the
- * end: a failure leaves nothing, and an existing file (even one a carrier is
- * reading) stays intact until then. `desc` may be NULL. VALUE for NULL
+ * written beside `path` under a temporary name, flushed to the disk (fsync)
+ * and renamed over it at the end: a failure leaves nothing, a crash leaves
+ * the old file or the whole new one, and an existing file (even one a
+ * carrier is reading) stays intact until then. `desc` may be NULL. VALUE for NULL
  * arguments, an empty, duplicate or non-UTF-8 name, the name
  * "__metadata__", a duplicate metadata key or an unknown desc->struct_size;
  * TYPE for a NULL or non-tensor handle; STATE for a released carrier, a

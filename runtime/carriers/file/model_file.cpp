@@ -306,13 +306,30 @@ class AtomicFile {
       at_ += static_cast<uint64_t>(n);
     }
   }
+  // On the disk before it takes the name: a crash leaves the old file or
+  // the whole new one, and the first reader of the new one (with O_DIRECT,
+  // as the model-file tiers read) does not wait for its pages' writeback.
   void commit() {
+    int rc;
+    do {
+      rc = ::fsync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) throw_error(SW_ERROR_IO, "writing '" + path_ + "' failed (fsync): " + errno_text(errno));
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) throw_error(SW_ERROR_IO, "writing '" + path_ + "' failed: " + errno_text(errno));
     if (::rename(temp_.c_str(), path_.c_str()) != 0)
       throw_error(SW_ERROR_IO, "cannot rename '" + temp_ + "' to '" + path_ + "': " + errno_text(errno));
     committed_ = true;
+    // The new name itself: the directory's entry. Best effort (a directory
+    // that cannot be opened or synced leaves the file written).
+    const size_t slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
   }
 
  private:
