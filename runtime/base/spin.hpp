@@ -20,9 +20,8 @@ namespace sw {
 
 // Spins until ready() or `limit` has passed; returns ready(). With
 // `yielding`, each round ends in sched_yield(), so that a spinner sharing its
-// CPU with the thread it waits for lets that thread run at once (a loop
-// thread or a caller waiting on it); without, it only relaxes (compute
-// threads, one per CPU).
+// CPU with a thread that has work (the thread it waits for, or any other)
+// lets that thread run at once; without, it only relaxes.
 template <typename Ready>
 bool spin_until(Ready ready, std::chrono::microseconds limit, bool yielding) {
   if (ready()) return true;

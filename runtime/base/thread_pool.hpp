@@ -3,7 +3,8 @@
 // worker spins for a short while (kSpin) before it sleeps, and the caller
 // spins likewise for the workers' chunks: a product of a few hundred
 // microseconds (one decoded token's matrix) would otherwise lose tens of
-// them to a futex wake-up on each side, as OpenMP's runtimes avoid too.
+// them to a futex wake-up on each side, as OpenMP's runtimes avoid too. The
+// spins yield the CPU to any other thread that has work.
 #pragma once
 
 #include <atomic>
