@@ -279,7 +279,6 @@ void TileRequest::start() {
     // Run by started(), once every request submitted with this one has
     // issued its reads; held as a read and an op until then.
     if (!resident_.empty()) {
-      holding_ = true;
       ++ops_;
       ++fetches_;
     }
@@ -290,8 +289,7 @@ void TileRequest::start() {
 }
 
 void TileRequest::started() {
-  if (!holding_) return;
-  holding_ = false;
+  if (resident_.empty()) return;
   run_tile_work(std::exchange(resident_, {}));
   fetch_done();
   op_done();

@@ -222,8 +222,8 @@ class TileRequest final : public Operation {
   std::vector<Ref<Carrier>> outs_;          // per writes entry: the fresh buffer `work` fills
   std::vector<Capture> captures_;           // dirty tiles this request writes to the secondary tier
   std::vector<int64_t> remaining_;          // explicit evictions not yet dropped
-  std::vector<size_t> resident_;            // entries primary at the start, for started()
-  bool holding_ = false;                    // start() holds a read and an op for started()
+  std::vector<size_t> resident_;            // entries primary at the start, for started(),
+                                            // which start() holds a read and an op for
   int ops_ = 0;                             // outstanding reads, writes and worker jobs (+1 while issuing)
   int fetches_ = 0;                         // outstanding reads (+1 while issuing)
   Status error_;
